@@ -26,8 +26,9 @@ from devstack.spark import spark_jars  # noqa: E402
 from devstack.stack import APICURIO, cache_dir  # noqa: E402
 
 # Small enough that a few thousand rows make PostgreSQL stream a transaction in progress.
+# synchronous_commit stays on: logical decoding only reads WAL that is flushed.
 TEST_PG_SETTINGS = {"logical_decoding_work_mem": "'64kB'", "fsync": "off",
-                    "synchronous_commit": "off", "full_page_writes": "off"}
+                    "full_page_writes": "off"}
 
 
 @pytest.fixture(scope="session")

@@ -75,11 +75,17 @@ def alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie child of ours counts as dead.
+    # A zombie counts as dead: reap it if it is our child, else read its state (a container's
+    # init may never reap processes orphaned by an earlier `scripts/stack up`).
     try:
-        waited, _ = os.waitpid(pid, os.WNOHANG)
-        return waited == 0
+        if os.waitpid(pid, os.WNOHANG)[0] != 0:
+            return False
     except ChildProcessError:
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
         return True
 
 
