@@ -1,0 +1,32 @@
+# The two commands of the README: `make demo` and `make test`. Everything else is a helper.
+.PHONY: bootstrap test unit demo stack-up stack-down stack-status lint clean
+
+PYTEST ?= .venv/bin/pytest
+
+bootstrap:            ## install system packages, .venv and the stack's jars (idempotent)
+	scripts/bootstrap
+
+test: bootstrap       ## the whole suite against real PostgreSQL 15/18, Kafka, registry, Spark
+	$(PYTEST) -q -p no:cacheprovider
+
+unit: bootstrap       ## pure-code tests only (no servers)
+	$(PYTEST) -q tests/unit
+
+demo: bootstrap       ## the local stack and the product end to end
+	scripts/demo
+
+stack-up: bootstrap
+	scripts/stack up
+
+stack-down:
+	scripts/stack down
+
+stack-status:
+	scripts/stack status
+
+lint:
+	.venv/bin/ruff check connector spark_jobs tests scripts benchmarks
+	.venv/bin/mypy connector
+
+clean: stack-down     ## stop the stack and delete its data (keeps the download cache)
+	rm -rf .stack/postgres .stack/kafka .stack/registry
