@@ -1,0 +1,23 @@
+"""Log sequence numbers: 64-bit WAL positions, printed by PostgreSQL as two hex halves "X/Y"."""
+
+from __future__ import annotations
+
+_MAX_LSN = 0xFFFF_FFFF_FFFF_FFFF
+
+
+def lsn_to_str(lsn: int) -> str:
+    """Format an LSN the way PostgreSQL prints `pg_lsn` (upper-case hex, no padding): 0/16B3748."""
+    if not 0 <= lsn <= _MAX_LSN:
+        raise ValueError(f"LSN out of range: {lsn}")
+    return f"{lsn >> 32:X}/{lsn & 0xFFFF_FFFF:X}"
+
+
+def str_to_lsn(text: str) -> int:
+    """Parse "X/Y" (each half 1-8 hex digits, any case) into an int; ValueError if malformed."""
+    high, sep, low = text.strip().partition("/")
+    if not sep or not (0 < len(high) <= 8 and 0 < len(low) <= 8):
+        raise ValueError(f"not an LSN (expected X/Y in hex): {text!r}")
+    try:
+        return (int(high, 16) << 32) | int(low, 16)
+    except ValueError:
+        raise ValueError(f"not an LSN (expected X/Y in hex): {text!r}") from None
