@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 _MAX_LSN = 0xFFFF_FFFF_FFFF_FFFF
+_HEX = frozenset("0123456789abcdefABCDEF")
 
 
 def lsn_to_str(lsn: int) -> str:
@@ -15,9 +16,10 @@ def lsn_to_str(lsn: int) -> str:
 def str_to_lsn(text: str) -> int:
     """Parse "X/Y" (each half 1-8 hex digits, any case) into an int; ValueError if malformed."""
     high, sep, low = text.strip().partition("/")
-    if not sep or not (0 < len(high) <= 8 and 0 < len(low) <= 8):
+    if not (sep and _is_hex32(high) and _is_hex32(low)):
         raise ValueError(f"not an LSN (expected X/Y in hex): {text!r}")
-    try:
-        return (int(high, 16) << 32) | int(low, 16)
-    except ValueError:
-        raise ValueError(f"not an LSN (expected X/Y in hex): {text!r}") from None
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+def _is_hex32(part: str) -> bool:
+    return 0 < len(part) <= 8 and all(c in _HEX for c in part)
