@@ -1,0 +1,198 @@
+"""Slot and publication administration over a regular SQL connection.
+
+Checks what must hold before streaming (wal_level, the slot's plugin and WAL status) and
+creates the slot and publication when asked. Identifiers are always quoted by psycopg's `sql`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from connector.errors import ConfigError, SourceError
+from connector.pgoutput.lsn import str_to_lsn
+
+log = logging.getLogger(__name__)
+
+
+def protocol_version_for(server_version_num: int) -> int:
+    """Highest pgoutput protocol the server accepts: 16+ → 4, 15 → 3, 14 → 2, else 1."""
+    if server_version_num >= 160000:
+        return 4
+    if server_version_num >= 150000:
+        return 3
+    if server_version_num >= 140000:
+        return 2
+    return 1
+
+
+@dataclass(frozen=True)
+class SlotInfo:
+    name: str
+    plugin: str
+    database: str
+    active: bool
+    active_pid: int | None
+    restart_lsn: int | None
+    confirmed_flush_lsn: int | None
+    wal_status: str | None
+    retained_bytes: int | None
+
+
+class ReplicationAdmin:
+    """SQL-side view of the source: server facts, the slot, the publication, tables."""
+
+    def __init__(self, conn: psycopg.Connection[tuple]) -> None:  # type: ignore[type-arg]
+        self.conn = conn
+
+    @classmethod
+    def connect(cls, dsn: str) -> ReplicationAdmin:
+        try:
+            conn = psycopg.connect(dsn, autocommit=True, application_name="pgcdc-admin")
+        except psycopg.OperationalError as exc:
+            raise SourceError(f"cannot connect to PostgreSQL: {_first_line(exc)}") from None
+        return cls(conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _one(self, query: str | sql.Composable, params: Sequence[object] = ()) -> tuple:  # type: ignore[type-arg]
+        row = self.conn.execute(query, params).fetchone()
+        assert row is not None
+        return row
+
+    @property
+    def server_version_num(self) -> int:
+        return int(self._one("SHOW server_version_num")[0])
+
+    def check_wal_level(self) -> None:
+        level = self._one("SHOW wal_level")[0]
+        if level != "logical":
+            raise SourceError(
+                f"wal_level is {level!r}; logical replication needs wal_level = logical in "
+                "postgresql.conf (then restart PostgreSQL)"
+            )
+
+    def slot(self, name: str) -> SlotInfo | None:
+        row = self.conn.execute(
+            "SELECT slot_name, coalesce(plugin, ''), coalesce(database, ''), active, active_pid,"
+            " restart_lsn::text, confirmed_flush_lsn::text, wal_status,"
+            " pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint"
+            " FROM pg_replication_slots WHERE slot_name = %s",
+            (name,),
+        ).fetchone()
+        if row is None:
+            return None
+        return SlotInfo(row[0], row[1], row[2], row[3], row[4],
+                        str_to_lsn(row[5]) if row[5] else None,
+                        str_to_lsn(row[6]) if row[6] else None, row[7], row[8])
+
+    def check_slot(self, info: SlotInfo) -> None:
+        if info.plugin != "pgoutput":
+            raise SourceError(f"replication slot {info.name!r} uses plugin {info.plugin!r}, "
+                              "not pgoutput; drop it or choose another --slot")
+        if info.wal_status == "lost":
+            raise SourceError(
+                f"replication slot {info.name!r} has lost required WAL (wal_status = lost); "
+                "changes are missing: drop the slot and take a new snapshot"
+            )
+        current_db = self._one("SELECT current_database()")[0]
+        if info.database and info.database != current_db:
+            raise SourceError(f"replication slot {info.name!r} belongs to database "
+                              f"{info.database!r}, not {current_db!r}")
+
+    def create_slot(self, name: str) -> SlotInfo:
+        try:
+            self.conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
+        except psycopg.Error as exc:
+            raise SourceError(f"cannot create replication slot {name!r}: "
+                              f"{_first_line(exc)}") from None
+        info = self.slot(name)
+        assert info is not None
+        log.info("created replication slot %s", name)
+        return info
+
+    def drop_slot(self, name: str) -> None:
+        self.conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+
+    def publication_exists(self, name: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s",
+                                 (name,)).fetchone() is not None
+
+    def resolve_tables(self, patterns: Sequence[str]) -> list[tuple[str, str]]:
+        """`schema.table` patterns (`*` and `?` allowed; no schema means `public`) → tables."""
+        tables = self.conn.execute(
+            "SELECT n.nspname, c.relname FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relkind IN ('r', 'p') AND n.nspname <> 'information_schema'"
+            " AND n.nspname NOT LIKE 'pg\\_%%' ORDER BY 1, 2"
+        ).fetchall()
+        chosen: list[tuple[str, str]] = []
+        for pattern in patterns:
+            schema_pat, _, table_pat = pattern.rpartition(".")
+            schema_pat = schema_pat or "public"
+            matches = [t for t in tables if fnmatch.fnmatchcase(t[0], schema_pat)
+                       and fnmatch.fnmatchcase(t[1], table_pat)]
+            if not matches:
+                raise ConfigError(f"--tables pattern {pattern!r} matches no table")
+            chosen.extend(m for m in matches if m not in chosen)
+        return chosen
+
+    def ensure_publication(self, name: str, patterns: Sequence[str]) -> None:
+        """Create the publication (or set its tables) for `patterns`; `*` alone = all tables."""
+        all_tables = list(patterns) == ["*"]
+        table_list = None if all_tables else sql.SQL(", ").join(
+            sql.Identifier(schema, table) for schema, table in self.resolve_tables(patterns))
+        try:
+            if not self.publication_exists(name):
+                target = sql.SQL("FOR ALL TABLES") if table_list is None else \
+                    sql.SQL("FOR TABLE {}").format(table_list)
+                self.conn.execute(sql.SQL("CREATE PUBLICATION {} {}").format(
+                    sql.Identifier(name), target))
+                log.info("created publication %s", name)
+            elif table_list is not None and not self._is_all_tables(name):
+                self.conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
+                    sql.Identifier(name), table_list))
+        except psycopg.Error as exc:
+            raise SourceError(f"cannot create publication {name!r}: {_first_line(exc)}") from None
+
+    def _is_all_tables(self, name: str) -> bool:
+        return bool(self._one("SELECT puballtables FROM pg_publication WHERE pubname = %s",
+                              (name,))[0])
+
+    def published_tables(self, publication: str) -> list[tuple[str, str, str, bool]]:
+        """(schema, table, relreplident, has a primary key) of each published table."""
+        rows = self.conn.execute(
+            "SELECT p.schemaname, p.tablename, c.relreplident,"
+            " EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)"
+            " FROM pg_publication_tables p"
+            " JOIN pg_namespace n ON n.nspname = p.schemaname"
+            " JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename"
+            " WHERE p.pubname = %s ORDER BY 1, 2",
+            (publication,),
+        ).fetchall()
+        return [(r[0], r[1], r[2], r[3]) for r in rows]
+
+    def warn_about_replica_identity(self, publication: str) -> list[str]:
+        """Tables whose UPDATE/DELETE events cannot carry a key; logged as warnings."""
+        weak = []
+        for schema, table, ident, has_pk in self.published_tables(publication):
+            if ident == "n" or (ident == "d" and not has_pk):
+                weak.append(f"{schema}.{table}")
+                log.warning(
+                    "table %s.%s has no replica identity key (REPLICA IDENTITY %s, %s): its "
+                    "UPDATE/DELETE events carry no key (and PostgreSQL rejects UPDATE/DELETE on it "
+                    "while it is published); add a primary key or ALTER TABLE ... REPLICA "
+                    "IDENTITY FULL", schema, table, "NOTHING" if ident == "n" else "DEFAULT",
+                    "no primary key")
+        return weak
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

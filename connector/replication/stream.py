@@ -1,0 +1,145 @@
+"""The walsender replication stream over psycopg 3's libpq layer (COPY BOTH).
+
+psycopg has no replication API, but a `replication=database` connection can issue
+START_REPLICATION and then exchange CopyData through `conn.pgconn`. Frames are read without
+blocking (get_copy_data(1) + select on the socket), so the caller's loop also serves Kafka
+delivery callbacks and status-update timers.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import pq, sql
+
+from connector.errors import SourceError
+from connector.pgoutput.framing import (
+    PrimaryKeepalive,
+    XLogData,
+    build_standby_status_update,
+    parse_frame,
+)
+from connector.pgoutput.lsn import lsn_to_str
+from connector.pgoutput.timestamps import unix_to_pg_timestamp
+
+
+@dataclass(frozen=True)
+class StreamOptions:
+    slot: str
+    publication: str
+    proto_version: int
+    start_lsn: int = 0  # 0: resume from the slot's confirmed_flush_lsn
+    binary: bool = False
+    messages: bool = True
+    streaming: bool = True  # in-progress transactions (protocol >= 2)
+    origin: str | None = None  # 'none' or 'any' (PostgreSQL 16+)
+
+    def command(self) -> sql.Composable:
+        opts = [("proto_version", str(self.proto_version)),
+                ("publication_names", self.publication)]
+        if self.messages:
+            opts.append(("messages", "true"))
+        if self.binary:
+            opts.append(("binary", "true"))
+        if self.streaming and self.proto_version >= 2:
+            opts.append(("streaming", "true"))
+        if self.origin is not None:
+            opts.append(("origin", self.origin))
+        return sql.SQL("START_REPLICATION SLOT {} LOGICAL {} ({})").format(
+            sql.Identifier(self.slot), sql.SQL(lsn_to_str(self.start_lsn)),
+            sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(k), sql.Literal(v))
+                               for k, v in opts))
+
+
+class ReplicationStream:
+    """One START_REPLICATION session: read frames, send standby status updates."""
+
+    def __init__(self, dsn: str, options: StreamOptions) -> None:
+        self.options = options
+        try:
+            self._conn = psycopg.connect(dsn, autocommit=True, replication="database",
+                                         application_name="pgcdc")
+        except psycopg.OperationalError as exc:
+            raise SourceError(f"cannot open a replication connection: {_first(exc)}") from None
+        self._pg = self._conn.pgconn
+        # Text values are formatted by this walsender session: make them unambiguous.
+        for setting in ("SET TimeZone = 'UTC'", "SET DateStyle = 'ISO'",
+                        "SET IntervalStyle = 'iso_8601'", "SET extra_float_digits = 3"):
+            self._exec(setting)
+        self._start()
+        self.last_status_sent = 0.0
+
+    def _exec(self, command: str) -> None:
+        result = self._pg.exec_(command.encode())
+        if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
+            raise SourceError(f"{command} failed: {_message(result)}")
+
+    def _start(self) -> None:
+        command = self.options.command().as_string(self._conn)
+        self._pg.send_query(command.encode())
+        result = self._pg.get_result()
+        if result is None or result.status != pq.ExecStatus.COPY_BOTH:
+            detail = _message(result) if result is not None else "no result"
+            raise SourceError(f"START_REPLICATION on slot {self.options.slot!r} failed: {detail}")
+
+    def fileno(self) -> int:
+        return self._pg.socket
+
+    def read(self, timeout: float) -> list[XLogData | PrimaryKeepalive]:
+        """Frames available now, waiting at most `timeout` seconds for the first one."""
+        frames: list[XLogData | PrimaryKeepalive] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            nbytes, data = self._pg.get_copy_data(1)
+            if nbytes > 0:
+                frames.append(parse_frame(bytes(data)))
+                if len(frames) >= 1000:
+                    return frames
+                continue
+            if nbytes == -1:
+                result = self._pg.get_result()
+                detail = _message(result) if result is not None else "stream ended"
+                raise SourceError(f"replication stream ended by the server: {detail}")
+            if nbytes < -1:
+                raise SourceError(f"replication stream failed: {self._error()}")
+            if frames:
+                return frames
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return frames
+            readable, _, _ = select.select([self._pg.socket], [], [], remaining)
+            if readable:
+                try:
+                    self._pg.consume_input()
+                except psycopg.OperationalError as exc:
+                    raise SourceError(f"replication connection lost: {_first(exc)}") from None
+
+    def send_status(self, flush_lsn: int, reply_requested: bool = False) -> None:
+        """Tell PostgreSQL it may recycle WAL up to `flush_lsn` (only what Kafka has)."""
+        frame = build_standby_status_update(flush_lsn, flush_lsn, flush_lsn,
+                                            unix_to_pg_timestamp(time.time()), reply_requested)
+        try:
+            if self._pg.put_copy_data(frame) != 1 or self._pg.flush() != 0:
+                raise SourceError(f"cannot send standby status update: {self._error()}")
+        except psycopg.OperationalError as exc:
+            raise SourceError(f"replication connection lost: {_first(exc)}") from None
+        self.last_status_sent = time.monotonic()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def _error(self) -> str:
+        return (self._pg.error_message or b"").decode(errors="replace").strip() or "unknown error"
+
+
+def _message(result: pq.abc.PGresult) -> str:
+    text = (result.error_message or b"").decode(errors="replace").strip()
+    return text.splitlines()[0] if text else str(result.status)
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
