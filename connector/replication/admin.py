@@ -178,6 +178,16 @@ class ReplicationAdmin:
         ).fetchall()
         return [(r[0], r[1], r[2], r[3]) for r in rows]
 
+    def table_counts(self, tables: Sequence[tuple[str, str]]) -> list[tuple[int, int, int, int]]:
+        """(inserts, updates, deletes, live rows) per table from pg_stat_user_tables."""
+        counts = []
+        for schema, table in tables:
+            row = self.conn.execute(
+                "SELECT n_tup_ins, n_tup_upd, n_tup_del, n_live_tup FROM pg_stat_user_tables"
+                " WHERE schemaname = %s AND relname = %s", (schema, table)).fetchone()
+            counts.append(tuple(row) if row else (0, 0, 0, 0))
+        return counts  # type: ignore[return-value]
+
     def warn_about_replica_identity(self, publication: str) -> list[str]:
         """Tables whose UPDATE/DELETE events cannot carry a key; logged as warnings."""
         weak = []

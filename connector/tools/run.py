@@ -1,0 +1,79 @@
+"""pgcdc run: stream the slot's changes to Kafka as Avro, one topic per table.
+
+Configuration: flags override the YAML --config file, which overrides the environment
+(PGCDC_DSN, KAFKA_BOOTSTRAP_SERVERS, SCHEMA_REGISTRY_URL). librdkafka settings (TLS, SASL, ...)
+go under `kafka:` in the file or as repeated --kafka key=value flags.
+SIGTERM / SIGINT drain in-flight deliveries, confirm what Kafka acknowledged, and exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from connector import config as config_mod
+from connector.errors import ConfigError
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key, value
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="stream PostgreSQL changes to Kafka",
+                              description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", metavar="FILE", help="YAML configuration file")
+    p.add_argument("--dsn", help="libpq connection string (env PGCDC_DSN)")
+    p.add_argument("--bootstrap-servers",
+                   help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
+    p.add_argument("--schema-registry-url", help="Confluent-compatible registry URL "
+                                                  "(env SCHEMA_REGISTRY_URL)")
+    p.add_argument("--topic-prefix", help="topic prefix (default pgcdc)")
+    p.add_argument("--slot", help="replication slot name (default pgcdc)")
+    p.add_argument("--publication", help="publication name (default pgcdc)")
+    p.add_argument("--tables", help="comma-separated schema.table patterns, * allowed "
+                                    "(default: all tables)")
+    p.add_argument("--binary", action="store_true", default=None,
+                   help="ask pgoutput for binary tuples")
+    p.add_argument("--origin", choices=["none", "any"], help="PostgreSQL 16+ origin filter")
+    p.add_argument("--topic-partitions", type=int, help="partitions of new topics (default 1)")
+    p.add_argument("--topic-replication-factor", type=int, help="default 1")
+    p.add_argument("--tombstones", action="store_true", default=None,
+                   help="write a tombstone after each delete (compacted topics)")
+    p.add_argument("--transaction-topic", action="store_true", default=None,
+                   help="publish BEGIN/END markers to <prefix>.transaction")
+    p.add_argument("--heartbeat-interval-s", type=float,
+                   help="emit a heartbeat message this often so an idle slot advances")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--kafka", action="append", type=_key_value, metavar="KEY=VALUE",
+                   help="librdkafka setting, repeatable (e.g. security.protocol=SASL_SSL)")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    p.set_defaults(handler=handle)
+
+
+def config_from_args(args: argparse.Namespace) -> config_mod.Config:
+    names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
+             "publication", "tables", "binary", "origin", "topic_partitions",
+             "topic_replication_factor", "tombstones", "transaction_topic",
+             "heartbeat_interval_s", "metrics_port"]
+    overrides = {name: getattr(args, name) for name in names}
+    cfg = config_mod.load(args.config, overrides)
+    if args.kafka:
+        cfg.kafka.update(dict(args.kafka))
+    return cfg
+
+
+def handle(args: argparse.Namespace) -> int:
+    level = getattr(logging, str(args.log_level).upper(), None)
+    if not isinstance(level, int):
+        raise ConfigError(f"unknown log level {args.log_level!r}")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    cfg = config_from_args(args)
+    from connector.pipeline import run_pipeline
+
+    return run_pipeline(cfg)
