@@ -1,0 +1,46 @@
+"""`pgcdc` command line: a thin dispatcher. Each subcommand lives in its own module and provides
+`register(subparsers)`, which adds its parser and sets `handler(args) -> exit code`.
+
+Exit codes: 0 success; 1 an expected failure (bad input, unreachable server, ...) reported as
+one line on stderr; 2 a usage error (argparse); 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from connector import __version__
+from connector.errors import CdcError
+from connector.tools import decode
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pgcdc", description="PostgreSQL logical replication (pgoutput) to Kafka.")
+    parser.add_argument("--version", action="version", version=f"pgcdc {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    decode.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        code: int = handler(args)
+    except CdcError as exc:
+        print(f"pgcdc {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""User tools behind `pgcdc` subcommands that are not the pipeline itself (e.g. `decode`)."""
