@@ -1,0 +1,11 @@
+"""Merge job: Kafka topics of pgcdc change events into Delta Lake tables (or a Parquet change log).
+
+Data flow of one micro-batch (see `job.py`):
+
+    Kafka rows → wire (Confluent header: magic byte, schema id)
+               → decode (writer schema per id from the registry, `from_avro` per (topic, id))
+               → changes (order by (commit_lsn, txn_index), truncate placement, latest per key,
+                          unchanged-TOAST carry-forward)
+               → plan (MERGE conditions and assignments) → delta_sink / parquet_sink
+    undecodable rows → dead_letter
+"""

@@ -1,0 +1,99 @@
+"""Pure DataFrame functions over flattened change events: ordering, truncate placement, latest
+change per key with unchanged-TOAST values carried forward.
+
+A flattened change has the table's row columns (from `after`, or `before` for a delete) plus
+the metadata columns below."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+OP = "_cdc_op"
+LSN = "_cdc_commit_lsn"
+IDX = "_cdc_txn_index"
+TS = "_cdc_ts_ms"
+TOAST = "_cdc_toast"  # unchanged-TOAST column names: the stored value is kept for them
+META = (OP, LSN, IDX, TS)  # stored in the Delta table next to the row columns
+UPSERT_OPS = ("c", "u", "r")
+
+
+class Position(NamedTuple):
+    """(commit_lsn, txn_index): the total order of changes (schemas/README.md)."""
+
+    commit_lsn: int
+    txn_index: int
+
+
+def q(name: str) -> str:
+    """Backtick-quote a column name for SQL expressions."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def row_columns(df: DataFrame) -> list[str]:
+    """The table's own columns of a flattened change DataFrame."""
+    return [c for c in df.columns if not c.startswith("_cdc_") and not c.startswith("_kafka_")]
+
+
+def newer_expr(left: str, right: str) -> str:
+    """SQL: the change aliased `left` comes strictly after the one aliased `right`."""
+    return (f"({left}.{LSN} > {right}.{LSN} OR "
+            f"({left}.{LSN} = {right}.{LSN} AND {left}.{IDX} > {right}.{IDX}))")
+
+
+def after_position(df: DataFrame, position: Position | None) -> DataFrame:
+    """Changes strictly after `position` (a truncate): older ones were removed by it."""
+    if position is None:
+        return df
+    lsn, idx = position
+    return df.where((F.col(LSN) > lsn) | ((F.col(LSN) == lsn) & (F.col(IDX) > idx)))
+
+
+def truncate_position(positions: Iterable[Position | None]) -> Position | None:
+    """Where truncates leave a table: only the last one matters, since it removes every row
+    older than itself, including rows that earlier truncates kept."""
+    known = [p for p in positions if p is not None]
+    return max(known) if known else None
+
+
+def row_changes(df: DataFrame) -> DataFrame:
+    """Inserts, updates, snapshot reads and deletes (truncates are placed separately)."""
+    return df.where(F.col(OP) != "t")
+
+
+def latest_per_key(df: DataFrame, key: Sequence[str], toast: Iterable[str] = ()) -> DataFrame:
+    """The last change per key by (commit_lsn, txn_index).
+
+    For a column in `toast` (named in some change's unchanged-TOAST list) the value comes from
+    the last earlier change of the key that carried it; only when no change in `df` did, its
+    name stays in `_cdc_toast` of the result so the MERGE keeps the stored value. A delete
+    carries every column (as NULL), so nothing is carried across a delete."""
+    toast = [c for c in dict.fromkeys(toast) if c in df.columns and c not in key]
+    if not toast:
+        order = F.struct(F.col(LSN), F.col(IDX))
+        others = [c for c in df.columns if c not in key]
+        picked = df.groupBy(*[F.col(q(k)) for k in key]).agg(
+            F.max_by(F.struct(*[F.col(q(c)) for c in others]), order).alias("_last"))
+        return picked.select(*[F.col(q(k)) for k in key],
+                             *[F.col("_last")[c].alias(c) for c in others])
+    by_key = Window.partitionBy(*[F.col(q(k)) for k in key]).orderBy(F.col(LSN), F.col(IDX))
+    running = by_key.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    out = df
+    for c in toast:
+        carried = F.when(~F.array_contains(F.coalesce(F.col(TOAST), F.array()), c),
+                         F.struct(F.col(q(c)).alias("v")))
+        out = out.withColumn(c, F.last(carried, ignorenulls=True).over(running))
+    out = out.withColumn("_next", F.lead(F.col(LSN)).over(by_key)).where(F.col("_next").isNull())
+    still_unchanged = F.filter(F.array(*[F.when(F.col(q(c)).isNull(), F.lit(c)) for c in toast]),
+                               lambda x: x.isNotNull())
+    return (out.withColumn(TOAST, still_unchanged)
+            .select(*[F.col(q(c))["v"].alias(c) if c in toast else F.col(q(c))
+                      for c in df.columns]))
+
+
+def order_column() -> Column:
+    """A single orderable column for (commit_lsn, txn_index)."""
+    return F.struct(F.col(LSN), F.col(IDX))

@@ -1,0 +1,135 @@
+"""The merge job's settings, from the command line (`merge.py --help`) or built in code."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .names import subscribe_pattern, table_of
+
+AVAILABLE_NOW = "available-now"
+_INTERVAL = re.compile(r"^(\d+)\s*(ms|s|sec|seconds?|m|min|minutes?)$")
+
+
+@dataclass(frozen=True)
+class MergeConfig:
+    bootstrap_servers: str
+    schema_registry_url: str
+    target: str
+    topic_prefix: str | None = None
+    topics: tuple[str, ...] = ()
+    checkpoint: str | None = None  # default <target>/_pgcdc/checkpoint
+    format: str = "delta"  # delta | parquet
+    trigger: str = "10s"  # an interval or "available-now"
+    replay: bool = False
+    max_offsets_per_trigger: int | None = None
+    dead_letter: str | None = None  # default <target>/_pgcdc/dead_letter
+    partition_by: tuple[str, ...] = ()
+    kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* passed through
+
+    def __post_init__(self) -> None:
+        if bool(self.topic_prefix) == bool(self.topics):
+            raise ValueError("give exactly one of --topic-prefix and --topics")
+        for topic in self.topics:
+            table_of(topic)  # raises for a name that is not <prefix>.<schema>.<table>
+        if self.format not in ("delta", "parquet"):
+            raise ValueError(f"--format must be delta or parquet, not {self.format!r}")
+        if self.trigger != AVAILABLE_NOW and not _INTERVAL.match(self.trigger):
+            raise ValueError(f"--trigger must be an interval like 10s or {AVAILABLE_NOW}")
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
+            raise ValueError("--max-offsets-per-trigger must be positive")
+        bad = [k for k in self.kafka_options if not k.startswith("kafka.")]
+        if bad:
+            raise ValueError(f"Kafka options must start with 'kafka.': {bad}")
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return self.checkpoint or f"{self.target.rstrip('/')}/_pgcdc/checkpoint"
+
+    @property
+    def dead_letter_dir(self) -> str:
+        return self.dead_letter or f"{self.target.rstrip('/')}/_pgcdc/dead_letter"
+
+    @property
+    def available_now(self) -> bool:
+        return self.replay or self.trigger == AVAILABLE_NOW
+
+    @property
+    def interval(self) -> str:
+        """Spark's processingTime form of the trigger ("10 seconds")."""
+        match = _INTERVAL.match(self.trigger)
+        if not match:
+            raise ValueError(f"{self.trigger!r} is not an interval")
+        number, unit = match.groups()
+        unit = {"ms": "milliseconds", "s": "seconds", "sec": "seconds", "m": "minutes",
+                "min": "minutes"}.get(unit, unit if unit.endswith("s") else unit + "s")
+        return f"{number} {unit}"
+
+    def subscription(self) -> tuple[str, str]:
+        """The Kafka source's (option, value): a pattern, so new tables appear without a
+        restart, or a fixed topic list."""
+        if self.topic_prefix:
+            return "subscribePattern", subscribe_pattern(self.topic_prefix)
+        return "subscribe", ",".join(self.topics)
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="merge.py",
+        description="Merge pgcdc change events from Kafka into Delta Lake tables "
+                    "(or an append-only Parquet change log).")
+    p.add_argument("--bootstrap-servers", required=True)
+    p.add_argument("--schema-registry-url", required=True,
+                   help="Confluent-compatible Schema Registry API base URL")
+    topics = p.add_mutually_exclusive_group(required=True)
+    topics.add_argument("--topic-prefix", help="subscribe to every table topic of this prefix")
+    topics.add_argument("--topics", type=_csv, help="comma-separated table topics")
+    p.add_argument("--target", required=True, help="tables go to TARGET/<schema>/<table>")
+    p.add_argument("--checkpoint", help="default TARGET/_pgcdc/checkpoint")
+    p.add_argument("--format", choices=("delta", "parquet"), default="delta")
+    p.add_argument("--trigger", default="10s", help="interval (10s, 1m) or available-now")
+    p.add_argument("--replay", action="store_true",
+                   help="read every topic from earliest to latest into an empty target, stop")
+    p.add_argument("--max-offsets-per-trigger", type=int)
+    p.add_argument("--dead-letter", help="default TARGET/_pgcdc/dead_letter")
+    p.add_argument("--partition-by", type=_csv, default=(), help="comma-separated columns")
+    p.add_argument("--kafka-option", type=_option, action="append", default=[],
+                   metavar="kafka.KEY=VALUE", help="passed to the Kafka source (repeatable)")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> MergeConfig:
+    p = parser()
+    args = p.parse_args(argv)
+    try:
+        return MergeConfig(
+            bootstrap_servers=args.bootstrap_servers,
+            schema_registry_url=args.schema_registry_url,
+            target=args.target,
+            topic_prefix=args.topic_prefix,
+            topics=tuple(args.topics or ()),
+            checkpoint=args.checkpoint,
+            format=args.format,
+            trigger=args.trigger,
+            replay=args.replay,
+            max_offsets_per_trigger=args.max_offsets_per_trigger,
+            dead_letter=args.dead_letter,
+            partition_by=tuple(args.partition_by),
+            kafka_options=dict(args.kafka_option),
+        )
+    except ValueError as exc:
+        p.error(str(exc))
+        raise  # unreachable: error() exits

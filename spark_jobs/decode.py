@@ -1,0 +1,163 @@
+"""Decode one micro-batch: writer schema per (topic, schema id), `from_avro` on the body,
+flattened to row columns + change metadata. What cannot be decoded becomes dead-letter rows."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.avro.functions import from_avro
+
+from .changes import IDX, LSN, OP, TOAST, TS
+from .names import column_names
+from .registry import SchemaCache, SchemaLookupError
+from .wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID
+
+DEAD_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "reason")
+PARTITION, OFFSET = "_kafka_partition", "_kafka_offset"
+
+
+class NotAnEnvelope(ValueError):
+    pass
+
+
+@dataclass
+class TopicPlan:
+    """What one topic's rows in a batch need: the decodable writer schemas, the rejected ids
+    with their reasons, and the key columns (from the newest key schema seen)."""
+
+    schemas: dict[int, dict[str, Any]] = field(default_factory=dict)
+    rejected: dict[int, str] = field(default_factory=dict)
+    key: list[str] | None = None
+    key_schema_id: int = -1
+    events: int = 0
+    framing_problems: int = 0
+
+
+def _record(schema: Any, named: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """Resolve a field type (union/named reference) to its record definition, if any."""
+    if isinstance(schema, list):
+        for branch in schema:
+            found = _record(branch, named)
+            if found is not None:
+                return found
+        return None
+    if isinstance(schema, dict) and schema.get("type") == "record":
+        named[schema["name"]] = schema
+        if "namespace" in schema:
+            named[f"{schema['namespace']}.{schema['name']}"] = schema
+        return schema
+    if isinstance(schema, str):
+        return named.get(schema) or named.get(schema.rsplit(".", 1)[-1])
+    return None
+
+
+def value_record(envelope: dict[str, Any]) -> dict[str, Any]:
+    """The `Value` record of an Envelope schema (defined in `before` or `after`)."""
+    fields = {f["name"]: f for f in envelope.get("fields", [])} if envelope.get(
+        "type") == "record" else {}
+    if not {"before", "after", "source", "op"} <= fields.keys():
+        raise NotAnEnvelope("not a pgcdc change event (Envelope) schema")
+    named: dict[str, dict[str, Any]] = {}
+    for name in ("before", "after"):
+        found = _record(fields[name]["type"], named)
+        if found is not None and name == "after":
+            return found
+    raise NotAnEnvelope("Envelope without a Value record")
+
+
+def key_columns(key_schema: dict[str, Any]) -> list[str]:
+    return list(column_names(key_schema).values())
+
+
+def plan_batch(summary: list[Any], cache: SchemaCache) -> dict[str, TopicPlan]:
+    """From the batch summary rows (topic, problem, sid, key_sid, n), per topic: fetch each
+    writer schema once (cached across batches) and sort ids into decodable and rejected."""
+    plans: dict[str, TopicPlan] = defaultdict(TopicPlan)
+    for row in summary:
+        plan = plans[row["topic"]]
+        plan.events += row["n"]
+        if row[PROBLEM] is not None:
+            plan.framing_problems += row["n"]
+            continue
+        sid = int(row[SCHEMA_ID])
+        if sid not in plan.schemas and sid not in plan.rejected:
+            try:
+                schema = cache.get(sid)
+                value_record(schema)
+                plan.schemas[sid] = schema
+            except (SchemaLookupError, NotAnEnvelope) as exc:
+                plan.rejected[sid] = f"schema id {sid}: {exc}" if isinstance(
+                    exc, NotAnEnvelope) else str(exc)
+        key_sid = row[KEY_SCHEMA_ID]
+        if key_sid is not None and int(key_sid) > plan.key_schema_id:
+            try:
+                plan.key = key_columns(cache.get(int(key_sid)))
+                plan.key_schema_id = int(key_sid)
+            except SchemaLookupError:
+                pass  # keys are only read for their column names; the value decides
+    return dict(plans)
+
+
+def _flatten(decoded: Column, schema: dict[str, Any]) -> list[Column]:
+    """Row columns (from `after`, or `before` for a delete) + metadata, named per the table."""
+    mapping = column_names(value_record(schema))
+    row = F.coalesce(decoded["after"], decoded["before"])
+    has_toast = any(f["name"] == "unchanged_toast" for f in schema["fields"])
+    toast: Column = decoded["unchanged_toast"] if has_toast else F.array().cast("array<string>")
+    if has_toast and any(a != c for a, c in mapping.items()):
+        names = F.create_map(*[F.lit(x) for pair in mapping.items() for x in pair])
+        toast = F.transform(toast, lambda n: F.coalesce(F.element_at(names, n), n))
+    return [
+        *[row[a].alias(c) for a, c in mapping.items()],
+        decoded["op"].alias(OP),
+        decoded["source"]["commit_lsn"].alias(LSN),
+        decoded["source"]["txn_index"].alias(IDX),
+        decoded["source"]["ts_ms"].alias(TS),
+        toast.alias(TOAST),
+    ]
+
+
+def decode_topic(frames: DataFrame, topic: str, plan: TopicPlan) -> DataFrame:
+    """Decoded changes of one topic, one `from_avro` per writer schema, unioned by column name
+    (a column missing from a schema — added later or dropped — is NULL there). A body Avro
+    cannot read leaves every column NULL and `_cdc_op` NULL: see `split_corrupt`."""
+    parts = []
+    for sid, schema in sorted(plan.schemas.items()):
+        rows = frames.where((F.col("topic") == topic) & (F.col(SCHEMA_ID) == sid)
+                            & F.col(PROBLEM).isNull())
+        decoded = from_avro(F.col(BODY), json.dumps(schema), {"mode": "PERMISSIVE"})
+        parts.append(rows.select(
+            "topic", F.col("partition").alias(PARTITION), F.col("offset").alias(OFFSET),
+            "timestamp", "key", "value", decoded.alias("_e"),
+        ).select("*", *_flatten(F.col("_e"), schema)).drop("_e"))
+    out = parts[0]
+    for part in parts[1:]:
+        out = out.unionByName(part, allowMissingColumns=True)
+    return out
+
+
+def split_corrupt(decoded: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """(changes, dead-letter rows). A valid event always has an op."""
+    dead = decoded.where(F.col(OP).isNull()).select(
+        "topic", F.col(PARTITION).alias("partition"), F.col(OFFSET).alias("offset"),
+        "timestamp", "key", "value", F.lit("corrupt Avro body for its writer schema").alias(
+            "reason"))
+    good = decoded.where(F.col(OP).isNotNull()).drop("topic", "timestamp", "key", "value")
+    return good, dead
+
+
+def undecodable(frames: DataFrame, plans: dict[str, TopicPlan]) -> DataFrame | None:
+    """Dead-letter rows found before decoding: bad framing, unknown or unusable schema ids."""
+    reasons = F.col(PROBLEM)
+    for plan in plans.values():
+        for sid, reason in plan.rejected.items():
+            reasons = F.when(F.col(SCHEMA_ID) == sid, F.lit(reason)).otherwise(reasons)
+    if not any(p.framing_problems or p.rejected for p in plans.values()):
+        return None
+    return (frames.withColumn("reason", reasons).where(F.col("reason").isNotNull())
+            .select(*DEAD_COLUMNS))

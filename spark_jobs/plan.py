@@ -1,0 +1,90 @@
+"""The MERGE of one micro-batch into a table, as plain data (conditions and assignments).
+
+Deletes are hard deletes in the table, so it stays a mirror a reader can use as is; the
+positions of deletes are kept as tombstones in a sibling table (see `tombstone_plan`), which is
+what stops a replayed or duplicated older change from bringing a deleted row back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .changes import IDX, LSN, META, OP, TOAST, newer_expr, q
+
+SOURCE, TARGET = "s", "t"
+
+
+@dataclass(frozen=True)
+class MergePlan:
+    on: str
+    delete_when: str
+    update_when: str
+    update_set: dict[str, str] = field(default_factory=dict)
+    insert_when: str = ""
+    insert_values: dict[str, str] = field(default_factory=dict)
+
+
+def key_condition(key: Sequence[str], left: str = SOURCE, right: str = TARGET) -> str:
+    # <=>: replica identity FULL keys may hold NULLs, which must still match.
+    return " AND ".join(f"{left}.{q(k)} <=> {right}.{q(k)}" for k in key)
+
+
+def merge_plan(key: Sequence[str], source_columns: Iterable[str], target_columns: Iterable[str],
+               toast: Iterable[str] = ()) -> MergePlan:
+    """Upsert newer inserts/updates/snapshot reads, delete on a newer delete, never let an older
+    change win (so replays and duplicates change nothing).
+
+    `target_columns` are the table's row columns after schema evolution; a table column the
+    source lacks was dropped upstream and is set NULL by every later update. A column in
+    `toast` keeps the stored value when the change named it unchanged (`_cdc_toast`)."""
+    source = set(source_columns)
+    toast = set(toast)
+    newer = newer_expr(SOURCE, TARGET)
+    update: dict[str, str] = {}
+    for c in target_columns:
+        if c in key:
+            continue
+        if c not in source:
+            update[q(c)] = "NULL"
+        elif c in toast:
+            update[q(c)] = (f"CASE WHEN array_contains({SOURCE}.{TOAST}, '{_lit(c)}') "
+                            f"THEN {TARGET}.{q(c)} ELSE {SOURCE}.{q(c)} END")
+        else:
+            update[q(c)] = f"{SOURCE}.{q(c)}"
+    for m in META:
+        update[m] = f"{SOURCE}.{m}"
+    insert = {q(c): f"{SOURCE}.{q(c)}" for c in target_columns if c in source}
+    insert.update({m: f"{SOURCE}.{m}" for m in META})
+    return MergePlan(
+        on=key_condition(key),
+        delete_when=f"{SOURCE}.{OP} = 'd' AND {newer}",
+        update_when=f"{SOURCE}.{OP} <> 'd' AND {newer}",
+        update_set=update,
+        insert_when=f"{SOURCE}.{OP} <> 'd'",
+        insert_values=insert,
+    )
+
+
+def tombstone_plan(key: Sequence[str]) -> MergePlan:
+    """Tombstones (key + position of the last delete): a newer delete moves the tombstone, a
+    newer upsert removes it (the row is live again), a delete of an unseen key adds one."""
+    newer = newer_expr(SOURCE, TARGET)
+    position = {LSN: f"{SOURCE}.{LSN}", IDX: f"{SOURCE}.{IDX}"}
+    return MergePlan(
+        on=key_condition(key),
+        delete_when=f"{SOURCE}.{OP} <> 'd' AND {newer}",
+        update_when=f"{SOURCE}.{OP} = 'd' AND {newer}",
+        update_set=dict(position),
+        insert_when=f"{SOURCE}.{OP} = 'd'",
+        insert_values={**{q(k): f"{SOURCE}.{q(k)}" for k in key}, **position},
+    )
+
+
+def not_deleted_later(key: Sequence[str]) -> str:
+    """Join condition for a left anti join of changes (s) with tombstones (t): drops changes
+    at or before the key's recorded delete."""
+    return f"{key_condition(key)} AND NOT {newer_expr(SOURCE, TARGET)}"
+
+
+def _lit(name: str) -> str:
+    return name.replace("\\", "\\\\").replace("'", "\\'")
