@@ -1,0 +1,199 @@
+"""Capturing real pgoutput bytes from the session's PostgreSQL servers.
+
+`Sandbox` gives each test its own schema, publications and slots on `postgres` (15 and 18),
+dropped afterwards. Captures use the SQL interface (`pg_logical_slot_peek_binary_changes`),
+except where only a live walsender shows the behaviour (see `WalSender`).
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import pq, sql
+
+from connector.pgoutput import (
+    Decoder,
+    PgOutputMessage,
+    PrimaryKeepalive,
+    XLogData,
+    build_standby_status_update,
+    parse_frame,
+    str_to_lsn,
+    unix_to_pg_timestamp,
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of pg_logical_slot_peek_binary_changes."""
+
+    lsn: int
+    xid: int
+    data: bytes
+
+
+def decode_rows(rows: Sequence[Row]) -> list[PgOutputMessage]:
+    decoder = Decoder()
+    return [decoder.decode(r.data, lsn=r.lsn) for r in rows]
+
+
+def of_type(messages: Sequence[PgOutputMessage], cls: type) -> list[Any]:
+    return [m for m in messages if type(m) is cls]
+
+
+@dataclass
+class Sandbox:
+    conn: psycopg.Connection[Any]
+    dsn: str
+    schema: str
+    slots: list[str] = field(default_factory=list)
+    publications: list[str] = field(default_factory=list)
+
+    @property
+    def version(self) -> int:
+        return self.conn.info.server_version
+
+    @property
+    def max_proto(self) -> int:
+        """The highest pgoutput protocol the server accepts (15: 3, 16+: 4)."""
+        return 4 if self.version >= 160000 else 3
+
+    def sql(self, query: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        cur = self.conn.execute(query.encode(), params)  # type: ignore[call-overload]
+        return cur.fetchall() if cur.description else []
+
+    def one(self, query: str, params: Sequence[Any] | None = None) -> Any:
+        return self.sql(query, params)[0][0]
+
+    def name(self, stem: str) -> str:
+        return f"{stem}_{self.schema}"
+
+    def create_slot(self, two_phase: bool = False) -> str:
+        slot = self.name(f"slot{len(self.slots)}")
+        self.sql("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s)",
+                 (slot, two_phase))
+        self.slots.append(slot)
+        return slot
+
+    def publication(self, *tables: str, publish: str | None = None) -> str:
+        pub = self.name(f"pub{len(self.publications)}")
+        query = sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(
+            sql.Identifier(pub), sql.SQL(", ").join(sql.Identifier(self.schema, t) for t in tables))
+        if publish is not None:
+            query += sql.SQL(" WITH (publish = {})").format(sql.Literal(publish))
+        self.conn.execute(query)
+        self.publications.append(pub)
+        return pub
+
+    def wait_for_flush(self) -> None:
+        """Peek reads only flushed WAL; aborts (and this server's async commits) flush lazily."""
+        target = self.one("SELECT pg_current_wal_insert_lsn()")
+        deadline = time.monotonic() + 10
+        while not self.one("SELECT pg_current_wal_flush_lsn() >= %s", (target,)):
+            if time.monotonic() > deadline:
+                raise AssertionError("WAL was not flushed within 10 s")
+            time.sleep(0.02)
+
+    def peek(self, slot: str, pub: str, proto: int, *, streaming: str | None = None,
+             binary: bool = False, messages: bool = False, two_phase: bool = False) -> list[Row]:
+        self.wait_for_flush()
+        options = ["proto_version", str(proto), "publication_names", pub]
+        if streaming is not None:
+            options += ["streaming", streaming]
+        if binary:
+            options += ["binary", "true"]
+        if messages:
+            options += ["messages", "true"]
+        if two_phase:
+            options += ["two_phase", "on"]
+        placeholders = ", ".join(["%s"] * len(options))
+        rows = self.sql(f"SELECT lsn::text, xid::text::bigint, data FROM "
+                        f"pg_logical_slot_peek_binary_changes(%s, NULL, NULL, {placeholders})",
+                        (slot, *options))
+        return [Row(str_to_lsn(lsn), xid, bytes(data)) for lsn, xid, data in rows]
+
+    def relid(self, table: str) -> int:
+        return int(self.one("SELECT %s::regclass::oid", (f"{self.schema}.{table}",)))
+
+    def attributes(self, table: str) -> list[tuple[str, int, int]]:
+        """(name, type OID, typmod) of the table's live columns, in order."""
+        return [(n, int(t), m) for n, t, m in self.sql(
+            "SELECT attname::text, atttypid::oid::bigint, atttypmod FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+            (f"{self.schema}.{table}",))]
+
+    def text_rows(self, query: str) -> list[tuple[str | None, ...]]:
+        """Rows in the text format (each type's output function), as pgoutput 't' sends them."""
+        return [tuple(None if v is None else v.decode() for v in row)
+                for row in self._raw_rows(query, 0)]
+
+    def binary_rows(self, query: str) -> list[tuple[bytes | None, ...]]:
+        """Rows in the binary format (each type's send function), as pgoutput 'b' sends them."""
+        return self._raw_rows(query, 1)
+
+    def _raw_rows(self, query: str, fmt: int) -> list[tuple[bytes | None, ...]]:
+        res = self.conn.pgconn.exec_params(query.encode(), [], result_format=fmt)
+        if res.status != pq.ExecStatus.TUPLES_OK:
+            raise AssertionError((res.error_message or b"").decode())
+        return [tuple(res.get_value(r, c) for c in range(res.nfields))
+                for r in range(res.ntuples)]
+
+
+class WalSender:
+    """A live `START_REPLICATION ... LOGICAL` stream over psycopg's COPY BOTH, using our framing.
+
+    Needed where the SQL interface cannot show a behaviour: PostgreSQL 18 skips decoding of
+    transactions already aborted when decoding happens, so a top-level Stream Abort is only
+    seen when the walsender streams a transaction while it is still running.
+    """
+
+    def __init__(self, dsn: str, slot: str, options: dict[str, str]) -> None:
+        self.conn = psycopg.connect(dsn + " replication=database", autocommit=True)
+        self.pgconn = self.conn.pgconn
+        self.decoder = Decoder()
+        self.frames: list[XLogData | PrimaryKeepalive] = []
+        self.flushed = 0
+        opts = ", ".join(f'"{k}" \'{v}\'' for k, v in options.items())
+        self.pgconn.send_query(f'START_REPLICATION SLOT "{slot}" LOGICAL 0/0 ({opts})'.encode())
+        res = self.pgconn.get_result()
+        if res is None or res.status != pq.ExecStatus.COPY_BOTH:
+            raise AssertionError(f"START_REPLICATION failed: {self.pgconn.get_error_message()}")
+
+    def read_until(self, cls: type, timeout: float = 30.0) -> list[PgOutputMessage]:
+        """Messages up to and including the first of type `cls`."""
+        got: list[PgOutputMessage] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            nbytes, data = self.pgconn.get_copy_data(1)
+            if nbytes == 0:
+                select.select([self.pgconn.socket], [], [], 0.2)
+                self.pgconn.consume_input()
+                continue
+            if nbytes < 0:
+                raise AssertionError(f"replication stream ended: {self.pgconn.get_error_message()}")
+            frame = parse_frame(bytes(data))
+            self.frames.append(frame)
+            if isinstance(frame, PrimaryKeepalive):
+                if frame.reply_requested:
+                    self.feedback()
+                continue
+            msg = self.decoder.decode(frame.payload, lsn=frame.wal_start)
+            got.append(msg)
+            self.flushed = max(self.flushed, frame.wal_end)
+            if type(msg) is cls:
+                return got
+        raise AssertionError(f"no {cls.__name__} within {timeout} s; got {got[-5:]}")
+
+    def feedback(self) -> None:
+        frame = build_standby_status_update(self.flushed, self.flushed, self.flushed,
+                                            unix_to_pg_timestamp(time.time()))
+        self.pgconn.put_copy_data(frame)
+        self.pgconn.flush()
+
+    def close(self) -> None:
+        self.conn.close()
