@@ -1,0 +1,168 @@
+"""Arrays of any element type and any number of dimensions, as nested lists.
+
+A NULL element is ``None``; an empty array is ``[]``. PostgreSQL's lower bounds (the
+``[0:2]=`` prefix of arrays not starting at 1) are not kept: Python lists start at 0.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from ._base import BinaryLoader, TextLoader, bad_value
+from ._struct import INT4, error
+
+MAXDIM = 6
+_ARRAY_HEAD = INT4  # ndim; then flags and element type
+_unpack_int4_from = INT4.unpack_from
+_unescape = re.compile(r"\\(.)", re.DOTALL)
+
+
+@lru_cache(maxsize=8)
+def _tokenizer(delimiter: str) -> re.Pattern[str]:
+    d = re.escape(delimiter)
+    return re.compile(
+        rf'\s*(?:(\{{)|(\}})|({d})|"((?:[^"\\]|\\.)*)"|((?:[^{d}{{}}"\\\s]|\\.)(?:[^{d}{{}}"\\]|\\.)*))',
+        re.DOTALL,
+    )
+
+
+def _parse_text(data: str, load: TextLoader, delimiter: str) -> list[Any]:
+    """array_in's grammar, over what array_out prints (quoting, backslash escapes, NULL)."""
+    pos = 0
+    if data.startswith("["):  # explicit bounds: [1:2][0:1]={...}
+        pos = data.find("=") + 1
+        if pos == 0:
+            raise ValueError("dimension decoration without '='")
+    token = _tokenizer(delimiter).match
+    root: list[Any] | None = None
+    stack: list[list[Any]] = []
+    current: list[Any] | None = None
+    expect_item = True  # after '{' or a delimiter; False after an element or '}'
+    size = len(data)
+    while pos < size:
+        match = token(data, pos)
+        if match is None:
+            if data[pos:].isspace():
+                break
+            raise ValueError(f"unexpected character at position {pos}")
+        pos = match.end()
+        opening, closing, delim, quoted, bare = match.groups()
+        if opening:
+            if not expect_item or (current is None and root is not None):
+                raise ValueError(f"unexpected '{{' at position {match.start()}")
+            new: list[Any] = []
+            if current is None:
+                root = new
+            else:
+                current.append(new)
+                stack.append(current)
+            current = new
+        elif closing:
+            if current is None or (expect_item and current):
+                raise ValueError(f"unexpected '}}' at position {match.start()}")
+            current = stack.pop() if stack else None
+            expect_item = False
+            continue
+        elif delim:
+            if expect_item or current is None:
+                raise ValueError(f"unexpected delimiter at position {match.start()}")
+            expect_item = True
+            continue
+        elif current is None or not expect_item:
+            raise ValueError(f"unexpected element at position {match.start()}")
+        elif quoted is not None:
+            current.append(load(_unescape.sub(r"\1", quoted) if "\\" in quoted else quoted))
+        else:
+            bare = bare.rstrip()
+            if bare.upper() == "NULL":
+                current.append(None)
+            else:
+                current.append(load(_unescape.sub(r"\1", bare) if "\\" in bare else bare))
+        expect_item = opening is not None
+    if root is None or current is not None:
+        raise ValueError("unbalanced braces")
+    return root
+
+
+def array_text_loader(element: TextLoader, type_name: str, delimiter: str = ",") -> TextLoader:
+    """Text-format loader of an array type whose elements ``element`` loads."""
+
+    def load(data: str) -> list[Any]:
+        # the common case: one dimension, nothing quoted
+        if data[:1] == "{" and data[-1:] == "}" and data[1:2] != "{" and '"' not in data:
+            if data == "{}":
+                return []
+            if "\\" not in data and "{" not in data[1:] and "}" not in data[:-1]:
+                return [
+                    None if item == "NULL" else element(item)
+                    for item in data[1:-1].split(delimiter)
+                ]
+        try:
+            return _parse_text(data, element, delimiter)
+        except ValueError as exc:
+            raise bad_value(type_name, data, str(exc)) from None
+
+    return load
+
+
+@lru_cache(maxsize=16)
+def _dims_unpacker(ndim: int) -> Any:
+    import struct
+
+    return struct.Struct(f">{2 * ndim}i").unpack_from
+
+
+def array_binary_loader(element: BinaryLoader, type_name: str) -> BinaryLoader:
+    """array_send: int32 ndim, int32 has-nulls flag, uint32 element type, (int32 size,
+    int32 lower bound) per dimension, then each element as int32 length (-1: NULL) + bytes."""
+    unpack_int4_from = _unpack_int4_from
+
+    def load(data: bytes) -> list[Any]:
+        try:
+            ndim: int = unpack_int4_from(data)[0]
+            if ndim == 0:
+                if len(data) != 12:
+                    raise ValueError("an empty array has no dimensions nor elements")
+                return []
+            if not 0 < ndim <= MAXDIM:
+                raise ValueError(f"{ndim} dimensions")
+            bounds = _dims_unpacker(ndim)(data, 12)
+            dims = bounds[::2]
+            total = 1
+            for dim in dims:
+                if dim < 0:
+                    raise ValueError(f"dimension of size {dim}")
+                total *= dim
+            pos = 12 + 8 * ndim
+            end = len(data)
+            if total > end - pos:  # every element takes 4 bytes at least
+                raise ValueError(f"{total} elements do not fit {end} bytes")
+            items: list[Any] = []
+            append = items.append
+            for _ in range(total):
+                length: int = unpack_int4_from(data, pos)[0]
+                pos += 4
+                if length < 0:
+                    if length != -1:
+                        raise ValueError(f"element length {length}")
+                    append(None)
+                    continue
+                stop = pos + length
+                if stop > end:
+                    raise ValueError(f"element of {length} bytes past the end")
+                append(element(data[pos:stop]))
+                pos = stop
+            if pos != end:
+                raise ValueError(f"{end - pos} bytes after the last element")
+            if not total:
+                return []
+        except (error, ValueError) as exc:
+            reason = "truncated" if isinstance(exc, error) else str(exc)
+            raise bad_value(type_name, data, reason) from None
+        for dim in reversed(dims[1:]):
+            items = [items[i : i + dim] for i in range(0, len(items), dim)]
+        return items
+
+    return load

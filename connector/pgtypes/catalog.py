@@ -1,0 +1,407 @@
+"""The type catalog: which loader (and Avro type) each type OID gets.
+
+A :class:`TypeCatalog` knows PostgreSQL's built-in types from the start and learns user types
+(enums, domains, their arrays, arrays of arrays of them...) from two sources:
+
+* pgoutput **Type** messages (:meth:`TypeCatalog.register_type_message`): they carry the OID
+  of the column's type but the namespace and name of its *base* type (pgoutput calls
+  ``getBaseType``), so a domain over a built-in type or over an already known type is resolved
+  from the stream alone. An enum or composite cannot be told apart this way.
+* a ``pg_type`` query done by the producer at its IO edge (:data:`CATALOG_QUERY`, rows to
+  :meth:`TypeCatalog.add_rows`), for the OIDs :meth:`TypeCatalog.needs_lookup` names.
+
+Until a type is known its values load as :class:`~connector.pgtypes.values.Unknown` (the text
+or bytes exactly as sent, flagged): nothing is guessed, nothing is lost.
+
+Loaders are chosen once per relation (:meth:`TypeCatalog.row_loaders`), then the per-value
+hot path is a call of the chosen function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, Protocol, overload
+
+from connector.errors import DecodeError
+
+from . import array, datetime, json, misc, net, numeric, oids, text
+from ._base import BinaryLoader, TextLoader, identity, utf8
+from .values import Unknown
+
+__all__ = [
+    "CATALOG_QUERY",
+    "ColumnType",
+    "PgType",
+    "ResolvedType",
+    "RowLoaders",
+    "TypeCatalog",
+    "TypeKind",
+]
+
+TypeKind = Literal[
+    "base", "array", "enum", "domain", "composite", "range", "multirange", "pseudo", "unknown"
+]
+_TYPTYPE_KIND: dict[str, TypeKind] = {
+    "b": "base", "c": "composite", "d": "domain", "e": "enum", "m": "multirange",
+    "p": "pseudo", "r": "range",
+}  # fmt: skip
+_MAX_DEPTH = 32
+
+
+@dataclass(frozen=True, slots=True)
+class PgType:
+    """What the catalog knows of one type (a row of ``pg_type``, or less)."""
+
+    oid: int
+    name: str
+    namespace: str = "pg_catalog"
+    kind: TypeKind = "base"
+    base_oid: int = 0  # domain: the type it is over (typbasetype)
+    base_typmod: int = -1  # domain: its type modifier, e.g. numeric(10,2)'s (typtypmod)
+    element_oid: int = 0  # array: its element type (typelem)
+    array_oid: int = 0  # the array type over this one, if any (typarray)
+    delimiter: str = ","  # separates elements of this type in array text (typdelim)
+    category: str = ""  # typcategory: "S" string-like, "N" numeric...
+
+
+class ResolvedType(NamedTuple):
+    """A type with its domains peeled off: what the values really are.
+
+    ``kind`` is ``builtin`` (``oid`` is one of :mod:`~connector.pgtypes.oids`), ``array``
+    (``element`` says of what), ``enum``, ``string`` (a user base type of the string category,
+    e.g. citext) or ``unknown``. ``typmod`` is the column's, or the domain's when the column
+    has none.
+    """
+
+    kind: Literal["builtin", "array", "enum", "string", "unknown"]
+    oid: int
+    typmod: int
+    name: str
+    element: ResolvedType | None = None
+    delimiter: str = ","
+
+
+class ColumnType(Protocol):
+    """A Relation message's column, as far as types go."""
+
+    @property
+    def type_oid(self) -> int: ...
+
+    @property
+    def type_modifier(self) -> int: ...
+
+
+class RowLoaders(NamedTuple):
+    """One relation's loaders, one per column, for each tuple format.
+
+    pgoutput says per value whether it is text (``t``) or binary (``b``), so both are ready:
+    ``value = loaders.binary[i](raw) if kind == "b" else loaders.text[i](raw)``.
+    """
+
+    text: tuple[TextLoader, ...]
+    binary: tuple[BinaryLoader, ...]
+
+
+#: The ``pg_type`` rows :meth:`TypeCatalog.add_rows` takes, for the OIDs given as one
+#: parameter (an ``oid[]``; psycopg: ``conn.execute(CATALOG_QUERY, [list_of_oids])``),
+#: following domains and array elements down to built-in types.
+CATALOG_QUERY = """\
+WITH RECURSIVE wanted(oid) AS (
+    SELECT unnest(%s::oid[])
+  UNION
+    SELECT x.oid
+    FROM wanted w
+    JOIN pg_catalog.pg_type t ON t.oid = w.oid
+    CROSS JOIN LATERAL (VALUES (t.typbasetype), (t.typelem), (t.typarray)) AS x(oid)
+    WHERE x.oid <> 0
+)
+SELECT t.oid::int8, n.nspname::text, t.typname::text, t.typtype::text,
+       t.typbasetype::int8, t.typtypmod, t.typelem::int8, t.typarray::int8,
+       t.typlen::int4, t.typdelim::text, t.typcategory::text
+FROM wanted w
+JOIN pg_catalog.pg_type t ON t.oid = w.oid
+JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+"""
+
+PgTypeRow = tuple[int, str, str, str, int, int, int, int, int, str, str]
+
+_TEXT_LOADERS: dict[int, TextLoader] = {}
+_BINARY_LOADERS: dict[int, BinaryLoader] = {}
+for _family in (numeric, misc, text, datetime, net, json):
+    _TEXT_LOADERS.update(_family.TEXT_LOADERS)
+    _BINARY_LOADERS.update(_family.BINARY_LOADERS)
+
+
+def _builtin_types() -> dict[int, PgType]:
+    types = {}
+    for oid, name in oids.NAMES.items():
+        array_oid = oids.ARRAY_OF.get(oid, 0)
+        category = "S" if oid in (oids.TEXT, oids.VARCHAR, oids.BPCHAR, oids.NAME) else ""
+        types[oid] = PgType(oid, name, array_oid=array_oid, category=category)
+        if array_oid:
+            types[array_oid] = PgType(array_oid, "_" + name, kind="array", element_oid=oid)
+    return types
+
+
+_BUILTINS = _builtin_types()
+
+
+def _unknown_text(oid: int) -> TextLoader:
+    def load(data: str) -> Unknown:
+        return Unknown(oid, data)
+
+    return load
+
+
+def _unknown_binary(oid: int) -> BinaryLoader:
+    def load(data: bytes) -> Unknown:
+        return Unknown(oid, bytes(data))
+
+    return load
+
+
+def _string_binary(oid: int) -> BinaryLoader:
+    """A string-category user type (citext...) whose send form is, as far as we can tell, its
+    UTF-8 text; anything that is not UTF-8 is kept as Unknown rather than failing."""
+
+    def load(data: bytes) -> str | Unknown:
+        try:
+            return data.decode()
+        except UnicodeDecodeError:
+            return Unknown(oid, bytes(data))
+
+    return load
+
+
+def _column(column: ColumnType | tuple[int, int] | int) -> tuple[int, int]:
+    if isinstance(column, int):
+        return column, -1
+    if isinstance(column, tuple):
+        return column[0], column[1]
+    return column.type_oid, column.type_modifier
+
+
+@dataclass
+class TypeCatalog:
+    """Type OID -> loader and Avro type; starts with the built-ins, learns user types.
+
+    ``money_frac_digits`` is the number of fraction digits of the server's ``lc_monetary``
+    currency (2 for C/POSIX and most locales); money values are scaled by it.
+    """
+
+    money_frac_digits: int = numeric.MONEY_FRAC_DIGITS
+    _types: dict[int, PgType] = field(default_factory=lambda: dict(_BUILTINS), repr=False)
+    _by_name: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
+    _text_cache: dict[int, TextLoader] = field(default_factory=dict, repr=False)
+    _binary_cache: dict[int, BinaryLoader] = field(default_factory=dict, repr=False)
+    #: bumped whenever a type is learned: loaders built before may be stale
+    generation: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        for pg_type in self._types.values():
+            self._by_name[(pg_type.namespace, pg_type.name)] = pg_type.oid
+        self._text = dict(_TEXT_LOADERS)
+        self._binary = dict(_BINARY_LOADERS)
+        if self.money_frac_digits != numeric.MONEY_FRAC_DIGITS:
+            self._text[oids.MONEY] = numeric.money_text_loader(self.money_frac_digits)
+            self._binary[oids.MONEY] = numeric.money_binary_loader(self.money_frac_digits)
+
+    # ------------------------------------------------------------------ learning types
+
+    def add(self, pg_type: PgType) -> None:
+        """Learn (or replace what was known of) one type."""
+        if pg_type.oid in oids.NAMES or pg_type.oid in oids.ELEMENT_OF:
+            return  # built-ins are known exactly already
+        self._types[pg_type.oid] = pg_type
+        self._by_name[(pg_type.namespace, pg_type.name)] = pg_type.oid
+        self._text_cache.clear()
+        self._binary_cache.clear()
+        self.generation += 1
+
+    def register_enum(
+        self, oid: int, name: str, *, namespace: str = "public", array_oid: int = 0
+    ) -> None:
+        """An enum type (its values load as their label, ``str``), and its array type."""
+        self.add(PgType(oid, name, namespace, "enum", array_oid=array_oid))
+        if array_oid:
+            self.register_array(array_oid, oid, name="_" + name, namespace=namespace)
+
+    def register_domain(
+        self,
+        oid: int,
+        base_oid: int,
+        *,
+        name: str = "",
+        namespace: str = "public",
+        base_typmod: int = -1,
+        array_oid: int = 0,
+    ) -> None:
+        """A domain over ``base_oid`` (loaded as its base type), and its array type."""
+        self.add(
+            PgType(oid, name or f"domain_{oid}", namespace, "domain", base_oid, base_typmod,
+                   array_oid=array_oid)
+        )  # fmt: skip
+        if array_oid:
+            self.register_array(array_oid, oid, name="_" + (name or f"domain_{oid}"),
+                                namespace=namespace)  # fmt: skip
+
+    def register_array(
+        self, oid: int, element_oid: int, *, name: str = "", namespace: str = "public"
+    ) -> None:
+        """An array type over ``element_oid``."""
+        self.add(PgType(oid, name or f"array_{oid}", namespace, "array", element_oid=element_oid))
+
+    def register_type_message(self, oid: int, namespace: str, name: str) -> None:
+        """What a pgoutput Type message says: ``oid`` (the column's type) is, or is a domain
+        over, the type named ``namespace.name`` (``""`` is pg_catalog)."""
+        namespace = namespace or "pg_catalog"
+        known = self._types.get(oid)
+        if known is not None and known.kind != "unknown":
+            return  # a catalog row (or the built-ins) already said more
+        target = self._by_name.get((namespace, name))
+        if target is not None and target != oid:
+            self.add(PgType(oid, f"{namespace}.{name}", namespace, "domain", target))
+        elif target is None:
+            self.add(PgType(oid, name, namespace, "unknown"))
+
+    def add_rows(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Learn the types of :data:`CATALOG_QUERY`'s rows."""
+        for row in rows:
+            oid, nspname, typname, typtype, typbasetype, typtypmod, typelem, typarray, typlen, \
+                typdelim, typcategory = row  # fmt: skip
+            kind = _TYPTYPE_KIND.get(str(typtype), "unknown")
+            if kind == "base" and typelem and typlen == -1:
+                kind = "array"
+            self.add(
+                PgType(
+                    oid=int(oid),
+                    name=str(typname),
+                    namespace=str(nspname),
+                    kind=kind,
+                    base_oid=int(typbasetype),
+                    base_typmod=int(typtypmod),
+                    element_oid=int(typelem) if kind == "array" else 0,
+                    array_oid=int(typarray),
+                    delimiter=str(typdelim) or ",",
+                    category=str(typcategory),
+                )
+            )
+
+    # ------------------------------------------------------------------ resolving
+
+    def get(self, oid: int) -> PgType | None:
+        """What is known of ``oid``, or None."""
+        return self._types.get(oid)
+
+    def is_known(self, oid: int) -> bool:
+        """Whether values of ``oid`` load to real values (not :class:`Unknown`)."""
+        return self._known(self.resolve(oid))
+
+    def _known(self, resolved: ResolvedType) -> bool:
+        if resolved.kind == "array":
+            assert resolved.element is not None
+            return self._known(resolved.element)
+        return resolved.kind != "unknown"
+
+    def needs_lookup(self, type_oids: Iterable[int]) -> list[int]:
+        """The OIDs among ``type_oids`` (columns' types) whose values would load as
+        :class:`Unknown` for want of a ``pg_type`` row: run :data:`CATALOG_QUERY` for them."""
+        return sorted({oid for oid in type_oids if not self.is_known(oid)})
+
+    def resolve(self, oid: int, typmod: int = -1) -> ResolvedType:
+        """``oid`` with its domains peeled off (their type modifier kept if the column has
+        none), arrays resolved down to their elements."""
+        return self._resolve(oid, typmod, 0)
+
+    def _resolve(self, oid: int, typmod: int, depth: int) -> ResolvedType:
+        if depth > _MAX_DEPTH:
+            raise DecodeError(f"type {oid}: domains or arrays nested over {_MAX_DEPTH} deep")
+        pg_type = self._types.get(oid)
+        if pg_type is None:
+            return ResolvedType("unknown", oid, typmod, f"type {oid}")
+        if pg_type.kind == "domain":
+            base_typmod = typmod if typmod != -1 else pg_type.base_typmod
+            return self._resolve(pg_type.base_oid, base_typmod, depth + 1)
+        if pg_type.kind == "array":
+            element = self._resolve(pg_type.element_oid, typmod, depth + 1)
+            element_type = self._types.get(pg_type.element_oid)
+            delimiter = element_type.delimiter if element_type else ","
+            return ResolvedType("array", oid, typmod, element.name + "[]", element, delimiter)
+        if oid in oids.NAMES:
+            return ResolvedType("builtin", oid, typmod, pg_type.name)
+        if pg_type.kind == "enum":
+            return ResolvedType("enum", oid, typmod, pg_type.name)
+        if pg_type.kind == "base" and pg_type.category == "S":
+            return ResolvedType("string", oid, typmod, pg_type.name)
+        return ResolvedType("unknown", oid, typmod, pg_type.name)
+
+    # ------------------------------------------------------------------ loaders
+
+    def text_loader(self, oid: int, typmod: int = -1) -> TextLoader:
+        """The text-format (tuple kind ``t``) loader of a column of type ``oid``."""
+        loader = self._text_cache.get(oid)
+        if loader is None:
+            loader = self._text_cache[oid] = self._text_for(self.resolve(oid, typmod))
+        return loader
+
+    def binary_loader(self, oid: int, typmod: int = -1) -> BinaryLoader:
+        """The binary-format (tuple kind ``b``) loader of a column of type ``oid``."""
+        loader = self._binary_cache.get(oid)
+        if loader is None:
+            loader = self._binary_cache[oid] = self._binary_for(self.resolve(oid, typmod))
+        return loader
+
+    def _text_for(self, resolved: ResolvedType) -> TextLoader:
+        kind = resolved.kind
+        if kind == "builtin":
+            return self._text[resolved.oid]
+        if kind == "array":
+            assert resolved.element is not None
+            return array.array_text_loader(
+                self._text_for(resolved.element), resolved.name, resolved.delimiter
+            )
+        if kind in ("enum", "string"):
+            return identity
+        return _unknown_text(resolved.oid)
+
+    def _binary_for(self, resolved: ResolvedType) -> BinaryLoader:
+        kind = resolved.kind
+        if kind == "builtin":
+            return self._binary[resolved.oid]
+        if kind == "array":
+            assert resolved.element is not None
+            return array.array_binary_loader(self._binary_for(resolved.element), resolved.name)
+        if kind == "enum":
+            return utf8(resolved.name)
+        if kind == "string":
+            return _string_binary(resolved.oid)
+        return _unknown_binary(resolved.oid)
+
+    @overload
+    def loaders_for(
+        self, columns: Iterable[ColumnType | tuple[int, int] | int], *, binary: Literal[False]
+    ) -> tuple[TextLoader, ...]: ...
+
+    @overload
+    def loaders_for(
+        self, columns: Iterable[ColumnType | tuple[int, int] | int], *, binary: Literal[True]
+    ) -> tuple[BinaryLoader, ...]: ...
+
+    def loaders_for(
+        self, columns: Iterable[ColumnType | tuple[int, int] | int], *, binary: bool
+    ) -> tuple[TextLoader, ...] | tuple[BinaryLoader, ...]:
+        """One loader per column (a Relation message's columns, ``(oid, typmod)`` pairs or
+        bare OIDs), for the text or the binary format."""
+        pairs = [_column(column) for column in columns]
+        if binary:
+            return tuple(self.binary_loader(oid, typmod) for oid, typmod in pairs)
+        return tuple(self.text_loader(oid, typmod) for oid, typmod in pairs)
+
+    def row_loaders(self, columns: Iterable[ColumnType | tuple[int, int] | int]) -> RowLoaders:
+        """Both formats' loaders for a relation's columns; build once per Relation message."""
+        pairs = [_column(column) for column in columns]
+        return RowLoaders(
+            tuple(self.text_loader(oid, typmod) for oid, typmod in pairs),
+            tuple(self.binary_loader(oid, typmod) for oid, typmod in pairs),
+        )
