@@ -1,0 +1,182 @@
+"""Key and Envelope schemas of a table, derived from its Relation message (pure).
+
+    schemas = derive_table_schemas(relation, catalog, prefix="shop", db="shopdb")
+    schemas.topic          # "shop.public.orders"
+    schemas.key_json       # None for a table without replica identity columns
+    schemas.value_json     # the Envelope, exactly as schemas/README.md describes it
+
+Names: record ``Key``, ``Envelope`` and ``Value`` in namespace ``<prefix>.<schema>.<table>``
+(every component made an Avro name by `names.to_avro_name`); the fixed records keep their own
+``pgcdc`` namespace (``pgcdc.Source``, ``pgcdc.Transaction``).
+
+Determinism: the JSON text depends only on the Relation's names, column types and key flags
+(and the prefix, array dimensions and key override), rendered compactly with keys in a fixed
+order, so the same Relation always gives byte-identical text and the registry dedupes it.
+
+Evolution: every ``Value`` field is ``["null", T]`` with default null and the Envelope's
+fields never change, so the schema of a Relation after ``ALTER TABLE ADD COLUMN`` or
+``DROP COLUMN`` is BACKWARD compatible with the one before (readers with the new schema read
+old events: added fields take their default, dropped fields are skipped) and FORWARD
+compatible too. A changed column type or key is a new, possibly incompatible, schema, which a
+registry enforcing compatibility may reject (`SchemaError`, the producer stops unconfirmed).
+
+Key: the columns pgoutput flags as replica identity (flag 1): the primary key or the replica
+identity index; with ``REPLICA IDENTITY FULL`` every column is flagged, so pass `key_columns`
+(e.g. the primary key's columns) to key such tables by something narrower. No key columns:
+no key schema and the record key is null. Key fields are nullable too (a FULL identity may
+hold NULLs).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from connector import __version__
+from connector.errors import SchemaError
+from connector.pgoutput.messages import Relation
+from connector.pgtypes import TypeCatalog
+
+from .columns import ColumnCodec, Converter, column_codec
+from .fixed import fixed_schema
+from .names import namespace_of, table_topic, to_avro_name
+
+__all__ = ["ARRAY_DIMS_QUERY", "ColumnSpec", "TableSchemas", "derive_table_schemas",
+           "envelope_schema", "render"]
+
+#: Array dimensions of a table's columns, for `derive_table_schemas(array_dims=...)`:
+#: ``dict(conn.execute(ARRAY_DIMS_QUERY, [relation.relation_id]))``.
+ARRAY_DIMS_QUERY: Final = (
+    "SELECT attname::text, attndims::int FROM pg_catalog.pg_attribute "
+    "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped AND attndims > 1"
+)
+
+CONNECTOR: Final = "postgresql"
+
+
+def render(schema: Mapping[str, Any]) -> str:
+    """The canonical text of a schema: compact JSON, keys in the order built, UTF-8 kept."""
+    return json.dumps(schema, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnSpec:
+    """One column of a table as the Avro layer sees it."""
+
+    index: int  # position in the Relation (and in every tuple of the table)
+    pg_name: str
+    avro_name: str
+    type_oid: int
+    type_modifier: int
+    avro_type: Any  # the non-null type T of the field ["null", T]
+    convert: Converter | None  # loaded value -> datum; None: identity
+    key: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TableSchemas:
+    """Everything derived from one Relation (one schema version of a table)."""
+
+    relation: Relation
+    topic: str
+    namespace: str
+    columns: tuple[ColumnSpec, ...]
+    key_columns: tuple[ColumnSpec, ...]
+    key_schema: dict[str, Any] | None
+    value_schema: dict[str, Any]
+    key_json: str | None
+    value_json: str
+    source_constants: dict[str, Any]  # the Source fields fixed for this table
+
+
+def _field(column: ColumnSpec) -> dict[str, Any]:
+    return {"name": column.avro_name, "type": ["null", column.avro_type], "default": None,
+            "pg_name": column.pg_name}
+
+
+def _columns(relation: Relation, catalog: TypeCatalog, array_dims: Mapping[str, int],
+             key_names: set[str] | None) -> tuple[ColumnSpec, ...]:
+    specs = []
+    seen: dict[str, str] = {}
+    for index, column in enumerate(relation.columns):
+        avro_name = to_avro_name(column.name)
+        if avro_name in seen:  # cannot happen: to_avro_name is injective
+            raise SchemaError(f"columns {seen[avro_name]!r} and {column.name!r} of "
+                              f"{relation.namespace}.{relation.name} share Avro name {avro_name}")
+        seen[avro_name] = column.name
+        codec: ColumnCodec = column_codec(catalog, column.type_oid, column.type_modifier,
+                                          array_dims.get(column.name, 1))
+        key = column.key if key_names is None else column.name in key_names
+        specs.append(ColumnSpec(index, column.name, avro_name, column.type_oid,
+                                column.type_modifier, codec.avro_type, codec.convert, key))
+    return tuple(specs)
+
+
+def envelope_schema(namespace: str, value_fields: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Envelope record of schemas/README.md around a Value record with these fields."""
+    defined: set[str] = set()
+    value_record = {"type": "record", "name": "Value", "namespace": namespace,
+                    "fields": value_fields}
+    return {
+        "type": "record",
+        "name": "Envelope",
+        "namespace": namespace,
+        "fields": [
+            {"name": "before", "type": ["null", value_record], "default": None},
+            {"name": "after", "type": ["null", f"{namespace}.Value"], "default": None},
+            {"name": "source", "type": fixed_schema("pgcdc.Source", defined=defined)},
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"], "default": None},
+            {"name": "transaction",
+             "type": ["null", fixed_schema("pgcdc.Transaction", defined=defined)],
+             "default": None},
+            {"name": "unchanged_toast", "type": {"type": "array", "items": "string"},
+             "default": []},
+        ],
+    }
+
+
+def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: str, db: str,
+                         array_dims: Mapping[str, int] | None = None,
+                         key_columns: Sequence[str] | None = None) -> TableSchemas:
+    """Key and value schemas of the table a Relation message describes.
+
+    `catalog`: pgtypes' type catalog (knows enums/domains); `prefix`: the topic prefix; `db`:
+    the database name (``source.db``); `array_dims`: declared dimensions of array columns by
+    column name (`ARRAY_DIMS_QUERY`); `key_columns`: column names to key by instead of the
+    replica identity flags (must exist in the table).
+    """
+    if not prefix:
+        raise SchemaError("the topic prefix must not be empty")
+    key_names = None
+    if key_columns is not None:
+        key_names = set(key_columns)
+        missing = key_names - {c.name for c in relation.columns}
+        if missing:
+            raise SchemaError(f"key columns {', '.join(sorted(missing))} are not columns of "
+                              f"{relation.namespace}.{relation.name}")
+    schema_name = relation.namespace or "pg_catalog"
+    namespace = namespace_of(prefix, schema_name, relation.name)
+    columns = _columns(relation, catalog, array_dims or {}, key_names)
+    keys = tuple(c for c in columns if c.key)
+    key_schema = None
+    if keys:
+        key_schema = {"type": "record", "name": "Key", "namespace": namespace,
+                      "fields": [_field(c) for c in keys]}
+    value_schema = envelope_schema(namespace, [_field(c) for c in columns])
+    source_constants = {"version": __version__, "connector": CONNECTOR, "name": prefix,
+                        "db": db, "schema": schema_name, "table": relation.name}
+    return TableSchemas(
+        relation=relation,
+        topic=table_topic(prefix, schema_name, relation.name),
+        namespace=namespace,
+        columns=columns,
+        key_columns=keys,
+        key_schema=key_schema,
+        value_schema=value_schema,
+        key_json=None if key_schema is None else render(key_schema),
+        value_json=render(value_schema),
+        source_constants=source_constants,
+    )

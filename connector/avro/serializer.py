@@ -1,0 +1,344 @@
+"""Events to bytes in the Confluent wire format, and back (for tests and tools).
+
+Wire format: byte 0, the schema id as 4 bytes big-endian, the Avro binary body
+(fastavro ``schemaless_writer`` on a schema parsed once per codec).
+
+    codec = TableCodec(schemas, key_id, value_id, catalog)       # once per schema version
+    key = codec.key_from_tuple(insert.new)                        # None: table without key
+    value = codec.value_from_tuples("c", None, insert.new, SourceInfo(...))
+    value = codec.value("u", before_values, after_values, SourceInfo(...))  # loaded values
+    value = codec.truncate(SourceInfo(...))
+
+Values: `value`/`key` take rows of values as pgtypes loaders return them (one per column, in
+column order); `*_from_tuples` take pgoutput TupleData (str / BinaryValue / None /
+UNCHANGED_TOAST) and load them with the catalog's loaders chosen once per codec. Per column a
+converter chosen once (see `columns`) turns the value into the Avro datum: Decimal, datetime,
+date, time, UUID, Interval, Infinity, OutOfRange, addresses, nested lists...
+``infinity``/``-infinity`` of date is 2**31-1 / -2**31 days, of timestamp[tz] 2**63-1 /
+-2**63 microseconds (pgtypes' rule, as Debezium); numeric(p,s) NaN is null.
+
+Unchanged TOAST: a column PostgreSQL did not send (``UNCHANGED_TOAST``) is null in `after` and
+its Avro field name is listed in ``unchanged_toast``; in `before` and the key it is null.
+Filling it from a REPLICA IDENTITY FULL old tuple is up to the caller (the assembler/pipeline).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, NamedTuple
+
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro.validation import validate
+
+from connector.errors import SchemaError
+from connector.pgoutput.lsn import lsn_to_str
+from connector.pgoutput.messages import UNCHANGED_TOAST, TupleData
+from connector.pgtypes import TypeCatalog
+
+from .fixed import fixed_schema
+from .schema import ColumnSpec, TableSchemas
+
+__all__ = ["MAGIC", "Decoded", "FixedCodec", "SourceInfo", "TableCodec", "TransactionBlock",
+           "decode", "frame", "parse_frame"]
+
+MAGIC: Final = 0
+_HEADER: Final = struct.Struct(">bI")
+OPS: Final = frozenset("cudrt")
+
+
+def frame(schema_id: int, body: bytes) -> bytes:
+    """Confluent wire format: magic byte, schema id, Avro body."""
+    return _HEADER.pack(MAGIC, schema_id) + body
+
+
+def parse_frame(data: bytes) -> tuple[int, memoryview]:
+    """(schema id, Avro body) of a Confluent-framed message."""
+    if len(data) < _HEADER.size:
+        raise SchemaError(f"not a Confluent Avro message: {len(data)} bytes")
+    magic, schema_id = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise SchemaError(f"not a Confluent Avro message: magic byte {magic}")
+    return schema_id, memoryview(data)[_HEADER.size:]
+
+
+class SourceInfo(NamedTuple):
+    """The per-event fields of the Envelope's ``source`` block (schemas/source.avsc)."""
+
+    commit_lsn: int  # LSN of the commit record (snapshot: the consistent point)
+    txn_index: int  # 0-based position of the change in its transaction (snapshot: row number)
+    ts_ms: int  # commit time, ms since the epoch
+    xid: int | None = None  # txId
+    lsn: int | None = None  # LSN of the change itself
+    snapshot: str = "false"  # "true", "last" or "false"
+    xmin: int | None = None
+    sequence: str | None = None
+
+
+class TransactionBlock(NamedTuple):
+    """The Envelope's ``transaction`` block (schemas/transaction_block.avsc)."""
+
+    id: str  # "<xid>:<commit_lsn>"
+    total_order: int  # 1-based among all events of the transaction
+    data_collection_order: int  # 1-based among its events of this table
+
+
+def _writer(parsed: Any, schema_id: int) -> Callable[[Any], bytes]:
+    header = _HEADER.pack(MAGIC, schema_id)
+
+    def write(datum: Any) -> bytes:
+        buf = io.BytesIO()
+        buf.write(header)
+        schemaless_writer(buf, parsed, datum)
+        return buf.getvalue()
+
+    return write
+
+
+def _parse(schema: Mapping[str, Any], what: str) -> Any:
+    try:
+        return parse_schema(dict(schema))
+    except Exception as exc:  # fastavro raises SchemaParseError, ValueError, KeyError...
+        raise SchemaError(f"invalid Avro schema for {what}: {exc}") from None
+
+
+class TableCodec:
+    """Encodes one table's keys and Envelope values for one schema version (see module doc)."""
+
+    def __init__(self, schemas: TableSchemas, key_id: int | None, value_id: int,
+                 catalog: TypeCatalog | None = None) -> None:
+        if (key_id is None) != (schemas.key_schema is None):
+            raise SchemaError(f"{schemas.topic}: key schema id {key_id} does not match "
+                              f"{'no' if schemas.key_schema is None else 'a'} key schema")
+        self.schemas = schemas
+        self.topic = schemas.topic
+        self.key_id = key_id
+        self.value_id = value_id
+        columns = schemas.columns
+        self._ncols = len(columns)
+        self._names = tuple(c.avro_name for c in columns)
+        self._converts = tuple(c.convert for c in columns)
+        self._key_index = tuple(c.index for c in schemas.key_columns)
+        self._key_names = tuple(c.avro_name for c in schemas.key_columns)
+        self._source = schemas.source_constants
+        self._write_value = _writer(_parse(schemas.value_schema, schemas.topic), value_id)
+        self._write_key: Callable[[Any], bytes] | None = None
+        if schemas.key_schema is not None and key_id is not None:
+            self._write_key = _writer(_parse(schemas.key_schema, schemas.topic + " key"),
+                                      key_id)
+        self._text: tuple[Callable[[str], Any], ...] = ()
+        self._binary: tuple[Callable[[bytes], Any], ...] = ()
+        if catalog is not None:
+            loaders = catalog.row_loaders(schemas.relation.columns)
+            self._text = tuple(_compose(load, c.convert) for load, c in
+                               zip(loaders.text, columns, strict=True))
+            self._binary = tuple(_compose(load, c.convert) for load, c in
+                                 zip(loaders.binary, columns, strict=True))
+
+    # ------------------------------------------------------------------ rows
+
+    def _row(self, values: Sequence[Any], toast: list[str] | None) -> dict[str, Any]:
+        if len(values) != self._ncols:
+            raise SchemaError(f"{self.topic}: row of {len(values)} values for "
+                              f"{self._ncols} columns")
+        row: dict[str, Any] = {}
+        for name, convert, value in zip(self._names, self._converts, values, strict=True):
+            if value is None:
+                row[name] = None
+            elif value is UNCHANGED_TOAST:
+                row[name] = None
+                if toast is not None:
+                    toast.append(name)
+            else:
+                row[name] = value if convert is None else convert(value)
+        return row
+
+    def _row_from_tuple(self, data: TupleData, toast: list[str] | None) -> dict[str, Any]:
+        if not self._text:
+            raise SchemaError(f"{self.topic}: this codec was built without a type catalog, "
+                              "so it cannot load pgoutput tuples")
+        if len(data) != self._ncols:
+            raise SchemaError(f"{self.topic}: tuple of {len(data)} columns for "
+                              f"{self._ncols} columns")
+        row: dict[str, Any] = {}
+        text, binary = self._text, self._binary
+        for i, (name, raw) in enumerate(zip(self._names, data, strict=True)):
+            if raw is None:
+                row[name] = None
+            elif raw is UNCHANGED_TOAST:
+                row[name] = None
+                if toast is not None:
+                    toast.append(name)
+            elif isinstance(raw, str):
+                row[name] = text[i](raw)
+            else:
+                row[name] = binary[i](raw)  # type: ignore[arg-type]  # BinaryValue
+        return row
+
+    # ------------------------------------------------------------------ keys
+
+    def key(self, values: Sequence[Any]) -> bytes | None:
+        """The framed key of a row of loaded values (None: the table has no key)."""
+        if self._write_key is None:
+            return None
+        return self._encode_key(self._row(values, None))
+
+    def key_from_tuple(self, data: TupleData) -> bytes | None:
+        """The framed key of a pgoutput tuple (new row, or the old key/row)."""
+        if self._write_key is None:
+            return None
+        return self._encode_key(self._row_from_tuple(data, None))
+
+    def _encode_key(self, row: dict[str, Any]) -> bytes:
+        assert self._write_key is not None
+        datum = {name: row[name] for name in self._key_names}
+        try:
+            return self._write_key(datum)
+        except Exception as exc:
+            raise self._explain(exc, datum, self.schemas.key_columns, "key") from None
+
+    # ------------------------------------------------------------------ values
+
+    def value(self, op: str, before: Sequence[Any] | None, after: Sequence[Any] | None,
+              source: SourceInfo, *, ts_ms: int | None = None,
+              transaction: TransactionBlock | None = None) -> bytes:
+        """The framed Envelope of a change, from rows of loaded values."""
+        toast: list[str] = []
+        return self._envelope(op, None if before is None else self._row(before, None),
+                              None if after is None else self._row(after, toast), toast,
+                              source, ts_ms, transaction)
+
+    def value_from_tuples(self, op: str, old: TupleData | None, new: TupleData | None,
+                          source: SourceInfo, *, ts_ms: int | None = None,
+                          transaction: TransactionBlock | None = None) -> bytes:
+        """The framed Envelope of a change, from pgoutput tuples (old: 'K'/'O' tuple)."""
+        toast: list[str] = []
+        return self._envelope(op, None if old is None else self._row_from_tuple(old, None),
+                              None if new is None else self._row_from_tuple(new, toast), toast,
+                              source, ts_ms, transaction)
+
+    def truncate(self, source: SourceInfo, *, ts_ms: int | None = None,
+                 transaction: TransactionBlock | None = None) -> bytes:
+        """The framed Envelope of a truncate (op ``t``; publish it to every partition)."""
+        return self._envelope("t", None, None, [], source, ts_ms, transaction)
+
+    def _envelope(self, op: str, before: dict[str, Any] | None, after: dict[str, Any] | None,
+                  toast: list[str], source: SourceInfo, ts_ms: int | None,
+                  transaction: TransactionBlock | None) -> bytes:
+        if op not in OPS:
+            raise SchemaError(f"{self.topic}: unknown op {op!r} (expected one of c u d r t)")
+        constants = self._source
+        envelope = {
+            "before": before,
+            "after": after,
+            "source": {
+                "version": constants["version"],
+                "connector": constants["connector"],
+                "name": constants["name"],
+                "ts_ms": source.ts_ms,
+                "snapshot": source.snapshot,
+                "db": constants["db"],
+                "sequence": source.sequence,
+                "schema": constants["schema"],
+                "table": constants["table"],
+                "txId": source.xid,
+                "lsn": source.lsn,
+                "xmin": source.xmin,
+                "commit_lsn": source.commit_lsn,
+                "txn_index": source.txn_index,
+            },
+            "op": op,
+            "ts_ms": time.time_ns() // 1_000_000 if ts_ms is None else ts_ms,
+            "transaction": None if transaction is None else transaction._asdict(),
+            "unchanged_toast": toast,
+        }
+        try:
+            return self._write_value(envelope)
+        except Exception as exc:
+            for row in (after, before):
+                if row is not None:
+                    raise self._explain(exc, row, self.schemas.columns, op, source) from None
+            raise SchemaError(f"{self.topic}: cannot encode {op} event at commit LSN "
+                              f"{lsn_to_str(source.commit_lsn)}: {exc}") from None
+
+    def _explain(self, exc: Exception, row: Mapping[str, Any], columns: Sequence[ColumnSpec],
+                 what: str, source: SourceInfo | None = None) -> SchemaError:
+        """Which column's datum does not fit its Avro type (only on the failure path)."""
+        where = "" if source is None else f" at commit LSN {lsn_to_str(source.commit_lsn)}"
+        constants = self.schemas.source_constants
+        table = f"{constants['schema']}.{constants['table']}"
+        for column in columns:
+            datum = row.get(column.avro_name)
+            if not validate(datum, ["null", column.avro_type], raise_errors=False):
+                shown = repr(datum)
+                shown = shown[:80] + "..." if len(shown) > 80 else shown
+                return SchemaError(f"cannot encode {what} event of {table}{where}: column "
+                                   f"{column.pg_name!r} value {shown} does not fit Avro type "
+                                   f"{column.avro_type} ({type(exc).__name__}: {exc})")
+        return SchemaError(f"cannot encode {what} event of {table}{where}: "
+                           f"{type(exc).__name__}: {exc}")
+
+
+def _compose(load: Callable[[Any], Any], convert: Callable[[Any], Any] | None
+             ) -> Callable[[Any], Any]:
+    if convert is None:
+        return load
+
+    def load_convert(raw: Any) -> Any:
+        value = load(raw)
+        return None if value is None else convert(value)
+
+    return load_convert
+
+
+class FixedCodec:
+    """Encodes records of one fixed schema (``pgcdc.Message``, ``pgcdc.Heartbeat``,
+    ``pgcdc.TransactionMetadata``) with its registered id."""
+
+    def __init__(self, full_name: str, schema_id: int) -> None:
+        self.full_name = full_name
+        self.schema = fixed_schema(full_name)
+        self.schema_id = schema_id
+        self._write = _writer(_parse(self.schema, full_name), schema_id)
+
+    def encode(self, record: Mapping[str, Any]) -> bytes:
+        try:
+            return self._write(record)
+        except Exception as exc:
+            raise SchemaError(f"cannot encode {self.full_name} record: "
+                              f"{type(exc).__name__}: {exc}") from None
+
+
+class Decoded(NamedTuple):
+    schema_id: int
+    value: Any
+
+
+def _strip_logical(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip_logical(v) for k, v in node.items() if k != "logicalType"}
+    if isinstance(node, list):
+        return [_strip_logical(v) for v in node]
+    return node
+
+
+_parsed_cache: dict[tuple[str, bool], Any] = {}
+
+
+def decode(data: bytes, schema_lookup: Callable[[int], Mapping[str, Any]], *,
+           logical_types: bool = True) -> Decoded:
+    """Decode a Confluent-framed Avro message with its writer schema (`schema_lookup(id)`,
+    e.g. `SchemaRegistry.schema`). `logical_types=False` returns the raw Avro data (ints for
+    dates/timestamps, so the infinity extremes decode too; bytes for decimals)."""
+    schema_id, body = parse_frame(data)
+    schema = schema_lookup(schema_id)
+    cache_key = (json.dumps(schema, sort_keys=True), logical_types)
+    parsed = _parsed_cache.get(cache_key)
+    if parsed is None:
+        parsed = parse_schema(dict(schema) if logical_types else _strip_logical(schema))
+        _parsed_cache[cache_key] = parsed
+    value = schemaless_reader(io.BytesIO(body), parsed, None)
+    return Decoded(schema_id, value)

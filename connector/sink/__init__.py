@@ -1,0 +1,26 @@
+"""Kafka sink: topic creation, the idempotent producer, and delivery (ack) tracking.
+
+    tracker = AckTracker(start_lsn)                                  # acks.py
+    topics = TopicCreator(kafka_settings, TopicSpec(partitions=3))  # topics.py
+    sink = KafkaSink(kafka_settings, tracker, topics=topics)         # producer.py
+    txn = tracker.begin(end_lsn); sink.produce(topic, key, value, txn); txn.seal()
+    sink.poll(); tracker.watermark()                                 # -> flush LSN
+"""
+
+from .acks import AckTracker, DeliveryTracker, PendingTxn, Ticket
+from .producer import PRODUCER_DEFAULTS, KafkaSink, producer_config
+from .topics import TopicCreator, TopicSpec, admin_config, partition_count
+
+__all__ = [
+    "PRODUCER_DEFAULTS",
+    "AckTracker",
+    "DeliveryTracker",
+    "KafkaSink",
+    "PendingTxn",
+    "Ticket",
+    "TopicCreator",
+    "TopicSpec",
+    "admin_config",
+    "partition_count",
+    "producer_config",
+]

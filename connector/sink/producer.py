@@ -1,0 +1,207 @@
+"""The Kafka producer: idempotent, acks=all, every delivery tracked against its transaction.
+
+    tracker = AckTracker(start_lsn=slot_confirmed_lsn)
+    sink = KafkaSink({"bootstrap.servers": ..., **user_settings}, tracker,
+                     topics=TopicCreator(settings, TopicSpec(partitions=3)), tombstones=False)
+    txn = tracker.begin(end_lsn)
+    sink.produce(topic, key, value, txn)
+    sink.produce_to_all_partitions(topic, None, truncate_value, txn)
+    txn.seal()
+    sink.poll()                  # serves delivery reports; raises SinkError after a failure
+    tracker.watermark()          # -> flush LSN for PostgreSQL
+    sink.close()                 # flush everything (raises if anything stays undelivered)
+
+Retries: librdkafka retries retriable errors itself (with idempotence, without reordering or
+duplicates) until ``message.timeout.ms`` (default here 300000 = 5 min) runs out; only then a
+delivery report carries an error. Any such error is fatal: the transaction's ticket fails, the
+watermark stays below it, and the next `poll`/`flush`/`produce` raises `SinkError` naming topic,
+partition and error. PostgreSQL re-sends the unconfirmed transactions after a restart.
+
+Settings: any librdkafka producer setting passes through (TLS, SASL, ``compression.type``...).
+``enable.idempotence`` and ``acks`` are forced (changing them would allow loss or reordering),
+and so is the absence of ``transactional.id`` (the exactly-once mode is a different tracker).
+``queue.buffering.max.kbytes`` defaults to 64 MiB (librdkafka's is 1 GiB) so a huge
+transaction cannot balloon memory; when the queue is full `produce` serves delivery reports
+until there is room.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Final
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from connector.errors import ConfigError, SinkError
+from connector.pgoutput.lsn import lsn_to_str
+
+from .acks import DeliveryTracker, Ticket
+from .topics import TopicCreator, partition_count
+
+__all__ = ["PRODUCER_DEFAULTS", "KafkaSink", "producer_config"]
+
+log = logging.getLogger(__name__)
+
+#: Settings pgcdc chooses unless the user sets them.
+PRODUCER_DEFAULTS: Final[Mapping[str, Any]] = {
+    "message.timeout.ms": 300_000,
+    "linger.ms": 5,
+    "queue.buffering.max.kbytes": 65_536,
+}
+#: Settings the no-loss guarantee depends on; the user may repeat them but not change them.
+_FORCED: Final[Mapping[str, Any]] = {"enable.idempotence": True, "acks": "all"}
+_ACKS_ALL: Final = {"all", "-1", -1}
+
+
+def producer_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
+    """The librdkafka settings of the sink: defaults < user settings, plus the forced ones."""
+    config = dict(PRODUCER_DEFAULTS)
+    config.update(kafka_config)
+    for key in ("acks", "request.required.acks"):
+        if key in kafka_config and kafka_config[key] not in _ACKS_ALL:
+            raise ConfigError(f"kafka setting {key}={kafka_config[key]!r} is not allowed: "
+                              "pgcdc needs acks=all so that an acknowledged event is durable")
+    idem = kafka_config.get("enable.idempotence", True)
+    if str(idem).lower() not in ("true", "1"):
+        raise ConfigError("kafka setting enable.idempotence=false is not allowed: pgcdc needs "
+                          "the idempotent producer so retries neither duplicate nor reorder")
+    if "transactional.id" in kafka_config:
+        raise ConfigError("kafka setting transactional.id is not supported by this sink "
+                          "(it is the idempotent, at-least-once producer)")
+    if not config.get("bootstrap.servers"):
+        raise ConfigError("kafka setting bootstrap.servers is missing")
+    config.pop("request.required.acks", None)
+    config.update(_FORCED)
+    return config
+
+
+class KafkaSink:
+    """Produces Confluent-framed events and reports every delivery to its transaction ticket.
+
+    `topics`: creates each topic (once) before its first event; None assumes they exist.
+    `tombstones`: `produce_delete` adds a null-value record after each keyed delete.
+    `partition_cache_s`: how long a topic's partition count (for truncates) is reused.
+    """
+
+    def __init__(self, kafka_config: Mapping[str, Any], tracker: DeliveryTracker, *,
+                 topics: TopicCreator | None = None, tombstones: bool = False,
+                 partition_cache_s: float = 10.0, metadata_timeout_s: float = 30.0) -> None:
+        config = producer_config(kafka_config)
+        config.setdefault("error_cb", self._on_error)
+        config.setdefault("logger", logging.getLogger("connector.sink.librdkafka"))
+        self._producer = Producer(config)
+        self._tracker = tracker
+        self._topics = topics
+        self.tombstones = tombstones
+        self._partition_cache_s = partition_cache_s
+        self._metadata_timeout_s = metadata_timeout_s
+        self._ready: set[str] = set()
+        self._partitions: dict[str, tuple[int, float]] = {}
+        self._fatal: SinkError | None = None
+        self.events = 0  # records handed to librdkafka
+        self.bytes = 0  # their key + value bytes
+
+    # ------------------------------------------------------------------ producing
+
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket, *,
+                partition: int | None = None) -> None:
+        """Queue one record; its delivery report goes to `ticket`."""
+        if topic not in self._ready:
+            self._prepare(topic)
+        ticket.expect(1)
+        kwargs: dict[str, Any] = {"on_delivery": ticket.on_delivery}
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                self._producer.produce(topic, value, key, **kwargs)
+                break
+            except BufferError:  # local queue full: serve delivery reports to make room
+                self._producer.poll(0.1)
+                self._check()
+            except KafkaException as exc:
+                size = len(value or b"") + len(key or b"")
+                error = SinkError(f"cannot produce to {topic}: {exc.args[0] if exc.args else exc}"
+                                  f" (record of {size} bytes, transaction ending at LSN "
+                                  f"{lsn_to_str(ticket.end_lsn)})")
+                ticket.failed(error)
+                raise error from None
+        self.events += 1
+        self.bytes += len(value or b"") + len(key or b"")
+
+    def produce_delete(self, topic: str, key: bytes | None, value: bytes, ticket: Ticket) -> None:
+        """A delete event, followed by a tombstone (same key, null value) when enabled."""
+        self.produce(topic, key, value, ticket)
+        if self.tombstones and key is not None:
+            self.produce(topic, key, None, ticket)
+
+    def produce_to_all_partitions(self, topic: str, key: bytes | None, value: bytes,
+                                  ticket: Ticket) -> int:
+        """The same record into every partition of `topic` (truncate); returns how many."""
+        if topic not in self._ready:
+            self._prepare(topic)
+        count = self.partitions(topic)
+        for partition in range(count):
+            self.produce(topic, key, value, ticket, partition=partition)
+        return count
+
+    def partitions(self, topic: str) -> int:
+        """Partition count of `topic` from metadata, cached for `partition_cache_s` seconds."""
+        now = time.monotonic()
+        cached = self._partitions.get(topic)
+        if cached is not None and now - cached[1] < self._partition_cache_s:
+            return cached[0]
+        count = partition_count(self._producer, topic, self._metadata_timeout_s)
+        self._partitions[topic] = (count, now)
+        return count
+
+    def _prepare(self, topic: str) -> None:
+        if self._topics is not None:
+            self._topics.ensure_one(topic)
+        self._ready.add(topic)
+
+    # ------------------------------------------------------------------ delivery reports
+
+    def poll(self, timeout_s: float = 0.0) -> int:
+        """Serve delivery reports; raises `SinkError` once any delivery failed."""
+        served: int = self._producer.poll(timeout_s)
+        self._check()
+        return served
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        """Wait for in-flight records; returns how many are still undelivered."""
+        remaining: int = self._producer.flush(timeout_s)
+        self._check()
+        return remaining
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Deliver everything queued or raise `SinkError`; the watermark is final afterwards."""
+        remaining = self.flush(timeout_s)
+        if remaining:
+            raise SinkError(f"{remaining} events still undelivered after {timeout_s:g} s; "
+                            "their transactions are not confirmed to PostgreSQL")
+
+    def __len__(self) -> int:
+        """Records queued in librdkafka, not yet acknowledged."""
+        return len(self._producer)
+
+    def _check(self) -> None:
+        if self._fatal is not None:
+            raise self._fatal
+        self._tracker.check()
+
+    def _on_error(self, error: KafkaError) -> None:
+        """librdkafka's global errors: fatal ones stop the sink, the rest it retries itself."""
+        if error.fatal():
+            self._fatal = SinkError(f"Kafka producer failed fatally: {error.str()}")
+            log.error("%s", self._fatal)
+        else:
+            log.warning("Kafka: %s", error.str())
+
+    @property
+    def producer(self) -> Producer:
+        """The underlying confluent_kafka Producer (for metrics and tests)."""
+        return self._producer
+

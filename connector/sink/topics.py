@@ -1,0 +1,136 @@
+"""Create missing topics with the configured partitions, replication and retention.
+
+Defaults keep every event forever (``retention.ms=-1``, ``cleanup.policy=delete``): the topics
+are the replayable log the merge job rebuilds tables from. Creating a topic that already exists
+is not an error, and an existing topic's settings are never changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from connector.errors import ConfigError, SinkError
+
+__all__ = ["TopicCreator", "TopicSpec", "admin_config"]
+
+log = logging.getLogger(__name__)
+
+_ALREADY_EXISTS = KafkaError.TOPIC_ALREADY_EXISTS
+_DELIVERY_CALLBACKS = frozenset({"on_delivery"})
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """How new topics are created. `None` partitions/replication: the broker's default."""
+
+    partitions: int | None = 1
+    replication_factor: int | None = 1
+    retention_ms: int = -1  # -1: unlimited
+    cleanup_policy: str = "delete"  # or "compact", "compact,delete"
+    configs: Mapping[str, str] = field(default_factory=dict)  # any other topic config
+
+    def __post_init__(self) -> None:
+        if self.partitions is not None and self.partitions < 1:
+            raise ConfigError(f"topic partitions must be >= 1, not {self.partitions}")
+        if self.replication_factor is not None and self.replication_factor < 1:
+            raise ConfigError(f"replication factor must be >= 1, not {self.replication_factor}")
+        if self.retention_ms < -1:
+            raise ConfigError(f"retention.ms must be -1 (unlimited) or >= 0, "
+                              f"not {self.retention_ms}")
+        policies = set(self.cleanup_policy.replace(" ", "").split(","))
+        if not policies or not policies <= {"delete", "compact"}:
+            raise ConfigError(f"cleanup.policy must be delete, compact or both, "
+                              f"not {self.cleanup_policy!r}")
+
+    def topic_config(self) -> dict[str, str]:
+        config = {"retention.ms": str(self.retention_ms),
+                  "cleanup.policy": self.cleanup_policy.replace(" ", "")}
+        config.update({k: str(v) for k, v in self.configs.items()})
+        return config
+
+    def new_topic(self, name: str) -> NewTopic:
+        return NewTopic(name,
+                        num_partitions=-1 if self.partitions is None else self.partitions,
+                        replication_factor=(-1 if self.replication_factor is None
+                                            else self.replication_factor),
+                        config=self.topic_config())
+
+
+def admin_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
+    """Producer settings for an AdminClient. librdkafka's admin handle is a producer handle, so
+    bootstrap/TLS/SASL keys, producer-only keys and error/oauth/log callbacks are all accepted;
+    only the delivery callbacks, which the admin client rejects, are dropped."""
+    return {k: v for k, v in kafka_config.items() if k not in _DELIVERY_CALLBACKS}
+
+
+class TopicCreator:
+    """Creates topics once each (idempotent, thread-safe); remembers what it ensured."""
+
+    def __init__(self, kafka_config: Mapping[str, Any], spec: TopicSpec | None = None,
+                 *, timeout_s: float = 30.0, admin: AdminClient | None = None) -> None:
+        self.spec = spec or TopicSpec()
+        self._timeout = timeout_s
+        self._admin = admin or AdminClient(admin_config(kafka_config))
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def ensure(self, topics: Iterable[str]) -> list[str]:
+        """Create those of `topics` that do not exist yet; returns the ones created now."""
+        wanted = [t for t in dict.fromkeys(topics) if t not in self._known]
+        if not wanted:
+            return []
+        with self._lock:
+            wanted = [t for t in wanted if t not in self._known]
+            if not wanted:
+                return []
+            created = self._create(wanted)
+            self._known.update(wanted)
+            return created
+
+    def ensure_one(self, topic: str) -> bool:
+        """`ensure([topic])`; True if it was created now."""
+        return bool(self.ensure([topic]))
+
+    def _create(self, topics: list[str]) -> list[str]:
+        futures = self._admin.create_topics([self.spec.new_topic(t) for t in topics],
+                                            operation_timeout=self._timeout,
+                                            request_timeout=self._timeout)
+        created = []
+        for topic, future in futures.items():
+            try:
+                future.result(timeout=self._timeout)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.code() == _ALREADY_EXISTS:
+                    continue
+                raise SinkError(f"cannot create topic {topic}: {error or exc}") from None
+            except Exception as exc:  # a timeout of the future: the cluster did not answer
+                raise SinkError(f"cannot create topic {topic}: {type(exc).__name__}: {exc} "
+                                "(is Kafka reachable?)") from None
+            log.info("created topic %s (%s)", topic, self.spec)
+            created.append(topic)
+        return created
+
+    def partitions(self, topic: str) -> int:
+        """The partition count of an existing topic (from cluster metadata)."""
+        return partition_count(self._admin, topic, self._timeout)
+
+
+def partition_count(client: Any, topic: str, timeout_s: float) -> int:
+    """Partitions of `topic` per `client.list_topics` (Producer or AdminClient)."""
+    try:
+        metadata = client.list_topics(topic, timeout=timeout_s)
+    except KafkaException as exc:
+        raise SinkError(f"cannot read metadata of topic {topic}: {exc}") from None
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        reason = info.error if info is not None and info.error is not None else "no partitions"
+        raise SinkError(f"topic {topic} is not usable: {reason}")
+    return len(info.partitions)
