@@ -114,8 +114,16 @@ class DeltaTableSink:
         have = {f.name.lower() for f in current.fields}
         new = [changes.schema[c] for c in row_columns(changes) if c.lower() not in have]
         if new:
-            cols = ", ".join(f"{q(f.name)} {f.dataType.simpleString()}" for f in new)
+            # AFTER the last row column: metadata columns stay last, and the table has the same
+            # layout whether it saw the columns in one batch or over several.
+            previous = [f.name for f in current.fields if f.name not in META][-1]
+            added = []
+            for f in new:
+                added.append(f"{q(f.name)} {f.dataType.simpleString()} AFTER {q(previous)}")
+                previous = f.name
+            cols = ", ".join(added)
             self.spark.sql(f"ALTER TABLE delta.{q(self.path)} ADD COLUMNS ({cols})")
+            self._table = DeltaTable.forPath(self.spark, self.path)  # the old one has the old schema
             log.info("%s: added columns %s", self.path, [f.name for f in new])
         return [f.name for f in current.fields if f.name not in META] + [f.name for f in new]
 
@@ -149,6 +157,7 @@ class DeltaTableSink:
               batch_id: int) -> None:
         table = self._load() or self._create(changes)
         target_columns = self._evolve(table, changes)
+        table = self._table or table
         cut = truncate_position([self._watermark, facts.truncate])
         if cut is not None and cut != self._watermark:
             self._truncate(table, cut)
