@@ -123,7 +123,7 @@ class DeltaTableSink:
                 previous = f.name
             cols = ", ".join(added)
             self.spark.sql(f"ALTER TABLE delta.{q(self.path)} ADD COLUMNS ({cols})")
-            self._table = DeltaTable.forPath(self.spark, self.path)  # the old one has the old schema
+            self._table = DeltaTable.forPath(self.spark, self.path)  # sees the new schema
             log.info("%s: added columns %s", self.path, [f.name for f in new])
         return [f.name for f in current.fields if f.name not in META] + [f.name for f in new]
 

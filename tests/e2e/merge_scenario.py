@@ -11,7 +11,7 @@ from merge_helpers import CdcPublisher
 
 from spark_jobs.wire import frame_bytes
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 DECIMAL = {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}
 TIMESTAMP = {"type": "long", "logicalType": "timestamp-micros"}
 TABLES = ["public/users", "public/orders", "inventory/items", "public/events"]
