@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""pgoutput decode throughput: connector.pgoutput vs pypgoutput, on a real PostgreSQL capture.
+
+    .venv/bin/python benchmarks/decode.py                 # throwaway PostgreSQL 15
+    .venv/bin/python benchmarks/decode.py --dsn "..."     # an existing server (superuser)
+
+Workload: a table of 11 mixed-type columns; 1000 transactions of 50 inserts, 30 updates and 20
+deletes (about 102k messages), captured with pg_logical_slot_peek_binary_changes in protocol 1
+(pypgoutput understands nothing newer), text and binary tuples.
+
+Baseline: pypgoutput 0.0.3's `decoders` module (pure Python, BytesIO reads), loaded by file so
+that its package's psycopg2/pydantic imports are not needed: `pip install --no-deps
+pypgoutput==0.0.3`. Its typed path maps column types to int/datetime/float/json/str and casts
+with pydantic; we time those casts done directly (cheaper than pydantic, so a faster baseline).
+
+Rows: "structural" leaves values as sent (text or bytes); "typed" converts every value
+(ours: connector.pgtypes loaders chosen once per Relation). Ratios are against pypgoutput's row
+of the same kind, best of --rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from connector.pgoutput import Decoder, Delete, Insert, Relation, Update  # noqa: E402
+from connector.pgtypes import RowLoaders, TypeCatalog  # noqa: E402
+
+TABLE = """CREATE TABLE bench (
+    id bigint PRIMARY KEY, account int NOT NULL, amount numeric(12,2), price float8,
+    qty smallint, name text, email varchar(100), active boolean, created timestamptz,
+    day date, uid uuid)"""
+
+WORKLOAD = """DO $$
+BEGIN
+  FOR t IN 0..{txns} - 1 LOOP
+    INSERT INTO bench SELECT g, g % 1000, (g * 1.37)::numeric(12,2), g / 7.0, (g % 300)::int2,
+        'customer ' || g, 'user' || g || '@example.com', g % 2 = 0,
+        '2024-01-01 00:00:00+00'::timestamptz + g * interval '1 minute',
+        '2024-01-01'::date + (g % 365), md5(g::text)::uuid
+      FROM generate_series(t * 50, t * 50 + 49) g;
+    UPDATE bench SET amount = amount + 1, active = NOT active
+      WHERE id BETWEEN t * 50 AND t * 50 + 29;
+    DELETE FROM bench WHERE id BETWEEN t * 50 + 30 AND t * 50 + 49;
+    COMMIT;
+  END LOOP;
+END $$"""
+
+
+def capture(dsn: str, txns: int) -> tuple[list[bytes], list[bytes]]:
+    """(text capture, binary capture) of the workload, one bytes object per message."""
+    schema = f"bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"SET search_path = {schema}")
+        try:
+            conn.execute(TABLE)
+            conn.execute(f"CREATE PUBLICATION {schema} FOR TABLE bench")
+            conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (schema,))
+            conn.execute("SET synchronous_commit = on")
+            conn.execute(WORKLOAD.format(txns=txns))
+            out = []
+            for binary in ("false", "true"):
+                rows = conn.execute(
+                    "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, "
+                    "'proto_version', '1', 'publication_names', %s, 'binary', %s)",
+                    (schema, schema, binary)).fetchall()
+                out.append([bytes(r[0]) for r in rows])
+            return out[0], out[1]
+        finally:
+            conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                         "WHERE slot_name = %s", (schema,))
+            conn.execute(f"DROP PUBLICATION IF EXISTS {schema}")
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+# --- the decoders under test -------------------------------------------------------------------
+
+def ours_structural(messages: Sequence[bytes]) -> int:
+    decode = Decoder().decode
+    for buf in messages:
+        decode(buf)
+    return len(messages)
+
+
+def ours_typed(messages: Sequence[bytes]) -> int:
+    """Decode, choose loaders once per Relation, convert every value (text or binary)."""
+    decode = Decoder().decode
+    catalog = TypeCatalog()
+    loaders: dict[int, RowLoaders] = {}
+    for buf in messages:
+        msg = decode(buf)
+        cls = type(msg)
+        if cls is Insert or cls is Update or cls is Delete:
+            row = loaders[msg.relation_id]  # type: ignore[union-attr]
+            for values in (msg.new if cls is not Delete else None,  # type: ignore[union-attr]
+                           msg.old if cls is not Insert else None):  # type: ignore[union-attr]
+                if values is None:
+                    continue
+                fns = row.binary if values and type(values[0]) is not str else row.text
+                [None if v is None else f(v) for f, v in zip(fns, values, strict=True)]
+        elif cls is Relation:
+            loaders[msg.relation_id] = catalog.row_loaders(  # type: ignore[union-attr]
+                [(c.type_oid, c.type_modifier) for c in msg.columns])  # type: ignore[union-attr]
+    return len(messages)
+
+
+def load_pypgoutput() -> ModuleType | None:
+    spec = importlib.util.find_spec("pypgoutput")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "decoders.py"
+    mod_spec = importlib.util.spec_from_file_location("pypgoutput_decoders", path)
+    assert mod_spec is not None and mod_spec.loader is not None
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    return module
+
+
+def pypgoutput_runners(mod: ModuleType) -> tuple[Callable[[Sequence[bytes]], int],
+                                                 Callable[[Sequence[bytes]], int]]:
+    classes = {ord("B"): mod.Begin, ord("C"): mod.Commit, ord("R"): mod.Relation,
+               ord("I"): mod.Insert, ord("U"): mod.Update, ord("D"): mod.Delete,
+               ord("T"): mod.Truncate}
+
+    def structural(messages: Sequence[bytes]) -> int:
+        for buf in messages:
+            classes[buf[0]](buf)
+        return len(messages)
+
+    # pypgoutput's reader maps type names to these Python types (convert_pg_type_to_py_type).
+    casts: dict[int, Callable[[str], Any]] = {
+        20: int, 21: int, 23: int, 1700: float, 1184: datetime.fromisoformat,
+        1114: datetime.fromisoformat, 114: json.loads, 3802: json.loads}
+
+    def typed(messages: Sequence[bytes]) -> int:
+        columns: dict[int, list[Callable[[str], Any]]] = {}
+        for buf in messages:
+            msg = classes[buf[0]](buf)
+            tag = buf[0]
+            if tag == 82:  # R
+                columns[msg.relation_id] = [casts.get(c.type_id, str) for c in msg.columns]
+            elif tag in (73, 85, 68):  # I, U, D
+                fns = columns[msg.relation_id]
+                for tup in (getattr(msg, "new_tuple", None), getattr(msg, "old_tuple", None)):
+                    if tup is not None:
+                        [None if c.col_data is None else f(c.col_data)
+                         for f, c in zip(fns, tup.column_data, strict=True)]
+        return len(messages)
+
+    return structural, typed
+
+
+# --- timing and report -------------------------------------------------------------------------
+
+def best_time(fn: Callable[[Sequence[bytes]], int], messages: Sequence[bytes], rounds: int
+              ) -> float:
+    best = float("inf")
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn(messages)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dsn", help="existing server; default: a throwaway PostgreSQL 15")
+    parser.add_argument("--transactions", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    pyp = load_pypgoutput()
+    if pyp is None:
+        print("pypgoutput (the baseline) is not installed: "
+              ".venv/bin/pip install --no-deps pypgoutput==0.0.3", file=sys.stderr)
+        return 2
+    if args.dsn:
+        text, binary = capture(args.dsn, args.transactions)
+    else:
+        from capture_pgoutput import throwaway_server
+
+        with throwaway_server("pg15") as dsn:
+            text, binary = capture(dsn, args.transactions)
+    pyp_structural, pyp_typed = pypgoutput_runners(pyp)
+
+    cases: list[tuple[str, str, Callable[[Sequence[bytes]], int], Sequence[bytes]]] = [
+        ("structural", "pypgoutput 0.0.3 (baseline)", pyp_structural, text),
+        ("structural", "connector.pgoutput, text tuples", ours_structural, text),
+        ("structural", "connector.pgoutput, binary tuples", ours_structural, binary),
+        ("typed", "pypgoutput 0.0.3 + casts (baseline)", pyp_typed, text),
+        ("typed", "connector.pgoutput + pgtypes, text", ours_typed, text),
+        ("typed", "connector.pgoutput + pgtypes, binary", ours_typed, binary),
+    ]
+    print(f"capture: {len(text):,} messages ({sum(map(len, text)) / 1e6:.1f} MB text, "
+          f"{sum(map(len, binary)) / 1e6:.1f} MB binary), protocol 1, best of {args.rounds}")
+    print(f"{'kind':<11} {'decoder':<38} {'messages/s':>12} {'MB/s':>8} {'vs baseline':>12}")
+    baseline: dict[str, float] = {}
+    for kind, name, fn, msgs in cases:
+        seconds = best_time(fn, msgs, args.rounds)
+        rate = len(msgs) / seconds
+        baseline.setdefault(kind, rate)
+        mb = sum(map(len, msgs)) / 1e6 / seconds
+        print(f"{kind:<11} {name:<38} {rate:>12,.0f} {mb:>8.1f} {rate / baseline[kind]:>11.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
