@@ -17,13 +17,17 @@ MAXDIM = 6
 _ARRAY_HEAD = INT4  # ndim; then flags and element type
 _unpack_int4_from = INT4.unpack_from
 _unescape = re.compile(r"\\(.)", re.DOTALL)
+#: array_isspace: the only characters array_in skips (and array_out quotes)
+_SPACE = " \t\n\r\v\f"
 
 
 @lru_cache(maxsize=8)
 def _tokenizer(delimiter: str) -> re.Pattern[str]:
     d = re.escape(delimiter)
+    space = _SPACE
     return re.compile(
-        rf'\s*(?:(\{{)|(\}})|({d})|"((?:[^"\\]|\\.)*)"|((?:[^{d}{{}}"\\\s]|\\.)(?:[^{d}{{}}"\\]|\\.)*))',
+        rf'[{space}]*(?:(\{{)|(\}})|({d})|"((?:[^"\\]|\\.)*)"'
+        rf'|((?:[^{d}{{}}"\\{space}]|\\.)(?:[^{d}{{}}"\\]|\\.)*))',
         re.DOTALL,
     )
 
@@ -44,7 +48,7 @@ def _parse_text(data: str, load: TextLoader, delimiter: str) -> list[Any]:
     while pos < size:
         match = token(data, pos)
         if match is None:
-            if data[pos:].isspace():
+            if not data[pos:].strip(_SPACE):
                 break
             raise ValueError(f"unexpected character at position {pos}")
         pos = match.end()
@@ -75,7 +79,7 @@ def _parse_text(data: str, load: TextLoader, delimiter: str) -> list[Any]:
         elif quoted is not None:
             current.append(load(_unescape.sub(r"\1", quoted) if "\\" in quoted else quoted))
         else:
-            bare = bare.rstrip()
+            bare = bare.rstrip(_SPACE)
             if bare.upper() == "NULL":
                 current.append(None)
             else:
@@ -83,7 +87,23 @@ def _parse_text(data: str, load: TextLoader, delimiter: str) -> list[Any]:
         expect_item = opening is not None
     if root is None or current is not None:
         raise ValueError("unbalanced braces")
+    _shape(root)
     return root
+
+
+def _shape(node: list[Any]) -> tuple[int, ...]:
+    """The dimensions of a nested list; ValueError unless it is rectangular, as arrays are."""
+    if not node:
+        return (0,)
+    nested = [isinstance(item, list) for item in node]
+    if not any(nested):
+        return (len(node),)
+    if not all(nested):
+        raise ValueError("sub-arrays mixed with elements")
+    shapes = {_shape(item) for item in node}
+    if len(shapes) != 1:
+        raise ValueError("sub-arrays of different dimensions")
+    return (len(node), *shapes.pop())
 
 
 def array_text_loader(element: TextLoader, type_name: str, delimiter: str = ",") -> TextLoader:
@@ -95,10 +115,9 @@ def array_text_loader(element: TextLoader, type_name: str, delimiter: str = ",")
             if data == "{}":
                 return []
             if "\\" not in data and "{" not in data[1:] and "}" not in data[:-1]:
-                return [
-                    None if item == "NULL" else element(item)
-                    for item in data[1:-1].split(delimiter)
-                ]
+                items = data[1:-1].split(delimiter)
+                if "" not in items:
+                    return [None if item == "NULL" else element(item) for item in items]
         try:
             return _parse_text(data, element, delimiter)
         except ValueError as exc:

@@ -23,7 +23,8 @@ money                  bytes, decimal(19, lc_monetary's fraction digits)
 date                   int, date: days since 1970-01-01; infinity: 2**31-1, -infinity: -2**31
 time                   long, time-micros (24:00:00 is 86400000000)
 timestamp,             long, timestamp-micros: microseconds since 1970-01-01 (timestamp: its
-timestamptz            wall clock read as UTC); infinity: 2**63-1, -infinity: -2**63
+timestamptz            wall clock read as UTC); infinity: 2**63-1, -infinity: -2**63;
+                       beyond 294247-01-10 (does not fit): 2**63-2
 timetz                 string, ISO-8601 time with offset as PostgreSQL prints it (12:00:00+05:30)
 interval               string, ISO-8601 duration as PostgreSQL's IntervalStyle iso_8601
                        prints it (exact: months, days and microseconds kept apart, each signed)
@@ -155,7 +156,17 @@ _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _MICROSECOND = dt.timedelta(microseconds=1)
 _INFINITE_DATE = {Infinity.POSITIVE: INT32_MAX, Infinity.NEGATIVE: INT32_MIN}
 _INFINITE_TIMESTAMP = {Infinity.POSITIVE: INT64_MAX, Infinity.NEGATIVE: INT64_MIN}
-_ADDRESSES = (IPv4Address, IPv6Address, IPv4Interface, IPv6Interface, IPv4Network, IPv6Network)
+_PRINTABLE = (
+    UUID,
+    OutOfRange,
+    Infinity,
+    IPv4Address,
+    IPv6Address,
+    IPv4Interface,
+    IPv6Interface,
+    IPv4Network,
+    IPv6Network,
+)  # fmt: skip  (str() of each is PostgreSQL's text)
 
 
 def _identity(value: Any) -> Any:
@@ -175,7 +186,7 @@ def _to_string(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, dt.time):
         return _timetz_string(value)
-    if isinstance(value, UUID | OutOfRange | Infinity | _ADDRESSES):
+    if isinstance(value, _PRINTABLE):
         return str(value)
     if isinstance(value, bytes):
         return "\\x" + value.hex()
@@ -205,7 +216,8 @@ def _timestamp(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return (value - (_EPOCH if value.tzinfo is None else _EPOCH_UTC)) // _MICROSECOND
     if isinstance(value, OutOfRange):
-        return value.value
+        # PostgreSQL's last 30 years (after 294247-01-10) do not fit a long counted from 1970
+        return min(value.value, INT64_MAX - 1)
     if isinstance(value, Infinity):
         return _INFINITE_TIMESTAMP[value]
     return value

@@ -175,11 +175,14 @@ def _string_binary(oid: int) -> BinaryLoader:
 
 
 def _column(column: ColumnType | tuple[int, int] | int) -> tuple[int, int]:
+    """A column's (type OID, type modifier): from its attributes when it has them (a Relation
+    message's column, even a NamedTuple), else from an ``(oid, typmod)`` pair or a bare OID."""
     if isinstance(column, int):
         return column, -1
-    if isinstance(column, tuple):
+    if isinstance(column, tuple) and not hasattr(column, "type_oid"):
         return column[0], column[1]
-    return column.type_oid, column.type_modifier
+    typed: ColumnType = column  # type: ignore[assignment]  # a NamedTuple column is both
+    return typed.type_oid, typed.type_modifier
 
 
 @dataclass

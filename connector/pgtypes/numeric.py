@@ -235,10 +235,18 @@ def money_text_loader(frac_digits: int = MONEY_FRAC_DIGITS) -> TextLoader:
             while end and not core[end - 1].isdigit():
                 end -= 1
             start = end - frac_digits
-            if start < 1 or not core[start:end].isdigit() or core[start - 1].isdigit():
+            if (
+                start < 2
+                or not core[start:end].isdigit()
+                or core[start - 1].isdigit()
+                or not any(ch.isdigit() for ch in core[: start - 1])
+            ):
                 raise bad_value("money", data, f"expected {frac_digits} fraction digits")
         negative = "-" in data or "(" in data
-        return Decimal(f"{'-' if negative else ''}{int(digits)}E{scale}")
+        try:
+            return Decimal(f"{'-' if negative else ''}{digits}E{scale}")
+        except InvalidOperation:  # digits of other scripts Decimal does not take
+            raise bad_value("money", data, "not a number") from None
 
     return load
 
