@@ -72,12 +72,14 @@ def from_avro_name(avro_name: str) -> str:
     return _ESCAPE.sub(_unescape, avro_name)
 
 
-def namespace_of(*parts: str) -> str:
-    """A dotted Avro namespace: every dot-separated component of every part made a valid name.
+def namespace_of(prefix: str, *names: str) -> str:
+    """A dotted Avro namespace: each dot-separated component of the prefix, then each name
+    (one component each, dots and all), made a valid Avro name.
 
     ``namespace_of("prod.cdc", "public", "order items")`` -> ``prod.cdc.public.order_x0020items``
     """
-    return ".".join(to_avro_name(component) for part in parts for component in part.split("."))
+    return ".".join([*(to_avro_name(c) for c in prefix.split(".")),
+                     *(to_avro_name(n) for n in names)])
 
 
 def topic_part(pg_name: str) -> str:

@@ -1,0 +1,261 @@
+"""Serializer: Confluent framing, every contract type through fastavro and back, from loaded
+values and from pgoutput tuples; unchanged TOAST; truncate; errors that name the column."""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+import uuid
+from decimal import Decimal
+from ipaddress import ip_address, ip_network
+from typing import Any
+
+import pytest
+from avro_helpers import DOMAIN_OID, ENUM_OID, catalog, column, numeric_typmod, relation
+
+from connector.avro.encoder import transaction_id
+from connector.avro.fixed import fixed_schema
+from connector.avro.schema import derive_table_schemas
+from connector.avro.serializer import (
+    FixedCodec,
+    SourceInfo,
+    TableCodec,
+    TransactionBlock,
+    decode,
+    frame,
+    parse_frame,
+)
+from connector.errors import SchemaError
+from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
+from connector.pgtypes import INFINITY, NEG_INFINITY, Interval, OutOfRange, oids
+
+SOURCE = SourceInfo(commit_lsn=0x1_0000_0010, txn_index=3, ts_ms=1_700_000_000_000, xid=777,
+                    lsn=0x1_0000_0008)
+INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN = 2**31 - 1, -(2**31), 2**63 - 1, -(2**63)
+UTC = dt.UTC
+
+
+def codec_for(*columns: Any, key_id: int | None = 11, value_id: int = 12,
+              **kwargs: Any) -> tuple[TableCodec, dict[int, dict[str, Any]]]:
+    schemas = derive_table_schemas(relation(*columns), catalog(), prefix="p", db="d", **kwargs)
+    if schemas.key_schema is None:
+        key_id = None
+    codec = TableCodec(schemas, key_id, value_id, catalog())
+    lookup = {value_id: schemas.value_schema}
+    if key_id is not None and schemas.key_schema is not None:
+        lookup[key_id] = schemas.key_schema
+    return codec, lookup
+
+
+def test_frame_round_trip() -> None:
+    data = frame(258, b"body")
+    assert data == b"\x00\x00\x00\x01\x02body"
+    schema_id, body = parse_frame(data)
+    assert (schema_id, bytes(body)) == (258, b"body")
+    with pytest.raises(SchemaError):
+        parse_frame(b"\x01\x00\x00\x00\x01x")
+    with pytest.raises(SchemaError):
+        parse_frame(b"\x00\x00")
+
+
+# (label, oid, typmod, loaded value, raw Avro datum, logical-type decoded value)
+CASES: list[tuple[str, int, int, Any, Any, Any]] = [
+    ("bool", oids.BOOL, -1, True, True, True),
+    ("int2", oids.INT2, -1, -32768, -32768, -32768),
+    ("int4", oids.INT4, -1, INT32_MAX, INT32_MAX, INT32_MAX),
+    ("int8", oids.INT8, -1, INT64_MIN, INT64_MIN, INT64_MIN),
+    ("oid", oids.OID, -1, 4_294_967_295, 4_294_967_295, 4_294_967_295),
+    ("float4", oids.FLOAT4, -1, 1.5, 1.5, 1.5),
+    ("float8", oids.FLOAT8, -1, -2.25e300, -2.25e300, -2.25e300),
+    ("numeric(10,2)", oids.NUMERIC, numeric_typmod(10, 2), Decimal("-12345678.90"),
+     (-1234567890).to_bytes(4, "big", signed=True), Decimal("-12345678.90")),
+    ("numeric(10,2) NaN", oids.NUMERIC, numeric_typmod(10, 2), Decimal("NaN"), None, None),
+    ("numeric", oids.NUMERIC, -1, Decimal("0.0000001"), "0.0000001", "0.0000001"),
+    ("numeric NaN", oids.NUMERIC, -1, Decimal("NaN"), "NaN", "NaN"),
+    ("numeric Infinity", oids.NUMERIC, -1, Decimal("-Infinity"), "-Infinity", "-Infinity"),
+    ("text", oids.TEXT, -1, "héllo", "héllo", "héllo"),
+    ("varchar", oids.VARCHAR, 24, "v", "v", "v"),
+    ("bpchar", oids.BPCHAR, 7, "ab ", "ab ", "ab "),
+    ("name", oids.NAME, -1, "n", "n", "n"),
+    ("xml", oids.XML, -1, "<a/>", "<a/>", "<a/>"),
+    ("inet", oids.INET, -1, ip_address("10.0.0.1"), "10.0.0.1", "10.0.0.1"),
+    ("cidr", oids.CIDR, -1, ip_network("10.0.0.0/8"), "10.0.0.0/8", "10.0.0.0/8"),
+    ("macaddr", oids.MACADDR, -1, "08:00:2b:01:02:03", "08:00:2b:01:02:03",
+     "08:00:2b:01:02:03"),
+    ("money", oids.MONEY, -1, Decimal("-12.34"), "-12.34", "-12.34"),
+    ("bit", oids.BIT, 3, "101", "101", "101"),
+    ("timetz", oids.TIMETZ, -1, dt.time(12, 0, 1, 500, tzinfo=dt.timezone(dt.timedelta(
+        hours=5, minutes=30))), "12:00:01.0005+05:30", "12:00:01.0005+05:30"),
+    ("interval", oids.INTERVAL, -1, Interval(14, 3, 3_600_000_000), "P1Y2M3DT1H",
+     "P1Y2M3DT1H"),
+    ("json", oids.JSON, -1, '{"a": [1, 2]}', '{"a": [1, 2]}', '{"a": [1, 2]}'),
+    ("jsonb", oids.JSONB, -1, '{"a": 1}', '{"a": 1}', '{"a": 1}'),
+    ("uuid", oids.UUID, -1, uuid.UUID(int=1), str(uuid.UUID(int=1)), uuid.UUID(int=1)),
+    ("bytea", oids.BYTEA, -1, b"\x00\xff", b"\x00\xff", b"\x00\xff"),
+    ("date", oids.DATE, -1, dt.date(2024, 2, 29), 19782, dt.date(2024, 2, 29)),
+    ("date infinity", oids.DATE, -1, INFINITY, INT32_MAX, None),
+    ("date -infinity", oids.DATE, -1, NEG_INFINITY, INT32_MIN, None),
+    ("date BC", oids.DATE, -1, OutOfRange("date", -800_000), -800_000, None),
+    ("time", oids.TIME, -1, dt.time(23, 59, 59, 999999), 86_399_999_999,
+     dt.time(23, 59, 59, 999999)),
+    ("time 24:00", oids.TIME, -1, OutOfRange("time", 86_400_000_000), 86_400_000_000, None),
+    ("timestamp", oids.TIMESTAMP, -1, dt.datetime(2024, 1, 2, 3, 4, 5, 6),
+     1_704_164_645_000_006, dt.datetime(2024, 1, 2, 3, 4, 5, 6)),
+    ("timestamp infinity", oids.TIMESTAMP, -1, INFINITY, INT64_MAX, None),
+    ("timestamptz", oids.TIMESTAMPTZ, -1, dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+     1_704_164_645_000_006, dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC)),
+    ("timestamptz -infinity", oids.TIMESTAMPTZ, -1, NEG_INFINITY, INT64_MIN, None),
+    ("enum", ENUM_OID, -1, "happy", "happy", "happy"),
+    ("domain numeric(12,3)", DOMAIN_OID, -1, Decimal("1.500"),
+     (1500).to_bytes(2, "big", signed=True), Decimal("1.500")),
+    ("int4[]", oids.ARRAY_OF[oids.INT4], -1, [1, None, 3], [1, None, 3], [1, None, 3]),
+    ("date[]", oids.ARRAY_OF[oids.DATE], -1, [dt.date(1970, 1, 2), None, INFINITY],
+     [1, None, INT32_MAX], None),
+    ("text[] empty", oids.ARRAY_OF[oids.TEXT], -1, [], [], []),
+]
+
+
+@pytest.mark.parametrize(("label", "oid", "typmod", "value", "raw", "logical"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_type_round_trip(label: str, oid: int, typmod: int, value: Any, raw: Any,
+                         logical: Any) -> None:
+    codec, lookup = codec_for(column("id", oids.INT4, key=True), column("v", oid, typmod))
+    data = codec.value("c", None, (1, value), SOURCE)
+    assert parse_frame(data)[0] == 12
+    decoded = decode(data, lookup.__getitem__, logical_types=False).value
+    assert decoded["after"] == {"id": 1, "v": raw}
+    if logical is not None:
+        assert decode(data, lookup.__getitem__).value["after"]["v"] == logical
+
+
+def test_multidimensional_array_values() -> None:
+    codec, lookup = codec_for(column("id", oids.INT4, key=True),
+                              column("grid", oids.ARRAY_OF[oids.INT4]),
+                              column("flat", oids.ARRAY_OF[oids.INT4]),
+                              array_dims={"grid": 2})
+    data = codec.value("c", None, (1, [[1, 2], [None, 4]], [[1, 2], [3, 4]]), SOURCE)
+    after = decode(data, lookup.__getitem__).value["after"]
+    assert after["grid"] == [[1, 2], [None, 4]]
+    assert after["flat"] == [1, 2, 3, 4]  # more dimensions than declared: flattened
+    data = codec.value("c", None, (1, [5, 6], []), SOURCE)
+    after = decode(data, lookup.__getitem__).value["after"]
+    assert after["grid"] == [[5, 6]]  # fewer: wrapped
+    assert after["flat"] == []
+
+
+def test_from_pgoutput_tuples_text_and_binary() -> None:
+    codec, lookup = codec_for(
+        column("id", oids.INT8, key=True), column("price", oids.NUMERIC, numeric_typmod(8, 2)),
+        column("at", oids.TIMESTAMPTZ), column("tags", oids.ARRAY_OF[oids.TEXT]),
+        column("u", oids.UUID), column("n", oids.INT4))
+    new = ("42", "3.10", "2024-01-02 03:04:05.5+00", '{a,"b c",NULL}',
+           "00000000-0000-0000-0000-000000000001", None)
+    data = codec.value_from_tuples("c", None, new, SOURCE)
+    after = decode(data, lookup.__getitem__).value["after"]
+    assert after == {"id": 42, "price": Decimal("3.10"),
+                     "at": dt.datetime(2024, 1, 2, 3, 4, 5, 500000, tzinfo=UTC),
+                     "tags": ["a", "b c", None], "u": uuid.UUID(int=1), "n": None}
+    binary = (BinaryValue(struct.pack(">q", 42)), "3.10", "2024-01-02 03:04:05.5+00", None,
+              None, BinaryValue(struct.pack(">i", -7)))
+    after = decode(codec.value_from_tuples("c", None, binary, SOURCE),
+                   lookup.__getitem__).value["after"]
+    assert (after["id"], after["n"]) == (42, -7)
+    key = codec.key_from_tuple(binary)
+    assert key is not None and parse_frame(key)[0] == 11
+    assert decode(key, lookup.__getitem__).value == {"id": 42}
+
+
+def test_envelope_fields() -> None:
+    codec, lookup = codec_for(column("id", oids.INT4, key=True), column("v", oids.TEXT))
+    block = TransactionBlock(transaction_id(777, SOURCE.commit_lsn), 4, 2)
+    data = codec.value("u", (1, "old"), (1, "new"), SOURCE._replace(snapshot="false"),
+                       ts_ms=123, transaction=block)
+    envelope = decode(data, lookup.__getitem__).value
+    assert envelope["op"] == "u"
+    assert envelope["before"] == {"id": 1, "v": "old"}
+    assert envelope["after"] == {"id": 1, "v": "new"}
+    assert envelope["ts_ms"] == 123
+    assert envelope["transaction"] == {"id": f"777:{SOURCE.commit_lsn}", "total_order": 4,
+                                       "data_collection_order": 2}
+    assert envelope["unchanged_toast"] == []
+    source = envelope["source"]
+    assert source["commit_lsn"] == SOURCE.commit_lsn and source["txn_index"] == 3
+    assert (source["txId"], source["lsn"], source["ts_ms"]) == (777, SOURCE.lsn, SOURCE.ts_ms)
+    assert (source["connector"], source["name"], source["db"], source["schema"],
+            source["table"], source["snapshot"]) == ("postgresql", "p", "d", "public", "t",
+                                                     "false")
+
+
+def test_unchanged_toast_is_null_and_listed() -> None:
+    codec, lookup = codec_for(column("id", oids.INT4, key=True), column("big text", oids.TEXT),
+                              column("doc", oids.JSONB), column("n", oids.INT4))
+    data = codec.value("u", None, (1, UNCHANGED_TOAST, UNCHANGED_TOAST, 5), SOURCE)
+    envelope = decode(data, lookup.__getitem__).value
+    assert envelope["after"] == {"id": 1, "big_x0020text": None, "doc": None, "n": 5}
+    assert envelope["unchanged_toast"] == ["big_x0020text", "doc"]
+    data = codec.value_from_tuples("u", ("1", None, None, None), ("1", UNCHANGED_TOAST, "{}", "5"),
+                                   SOURCE)
+    envelope = decode(data, lookup.__getitem__).value
+    assert envelope["unchanged_toast"] == ["big_x0020text"]
+    assert envelope["before"] == {"id": 1, "big_x0020text": None, "doc": None, "n": None}
+
+
+def test_delete_and_truncate() -> None:
+    codec, lookup = codec_for(column("id", oids.INT4, key=True), column("v", oids.TEXT))
+    deleted = decode(codec.value_from_tuples("d", ("9", None), None, SOURCE),
+                     lookup.__getitem__).value
+    assert (deleted["op"], deleted["before"], deleted["after"]) == (
+        "d", {"id": 9, "v": None}, None)
+    truncate = decode(codec.truncate(SOURCE), lookup.__getitem__).value
+    assert (truncate["op"], truncate["before"], truncate["after"]) == ("t", None, None)
+    assert truncate["source"]["commit_lsn"] == SOURCE.commit_lsn
+
+
+def test_table_without_key() -> None:
+    codec, _ = codec_for(column("a", oids.INT4), column("b", oids.TEXT))
+    assert codec.key_id is None
+    assert codec.key((1, "x")) is None
+    assert codec.key_from_tuple(("1", "x")) is None
+
+
+def test_key_ids_must_match_schemas() -> None:
+    schemas = derive_table_schemas(relation(column("a", oids.INT4)), catalog(), prefix="p",
+                                   db="d")
+    with pytest.raises(SchemaError):
+        TableCodec(schemas, 5, 6)
+
+
+def test_errors_name_the_column() -> None:
+    codec, _ = codec_for(column("id", oids.INT4, key=True), column("qty", oids.INT2))
+    with pytest.raises(SchemaError, match="column 'qty'.*'many'"):
+        codec.value("c", None, (1, "many"), SOURCE)
+    with pytest.raises(SchemaError, match="row of 1 values for 2 columns"):
+        codec.value("c", None, (1,), SOURCE)
+    with pytest.raises(SchemaError, match="unknown op"):
+        codec.value("x", None, (1, 2), SOURCE)
+    with pytest.raises(SchemaError, match="column 'id'"):
+        codec.key(("one", 2))
+
+
+def test_codec_without_catalog_refuses_tuples() -> None:
+    schemas = derive_table_schemas(relation(column("a", oids.INT4, key=True)), catalog(),
+                                   prefix="p", db="d")
+    codec = TableCodec(schemas, 1, 2)
+    assert codec.value("c", None, (1,), SOURCE)
+    with pytest.raises(SchemaError, match="catalog"):
+        codec.value_from_tuples("c", None, ("1",), SOURCE)
+
+
+def test_fixed_codecs_round_trip() -> None:
+    for name, record in [
+        ("pgcdc.Heartbeat", {"name": "p", "db": "d", "ts_ms": 1, "lsn": 2}),
+        ("pgcdc.TransactionMetadata", {
+            "status": "END", "id": "5:10", "ts_ms": 1, "xid": 5, "commit_lsn": 10,
+            "end_lsn": 11, "event_count": 3,
+            "data_collections": [{"data_collection": "public.t", "event_count": 3}]}),
+    ]:
+        codec = FixedCodec(name, 99)
+        decoded = decode(codec.encode(record), {99: fixed_schema(name)}.__getitem__).value
+        assert decoded == record
+    with pytest.raises(SchemaError):
+        FixedCodec("pgcdc.Heartbeat", 1).encode({"name": "p"})
