@@ -111,8 +111,9 @@ def ours_typed(messages: Sequence[bytes]) -> int:
                            msg.old if cls is not Insert else None):  # type: ignore[union-attr]
                 if values is None:
                     continue
-                fns = row.binary if values and type(values[0]) is not str else row.text
-                [None if v is None else f(v) for f, v in zip(fns, values, strict=True)]
+                # per value: pgoutput says per column whether it sent text or binary
+                [None if v is None else (t(v) if type(v) is str else b(v))
+                 for t, b, v in zip(row.text, row.binary, values, strict=True)]
         elif cls is Relation:
             loaders[msg.relation_id] = catalog.row_loaders(  # type: ignore[union-attr]
                 [(c.type_oid, c.type_modifier) for c in msg.columns])  # type: ignore[union-attr]
@@ -167,13 +168,15 @@ def pypgoutput_runners(mod: ModuleType) -> tuple[Callable[[Sequence[bytes]], int
 
 # --- timing and report -------------------------------------------------------------------------
 
-def best_time(fn: Callable[[Sequence[bytes]], int], messages: Sequence[bytes], rounds: int
-              ) -> float:
-    best = float("inf")
+def best_times(fns: Sequence[tuple[Callable[[Sequence[bytes]], int], Sequence[bytes]]],
+               rounds: int) -> list[float]:
+    """Best wall time of each case; rounds interleave the cases so load spikes hit all alike."""
+    best = [float("inf")] * len(fns)
     for _ in range(rounds):
-        start = time.perf_counter()
-        fn(messages)
-        best = min(best, time.perf_counter() - start)
+        for i, (fn, messages) in enumerate(fns):
+            start = time.perf_counter()
+            fn(messages)
+            best[i] = min(best[i], time.perf_counter() - start)
     return best
 
 
@@ -182,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dsn", help="existing server; default: a throwaway PostgreSQL 15")
     parser.add_argument("--transactions", type=int, default=1000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
 
     pyp = load_pypgoutput()
@@ -211,8 +214,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(map(len, binary)) / 1e6:.1f} MB binary), protocol 1, best of {args.rounds}")
     print(f"{'kind':<11} {'decoder':<38} {'messages/s':>12} {'MB/s':>8} {'vs baseline':>12}")
     baseline: dict[str, float] = {}
-    for kind, name, fn, msgs in cases:
-        seconds = best_time(fn, msgs, args.rounds)
+    times = best_times([(fn, msgs) for _, _, fn, msgs in cases], args.rounds)
+    for (kind, name, _, msgs), seconds in zip(cases, times, strict=True):
         rate = len(msgs) / seconds
         baseline.setdefault(kind, rate)
         mb = sum(map(len, msgs)) / 1e6 / seconds
