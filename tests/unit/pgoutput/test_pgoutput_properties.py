@@ -8,7 +8,13 @@ from hypothesis import strategies as st
 from pgoutput_strategies import STRATEGIES, any_message, streamed
 
 from connector.errors import DecodeError
-from connector.pgoutput import MESSAGE_CLASSES, PgOutputMessage, decode_message, encode_message
+from connector.pgoutput import (
+    MESSAGE_CLASSES,
+    Decoder,
+    PgOutputMessage,
+    decode_message,
+    encode_message,
+)
 
 TAGS = b"BMCORYIUDTSEcAbPKrp"
 
@@ -72,3 +78,15 @@ def test_round_trip_each_kind(cls: type) -> None:
 def test_round_trip_through_memoryview(msg: PgOutputMessage) -> None:
     raw = encode_message(msg)
     assert decode_message(memoryview(b"\x00" + raw)[1:], streaming=streamed(msg)) == msg
+
+
+@given(st.lists(st.binary(max_size=60) | any_message.map(encode_message), max_size=12))
+@settings(max_examples=800)
+def test_decoder_fast_path_never_leaks(buffers: list[bytes]) -> None:
+    """Decoder.decode's fast path falls back to decode_message's error reporting."""
+    decoder = Decoder()
+    for buf in buffers:
+        try:
+            decoder.decode(buf, lsn=7)
+        except DecodeError as exc:
+            assert exc.lsn == "0/7"
