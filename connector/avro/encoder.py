@@ -6,6 +6,7 @@
     value = codec.value_from_tuples("c", None, change.new, SourceInfo(...))
     sink.produce(codec.topic, key, value, ticket)
 
+    record = encoder.change(change)      # an assembler Change -> Encoded(topic, key, value, op)
     record = encoder.message(msg, SourceInfo(...))     # -> Encoded(topic, key, value)
     record = encoder.transaction_begin(xid, commit_lsn, ts_ms)
     record = encoder.transaction_end(xid, commit_lsn, ts_ms, {"public.orders": 3})
@@ -20,19 +21,22 @@ before anything of that table version is produced). Control topics: ``<prefix>.m
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from connector import __version__
-from connector.pgoutput.messages import Message, Relation
+from connector.assembler.transaction import Change
+from connector.errors import SchemaError
+from connector.pgoutput.lsn import lsn_to_str
+from connector.pgoutput.messages import Delete, Insert, Message, Relation, Update
 from connector.pgtypes import TypeCatalog
 
 from .fixed import fixed_schema
 from .registry import SchemaRegistry
 from .schema import derive_table_schemas, render
-from .serializer import FixedCodec, SourceInfo, TableCodec
+from .serializer import FixedCodec, SourceInfo, TableCodec, TransactionBlock
 
-__all__ = ["AvroEncoder", "Encoded", "transaction_id"]
+__all__ = ["AvroEncoder", "Encoded", "pg_timestamp_to_ms", "transaction_id"]
 
 MESSAGE: Final = "pgcdc.Message"
 HEARTBEAT: Final = "pgcdc.Heartbeat"
@@ -40,11 +44,16 @@ TRANSACTION: Final = "pgcdc.TransactionMetadata"
 
 
 class Encoded(NamedTuple):
-    """A record ready for `KafkaSink.produce`."""
+    """A record ready for `KafkaSink.produce`.
+
+    `op` (from `AvroEncoder.change`): ``t`` must go to every partition
+    (`KafkaSink.produce_to_all_partitions`), ``d`` may be followed by a tombstone
+    (`KafkaSink.produce_delete`), ``m`` is a logical message for ``<prefix>.message``."""
 
     topic: str
     key: bytes | None
     value: bytes | None
+    op: str | None = None
 
 
 def transaction_id(xid: int, commit_lsn: int) -> str:
@@ -56,11 +65,26 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def pg_timestamp_to_ms(micros: int) -> int:
+    """A pgoutput timestamp (microseconds since 2000-01-01 UTC) as ms since the Unix epoch."""
+    return (micros + _PG_EPOCH_UNIX_MICROS) // 1000
+
+
+_PG_EPOCH_UNIX_MICROS: Final = 946_684_800_000_000
+
+
 class AvroEncoder:
     """Table codecs (cached per Relation version) and the fixed records, with registry ids."""
 
     def __init__(self, registry: SchemaRegistry, catalog: TypeCatalog, *, prefix: str,
-                 db: str) -> None:
+                 db: str, array_dims: Callable[[Relation], Mapping[str, int]] | None = None,
+                 key_columns: Callable[[Relation], Sequence[str] | None] | None = None) -> None:
+        """`array_dims(relation)`: declared array dimensions by column name (see
+        `ARRAY_DIMS_QUERY`); `key_columns(relation)`: columns to key a table by instead of its
+        replica identity flags (None: the flags). Both are looked up once per Relation version
+        by `change`; None means "no such information"."""
+        self._array_dims = array_dims
+        self._key_columns = key_columns
         self.registry = registry
         self.catalog = catalog
         self.prefix = prefix
@@ -69,6 +93,7 @@ class AvroEncoder:
         self.transaction_topic = f"{prefix}.transaction"
         self.heartbeat_topic = f"{prefix}.heartbeat"
         self._tables: dict[Any, TableCodec] = {}
+        self._by_relation: dict[Relation, tuple[int, TableCodec]] = {}
         self._fixed: dict[str, FixedCodec] = {}
 
     # ------------------------------------------------------------------ tables
@@ -89,6 +114,45 @@ class AvroEncoder:
             value_id = self.registry.register_value(schemas.topic, schemas.value_json)
             codec = TableCodec(schemas, key_id, value_id, self.catalog)
             self._tables[cache_key] = codec
+        return codec
+
+    def change(self, change: Change, *, transaction: TransactionBlock | None = None,
+               ts_ms: int | None = None) -> Encoded:
+        """One assembler `Change` as its Kafka record (see `Encoded.op` for how to send it).
+
+        Keys: insert and update use the new row, delete the old key/row, truncate none."""
+        msg = change.message
+        source = SourceInfo(commit_lsn=change.commit_lsn, txn_index=change.position,
+                            ts_ms=pg_timestamp_to_ms(change.commit_timestamp), xid=change.xid,
+                            lsn=change.wal_lsn)
+        if isinstance(msg, Message):
+            record = self.message(msg, source, ts_ms=ts_ms)
+            return record._replace(op="m")
+        relation = change.relation
+        if relation is None:
+            raise SchemaError(f"change at LSN {lsn_to_str(change.wal_lsn)} has no Relation")
+        codec = self._codec_for(relation)
+        if isinstance(msg, Insert):
+            return Encoded(codec.topic, codec.key_from_tuple(msg.new), codec.value_from_tuples(
+                "c", None, msg.new, source, ts_ms=ts_ms, transaction=transaction), "c")
+        if isinstance(msg, Update):
+            return Encoded(codec.topic, codec.key_from_tuple(msg.new), codec.value_from_tuples(
+                "u", msg.old, msg.new, source, ts_ms=ts_ms, transaction=transaction), "u")
+        if isinstance(msg, Delete):
+            return Encoded(codec.topic, codec.key_from_tuple(msg.old), codec.value_from_tuples(
+                "d", msg.old, None, source, ts_ms=ts_ms, transaction=transaction), "d")
+        return Encoded(codec.topic, None,
+                       codec.truncate(source, ts_ms=ts_ms, transaction=transaction), "t")
+
+    def _codec_for(self, relation: Relation) -> TableCodec:
+        generation = self.catalog.generation
+        cached = self._by_relation.get(relation)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
+        dims = self._array_dims(relation) if self._array_dims is not None else None
+        keys = self._key_columns(relation) if self._key_columns is not None else None
+        codec = self.table(relation, array_dims=dims, key_columns=keys)
+        self._by_relation[relation] = (generation, codec)
         return codec
 
     # ------------------------------------------------------------------ fixed records
