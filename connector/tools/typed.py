@@ -33,9 +33,7 @@ class TypedValues:
         if isinstance(msg, Type):
             self._catalog.register_type_message(msg.type_oid, msg.namespace, msg.name)
         elif isinstance(msg, Relation):
-            # (oid, typmod) pairs: pgtypes reads any tuple that way, and RelationColumn is one
-            self._loaders[msg.relation_id] = self._catalog.row_loaders(
-                [(c.type_oid, c.type_modifier) for c in msg.columns])
+            self._loaders[msg.relation_id] = self._catalog.row_loaders(msg.columns)
 
     def render(self, relation_id: int, values: TupleData) -> list[Any]:
         loaders = self._loaders.get(relation_id)
