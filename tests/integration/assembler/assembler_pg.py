@@ -1,0 +1,188 @@
+"""Real PostgreSQL for the assembler integration tests: a schema, publication and slot per test,
+captures through the SQL interface decoded with the real decoder."""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg import pq, sql
+
+from connector.assembler import Assembler, Output, Transaction
+from connector.pgoutput import (
+    Decoder,
+    PgOutputMessage,
+    PrimaryKeepalive,
+    build_standby_status_update,
+    parse_frame,
+    str_to_lsn,
+    unix_to_pg_timestamp,
+)
+
+Pair = tuple[int, PgOutputMessage]
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    """A server and the pgoutput options a capture asks for."""
+
+    server: str  # fixture name: pg15 / pg18
+    proto: int
+    streaming: str  # "on" or "parallel" (protocol 4)
+
+    @property
+    def id(self) -> str:
+        return f"{self.server}-v{self.proto}-{self.streaming}"
+
+
+# Every protocol version that can stream, on each server (15: up to 3; 18: up to 4).
+STREAM_CONFIGS = [
+    StreamConfig("pg15", 2, "on"),
+    StreamConfig("pg15", 3, "on"),
+    StreamConfig("pg18", 2, "on"),
+    StreamConfig("pg18", 4, "on"),
+    StreamConfig("pg18", 4, "parallel"),
+]
+# Two-phase messages need protocol 3 or later.
+TWO_PHASE_CONFIGS = [c for c in STREAM_CONFIGS if c.proto >= 3]
+
+
+@dataclass
+class Db:
+    """One test's corner of a server: its own schema, publication and slots."""
+
+    dsn: str
+    schema: str
+    config: StreamConfig
+    conn: psycopg.Connection[Any]
+    slots: list[str] = field(default_factory=list)
+    others: list[Any] = field(default_factory=list)  # closed before the cleanup
+
+    @property
+    def publication(self) -> str:
+        return f"pub_{self.schema}"
+
+    def connect(self) -> psycopg.Connection[Any]:
+        """Another session (autocommit off) with the schema on its search path."""
+        conn = psycopg.connect(self.dsn, options=f"-c search_path={self.schema}")
+        self.others.append(conn)
+        return conn
+
+    def stream(self, slot: str) -> LiveStream:
+        live = LiveStream(self, slot)
+        self.others.append(live)
+        return live
+
+    def execute(self, query: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        cur = self.conn.execute(query.encode(), params)  # type: ignore[call-overload]
+        return cur.fetchall() if cur.description else []
+
+    def create_slot(self, two_phase: bool = False) -> str:
+        slot = f"s{len(self.slots)}_{self.schema}"
+        self.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput', false, %s)",
+                     (slot, two_phase))
+        self.slots.append(slot)
+        return slot
+
+    def wait_for_flush(self) -> None:
+        """The SQL interface decodes flushed WAL only; abort records are flushed lazily."""
+        target = self.execute("SELECT pg_current_wal_insert_lsn()")[0][0]
+        deadline = time.monotonic() + 10
+        while not self.execute("SELECT pg_current_wal_flush_lsn() >= %s", (target,))[0][0]:
+            if time.monotonic() > deadline:
+                raise AssertionError("WAL was not flushed within 10 s")
+            time.sleep(0.02)
+
+    def options(self) -> dict[str, str]:
+        return {"proto_version": str(self.config.proto), "publication_names": self.publication,
+                "streaming": self.config.streaming, "messages": "true"}
+
+    def capture(self, slot: str, *, peek: bool = False) -> list[Pair]:
+        """Everything the slot has, as (lsn, message) pairs (consumed unless peek)."""
+        self.wait_for_flush()
+        fn = "pg_logical_slot_peek_binary_changes" if peek else "pg_logical_slot_get_binary_changes"
+        options = [part for item in self.options().items() for part in item]
+        placeholders = ", ".join(["%s"] * len(options))
+        rows = self.execute(f"SELECT lsn::text, data FROM {fn}(%s, NULL, NULL, {placeholders})",
+                            (slot, *options))
+        decoder = Decoder()
+        pairs = []
+        for lsn_text, data in rows:
+            lsn = str_to_lsn(lsn_text)
+            pairs.append((lsn, decoder.decode(data, lsn=lsn)))
+        return pairs
+
+
+class LiveStream:
+    """A running walsender (`START_REPLICATION ... LOGICAL` over COPY BOTH): the way the producer
+    receives changes, and the only way to see a transaction streamed while it is still running
+    (the SQL interface decodes after the fact, and skips what already aborted)."""
+
+    def __init__(self, db: Db, slot: str) -> None:
+        self.conn = psycopg.connect(db.dsn + " replication=database", autocommit=True)
+        self.pgconn = self.conn.pgconn
+        self.decoder = Decoder()
+        self.received = 0
+        opts = ", ".join(f'"{k}" \'{v}\'' for k, v in db.options().items())
+        self.pgconn.send_query(f'START_REPLICATION SLOT "{slot}" LOGICAL 0/0 ({opts})'.encode())
+        res = self.pgconn.get_result()
+        if res is None or res.status != pq.ExecStatus.COPY_BOTH:
+            raise AssertionError(f"START_REPLICATION failed: {self.pgconn.get_error_message()!r}")
+
+    def read_until(self, stop: Callable[[PgOutputMessage], bool], timeout: float = 60.0
+                   ) -> list[Pair]:
+        """(XLogData start LSN, message) pairs up to and including the first `stop` accepts."""
+        got: list[Pair] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            nbytes, data = self.pgconn.get_copy_data(1)
+            if nbytes == 0:
+                select.select([self.pgconn.socket], [], [], 0.2)
+                self.pgconn.consume_input()
+                continue
+            if nbytes < 0:
+                raise AssertionError(f"stream ended: {self.pgconn.get_error_message()!r}")
+            frame = parse_frame(bytes(data))
+            if isinstance(frame, PrimaryKeepalive):
+                if frame.reply_requested:
+                    self.pgconn.put_copy_data(build_standby_status_update(
+                        self.received, 0, 0, unix_to_pg_timestamp(time.time())))
+                    self.pgconn.flush()
+                continue
+            self.received = max(self.received, frame.wal_end)
+            msg = self.decoder.decode(frame.payload, lsn=frame.wal_start)
+            got.append((frame.wal_start, msg))
+            if stop(msg):
+                return got
+        raise AssertionError(f"nothing matched within {timeout} s; last: {got[-3:]}")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def assemble(pairs: Sequence[Pair], assembler: Assembler | None = None) -> list[Output]:
+    asm = assembler if assembler is not None else Assembler()
+    return list(asm.feed_all(pairs))
+
+
+def transactions(outputs: Sequence[Output]) -> list[Transaction]:
+    return [o for o in outputs if isinstance(o, Transaction)]
+
+
+def of_type(pairs: Sequence[Pair], cls: type) -> list[Any]:
+    return [m for _, m in pairs if type(m) is cls]
+
+
+def drop_everything(conn: psycopg.Connection[Any], db: Db) -> None:
+    for gid, in conn.execute("SELECT gid FROM pg_prepared_xacts WHERE gid LIKE %s",
+                             (f"%{db.schema}%",)).fetchall():
+        conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
+    for slot in db.slots:
+        conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                     "WHERE slot_name = %s", (slot,))
+    conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(db.publication)))
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(db.schema)))
