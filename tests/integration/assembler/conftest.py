@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+
 import psycopg
 import pytest
 from assembler_pg import STREAM_CONFIGS, TWO_PHASE_CONFIGS, Db, StreamConfig, drop_everything
