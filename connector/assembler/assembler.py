@@ -93,6 +93,10 @@ _PREPARING: Final = 2  # Begin Prepare .. Prepare
 _KIND_NAMES: Final = {_PLAIN: "transaction", _STREAMED: "streamed transaction",
                       _PREPARING: "prepared transaction"}
 
+# Builds a Change from a tuple of its fields without NamedTuple's Python-level __new__ (about
+# half the cost on the hot path).
+_new_change: Final = tuple.__new__
+
 # A buffered entry: (relation or None for a Message, message, wal_lsn).
 _Entry = tuple[Relation | None, ChangeMessage, int]
 
@@ -127,8 +131,7 @@ class _Txn:
     __slots__ = (
         "kind", "xid", "first_wal_lsn", "commit_lsn", "commit_timestamp", "origin",
         "direct", "changes", "count", "est", "spill", "rel_index", "rel_table",
-        "sub_first", "last_sub", "prepared", "gid", "prepare_lsn", "prepare_end_lsn",
-        "prepare_timestamp",
+        "sub_first", "last_sub", "gid", "prepare_lsn", "prepare_timestamp",
     )
 
     def __init__(self, kind: int, xid: int, first_wal_lsn: int, commit_lsn: int = 0,
@@ -150,10 +153,8 @@ class _Txn:
         self.rel_table: list[Relation] = []
         self.sub_first: dict[int, int] = {}  # subxid -> position of its first change
         self.last_sub = -1
-        self.prepared = False
         self.gid: str | None = None
         self.prepare_lsn: int | None = None
-        self.prepare_end_lsn: int | None = None
         self.prepare_timestamp: int | None = None
 
     def describe(self) -> str:
@@ -330,12 +331,10 @@ class Assembler:
             if rel is not None:
                 pos = txn.count
                 txn.count = pos + 1
-                txn.changes.append(Change(rel, msg, wal_lsn, pos, txn.xid, txn.commit_lsn,
-                                          txn.commit_timestamp))
-                if pos & _SAMPLE_MASK == 0:
-                    txn.est += estimate_size(msg) * _SAMPLE
-                    if txn.est > self._spill_bytes or txn.count > self._spill_changes:
-                        self._spill(txn)
+                txn.changes.append(_new_change(Change, (rel, msg, wal_lsn, pos, txn.xid,
+                                                        txn.commit_lsn, txn.commit_timestamp)))
+                if pos & _SAMPLE_MASK == 0 or pos >= self._spill_changes:
+                    self._check_plain(txn, msg, pos)
                 return None
         txn = self._change_target(msg, wal_lsn)
         rel = self._relations.get(msg.relation_id)
@@ -390,13 +389,13 @@ class Assembler:
                     txn.sub_first[sub] = pos
         txn.count = pos + 1
         if txn.direct:
-            txn.changes.append(Change(rel, msg, wal_lsn, pos, txn.xid, txn.commit_lsn,
-                                      txn.commit_timestamp))
-            if pos & _SAMPLE_MASK == 0:
-                txn.est += estimate_size(msg) * _SAMPLE
-        else:
-            txn.changes.append((rel, msg, wal_lsn))
-            txn.est += estimate_size(msg)
+            txn.changes.append(_new_change(Change, (rel, msg, wal_lsn, pos, txn.xid,
+                                                    txn.commit_lsn, txn.commit_timestamp)))
+            if pos & _SAMPLE_MASK == 0 or pos >= self._spill_changes:
+                self._check_plain(txn, msg, pos)
+            return
+        txn.changes.append((rel, msg, wal_lsn))
+        txn.est += estimate_size(msg)
         if txn.spill is None:
             if txn.est > self._spill_bytes or txn.count > self._spill_changes:
                 self._spill(txn)
@@ -404,6 +403,13 @@ class Assembler:
             self._flush(txn)
 
     # --- spilling ------------------------------------------------------------------------------
+
+    def _check_plain(self, txn: _Txn, msg: ChangeMessage, pos: int) -> None:
+        """A plain transaction's size, estimated from every 16th change; spill when too big."""
+        if pos & _SAMPLE_MASK == 0:
+            txn.est += estimate_size(msg) * _SAMPLE
+        if txn.est > self._spill_bytes or txn.count > self._spill_changes:
+            self._spill(txn)
 
     def _spill(self, txn: _Txn) -> None:
         """Move a transaction's changes to a new spill file; from now on it buffers entries."""
@@ -455,7 +461,8 @@ class Assembler:
         elif txn.direct:
             changes = Changes(txn.changes)
         else:
-            changes = Changes([Change(rel, msg, wal_lsn, pos, xid, commit_lsn, commit_timestamp)
+            changes = Changes([_new_change(Change, (rel, msg, wal_lsn, pos, xid, commit_lsn,
+                                                    commit_timestamp))
                                for pos, (rel, msg, wal_lsn) in enumerate(txn.changes)])
         txn.changes = []
         txn.spill = None
@@ -527,15 +534,14 @@ class Assembler:
     def _stream_prepare(self, wal_lsn: int, msg: StreamPrepare) -> None:
         txn = self._streamed(msg.xid, "Stream Prepare", wal_lsn)
         del self._streams[msg.xid]
-        self._hold(txn, msg.gid, msg.prepare_lsn, msg.end_lsn, msg.prepare_timestamp)
+        self._hold(txn, msg.gid, msg.prepare_lsn, msg.prepare_timestamp)
 
     # --- two-phase -----------------------------------------------------------------------------
 
-    def _hold(self, txn: _Txn, gid: str, prepare_lsn: int, end_lsn: int, ts: int) -> None:
-        txn.prepared = True
+    def _hold(self, txn: _Txn, gid: str, prepare_lsn: int, ts: int) -> None:
+        """Keep a prepared transaction until COMMIT/ROLLBACK PREPARED."""
         txn.gid = gid
         txn.prepare_lsn = prepare_lsn
-        txn.prepare_end_lsn = end_lsn
         txn.prepare_timestamp = ts
         self._prepared[txn.xid] = txn
 
@@ -556,7 +562,7 @@ class Assembler:
             raise self._error(f"Prepare of transaction {msg.xid} ({msg.gid!r}) ends "
                               f"{txn.describe()} ({txn.gid!r})", wal_lsn)
         self._open = None
-        self._hold(txn, msg.gid, msg.prepare_lsn, msg.end_lsn, msg.prepare_timestamp)
+        self._hold(txn, msg.gid, msg.prepare_lsn, msg.prepare_timestamp)
 
     def _commit_prepared(self, wal_lsn: int, msg: CommitPrepared) -> Transaction:
         self._expect_idle(f"Commit Prepared of transaction {msg.xid}", wal_lsn)

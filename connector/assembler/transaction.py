@@ -97,10 +97,11 @@ class Changes:
         relations = self._relations
         xid, commit_lsn, ts = self._xid, self._commit_lsn, self._commit_timestamp
         position = 0
+        new = tuple.__new__
         for batch in spill.batches():
             for rel_index, message, wal_lsn in batch:
-                yield Change(relations[rel_index] if rel_index >= 0 else None, message, wal_lsn,
-                             position, xid, commit_lsn, ts)
+                yield new(Change, (relations[rel_index] if rel_index >= 0 else None, message,
+                                   wal_lsn, position, xid, commit_lsn, ts))
                 position += 1
 
     def close(self) -> None:
