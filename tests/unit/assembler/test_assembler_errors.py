@@ -63,6 +63,8 @@ BEGIN = Begin(0x5000, TS, 1)
     ([], StreamCommit(5, 0, 1, 2, TS), "Stream Commit for unknown streamed transaction 5"),
     ([StreamStart(5, True)], StreamCommit(5, 0, 1, 2, TS), "inside a stream block"),
     ([], StreamAbort(5, 6), "Stream Abort for unknown streamed transaction 5"),
+    ([StreamStart(5, True)], StreamAbort(5, 6), "Stream Abort of transaction 5 inside a"),
+    ([StreamStart(5, True)], CommitPrepared(0, 1, 2, TS, 5, "g"), "inside a stream block"),
     ([], StreamPrepare(0, 1, 2, TS, 5, "g"), "Stream Prepare for unknown"),
     ([REL, StreamStart(5, True)], Insert(None, 10, ("1",)), "without an xid"),
     ([REL, BEGIN], Insert(7, 10, ("1",)), "with an xid outside a stream block"),

@@ -181,3 +181,28 @@ def test_spill_file_truncate_and_read(tmp_path: Path) -> None:
     spill.close()
     spill.close()
     assert spill.closed and isinstance(rel, Relation)
+
+
+def test_change_count_limit_is_exact_for_plain_transactions(tmp_path: Path) -> None:
+    asm = Assembler(spill_dir=tmp_path, spill_changes=5)
+    s = Script().add(relation(10)).begin(5, 0x5000)
+    s.add(*(ins(10, str(i), "x") for i in range(5)))
+    run(s.pairs, asm)
+    assert asm.open_spill_files == 0  # 5 changes: at the limit, not over it
+    run(Script(s.lsn).add(ins(10, "5", "x")).pairs, asm)
+    assert asm.open_spill_files == 1  # the 6th spills
+    (txn,) = run(Script(s.lsn + 0x1000).commit(0x5000).pairs, asm)
+    assert [c.message.new[0] for c in txn.changes] == [str(i) for i in range(6)]
+    txn.close()
+
+
+def test_byte_estimate_triggers_spill(tmp_path: Path) -> None:
+    # ~100 KiB of wide rows against a 50 KiB limit: spilled; against 1 MiB: not
+    s = Script().add(relation(10))
+    s.block(100, *(ins(10, str(i), WIDE, xid=100) for i in range(250)), first=True)
+    small = Assembler(spill_dir=tmp_path, spill_bytes=50 * 1024)
+    large = Assembler(spill_dir=tmp_path, spill_bytes=1024 * 1024)
+    run(s.pairs, small)
+    run(s.pairs, large)
+    assert small.open_spill_files == 1 and large.open_spill_files == 0
+    small.close()
