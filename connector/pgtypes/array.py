@@ -7,9 +7,11 @@ A NULL element is ``None``; an empty array is ``[]``. PostgreSQL's lower bounds 
 from __future__ import annotations
 
 import re
+import struct
 from functools import lru_cache
 from typing import Any
 
+from . import oids
 from ._base import BinaryLoader, TextLoader, bad_value
 from ._struct import INT4, error
 
@@ -106,18 +108,25 @@ def _shape(node: list[Any]) -> tuple[int, ...]:
     return (len(node), *shapes.pop())
 
 
+_SPECIAL = re.compile(r'[{}"\\]')
+
+
 def array_text_loader(element: TextLoader, type_name: str, delimiter: str = ",") -> TextLoader:
     """Text-format loader of an array type whose elements ``element`` loads."""
+    special = _SPECIAL.search
 
     def load(data: str) -> list[Any]:
-        # the common case: one dimension, nothing quoted
-        if data[:1] == "{" and data[-1:] == "}" and data[1:2] != "{" and '"' not in data:
-            if data == "{}":
+        # the common case: one dimension, nothing quoted or escaped
+        if data[:1] == "{" and data[-1:] == "}":
+            inner = data[1:-1]
+            if not inner:
                 return []
-            if "\\" not in data and "{" not in data[1:] and "}" not in data[:-1]:
-                items = data[1:-1].split(delimiter)
+            if special(inner) is None:
+                items = inner.split(delimiter)
                 if "" not in items:
-                    return [None if item == "NULL" else element(item) for item in items]
+                    if "NULL" in items:
+                        return [None if item == "NULL" else element(item) for item in items]
+                    return list(map(element, items))
         try:
             return _parse_text(data, element, delimiter)
         except ValueError as exc:
@@ -126,17 +135,25 @@ def array_text_loader(element: TextLoader, type_name: str, delimiter: str = ",")
     return load
 
 
-@lru_cache(maxsize=16)
-def _dims_unpacker(ndim: int) -> Any:
-    import struct
+_DIMS = [struct.Struct(f">{2 * ndim}i").unpack_from for ndim in range(MAXDIM + 1)]
 
-    return struct.Struct(f">{2 * ndim}i").unpack_from
+#: struct codes of the element types whose binary value is one fixed-size integer or double:
+#: arrays of them without NULLs are unpacked in one call
+FIXED_WIDTH = {oids.INT2: "h", oids.INT4: "i", oids.INT8: "q", oids.FLOAT8: "d", oids.OID: "I"}
 
 
-def array_binary_loader(element: BinaryLoader, type_name: str) -> BinaryLoader:
+def array_binary_loader(
+    element: BinaryLoader, type_name: str, fixed: str | None = None
+) -> BinaryLoader:
     """array_send: int32 ndim, int32 has-nulls flag, uint32 element type, (int32 size,
-    int32 lower bound) per dimension, then each element as int32 length (-1: NULL) + bytes."""
+    int32 lower bound) per dimension, then each element as int32 length (-1: NULL) + bytes.
+
+    ``fixed``: the struct code of the element when it is in :data:`FIXED_WIDTH`.
+    """
     unpack_int4_from = _unpack_int4_from
+    pair = f"i{fixed}" if fixed else ""
+    size = struct.calcsize(f">{fixed}") if fixed else 0
+    unpack_from = struct.unpack_from
 
     def load(data: bytes) -> list[Any]:
         try:
@@ -147,8 +164,7 @@ def array_binary_loader(element: BinaryLoader, type_name: str) -> BinaryLoader:
                 return []
             if not 0 < ndim <= MAXDIM:
                 raise ValueError(f"{ndim} dimensions")
-            bounds = _dims_unpacker(ndim)(data, 12)
-            dims = bounds[::2]
+            dims = _DIMS[ndim](data, 12)[::2]
             total = 1
             for dim in dims:
                 if dim < 0:
@@ -158,23 +174,29 @@ def array_binary_loader(element: BinaryLoader, type_name: str) -> BinaryLoader:
             end = len(data)
             if total > end - pos:  # every element takes 4 bytes at least
                 raise ValueError(f"{total} elements do not fit {end} bytes")
-            items: list[Any] = []
-            append = items.append
-            for _ in range(total):
-                length: int = unpack_int4_from(data, pos)[0]
-                pos += 4
-                if length < 0:
-                    if length != -1:
-                        raise ValueError(f"element length {length}")
-                    append(None)
-                    continue
-                stop = pos + length
-                if stop > end:
-                    raise ValueError(f"element of {length} bytes past the end")
-                append(element(data[pos:stop]))
-                pos = stop
+            if size and total and end - pos == total * (4 + size):
+                values = unpack_from(f">{pair * total}", data, pos)
+                if values[0::2].count(size) == total:  # no NULL: every length is the size
+                    items: list[Any] = list(values[1::2])
+                    pos = end
             if pos != end:
-                raise ValueError(f"{end - pos} bytes after the last element")
+                items = []
+                append = items.append
+                for _ in range(total):
+                    length: int = unpack_int4_from(data, pos)[0]
+                    pos += 4
+                    if length < 0:
+                        if length != -1:
+                            raise ValueError(f"element length {length}")
+                        append(None)
+                        continue
+                    stop = pos + length
+                    if stop > end:
+                        raise ValueError(f"element of {length} bytes past the end")
+                    append(element(data[pos:stop]))
+                    pos = stop
+                if pos != end:
+                    raise ValueError(f"{end - pos} bytes after the last element")
             if not total:
                 return []
         except (error, ValueError) as exc:

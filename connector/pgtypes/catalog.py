@@ -374,7 +374,9 @@ class TypeCatalog:
             return self._binary[resolved.oid]
         if kind == "array":
             assert resolved.element is not None
-            return array.array_binary_loader(self._binary_for(resolved.element), resolved.name)
+            element = resolved.element
+            fixed = array.FIXED_WIDTH.get(element.oid) if element.kind == "builtin" else None
+            return array.array_binary_loader(self._binary_for(element), resolved.name, fixed)
         if kind == "enum":
             return utf8(resolved.name)
         if kind == "string":

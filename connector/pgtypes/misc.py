@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from uuid import UUID
+from uuid import UUID, SafeUUID
 
 from . import oids
 from ._base import BinaryLoader, TextLoader, bad_value, identity
@@ -27,17 +27,41 @@ def load_bool_binary(data: bytes) -> bool:
     return value
 
 
+# UUID() validates and normalises many input forms: slow. Like psycopg, build the object
+# directly (UUID has __slots__ "int" and "is_safe") from input checked here.
+_new_uuid = UUID.__new__
+_set = object.__setattr__
+_UNKNOWN_SAFETY = SafeUUID.unknown
+
+
+def _uuid(value: int) -> UUID:
+    uuid = _new_uuid(UUID)
+    _set(uuid, "int", value)
+    _set(uuid, "is_safe", _UNKNOWN_SAFETY)
+    return uuid
+
+
 def load_uuid_text(data: str) -> UUID:
-    try:
-        return UUID(data)
-    except ValueError:
-        raise bad_value("uuid", data, "not a UUID") from None
+    """PostgreSQL prints the canonical ``8-4-4-4-12`` lowercase hex form."""
+    digits = data.replace("-", "")
+    if (
+        len(data) == 36
+        and len(digits) == 32
+        and data[8] == data[13] == data[18] == data[23] == "-"
+        and digits.isascii()
+        and digits.isalnum()
+    ):
+        try:
+            return _uuid(int(digits, 16))
+        except ValueError:
+            pass
+    raise bad_value("uuid", data, "not a UUID")
 
 
 def load_uuid_binary(data: bytes) -> UUID:
     if len(data) != 16:
         raise bad_value("uuid", data, f"expected 16 bytes, got {len(data)}")
-    return UUID(bytes=bytes(data))
+    return _uuid(int.from_bytes(data, "big"))
 
 
 def load_bit_text(data: str) -> str:

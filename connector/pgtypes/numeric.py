@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from functools import lru_cache
 
 from . import oids
 from ._base import BinaryLoader, TextLoader, bad_value
@@ -141,14 +141,17 @@ _SPECIAL = {
 }
 
 
-@lru_cache(maxsize=512)
-def _digits_unpacker(ndigits: int) -> struct.Struct:
-    return struct.Struct(f">{ndigits}H")
+# per digit count (numeric(12,2) has 1 to 4 digits): the digits' unpacker and format
+_DIGITS = [(struct.Struct(f">{n}H").unpack_from, "%04d" * n) for n in range(64)]
 
 
-@lru_cache(maxsize=512)
-def _digits_format(ndigits: int) -> str:
-    return "%04d" * ndigits
+_POW10 = [10**n for n in range(32)]
+
+
+def _digits(ndigits: int) -> tuple[Callable[..., tuple[int, ...]], str]:
+    if ndigits < 64:
+        return _DIGITS[ndigits]
+    return struct.Struct(f">{ndigits}H").unpack_from, "%04d" * ndigits
 
 
 def load_numeric_text(data: str) -> Decimal:
@@ -180,11 +183,28 @@ def load_numeric_binary(data: bytes) -> Decimal:
         raise bad_value("numeric", data, f"impossible display scale {dscale}")
     if ndigits == 0:
         return Decimal(f"0E-{dscale}")
-    groups = _digits_unpacker(ndigits).unpack_from(data, 8)
+    unpack_digits, digits_format = _digits(ndigits)
+    groups = unpack_digits(data, 8)
+    exponent = 4 * (weight - ndigits + 1)
+    if ndigits <= 4 and -32 < exponent + dscale < 32:
+        # up to 16 digits (numeric(12,2), most amounts): integer arithmetic, no string of digits
+        coefficient = 0
+        for group in groups:
+            if group > 9999:
+                raise bad_value("numeric", data, "a base-10000 digit is above 9999")
+            coefficient = coefficient * 10000 + group
+        if exponent < -dscale:
+            cut = _POW10[-dscale - exponent]
+            if not coefficient % cut:
+                coefficient //= cut
+                exponent = -dscale
+        elif exponent > -dscale:
+            coefficient *= _POW10[exponent + dscale]
+            exponent = -dscale
+        return Decimal(f"{'-' if sign else ''}{coefficient}E{exponent}")
     if max(groups) > 9999:
         raise bad_value("numeric", data, "a base-10000 digit is above 9999")
-    digits = _digits_format(ndigits) % groups
-    exponent = 4 * (weight - ndigits + 1)
+    digits = digits_format % groups
     if exponent < -dscale:
         cut = -dscale - exponent
         # Digits past the display scale are zero in anything PostgreSQL sends; keep any

@@ -21,7 +21,7 @@ COLUMNS = [
     # name, type, value of row 1, value of row 2, psycopg reference cast
     ("id", "int4", "1", "2", None),
     ("mood", "mood", "'happy'", "'with,comma'", "text"),
-    ("moods", "mood[]", "'{sad,NULL,\"quoted \\\"label\\\"\"}'", "'{}'", "text[]"),
+    ("moods", "mood[]", '\'{sad,NULL,"quoted \\"label\\""}\'', "'{}'", "text[]"),
     ("good", "good_mood", "'ok'", "NULL", "text"),
     ("pos", "posint", "42", "2147483647", "int4"),
     ("label", "label", "'x,y'", "''", "text"),
@@ -29,7 +29,7 @@ COLUMNS = [
     ("price", "price", "12.30", "-0.01", "numeric"),
     ("posints", "posint[]", "'{1,NULL}'", "'{{1,2},{3,4}}'", "int4[]"),
     ("grid", "int4[]", "'{{1,NULL},{NULL,4}}'", "'{}'", None),
-    ("words", "text[]", "'{\"a,b\",NULL,\"x\\\"y\"}'", "ARRAY['NULL', '']", None),
+    ("words", "text[]", '\'{"a,b",NULL,"x\\"y"}\'', "ARRAY['NULL', '']", None),
     ("n", "numeric", "repeat('9', 1000)::numeric", "'NaN'", None),
     ("ts", "timestamptz", "'2024-02-29 12:34:56.123456+05:30'", "'infinity'", "text"),
     ("d", "date", "'0044-03-15 BC'", "'2024-01-01'", "text"),
@@ -108,10 +108,10 @@ def captured(pgtypes_dsn: str) -> dict[str, Any]:
             conn.execute(
                 f"INSERT INTO typed VALUES ({', '.join(c[row] for c in COLUMNS)})"  # type: ignore[misc]
             )
-        references = [
-            f"{name}::{cast}" if cast else name for name, _, _, _, cast in COLUMNS
-        ]
-        reference = conn.execute(f"SELECT {', '.join(references)} FROM typed ORDER BY id").fetchall()
+        references = [f"{name}::{cast}" if cast else name for name, _, _, _, cast in COLUMNS]
+        reference = conn.execute(
+            f"SELECT {', '.join(references)} FROM typed ORDER BY id"
+        ).fetchall()
         streams = {}
         for binary in ("false", "true"):
             streams[binary] = [
@@ -193,12 +193,14 @@ def test_rows_match_postgresql(captured: dict[str, Any], binary: str) -> None:
         assert "b" in kinds
     assert len(rows) == len(captured["reference"]) == 2
     for ours, reference in zip(rows, captured["reference"], strict=True):
-        for (name, sql_type, _, _, cast), value, ref in zip(COLUMNS, ours, reference, strict=True):
+        for (name, _, _, _, cast), value, ref in zip(COLUMNS, ours, reference, strict=True):
             if name == "pair":
                 assert value is None or isinstance(value, Unknown), value
                 continue
             if name in ("ts", "d", "iv", "m", "bits", "j"):
-                continue  # psycopg cannot (infinity, BC) or differs in form: test_pgtypes_vs_postgres
+                # psycopg cannot load these values (infinity, BC) or prints them otherwise;
+                # test_pgtypes_vs_postgres checks them
+                continue
             assert _comparable(value, cast) == ref or repr(value) == repr(ref), (name, value, ref)
 
 

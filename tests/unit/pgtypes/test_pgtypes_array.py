@@ -145,3 +145,35 @@ def md_arrays(draw: st.DrawFn) -> list[Any]:
 def test_text_array_round_trip(value: list[Any]) -> None:
     assert text_array_text(array_out(value)) == value
     assert text_array_binary(array_send(value, 25, str.encode)) == value
+
+
+@pytest.mark.parametrize(
+    ("oid", "fmt", "values"),
+    [
+        (oids.INT2, ">h", [-(2**15), 0, 2**15 - 1]),
+        (oids.INT4, ">i", [1, -2, 3]),
+        (oids.INT8, ">q", [-(2**63), 2**63 - 1]),
+        (oids.FLOAT8, ">d", [1.5, float("inf")]),
+        (oids.OID, ">I", [0, 2**32 - 1]),
+        (oids.FLOAT4, ">f", [1.5, -0.25]),
+        (oids.BOOL, ">?", [True, False]),
+    ],
+)
+def test_fixed_width_elements_with_and_without_nulls(oid: int, fmt: str, values: list[Any]) -> None:
+    load = CATALOG.binary_loader(oids.ARRAY_OF[oid])
+
+    def encode(value: Any) -> bytes:
+        return struct.pack(fmt, value)
+
+    assert load(array_send(values, oid, encode)) == values
+    with_null = [*values, None]
+    assert load(array_send(with_null, oid, encode)) == with_null
+    grid = [values, values[::-1]]
+    assert load(array_send(grid, oid, encode)) == grid
+
+
+def test_fixed_width_fast_path_checks_every_length() -> None:
+    # two int4 elements of 3 and 5 bytes: the total size is right, the lengths are not
+    data = struct.pack(">iiIii", 1, 0, 23, 2, 1) + _int4(3) + b"abc" + _int4(5) + b"defgh"
+    with pytest.raises(DecodeError, match="int4"):
+        int4_array_binary(data)
