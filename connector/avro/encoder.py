@@ -28,7 +28,7 @@ from connector import __version__
 from connector.assembler.transaction import Change
 from connector.errors import SchemaError
 from connector.pgoutput.lsn import lsn_to_str
-from connector.pgoutput.messages import Delete, Insert, Message, Relation, Update
+from connector.pgoutput.messages import Delete, Insert, Message, Relation, TupleData, Update
 from connector.pgtypes import TypeCatalog
 
 from .fixed import fixed_schema
@@ -132,17 +132,21 @@ class AvroEncoder:
         if relation is None:
             raise SchemaError(f"change at LSN {lsn_to_str(change.wal_lsn)} has no Relation")
         codec = self._codec_for(relation)
+        op: str
+        old: TupleData | None
+        new: TupleData | None
         if isinstance(msg, Insert):
-            return Encoded(codec.topic, codec.key_from_tuple(msg.new), codec.value_from_tuples(
-                "c", None, msg.new, source, ts_ms=ts_ms, transaction=transaction), "c")
-        if isinstance(msg, Update):
-            return Encoded(codec.topic, codec.key_from_tuple(msg.new), codec.value_from_tuples(
-                "u", msg.old, msg.new, source, ts_ms=ts_ms, transaction=transaction), "u")
-        if isinstance(msg, Delete):
-            return Encoded(codec.topic, codec.key_from_tuple(msg.old), codec.value_from_tuples(
-                "d", msg.old, None, source, ts_ms=ts_ms, transaction=transaction), "d")
-        return Encoded(codec.topic, None,
-                       codec.truncate(source, ts_ms=ts_ms, transaction=transaction), "t")
+            op, old, new = "c", None, msg.new
+        elif isinstance(msg, Update):
+            op, old, new = "u", msg.old, msg.new
+        elif isinstance(msg, Delete):
+            op, old, new = "d", msg.old, None
+        else:
+            return Encoded(codec.topic, None,
+                           codec.truncate(source, ts_ms=ts_ms, transaction=transaction), "t")
+        key, value = codec.change_from_tuples(op, old, new, source, ts_ms=ts_ms,
+                                              transaction=transaction)
+        return Encoded(codec.topic, key, value, op)
 
     def _codec_for(self, relation: Relation) -> TableCodec:
         generation = self.catalog.generation

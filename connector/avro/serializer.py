@@ -106,7 +106,12 @@ def _parse(schema: Mapping[str, Any], what: str) -> Any:
 
 
 class TableCodec:
-    """Encodes one table's keys and Envelope values for one schema version (see module doc)."""
+    """Encodes one table's keys and Envelope values for one schema version (see module doc).
+
+    Speed: every union datum is handed to fastavro in its tuple notation ``(branch, datum)``,
+    so fastavro does not validate the datum against each branch to pick one (for the
+    ``["null", Value]`` of `before`/`after` that would validate the whole row).
+    """
 
     def __init__(self, schemas: TableSchemas, key_id: int | None, value_id: int,
                  catalog: TypeCatalog | None = None) -> None:
@@ -120,9 +125,10 @@ class TableCodec:
         columns = schemas.columns
         self._ncols = len(columns)
         self._names = tuple(c.avro_name for c in columns)
+        self._branches = tuple(_branch(c.avro_type) for c in columns)
         self._converts = tuple(c.convert for c in columns)
-        self._key_index = tuple(c.index for c in schemas.key_columns)
-        self._key_names = tuple(c.avro_name for c in schemas.key_columns)
+        self._keys = tuple((c.index, c.avro_name) for c in schemas.key_columns)
+        self._value_record = f"{schemas.namespace}.Value"
         self._source = schemas.source_constants
         self._write_value = _writer(_parse(schemas.value_schema, schemas.topic), value_id)
         self._write_key: Callable[[Any], bytes] | None = None
@@ -141,22 +147,28 @@ class TableCodec:
     # ------------------------------------------------------------------ rows
 
     def _row(self, values: Sequence[Any], toast: list[str] | None) -> dict[str, Any]:
+        """Loaded values -> {field: None | (branch, datum)}."""
         if len(values) != self._ncols:
             raise SchemaError(f"{self.topic}: row of {len(values)} values for "
                               f"{self._ncols} columns")
         row: dict[str, Any] = {}
-        for name, convert, value in zip(self._names, self._converts, values, strict=True):
+        for name, branch, convert, value in zip(self._names, self._branches, self._converts,
+                                                values, strict=True):
             if value is None:
                 row[name] = None
             elif value is UNCHANGED_TOAST:
                 row[name] = None
                 if toast is not None:
                     toast.append(name)
+            elif convert is None:
+                row[name] = (branch, value)
             else:
-                row[name] = value if convert is None else convert(value)
+                datum = convert(value)
+                row[name] = None if datum is None else (branch, datum)
         return row
 
     def _row_from_tuple(self, data: TupleData, toast: list[str] | None) -> dict[str, Any]:
+        """pgoutput TupleData -> {field: None | (branch, datum)}."""
         if not self._text:
             raise SchemaError(f"{self.topic}: this codec was built without a type catalog, "
                               "so it cannot load pgoutput tuples")
@@ -164,18 +176,18 @@ class TableCodec:
             raise SchemaError(f"{self.topic}: tuple of {len(data)} columns for "
                               f"{self._ncols} columns")
         row: dict[str, Any] = {}
-        text, binary = self._text, self._binary
+        text, binary, branches = self._text, self._binary, self._branches
         for i, (name, raw) in enumerate(zip(self._names, data, strict=True)):
             if raw is None:
                 row[name] = None
-            elif raw is UNCHANGED_TOAST:
+                continue
+            if raw is UNCHANGED_TOAST:
                 row[name] = None
                 if toast is not None:
                     toast.append(name)
-            elif isinstance(raw, str):
-                row[name] = text[i](raw)
-            else:
-                row[name] = binary[i](raw)  # type: ignore[arg-type]  # BinaryValue
+                continue
+            datum = text[i](raw) if isinstance(raw, str) else binary[i](raw)  # type: ignore[arg-type]
+            row[name] = None if datum is None else (branches[i], datum)
         return row
 
     # ------------------------------------------------------------------ keys
@@ -184,17 +196,36 @@ class TableCodec:
         """The framed key of a row of loaded values (None: the table has no key)."""
         if self._write_key is None:
             return None
-        return self._encode_key(self._row(values, None))
+        return self._key_of(self._row(values, None))
 
     def key_from_tuple(self, data: TupleData) -> bytes | None:
         """The framed key of a pgoutput tuple (new row, or the old key/row)."""
         if self._write_key is None:
             return None
-        return self._encode_key(self._row_from_tuple(data, None))
+        if not self._text:
+            raise SchemaError(f"{self.topic}: this codec was built without a type catalog, "
+                              "so it cannot load pgoutput tuples")
+        if len(data) != self._ncols:
+            raise SchemaError(f"{self.topic}: tuple of {len(data)} columns for "
+                              f"{self._ncols} columns")
+        row: dict[str, Any] = {}
+        for index, name in self._keys:  # load the key columns only
+            raw = data[index]
+            if raw is None or raw is UNCHANGED_TOAST:
+                row[name] = None
+            else:
+                datum = (self._text[index](raw) if isinstance(raw, str)
+                         else self._binary[index](raw))  # type: ignore[arg-type]
+                row[name] = None if datum is None else (self._branches[index], datum)
+        return self._encode_key(row)
 
-    def _encode_key(self, row: dict[str, Any]) -> bytes:
+    def _key_of(self, row: Mapping[str, Any]) -> bytes | None:
+        if self._write_key is None:
+            return None
+        return self._encode_key({name: row[name] for _, name in self._keys})
+
+    def _encode_key(self, datum: dict[str, Any]) -> bytes:
         assert self._write_key is not None
-        datum = {name: row[name] for name in self._key_names}
         try:
             return self._write_key(datum)
         except Exception as exc:
@@ -215,10 +246,24 @@ class TableCodec:
                           source: SourceInfo, *, ts_ms: int | None = None,
                           transaction: TransactionBlock | None = None) -> bytes:
         """The framed Envelope of a change, from pgoutput tuples (old: 'K'/'O' tuple)."""
+        return self.change_from_tuples(op, old, new, source, ts_ms=ts_ms,
+                                       transaction=transaction, with_key=False)[1]
+
+    def change_from_tuples(self, op: str, old: TupleData | None, new: TupleData | None,
+                           source: SourceInfo, *, ts_ms: int | None = None,
+                           transaction: TransactionBlock | None = None,
+                           with_key: bool = True) -> tuple[bytes | None, bytes]:
+        """(key, value) of a change from pgoutput tuples, loading each tuple once.
+
+        The key comes from `new` when there is one (insert, update), else from `old`."""
         toast: list[str] = []
-        return self._envelope(op, None if old is None else self._row_from_tuple(old, None),
-                              None if new is None else self._row_from_tuple(new, toast), toast,
-                              source, ts_ms, transaction)
+        before = None if old is None else self._row_from_tuple(old, None)
+        after = None if new is None else self._row_from_tuple(new, toast)
+        key = None
+        if with_key:
+            keyed = after if after is not None else before
+            key = None if keyed is None else self._key_of(keyed)
+        return key, self._envelope(op, before, after, toast, source, ts_ms, transaction)
 
     def truncate(self, source: SourceInfo, *, ts_ms: int | None = None,
                  transaction: TransactionBlock | None = None) -> bytes:
@@ -231,9 +276,11 @@ class TableCodec:
         if op not in OPS:
             raise SchemaError(f"{self.topic}: unknown op {op!r} (expected one of c u d r t)")
         constants = self._source
+        record = self._value_record
+        sequence, xid, lsn, xmin = source.sequence, source.xid, source.lsn, source.xmin
         envelope = {
-            "before": before,
-            "after": after,
+            "before": None if before is None else (record, before),
+            "after": None if after is None else (record, after),
             "source": {
                 "version": constants["version"],
                 "connector": constants["connector"],
@@ -241,18 +288,19 @@ class TableCodec:
                 "ts_ms": source.ts_ms,
                 "snapshot": source.snapshot,
                 "db": constants["db"],
-                "sequence": source.sequence,
+                "sequence": None if sequence is None else ("string", sequence),
                 "schema": constants["schema"],
                 "table": constants["table"],
-                "txId": source.xid,
-                "lsn": source.lsn,
-                "xmin": source.xmin,
+                "txId": None if xid is None else ("long", xid),
+                "lsn": None if lsn is None else ("long", lsn),
+                "xmin": None if xmin is None else ("long", xmin),
                 "commit_lsn": source.commit_lsn,
                 "txn_index": source.txn_index,
             },
             "op": op,
-            "ts_ms": time.time_ns() // 1_000_000 if ts_ms is None else ts_ms,
-            "transaction": None if transaction is None else transaction._asdict(),
+            "ts_ms": ("long", time.time_ns() // 1_000_000 if ts_ms is None else ts_ms),
+            "transaction": None if transaction is None else (
+                "pgcdc.Transaction", transaction._asdict()),
             "unchanged_toast": toast,
         }
         try:
@@ -272,6 +320,8 @@ class TableCodec:
         table = f"{constants['schema']}.{constants['table']}"
         for column in columns:
             datum = row.get(column.avro_name)
+            if isinstance(datum, tuple):
+                datum = datum[1]
             if not validate(datum, ["null", column.avro_type], raise_errors=False):
                 shown = repr(datum)
                 shown = shown[:80] + "..." if len(shown) > 80 else shown
@@ -280,6 +330,16 @@ class TableCodec:
                                    f"{column.avro_type} ({type(exc).__name__}: {exc})")
         return SchemaError(f"cannot encode {what} event of {table}{where}: "
                            f"{type(exc).__name__}: {exc}")
+
+
+def _branch(avro_type: Any) -> str:
+    """The name fastavro's tuple notation uses for a union branch of this type."""
+    if isinstance(avro_type, str):
+        return avro_type
+    kind = avro_type["type"]
+    if kind in ("record", "enum", "fixed"):
+        return str(avro_type["name"])
+    return str(kind)
 
 
 def _compose(load: Callable[[Any], Any], convert: Callable[[Any], Any] | None
