@@ -20,7 +20,7 @@ hot path is a call of the chosen function.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, overload
 
 from connector.errors import DecodeError
@@ -185,30 +185,33 @@ def _column(column: ColumnType | tuple[int, int] | int) -> tuple[int, int]:
     return typed.type_oid, typed.type_modifier
 
 
-@dataclass
 class TypeCatalog:
     """Type OID -> loader and Avro type; starts with the built-ins, learns user types.
 
     ``money_frac_digits`` is the number of fraction digits of the server's ``lc_monetary``
     currency (2 for C/POSIX and most locales); money values are scaled by it.
+
+    One catalog per database (type OIDs are per database); not thread-safe, like the rest
+    of a replication stream's state.
     """
 
-    money_frac_digits: int = numeric.MONEY_FRAC_DIGITS
-    _types: dict[int, PgType] = field(default_factory=lambda: dict(_BUILTINS), repr=False)
-    _by_name: dict[tuple[str, str], int] = field(default_factory=dict, repr=False)
-    _text_cache: dict[int, TextLoader] = field(default_factory=dict, repr=False)
-    _binary_cache: dict[int, BinaryLoader] = field(default_factory=dict, repr=False)
-    #: bumped whenever a type is learned: loaders built before may be stale
-    generation: int = field(default=0, init=False)
-
-    def __post_init__(self) -> None:
-        for pg_type in self._types.values():
-            self._by_name[(pg_type.namespace, pg_type.name)] = pg_type.oid
+    def __init__(self, *, money_frac_digits: int = numeric.MONEY_FRAC_DIGITS) -> None:
+        self.money_frac_digits = money_frac_digits
+        #: bumped whenever a type is learned: loaders built before may be stale
+        self.generation = 0
+        self._types: dict[int, PgType] = dict(_BUILTINS)
+        self._by_name = {(t.namespace, t.name): t.oid for t in self._types.values()}
+        self._text_cache: dict[int, TextLoader] = {}
+        self._binary_cache: dict[int, BinaryLoader] = {}
         self._text = dict(_TEXT_LOADERS)
         self._binary = dict(_BINARY_LOADERS)
-        if self.money_frac_digits != numeric.MONEY_FRAC_DIGITS:
-            self._text[oids.MONEY] = numeric.money_text_loader(self.money_frac_digits)
-            self._binary[oids.MONEY] = numeric.money_binary_loader(self.money_frac_digits)
+        if money_frac_digits != numeric.MONEY_FRAC_DIGITS:
+            self._text[oids.MONEY] = numeric.money_text_loader(money_frac_digits)
+            self._binary[oids.MONEY] = numeric.money_binary_loader(money_frac_digits)
+
+    def __repr__(self) -> str:
+        user = len(self._types) - len(_BUILTINS)
+        return f"TypeCatalog({user} user types, money_frac_digits={self.money_frac_digits})"
 
     # ------------------------------------------------------------------ learning types
 
