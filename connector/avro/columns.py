@@ -121,6 +121,10 @@ def _array_converter(element: Converter | None, dims: int) -> Converter:
     def convert(value: Any) -> Any:
         if not isinstance(value, list) or not value:
             return value
+        if dims == 1 and not any(isinstance(item, list) for item in value):  # the usual case
+            if element is None:
+                return value
+            return [None if item is None else element(item) for item in value]
         have = _depth(value)
         while have < dims:
             value = [value]
