@@ -311,9 +311,23 @@ class TypeCatalog:
         return resolved.kind != "unknown"
 
     def needs_lookup(self, type_oids: Iterable[int]) -> list[int]:
-        """The OIDs among ``type_oids`` (columns' types) whose values would load as
-        :class:`Unknown` for want of a ``pg_type`` row: run :data:`CATALOG_QUERY` for them."""
-        return sorted({oid for oid in type_oids if not self.is_known(oid)})
+        """The OIDs among ``type_oids`` (columns' types) the catalog lacks a ``pg_type`` row
+        for (itself, or a domain's base, or an array's element): run :data:`CATALOG_QUERY`
+        for them. Types whose row is known but that have no loader (composites, ranges) are
+        not listed again: their values stay :class:`Unknown`."""
+        return sorted({oid for oid in type_oids if self._lacks_row(oid, 0)})
+
+    def _lacks_row(self, oid: int, depth: int) -> bool:
+        pg_type = self._types.get(oid)
+        if pg_type is None or pg_type.kind == "unknown":
+            return True
+        if depth > _MAX_DEPTH:
+            return False  # a cycle: resolve() reports it
+        if pg_type.kind == "domain":
+            return self._lacks_row(pg_type.base_oid, depth + 1)
+        if pg_type.kind == "array":
+            return self._lacks_row(pg_type.element_oid, depth + 1)
+        return False
 
     def resolve(self, oid: int, typmod: int = -1) -> ResolvedType:
         """``oid`` with its domains peeled off (their type modifier kept if the column has
