@@ -160,11 +160,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("| type | format | pgtypes values/s | psycopg values/s | pgtypes / psycopg |")
     print("| --- | --- | ---: | ---: | ---: |")
     for name in [*cases, "row of 11"]:
-        unit = "rows/s" if name == "row of 11" else ""
+        unit = " rows/s" if name == "row of 11" else ""
         for fmt in ("text", "binary"):
             ours_s = best[(name, fmt, "pgtypes")]
             psy_s = best[(name, fmt, "psycopg")]
-            print(f"| {name} | {fmt} | {n / ours_s:,.0f} {unit}| {n / psy_s:,.0f} {unit}| "
+            print(f"| {name} | {fmt} | {n / ours_s:,.0f}{unit} | {n / psy_s:,.0f}{unit} | "
                   f"{psy_s / ours_s:.2f}x |")  # fmt: skip
 
 
