@@ -19,6 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from connector.errors import DecodeError
 from connector.pgtypes import (
     CATALOG_QUERY,
     INFINITY,
@@ -590,3 +591,15 @@ def test_bc_dates_print_like_postgresql(conn: psycopg.Connection) -> None:
         assert catalog.binary_loader(oids.DATE)(binary) == value
         if isinstance(value, OutOfRange):
             assert str(value) == text
+
+
+@pytest.mark.parametrize("style", ["SQL, DMY", "Postgres, MDY", "German"])
+def test_other_datestyles_are_a_clear_error(conn: psycopg.Connection, style: str) -> None:
+    """The producer sets DateStyle=ISO on its connection; anything else fails loudly."""
+    conn.execute(f"SET DateStyle = '{style}'")
+    catalog = TypeCatalog()
+    for sql_type, oid in [("timestamptz", oids.TIMESTAMPTZ), ("timestamp", oids.TIMESTAMP),
+                          ("date", oids.DATE)]:  # fmt: skip
+        text = conn.execute(f"SELECT '2024-02-29 12:34:56'::{sql_type}::text").fetchone()[0]  # type: ignore[index]
+        with pytest.raises(DecodeError, match="DateStyle ISO"):
+            catalog.text_loader(oid)(text)
