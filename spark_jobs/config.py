@@ -28,6 +28,7 @@ class MergeConfig:
     dead_letter: str | None = None  # default <target>/_pgcdc/dead_letter
     partition_by: tuple[str, ...] = ()
     kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* passed through
+    parallel_tables: int = 2  # tables of a batch written concurrently
 
     def __post_init__(self) -> None:
         if bool(self.topic_prefix) == bool(self.topics):
@@ -40,6 +41,8 @@ class MergeConfig:
             raise ValueError(f"--trigger must be an interval like 10s or {AVAILABLE_NOW}")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
             raise ValueError("--max-offsets-per-trigger must be positive")
+        if self.parallel_tables < 1:
+            raise ValueError("--parallel-tables must be positive")
         bad = [k for k in self.kafka_options if not k.startswith("kafka.")]
         if bad:
             raise ValueError(f"Kafka options must start with 'kafka.': {bad}")
@@ -106,6 +109,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--max-offsets-per-trigger", type=int)
     p.add_argument("--dead-letter", help="default TARGET/_pgcdc/dead_letter")
     p.add_argument("--partition-by", type=_csv, default=(), help="comma-separated columns")
+    p.add_argument("--parallel-tables", type=int, default=2,
+                   help="tables of a micro-batch written concurrently (default 2)")
     p.add_argument("--kafka-option", type=_option, action="append", default=[],
                    metavar="kafka.KEY=VALUE", help="passed to the Kafka source (repeatable)")
     return p
@@ -129,6 +134,7 @@ def parse_args(argv: Sequence[str] | None = None) -> MergeConfig:
             dead_letter=args.dead_letter,
             partition_by=tuple(args.partition_by),
             kafka_options=dict(args.kafka_option),
+            parallel_tables=args.parallel_tables,
         )
     except ValueError as exc:
         p.error(str(exc))

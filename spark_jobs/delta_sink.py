@@ -64,8 +64,8 @@ def idempotent(spark: SparkSession, app_id: str, version: int) -> Iterator[None]
         spark.conf.unset("spark.databricks.delta.write.txnVersion")
 
 
-def _run(builder_target: DeltaTable, source: DataFrame, plan: MergePlan) -> None:
-    (builder_target.alias("t").merge(source.alias("s"), plan.on)
+def _run(target: DeltaTable, source: DataFrame, plan: MergePlan) -> None:
+    (target.alias("t").merge(source.alias("s"), plan.on)
      .whenMatchedDelete(condition=plan.delete_when)
      .whenMatchedUpdate(condition=plan.update_when, set=plan.update_set)
      .whenNotMatchedInsert(condition=plan.insert_when, values=plan.insert_values)
@@ -74,113 +74,140 @@ def _run(builder_target: DeltaTable, source: DataFrame, plan: MergePlan) -> None
 
 class DeltaTableSink:
     """One table: `<root>/<schema>/<table>`, tombstones at
-    `<root>/_pgcdc/tombstones/<schema>/<table>`. Keeps what it learns (existence, columns,
-    truncate watermark) between batches of one run."""
+    `<root>/_pgcdc/tombstones/<schema>/<table>`. Remembers what it learns (existence, columns,
+    truncate watermark) between batches; each `apply` runs in the session it is given (the job
+    gives each worker thread its own, for the per-session idempotent-write settings)."""
 
-    def __init__(self, spark: SparkSession, root: str, rel_path: str, app_id: str,
+    def __init__(self, root: str, rel_path: str, app_id: str,
                  partition_by: Sequence[str] = ()) -> None:
-        self.spark = spark
         self.path = f"{root.rstrip('/')}/{rel_path}"
         self.tomb_path = f"{root.rstrip('/')}/_pgcdc/tombstones/{rel_path}"
         self.app_id = app_id
         self.partition_by = list(partition_by)
-        self._table: DeltaTable | None = None
-        self._tombstones: DeltaTable | None = None
+        self._columns: list[str] | None = None  # row columns, None = not loaded yet
+        self._has_tombstones = False
         self._watermark: Position | None = None
 
     # -- table state -------------------------------------------------------------------
-    def _load(self) -> DeltaTable | None:
-        if self._table is None and DeltaTable.isDeltaTable(self.spark, self.path):
-            self._table = DeltaTable.forPath(self.spark, self.path)
-            props = self._table.detail().select("properties").first()[0] or {}
+    def _load(self, spark: SparkSession) -> bool:
+        """Read the table's columns and truncate watermark once; False if there is no table."""
+        if self._columns is None and DeltaTable.isDeltaTable(spark, self.path):
+            detail = DeltaTable.forPath(spark, self.path).detail().first()
+            assert detail is not None
+            props = detail["properties"] or {}
             if TRUNCATE_LSN in props:
                 self._watermark = Position(int(props[TRUNCATE_LSN]), int(props[TRUNCATE_IDX]))
-        return self._table
+            schema = spark.read.format("delta").load(self.path).schema
+            self._columns = [f.name for f in schema.fields if f.name not in META]
+            self._has_tombstones = DeltaTable.isDeltaTable(spark, self.tomb_path)
+        return self._columns is not None
 
-    def _create(self, changes: DataFrame) -> DeltaTable:
+    def _create(self, spark: SparkSession, changes: DataFrame) -> None:
         fields = [changes.schema[c] for c in row_columns(changes)]
         missing = [c for c in self.partition_by if c not in {f.name for f in fields}]
         if missing:
             raise ConfigurationError(f"{self.path}: no column(s) {missing} to partition by")
-        (DeltaTable.createIfNotExists(self.spark).location(self.path)
+        (DeltaTable.createIfNotExists(spark).location(self.path)
          .addColumns(StructType([StructField(f.name, f.dataType) for f in fields] + META_FIELDS))
          .partitionedBy(*self.partition_by).execute())
-        self._table = DeltaTable.forPath(self.spark, self.path)
-        return self._table
+        self._columns = [f.name for f in fields]
 
-    def _evolve(self, table: DeltaTable, changes: DataFrame) -> list[str]:
-        """Add the columns the source has and the table lacks; return the table's row columns."""
-        current = table.toDF().schema
-        have = {f.name.lower() for f in current.fields}
+    def _evolve(self, spark: SparkSession, changes: DataFrame) -> None:
+        """Add the columns the source has and the table lacks (a column dropped upstream stays:
+        the MERGE sets it NULL in every row changed from then on)."""
+        assert self._columns is not None
+        have = {c.lower() for c in self._columns}
         new = [changes.schema[c] for c in row_columns(changes) if c.lower() not in have]
-        if new:
-            # AFTER the last row column: metadata columns stay last, and the table has the same
-            # layout whether it saw the columns in one batch or over several.
-            previous = [f.name for f in current.fields if f.name not in META][-1]
-            added = []
-            for f in new:
-                added.append(f"{q(f.name)} {f.dataType.simpleString()} AFTER {q(previous)}")
-                previous = f.name
-            cols = ", ".join(added)
-            self.spark.sql(f"ALTER TABLE delta.{q(self.path)} ADD COLUMNS ({cols})")
-            self._table = DeltaTable.forPath(self.spark, self.path)  # sees the new schema
-            log.info("%s: added columns %s", self.path, [f.name for f in new])
-        return [f.name for f in current.fields if f.name not in META] + [f.name for f in new]
+        if not new:
+            return
+        # AFTER the last row column: metadata columns stay last, and the table has the same
+        # layout whether it saw the columns in one batch or over several.
+        previous, added = self._columns[-1], []
+        for f in new:
+            added.append(f"{q(f.name)} {f.dataType.simpleString()} AFTER {q(previous)}")
+            previous = f.name
+        spark.sql(f"ALTER TABLE delta.{q(self.path)} ADD COLUMNS ({', '.join(added)})")
+        self._columns += [f.name for f in new]
+        log.info("%s: added columns %s", self.path, [f.name for f in new])
 
-    def _truncate(self, table: DeltaTable, position: Position) -> None:
+    def _truncate(self, spark: SparkSession, position: Position) -> None:
         """Remove rows (and tombstones) older than the truncate and remember its position, so
         a duplicate older change arriving later is dropped too."""
         lsn, idx = position
         older = f"{LSN} < {lsn} OR ({LSN} = {lsn} AND {IDX} < {idx})"
-        table.delete(older)
-        if DeltaTable.isDeltaTable(self.spark, self.tomb_path):
-            DeltaTable.forPath(self.spark, self.tomb_path).delete(older)
-        self.spark.sql(f"ALTER TABLE delta.{q(self.path)} SET TBLPROPERTIES "
-                       f"('{TRUNCATE_LSN}' = '{lsn}', '{TRUNCATE_IDX}' = '{idx}')")
+        DeltaTable.forPath(spark, self.path).delete(older)
+        if self._has_tombstones:
+            DeltaTable.forPath(spark, self.tomb_path).delete(older)
+        spark.sql(f"ALTER TABLE delta.{q(self.path)} SET TBLPROPERTIES "
+                  f"('{TRUNCATE_LSN}' = '{lsn}', '{TRUNCATE_IDX}' = '{idx}')")
         self._watermark = position
         log.info("%s: truncated before %s", self.path, position)
 
-    def _tombstone_table(self, key: Sequence[str], latest: DataFrame,
-                         create: bool) -> DeltaTable | None:
-        if self._tombstones is None and (
-                create or DeltaTable.isDeltaTable(self.spark, self.tomb_path)):
-            fields = [latest.schema[k] for k in key]
-            (DeltaTable.createIfNotExists(self.spark).location(self.tomb_path)
-             .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
-                                    + [StructField(LSN, LongType()), StructField(IDX, LongType())]))
-             .execute())
-            self._tombstones = DeltaTable.forPath(self.spark, self.tomb_path)
-        return self._tombstones
+    def _create_tombstones(self, spark: SparkSession, key: Sequence[str],
+                           latest: DataFrame) -> None:
+        fields = [latest.schema[k] for k in key]
+        (DeltaTable.createIfNotExists(spark).location(self.tomb_path)
+         .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
+                                + [StructField(LSN, LongType()), StructField(IDX, LongType())]))
+         .execute())
+        self._has_tombstones = True
 
     # -- one batch -----------------------------------------------------------------------
-    def apply(self, changes: DataFrame, facts: BatchFacts, key: Sequence[str] | None,
-              batch_id: int) -> None:
-        table = self._load() or self._create(changes)
-        target_columns = self._evolve(table, changes)
-        table = self._table or table
+    def apply(self, spark: SparkSession, changes: DataFrame, facts: BatchFacts,
+              key: Sequence[str] | None, batch_id: int) -> None:
+        fresh = not self._load(spark)
+        if fresh:
+            self._create(spark, changes)
+        self._evolve(spark, changes)
+        assert self._columns is not None
         cut = truncate_position([self._watermark, facts.truncate])
         if cut is not None and cut != self._watermark:
-            self._truncate(table, cut)
-        rows = after_position(row_changes(changes), cut)
+            self._truncate(spark, cut)
+            fresh = False
         if facts.events == 0:
             return
+        rows = after_position(row_changes(changes), cut)
         # A table without replica identity has no key: each change is its own row, and
         # its position makes a replayed insert match itself instead of duplicating.
         merge_key = list(key) if key else [LSN, IDX]
         latest = latest_per_key(rows.select(*row_columns(rows), *META, TOAST),
                                 merge_key, facts.toast)
-        tombstones = self._tombstone_table(merge_key, latest, create=facts.deletes > 0)
-        if tombstones is not None:
-            latest = latest.alias("s").join(tombstones.toDF().alias("t"),
+        if self._has_tombstones:
+            tombstones = spark.read.format("delta").load(self.tomb_path)
+            latest = latest.alias("s").join(tombstones.alias("t"),
                                             F.expr(not_deleted_later(merge_key)), "left_anti")
-        latest = latest.persist() if tombstones is not None else latest
+        # Cached: read by the table's MERGE and the tombstones' (or the fresh-table appends).
+        latest = latest.persist()
         try:
-            with idempotent(self.spark, f"{self.app_id}:{self.path}", batch_id):
-                _run(table, latest, merge_plan(merge_key, row_columns(rows), target_columns,
-                                               facts.toast))
-            if tombstones is not None and facts.deletes > 0:
-                with idempotent(self.spark, f"{self.app_id}:{self.tomb_path}", batch_id):
-                    _run(tombstones, latest, tombstone_plan(merge_key))
+            if fresh:
+                self._append_fresh(spark, latest, merge_key, batch_id)
+            else:
+                with idempotent(spark, f"{self.app_id}:{self.path}", batch_id):
+                    _run(DeltaTable.forPath(spark, self.path), latest, merge_plan(
+                        merge_key, row_columns(rows), self._columns, facts.toast))
+                if facts.deletes > 0:
+                    if not self._has_tombstones:
+                        self._create_tombstones(spark, merge_key, latest)
+                    with idempotent(spark, f"{self.app_id}:{self.tomb_path}", batch_id):
+                        _run(DeltaTable.forPath(spark, self.tomb_path), latest,
+                             tombstone_plan(merge_key))
         finally:
-            if tombstones is not None:
-                latest.unpersist()
+            latest.unpersist()
+
+    def _append_fresh(self, spark: SparkSession, latest: DataFrame, key: Sequence[str],
+                      batch_id: int) -> None:
+        """A table created in this batch is empty: the MERGE reduces to appending the live
+        rows (and the deletes' tombstones), without the join. Same writer-option idempotence."""
+        assert self._columns is not None
+        live = latest.where(F.col(OP) != "d").select(*[F.col(q(c)) for c in self._columns],
+                                                     *META)
+        (live.write.format("delta").mode("append")
+         .option("txnAppId", f"{self.app_id}:{self.path}").option("txnVersion", batch_id)
+         .save(self.path))
+        deletes = latest.where(F.col(OP) == "d").select(*[F.col(q(k)) for k in key], LSN, IDX)
+        if not deletes.isEmpty():
+            if not self._has_tombstones:
+                self._create_tombstones(spark, key, latest)
+            (deletes.write.format("delta").mode("append")
+             .option("txnAppId", f"{self.app_id}:{self.tomb_path}").option("txnVersion", batch_id)
+             .save(self.tomb_path))

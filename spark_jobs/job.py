@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame, SparkSession
@@ -26,8 +28,23 @@ log = logging.getLogger(__name__)
 APP_ID_FILE = "pgcdc-app-id"
 
 
+# Per worker session. (materializeSource=none would spare Delta's copy of the cached MERGE
+# source, but Delta then fails a MERGE when another thread caches a DataFrame meanwhile.)
+WORKER_CONF: dict[str, str] = {}
+
+
 class ReplayTargetNotEmpty(RuntimeError):
     pass
+
+
+@dataclass
+class BatchReport:
+    batch_id: int
+    events: int
+    dead_letters: int
+    newest_kafka_ms: int | None  # newest Kafka record timestamp in the batch
+    seconds: float
+    finished: float  # time.time() when every table of the batch was committed
 
 
 @dataclass
@@ -38,6 +55,7 @@ class MergeStats:
     events: int = 0
     dead_letters: int = 0
     tables: dict[str, int] = field(default_factory=dict)  # "<schema>/<table>" → events
+    reports: list[BatchReport] = field(default_factory=list)
 
 
 def table_facts(decoded: DataFrame) -> tuple[int, BatchFacts]:
@@ -68,27 +86,47 @@ class BatchProcessor:
         self.schemas = schemas or SchemaCache(config.schema_registry_url)
         self.stats = MergeStats()
         self._sinks: dict[str, DeltaTableSink] = {}
+        # Tables of a batch are written concurrently: their Delta commits, log reads and small
+        # jobs leave cores idle when run one after another.
+        self._pool = ThreadPoolExecutor(config.parallel_tables, thread_name_prefix="pgcdc-table")
+        self._local = threading.local()
+        self._lock = threading.Lock()
+
+    def _session(self) -> SparkSession:
+        """This worker thread's session: Delta reads the idempotent-write settings from the
+        session conf, so concurrent tables must not share one."""
+        session: SparkSession | None = getattr(self._local, "spark", None)
+        if session is None:
+            session = self.spark.newSession()
+            for key, value in WORKER_CONF.items():
+                session.conf.set(key, value)
+            self._local.spark = session
+        return session
 
     def _sink(self, rel_path: str) -> DeltaTableSink:
-        if rel_path not in self._sinks:
-            self._sinks[rel_path] = DeltaTableSink(self.spark, self.config.target, rel_path,
-                                                   self.app_id, self.config.partition_by)
-        return self._sinks[rel_path]
+        with self._lock:
+            if rel_path not in self._sinks:
+                self._sinks[rel_path] = DeltaTableSink(self.config.target, rel_path, self.app_id,
+                                                       self.config.partition_by)
+            return self._sinks[rel_path]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         started = time.monotonic()
         frames = with_frame(batch).persist()
         try:
             summary = (frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID)
-                       .agg(F.count(F.lit(1)).alias("n")).collect())
+                       .agg(F.count(F.lit(1)).alias("n"),
+                            F.unix_millis(F.max("timestamp")).alias("newest")).collect())
             plans = plan_batch(summary, self.schemas)
             dead = [d for d in [undecodable(frames, plans)] if d is not None]
-            events = 0
-            for topic in sorted(plans):
-                plan = plans[topic]
-                events += plan.events
-                if plan.schemas:
-                    dead += self._table(frames, topic, plan, batch_id)
+            events = sum(p.events for p in plans.values())
+            jobs = [self._pool.submit(self._table, frames, topic, plan, batch_id)
+                    for topic, plan in sorted(plans.items()) if plan.schemas]
+            for job in jobs:
+                dead += job.result()  # re-raises a table's failure: the batch fails
             dead_count = 0
             for part in dead[1:]:
                 dead[0] = dead[0].unionByName(part)
@@ -96,26 +134,37 @@ class BatchProcessor:
                 dead_count = write_dead_letters(dead[0], self.config.dead_letter_dir, batch_id)
         finally:
             frames.unpersist()
+        took = time.monotonic() - started
         self.stats.batches += 1
         self.stats.events += events
         self.stats.dead_letters += dead_count
+        newest = max((r["newest"] for r in summary if r["newest"] is not None), default=None)
+        self.stats.reports.append(BatchReport(batch_id, events, dead_count, newest, took,
+                                              time.time()))
         log.info("batch %d: %d events from %d topic(s), %d dead letter(s), %.1f s",
-                 batch_id, events, len(plans), dead_count, time.monotonic() - started)
+                 batch_id, events, len(plans), dead_count, took)
 
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int
                ) -> list[DataFrame]:
         table = table_of(topic)
+        started = time.monotonic()
         decoded = decode_topic(frames, topic, plan).persist()
         try:
             corrupt, facts = table_facts(decoded)
+            decoded_at = time.monotonic()
             changes, dead = split_corrupt(decoded)
             if self.config.format == "parquet":
                 append_change_log(changes, f"{self.config.target.rstrip('/')}/{table.path}",
                                   batch_id, self.config.partition_by)
             else:
-                self._sink(table.path).apply(changes, facts, plan.key, batch_id)
-            self.stats.tables[table.path] = (self.stats.tables.get(table.path, 0)
-                                             + facts.events)
+                self._sink(table.path).apply(self._session(), changes, facts, plan.key,
+                                             batch_id)
+            with self._lock:
+                self.stats.tables[table.path] = (self.stats.tables.get(table.path, 0)
+                                                 + facts.events)
+            log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",
+                     batch_id, table.path, facts.events, decoded_at - started,
+                     time.monotonic() - decoded_at)
             # Recomputed from the cached frames when the dead letters are written.
             return [dead] if corrupt else []
         finally:
@@ -153,6 +202,9 @@ def kafka_stream(spark: SparkSession, config: MergeConfig) -> DataFrame:
               # Only committed records of a transactional producer (exactly-once mode).
               .option("kafka.isolation.level", "read_committed")
               .option("failOnDataLoss", "true")
+              # The consumer's last fetch of a partition finds no data and would wait the
+              # default 500 ms: per partition and batch, most of the read time of a backlog.
+              .option("kafka.fetch.max.wait.ms", "10")
               # New table topics are found on the consumer's metadata refresh.
               .option("kafka.metadata.max.age.ms", "10000"))
     if config.max_offsets_per_trigger:
@@ -181,7 +233,10 @@ def run_merge(spark: SparkSession, config: MergeConfig,
     """Run the job in this process: until caught up with available-now / --replay, otherwise
     until the query stops or fails."""
     query, processor = start_merge(spark, config, schemas)
-    query.awaitTermination()
+    try:
+        query.awaitTermination()
+    finally:
+        processor.close()
     log.info("merge done: %d batch(es), %d event(s), %d dead letter(s)",
              processor.stats.batches, processor.stats.events, processor.stats.dead_letters)
     return processor.stats

@@ -17,6 +17,7 @@ LOCAL_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.streaming.stopGracefullyOnShutdown": "true",
 }
