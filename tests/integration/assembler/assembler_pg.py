@@ -182,6 +182,19 @@ def drop_everything(conn: psycopg.Connection[Any], db: Db) -> None:
                              (f"%{db.schema}%",)).fetchall():
         conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
     for slot in db.slots:
+        # A closed walsender connection leaves its backend for a moment: wait for the slot to
+        # become inactive (then stop the test's own walsender if it lingers) before dropping.
+        deadline = time.monotonic() + 10
+        while True:
+            row = conn.execute("SELECT active_pid FROM pg_replication_slots "
+                               "WHERE slot_name = %s", (slot,)).fetchone()
+            if row is None or row[0] is None:
+                break
+            if time.monotonic() > deadline + 10:
+                raise AssertionError(f"slot {slot} stays active (pid {row[0]})")
+            if time.monotonic() > deadline:
+                conn.execute("SELECT pg_terminate_backend(%s)", (row[0],))
+            time.sleep(0.05)
         conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                      "WHERE slot_name = %s", (slot,))
     conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(db.publication)))
