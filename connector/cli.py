@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from connector import __version__
 from connector.errors import CdcError
-from connector.tools import decode
+from connector.tools import decode, run, status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,6 +21,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pgcdc", description="PostgreSQL logical replication (pgoutput) to Kafka.")
     parser.add_argument("--version", action="version", version=f"pgcdc {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run.register(subparsers)
+    status.register(subparsers)
     decode.register(subparsers)
     return parser
 

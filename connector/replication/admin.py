@@ -61,7 +61,7 @@ class ReplicationAdmin:
     def close(self) -> None:
         self.conn.close()
 
-    def _one(self, query: str | sql.Composable, params: Sequence[object] = ()) -> tuple:  # type: ignore[type-arg]
+    def _one(self, query: str | sql.SQL | sql.Composed, params: Sequence[object] = ()) -> tuple:  # type: ignore[type-arg]
         row = self.conn.execute(query, params).fetchone()
         assert row is not None
         return row
@@ -186,7 +186,7 @@ class ReplicationAdmin:
                 "SELECT n_tup_ins, n_tup_upd, n_tup_del, n_live_tup FROM pg_stat_user_tables"
                 " WHERE schemaname = %s AND relname = %s", (schema, table)).fetchone()
             counts.append(tuple(row) if row else (0, 0, 0, 0))
-        return counts  # type: ignore[return-value]
+        return counts
 
     def warn_about_replica_identity(self, publication: str) -> list[str]:
         """Tables whose UPDATE/DELETE events cannot carry a key; logged as warnings."""

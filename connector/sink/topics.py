@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -124,13 +125,18 @@ class TopicCreator:
 
 
 def partition_count(client: Any, topic: str, timeout_s: float) -> int:
-    """Partitions of `topic` per `client.list_topics` (Producer or AdminClient)."""
-    try:
-        metadata = client.list_topics(topic, timeout=timeout_s)
-    except KafkaException as exc:
-        raise SinkError(f"cannot read metadata of topic {topic}: {exc}") from None
-    info = metadata.topics.get(topic)
-    if info is None or info.error is not None or not info.partitions:
-        reason = info.error if info is not None and info.error is not None else "no partitions"
-        raise SinkError(f"topic {topic} is not usable: {reason}")
-    return len(info.partitions)
+    """Partitions of `topic` per `client.list_topics` (Producer or AdminClient). A topic created
+    a moment ago may be unknown to the broker's metadata for a while: retry until `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            metadata = client.list_topics(topic, timeout=timeout_s)
+        except KafkaException as exc:
+            raise SinkError(f"cannot read metadata of topic {topic}: {exc}") from None
+        info = metadata.topics.get(topic)
+        if info is not None and info.error is None and info.partitions:
+            return len(info.partitions)
+        if time.monotonic() >= deadline:
+            reason = info.error if info is not None and info.error is not None else "no partitions"
+            raise SinkError(f"topic {topic} is not usable: {reason}")
+        time.sleep(0.2)

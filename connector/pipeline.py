@@ -1,0 +1,227 @@
+"""`pgcdc run`: the loop that joins the replication stream, the assembler and the Kafka sink.
+
+    frames → Decoder → Assembler → Publisher → KafkaSink ─delivery reports→ AckTracker
+                                                                        └→ flush LSN → PostgreSQL
+
+The flush LSN sent to PostgreSQL is the tracker's watermark: the end LSN of the newest
+transaction whose every event Kafka acknowledged. When nothing is buffered or in flight, the
+server's keepalive position is confirmed too, so an idle slot does not hold WAL.
+A lost replication connection is retried with backoff from the slot (duplicates only of
+unconfirmed work); a Kafka delivery failure stops the run without advancing the LSN.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from types import FrameType
+
+import psycopg
+
+from connector import metrics
+from connector.assembler import Assembler, LogicalMessage
+from connector.avro import AvroEncoder, SchemaRegistry
+from connector.config import Config
+from connector.errors import SinkError, SourceError
+from connector.pgoutput import Decoder, PrimaryKeepalive, Type, XLogData, lsn_to_str
+from connector.pgtypes import TypeCatalog
+from connector.publisher import HEARTBEAT_PREFIX, Publisher
+from connector.replication import (
+    ReplicationAdmin,
+    ReplicationStream,
+    StreamOptions,
+    protocol_version_for,
+)
+from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec
+from connector.source_catalog import PostgresCatalog
+
+log = logging.getLogger(__name__)
+
+STATUS_MIN_INTERVAL_S = 1.0  # confirm progress at most this often, unless asked
+RECONNECT_BACKOFF_S = (1, 2, 5, 10, 20, 30, 30, 30, 30, 30)
+
+
+class Pipeline:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.stopping = False
+        self.admin = ReplicationAdmin.connect(cfg.dsn)
+        self.db = str(self.admin.conn.info.dbname)
+        self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry})
+        self.kafka_settings = {"bootstrap.servers": cfg.bootstrap_servers, **cfg.kafka}
+        # librdkafka logs through Python logging (else it prints to stderr from its threads).
+        admin_settings = {**self.kafka_settings,
+                          "logger": logging.getLogger("connector.sink.librdkafka")}
+        self.topics = TopicCreator(admin_settings, TopicSpec(
+            partitions=cfg.topic_partitions, replication_factor=cfg.topic_replication_factor,
+            retention_ms=cfg.topic_retention_ms))
+
+    # ------------------------------------------------------------------ setup
+
+    def prepare_source(self) -> int:
+        """Check the server, create/check publication and slot; returns the protocol version."""
+        self.admin.check_wal_level()
+        if self.cfg.create_publication:
+            self.admin.ensure_publication(self.cfg.publication, self.cfg.tables)
+        elif not self.admin.publication_exists(self.cfg.publication):
+            raise SourceError(f"publication {self.cfg.publication!r} does not exist")
+        self.admin.warn_about_replica_identity(self.cfg.publication)
+        slot = self.admin.slot(self.cfg.slot)
+        if slot is None:
+            if not self.cfg.create_slot:
+                raise SourceError(f"replication slot {self.cfg.slot!r} does not exist")
+            slot = self.admin.create_slot(self.cfg.slot)
+        self.admin.check_slot(slot)
+        return protocol_version_for(self.admin.server_version_num)
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> None:
+        proto = self.prepare_source()
+        metrics.serve(self.cfg.metrics_port)
+        attempt = 0
+        while not self.stopping:
+            try:
+                self._session(proto)
+                return
+            except SourceError as exc:
+                if self.stopping or attempt >= len(RECONNECT_BACKOFF_S) or not _transient(exc):
+                    raise
+                delay = RECONNECT_BACKOFF_S[attempt]
+                attempt += 1
+                log.warning("%s; reconnecting in %ss (attempt %d/%d)", exc, delay, attempt,
+                            len(RECONNECT_BACKOFF_S))
+                self._sleep(delay)
+                self._reconnect_admin()
+
+    def _session(self, proto: int) -> None:
+        """One replication connection, from the slot's confirmed position to a stop."""
+        slot = self.admin.slot(self.cfg.slot)
+        if slot is None:
+            raise SourceError(f"replication slot {self.cfg.slot!r} was dropped while running; "
+                              "events after its last confirmed position cannot be recovered")
+        self.admin.check_slot(slot)
+        tracker = AckTracker(slot.confirmed_flush_lsn)
+        sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
+                         tombstones=self.cfg.tombstones)
+        types = TypeCatalog()
+        encoder = AvroEncoder(self.registry, types, prefix=self.cfg.topic_prefix, db=self.db)
+        publisher = Publisher(encoder, sink, tracker, PostgresCatalog(self.admin.conn, types),
+                              transaction_topic=self.cfg.transaction_topic)
+        stream = ReplicationStream(self.cfg.dsn, StreamOptions(
+            self.cfg.slot, self.cfg.publication, proto, binary=self.cfg.binary,
+            origin=self.cfg.origin))
+        log.info("streaming slot %s from %s (protocol %d) to %s", self.cfg.slot,
+                 lsn_to_str(slot.confirmed_flush_lsn or 0), proto, self.cfg.bootstrap_servers)
+        decoder = Decoder()
+        assembler = Assembler(spill_bytes=self.cfg.spill_bytes)
+        confirmed = slot.confirmed_flush_lsn or 0
+        server_end = confirmed
+        next_heartbeat = time.monotonic() + self.cfg.heartbeat_interval_s
+        try:
+            while not self.stopping:
+                reply = False
+                for frame in stream.read(0.2):
+                    if isinstance(frame, XLogData):
+                        msg = decoder.decode(frame.payload, lsn=frame.wal_start)
+                        if isinstance(msg, Type):
+                            types.register_type_message(msg.type_oid, msg.namespace, msg.name)
+                        out = assembler.feed(frame.wal_start, msg)
+                        if isinstance(out, LogicalMessage):
+                            last = tracker.watermark() or 0
+                            publisher.publish_message(out, max(out.lsn, last))
+                        elif out is not None:
+                            with out:
+                                publisher.publish(out)
+                        server_end = max(server_end, frame.wal_end)
+                    else:
+                        assert isinstance(frame, PrimaryKeepalive)
+                        server_end = max(server_end, frame.wal_end)
+                        reply = reply or frame.reply_requested
+                sink.poll(0)
+                flush = self._confirmable(tracker, assembler, server_end)
+                now = time.monotonic()
+                if reply or (flush > confirmed and now - stream.last_status_sent
+                             >= STATUS_MIN_INTERVAL_S) or (
+                        now - stream.last_status_sent >= self.cfg.status_interval_s):
+                    stream.send_status(flush)
+                    confirmed = flush
+                    metrics.FLUSHED_LSN.set(flush)
+                    metrics.LAG_BYTES.set(max(0, server_end - flush))
+                if self.cfg.heartbeat_interval_s > 0 and now >= next_heartbeat:
+                    self._heartbeat()
+                    next_heartbeat = now + self.cfg.heartbeat_interval_s
+            # Graceful stop: deliver what is in flight, then confirm it.
+            sink.close(30.0)
+            stream.send_status(self._confirmable(tracker, assembler, server_end))
+            log.info("stopped; confirmed %s",
+                     lsn_to_str(self._confirmable(tracker, assembler, server_end)))
+        except SourceError:
+            # Deliver what was produced so the reconnect replays as little as possible.
+            try:
+                sink.flush(30.0)
+            except SinkError:
+                pass
+            raise
+        finally:
+            assembler.close()
+            stream.close()
+
+    @staticmethod
+    def _confirmable(tracker: AckTracker, assembler: Assembler, server_end: int) -> int:
+        acked = tracker.watermark() or 0
+        buffered = assembler.low_watermark
+        if buffered is not None:
+            # A held (prepared or streamed) transaction must be re-sent after a restart.
+            return min(acked, buffered)
+        idle = tracker.open_transactions == 0 and not assembler.in_transaction
+        return max(acked, server_end) if idle else acked
+
+    def _heartbeat(self) -> None:
+        try:
+            # Transactional: its commit flushes the WAL, so it reaches the walsender at once
+            # (a non-transactional message may wait for the WAL writer).
+            self.admin.conn.execute("SELECT pg_logical_emit_message(true, %s, '')",
+                                    (HEARTBEAT_PREFIX,))
+        except psycopg.Error as exc:
+            log.warning("heartbeat failed: %s", str(exc).strip().splitlines()[0])
+
+    def _reconnect_admin(self) -> None:
+        try:
+            self.admin.close()
+            self.admin = ReplicationAdmin.connect(self.cfg.dsn)
+        except SourceError as exc:
+            log.warning("%s", exc)
+
+    def _sleep(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self.stopping and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def stop(self, signum: int = 0, frame: FrameType | None = None) -> None:
+        if not self.stopping:
+            log.info("stopping (signal %d): draining in-flight deliveries", signum)
+        self.stopping = True
+
+    def close(self) -> None:
+        self.admin.close()
+
+
+def _transient(exc: SourceError) -> bool:
+    """Connection-level failures are retried; a refused or misconfigured stream is not."""
+    text = str(exc)
+    return any(s in text for s in ("connection lost", "cannot connect", "cannot open a "
+                                   "replication connection", "stream ended", "stream failed",
+                                   "terminating connection", "server closed"))
+
+
+def run_pipeline(cfg: Config) -> int:
+    pipeline = Pipeline(cfg)
+    signal.signal(signal.SIGTERM, pipeline.stop)
+    signal.signal(signal.SIGINT, pipeline.stop)
+    try:
+        pipeline.run()
+    finally:
+        pipeline.close()
+    return 0

@@ -1,0 +1,151 @@
+"""`pgcdc run` end to end against real PostgreSQL 15/18, Kafka and the registry."""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+from decimal import Decimal
+
+import psycopg
+import pytest
+from devstack.ports import free_port
+from producer_support import current_lsn, read_topic
+
+pytestmark = pytest.mark.integration
+
+BIG = "".join(random.Random(7).choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(9000))
+
+
+def _create(dsn: str, table: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, amount numeric(10,2),"
+                     " created timestamptz, tags text[], doc jsonb, big text)")
+        conn.execute(f"ALTER TABLE {table} ALTER COLUMN big SET STORAGE EXTERNAL")
+
+
+def test_changes_reach_kafka_as_the_contract_says(postgres, producer_run, log_dir) -> None:
+    run = producer_run("public.orders_*")
+    table = f"orders_{run.tag}"
+    _create(postgres.dsn, table)
+    run.start(log_dir)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute(f"INSERT INTO {table} VALUES (1, 'a', 1.50, '2024-01-02 03:04:05+00',"
+                         " '{x,y}', '{\"k\": 1}', %s)", (BIG,))
+            conn.execute(f"INSERT INTO {table} (id, name) VALUES (2, 'b'), (3, 'c')")
+        conn.execute(f"UPDATE {table} SET amount = 2.25 WHERE id = 1")  # big: unchanged TOAST
+        conn.execute(f"UPDATE {table} SET id = 20 WHERE id = 2")  # key change
+        conn.execute(f"DELETE FROM {table} WHERE id = 3")
+        conn.execute(f"TRUNCATE {table}")
+        conn.execute(f"INSERT INTO {table} (id, name) VALUES (4, 'd')")
+    end = current_lsn(postgres.dsn)
+    topic = f"{run.prefix}.public.{table}"
+    records = read_topic(run.bootstrap, run.registry_url, topic, min_count=9)
+    values = sorted((v for _, v, _ in records),
+                    key=lambda v: (v["source"]["commit_lsn"], v["source"]["txn_index"]))
+    ops = [(v["op"], (v["after"] or v["before"] or {}).get("id")) for v in values]
+    assert ops == [("c", 1), ("c", 2), ("c", 3), ("u", 1), ("d", 2), ("c", 20), ("d", 3),
+                   ("t", None), ("c", 4)]
+    first = values[0]["after"]
+    assert first["name"] == "a" and first["amount"] == Decimal("1.50")
+    assert first["tags"] == ["x", "y"] and first["big"] == BIG
+    assert first["created"].isoformat() == "2024-01-02T03:04:05+00:00"
+    toast_update = values[3]
+    assert toast_update["after"]["amount"] == Decimal("2.25")
+    assert toast_update["after"]["big"] is None and toast_update["unchanged_toast"] == ["big"]
+    assert values[0]["source"]["commit_lsn"] == values[2]["source"]["commit_lsn"]
+    assert [v["source"]["txn_index"] for v in values[:3]] == [0, 1, 2]
+    keys = {k["id"] for k, v, _ in records if k is not None}
+    assert keys == {1, 2, 3, 4, 20}
+
+    run.wait_confirmed(end)
+    assert run.stop(signal.SIGTERM) == 0
+    assert run.confirmed_lsn() >= end
+
+
+def test_sigkill_and_restart_lose_nothing(postgres, producer_run, log_dir) -> None:
+    run = producer_run("public.kill_*")
+    table = f"kill_{run.tag}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+    run.start(log_dir)
+    done = threading.Event()
+
+    def workload() -> None:
+        with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+            for batch in range(40):
+                with conn.transaction():
+                    for i in range(25):
+                        conn.execute(f"INSERT INTO {table} VALUES (%s, %s)",
+                                     (batch * 25 + i, "x" * 50))
+        done.set()
+
+    writer = threading.Thread(target=workload)
+    writer.start()
+    for _ in range(3):  # kill it three times while the workload runs, restart each time
+        done.wait(0.7)
+        run.stop(signal.SIGKILL)
+        run.start(log_dir)
+    writer.join()
+    end = current_lsn(postgres.dsn)
+    run.wait_confirmed(end)
+    records = read_topic(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=1000)
+    ids = [v["after"]["id"] for _, v, _ in records]
+    assert set(ids) == set(range(1000))  # nothing lost (duplicates allowed: at-least-once)
+    assert run.stop(signal.SIGTERM) == 0
+
+
+def test_unreachable_kafka_fails_loudly_and_confirms_nothing(postgres, producer_run,
+                                                              log_dir) -> None:
+    run = producer_run("public.nokafka_*", "--kafka", "message.timeout.ms=3000",
+                       "--kafka", "socket.timeout.ms=2000")
+    run.bootstrap = f"127.0.0.1:{free_port()}"
+    table = f"nokafka_{run.tag}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    before = run.confirmed_lsn()
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {table} VALUES (1)")
+    assert run.proc is not None
+    code = run.proc.wait(120)
+    out = run.output()
+    assert code == 1, out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("pgcdc run:") and "Traceback" not in out
+    assert run.confirmed_lsn() == before
+
+
+def test_unreachable_registry_is_one_clear_line(postgres, producer_run, log_dir) -> None:
+    run = producer_run("public.noreg_*")
+    run.registry_url = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"
+    table = f"noreg_{run.tag}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    before = run.confirmed_lsn()
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {table} VALUES (1)")
+    assert run.proc is not None
+    code = run.proc.wait(180)
+    out = run.output()
+    assert code == 1 and "registry" in out.strip().splitlines()[-1].lower(), out
+    assert "Traceback" not in out
+    assert run.confirmed_lsn() == before
+
+
+def test_idle_slot_advances_while_other_tables_are_busy(postgres, producer_run,
+                                                         log_dir) -> None:
+    run = producer_run("public.idle_*")
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE idle_{run.tag} (id int PRIMARY KEY)")
+        conn.execute(f"CREATE TABLE busy_{run.tag} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        for i in range(50):
+            conn.execute(f"INSERT INTO busy_{run.tag} VALUES ({i})")
+    end = current_lsn(postgres.dsn)
+    run.wait_confirmed(end)
+    assert run.stop() == 0
