@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +26,36 @@ def source_schema() -> dict[str, Any]:
     return loaded
 
 
+_VALID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ESCAPE = re.compile(r"_x[0-9A-F]{4}|_u[0-9A-F]{6}")
+
+
+def avro_name(pg_name: str) -> str:
+    """The contract's reversible name encoding (schemas/README.md, "Names")."""
+    if _VALID.fullmatch(pg_name) and not _ESCAPE.search(pg_name):
+        return pg_name
+    out = []
+    for i, ch in enumerate(pg_name):
+        if ("a" <= ch.lower() <= "z") or (ch.isascii() and ch.isdigit() and i > 0):
+            out.append(ch)
+        else:
+            out.append(f"_x{ord(ch):04X}" if ord(ch) <= 0xFFFF else f"_u{ord(ch):06X}")
+    return "".join(out)
+
+
 def _record(name: str, namespace: str, columns: Sequence[Column]) -> dict[str, Any]:
     return {"type": "record", "name": name, "namespace": namespace,
-            "fields": [{"name": c, "type": ["null", t], "default": None, "pg_name": c}
+            "fields": [{"name": avro_name(c), "type": ["null", t], "default": None, "pg_name": c}
                        for c, t in columns]}
+
+
+def namespace(prefix: str, schema: str, table: str) -> str:
+    return ".".join(avro_name(p) for p in [*prefix.split("."), schema, table])
 
 
 def envelope_schema(prefix: str, schema: str, table: str,
                     columns: Sequence[Column]) -> dict[str, Any]:
-    ns = f"{prefix}.{schema}.{table}"
+    ns = namespace(prefix, schema, table)
     return {
         "type": "record", "name": "Envelope", "namespace": ns,
         "fields": [
@@ -54,7 +76,7 @@ def envelope_schema(prefix: str, schema: str, table: str,
 
 
 def key_schema(prefix: str, schema: str, table: str, columns: Sequence[Column]) -> dict[str, Any]:
-    rec = _record("Key", f"{prefix}.{schema}.{table}", columns)
+    rec = _record("Key", namespace(prefix, schema, table), columns)
     for f in rec["fields"]:
         f["type"] = f["type"][1]  # key columns are NOT NULL
         del f["default"]
@@ -97,6 +119,10 @@ class TableTopic:
                 "unchanged_toast": list(unchanged_toast)}
 
     def value(self, envelope: Mapping[str, Any]) -> bytes:
+        """Encode an envelope whose rows are keyed by column (PostgreSQL) names."""
+        envelope = {**envelope, "before": self._avro_row(envelope.get("before")),
+                    "after": self._avro_row(envelope.get("after")),
+                    "unchanged_toast": [avro_name(c) for c in envelope.get("unchanged_toast", [])]}
         buf = io.BytesIO()
         fastavro.schemaless_writer(buf, self._value, envelope)
         return frame_bytes(self.value_id, buf.getvalue())
@@ -105,8 +131,13 @@ class TableTopic:
         if row is None or self._key is None or self.key_id is None:
             return None
         buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, self._key, {k: row[k] for k in self.key_columns})
+        fastavro.schemaless_writer(buf, self._key, {avro_name(k): row[k]
+                                                    for k in self.key_columns})
         return frame_bytes(self.key_id, buf.getvalue())
+
+    @staticmethod
+    def _avro_row(row: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        return None if row is None else {avro_name(k): v for k, v in row.items()}
 
     def change(self, op: str, commit_lsn: int, txn_index: int, *,
                before: Mapping[str, Any] | None = None, after: Mapping[str, Any] | None = None,

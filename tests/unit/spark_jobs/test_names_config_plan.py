@@ -1,0 +1,111 @@
+"""Pure parts of the merge job: topic names, column names, settings, the MERGE plan."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from spark_jobs.changes import newer_expr
+from spark_jobs.config import MergeConfig, parse_args
+from spark_jobs.names import TableId, column_names, subscribe_pattern, table_of
+from spark_jobs.plan import merge_plan, not_deleted_later, tombstone_plan
+
+
+def test_subscribe_pattern_matches_table_topics_only() -> None:
+    pattern = re.compile(subscribe_pattern("pg.prod"))
+    assert pattern.match("pg.prod.public.users")
+    assert pattern.match("pg.prod.my-schema.order_items")
+    for other in ["pg.prod.transaction", "pg.prod.message", "pg.prod.heartbeat",
+                  "pg.prodX.public.users", "pgXprod.public.users", "pg.prod.a.b.c",
+                  "other.public.users"]:
+        assert not pattern.match(other), other
+
+
+def test_table_of_topic() -> None:
+    assert table_of("pg.prod.public.users") == TableId("public", "users")
+    assert table_of("p.s.t").path == "s/t"
+    with pytest.raises(ValueError):
+        table_of("p.heartbeat")
+
+
+def test_column_names_use_pg_name_when_delta_accepts_it() -> None:
+    record = {"type": "record", "name": "Value", "fields": [
+        {"name": "id", "type": "long", "pg_name": "id"},
+        {"name": "order_x002did", "type": "long", "pg_name": "order-id"},
+        {"name": "a_x0020b", "type": "long", "pg_name": "a b"},  # space: Delta refuses
+        {"name": "Name", "type": "string", "pg_name": "Name"},
+        {"name": "name_x0021", "type": "string", "pg_name": "NAME"},  # collides with Name
+    ]}
+    assert column_names(record) == {"id": "id", "order_x002did": "order-id",
+                                    "a_x0020b": "a_x0020b", "Name": "Name",
+                                    "name_x0021": "name_x0021"}
+
+
+def test_config_from_args_and_defaults() -> None:
+    c = parse_args(["--bootstrap-servers", "k:9092", "--schema-registry-url", "http://r",
+                    "--topic-prefix", "pg", "--target", "/lake/", "--trigger", "available-now",
+                    "--partition-by", "region, day", "--max-offsets-per-trigger", "1000",
+                    "--kafka-option", "kafka.security.protocol=SSL"])
+    assert c.subscription() == ("subscribePattern", subscribe_pattern("pg"))
+    assert c.checkpoint_dir == "/lake/_pgcdc/checkpoint"
+    assert c.dead_letter_dir == "/lake/_pgcdc/dead_letter"
+    assert c.available_now and c.partition_by == ("region", "day")
+    assert c.kafka_options == {"kafka.security.protocol": "SSL"}
+    t = parse_args(["--bootstrap-servers", "k", "--schema-registry-url", "r", "--topics",
+                    "pg.public.a,pg.public.b", "--target", "/t", "--trigger", "30s"])
+    assert t.subscription() == ("subscribe", "pg.public.a,pg.public.b")
+    assert t.interval == "30 seconds" and not t.available_now
+
+
+@pytest.mark.parametrize("kw", [
+    {"topic_prefix": "p", "topics": ("p.s.t",)},
+    {},
+    {"topic_prefix": "p", "format": "csv"},
+    {"topic_prefix": "p", "trigger": "soon"},
+    {"topics": ("p.heartbeat",)},
+    {"topic_prefix": "p", "kafka_options": {"security.protocol": "SSL"}},
+])
+def test_config_rejects(kw: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        MergeConfig("k", "r", "/t", **kw)  # type: ignore[arg-type]
+
+
+def test_cli_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_args(["--bootstrap-servers", "k", "--schema-registry-url", "r",
+                    "--topic-prefix", "p", "--target", "/t", "--trigger", "whenever"])
+    assert exc.value.code == 2
+    assert "--trigger must be" in capsys.readouterr().err
+
+
+def test_merge_plan_guards_every_clause_by_position() -> None:
+    plan = merge_plan(["id"], ["id", "name", "bio"], ["id", "name", "bio", "gone"], ["bio"])
+    newer = newer_expr("s", "t")
+    assert plan.on == "s.`id` <=> t.`id`"
+    assert plan.delete_when == f"s._cdc_op = 'd' AND {newer}"
+    assert plan.update_when == f"s._cdc_op <> 'd' AND {newer}"
+    assert plan.insert_when == "s._cdc_op <> 'd'"
+    assert plan.update_set["`name`"] == "s.`name`"
+    assert plan.update_set["`bio`"] == (
+        "CASE WHEN array_contains(s._cdc_toast, 'bio') THEN t.`bio` ELSE s.`bio` END")
+    assert plan.update_set["`gone`"] == "NULL"  # dropped upstream
+    assert "`id`" not in plan.update_set
+    assert plan.update_set["_cdc_commit_lsn"] == "s._cdc_commit_lsn"
+    assert set(plan.insert_values) == {"`id`", "`name`", "`bio`", "_cdc_op", "_cdc_commit_lsn",
+                                       "_cdc_txn_index", "_cdc_ts_ms"}
+
+
+def test_tombstone_plan_and_filter() -> None:
+    plan = tombstone_plan(["a", "b"])
+    assert plan.on == "s.`a` <=> t.`a` AND s.`b` <=> t.`b`"
+    assert plan.insert_when == "s._cdc_op = 'd'"
+    assert plan.delete_when.startswith("s._cdc_op <> 'd'")
+    assert set(plan.update_set) == {"_cdc_commit_lsn", "_cdc_txn_index"}
+    assert not_deleted_later(["a"]).endswith(f"AND NOT {newer_expr('s', 't')}")
+
+
+def test_quoting_of_odd_column_names() -> None:
+    plan = merge_plan(["we`ird"], ["we`ird", "it's"], ["we`ird", "it's"], ["it's"])
+    assert plan.on == "s.`we``ird` <=> t.`we``ird`"
+    assert "'it\\'s'" in plan.update_set["`it's`"]
