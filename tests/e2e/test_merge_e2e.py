@@ -101,3 +101,23 @@ def test_stopped_between_batches_restarts_from_the_checkpoint(
                                        trigger="available-now"))
     assert resumed.events > 0
     _assert_expected(spark, target)
+
+
+def test_parquet_change_log_keeps_every_event(
+        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        prefix: str, tmp_path: Path) -> None:
+    scenario.publish(CdcPublisher(kafka.bootstrap, registry_client, prefix))
+    target = tmp_path / "log"
+    stats = run_merge(spark, _config(kafka, registry, prefix, target, format="parquet",
+                                     trigger="available-now", max_offsets_per_trigger=20))
+    assert stats.dead_letters == scenario.CORRUPT_EVENTS
+    orders = spark.read.parquet(f"{target}/public/orders")
+    ops = sorted((r["_cdc_commit_lsn"], r["_cdc_op"]) for r in orders.collect())
+    # 4 inserts, an update, the truncate once per partition, 3 later changes, the duplicate
+    assert ops == [(110, "c")] * 5 + [(210, "u"), (310, "t"), (310, "t"), (410, "c"),
+                                      (420, "c"), (510, "u")]
+    assert "_cdc_date" in orders.columns and "_kafka_offset" in orders.columns
+    users = spark.read.parquet(f"{target}/public/users")
+    assert users.count() == 16  # every decodable users event, duplicates included
+    toast = users.where("_cdc_commit_lsn = 600").select("_cdc_toast").collect()
+    assert [r[0] for r in toast] == [["bio"], ["bio"]]

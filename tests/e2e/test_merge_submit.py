@@ -1,0 +1,59 @@
+"""The real entry point: `spark-submit spark_jobs/merge.py` as `pgcdc merge` builds it, killed
+with SIGKILL part-way through (a crash), then run again to completion from its checkpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import merge_scenario as scenario
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from merge_helpers import CdcPublisher, table_rows
+from pyspark.sql import SparkSession
+
+from spark_jobs.submit import spark_submit_command, submit_env
+
+pytestmark = pytest.mark.e2e
+
+
+def test_spark_submit_killed_mid_stream_then_resumed(
+        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        prefix: str, tmp_path: Path, spark_jar_paths: list[Path]) -> None:
+    scenario.publish(CdcPublisher(kafka.bootstrap, registry_client, prefix))
+    target = tmp_path / "lake"
+    args = ["--bootstrap-servers", kafka.bootstrap, "--schema-registry-url", registry.url,
+            "--topic-prefix", prefix, "--target", str(target)]
+    env = submit_env({**os.environ, "PGCDC_SPARK_JARS": ",".join(map(str, spark_jar_paths))})
+    cmd = spark_submit_command([*args, "--trigger", "1s", "--max-offsets-per-trigger", "8"],
+                               driver_memory="1g", jars=[str(p) for p in spark_jar_paths])
+    log = tmp_path / "first.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    commits = target / "_pgcdc" / "checkpoint" / "commits"
+    try:
+        deadline = time.monotonic() + 240
+        while not (commits / "1").exists():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # no shutdown hook, no graceful stop
+        proc.wait()
+    assert not (commits / "9").exists()  # it was stopped well before the end
+
+    done = subprocess.run(spark_submit_command([*args, "--trigger", "available-now"],
+                                               driver_memory="1g"),
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "merge:" in done.stdout and "event(s)" in done.stdout
+    # each undecodable event once, though a batch may have been cut by the kill and re-run
+    dead = spark.read.parquet(str(target / "_pgcdc" / "dead_letter")).collect()
+    assert len({(r["partition"], r["offset"]) for r in dead}) == len(dead)
+    assert len(dead) == scenario.CORRUPT_EVENTS
+    for table, rows in scenario.EXPECTED.items():
+        assert table_rows(spark, f"{target}/{table}", scenario.KEYS[table]) == rows, table
