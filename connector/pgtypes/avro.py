@@ -60,6 +60,7 @@ from uuid import UUID
 
 from . import oids
 from .catalog import ResolvedType, TypeCatalog
+from .net import address_text
 from .numeric import numeric_precision_scale
 from .values import (
     INT32_MAX,
@@ -156,6 +157,7 @@ _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _MICROSECOND = dt.timedelta(microseconds=1)
 _INFINITE_DATE = {Infinity.POSITIVE: INT32_MAX, Infinity.NEGATIVE: INT32_MIN}
 _INFINITE_TIMESTAMP = {Infinity.POSITIVE: INT64_MAX, Infinity.NEGATIVE: INT64_MIN}
+_IPV6 = (IPv6Address, IPv6Interface, IPv6Network)
 _PRINTABLE = (
     UUID,
     OutOfRange,
@@ -186,6 +188,8 @@ def _to_string(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, dt.time):
         return _timetz_string(value)
+    if isinstance(value, _IPV6):
+        return address_text(value)
     if isinstance(value, _PRINTABLE):
         return str(value)
     if isinstance(value, bytes):

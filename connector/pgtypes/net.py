@@ -2,11 +2,14 @@
 
 inet with a full-length prefix (``/32``, ``/128``, which PostgreSQL does not print) is an
 ``IPv4Address``/``IPv6Address``, otherwise an ``IPv4Interface``/``IPv6Interface``; cidr is an
-``IPv4Network``/``IPv6Network``. ``str()`` of each gives PostgreSQL's text.
+``IPv4Network``/``IPv6Network``. ``address_text()`` of each gives PostgreSQL's text (``str()``
+does too, except for IPv6 addresses with an embedded IPv4 one: Python 3.11 prints
+``::ffff:102:304`` where PostgreSQL prints ``::ffff:1.2.3.4``).
 """
 
 from __future__ import annotations
 
+import struct
 from ipaddress import (
     IPv4Address,
     IPv4Interface,
@@ -22,11 +25,33 @@ from ipaddress import (
 from . import oids
 from ._base import BinaryLoader, TextLoader, bad_value
 
+_V4_IN_V6 = struct.Struct(">6H4B")
+
 InetValue = IPv4Address | IPv6Address | IPv4Interface | IPv6Interface
 CidrValue = IPv4Network | IPv6Network
 
 PGSQL_AF_INET = 2
 PGSQL_AF_INET6 = 3
+
+
+def _ipv6_text(address: IPv6Address) -> str:
+    """PostgreSQL's text of an IPv6 address (its inet_net_ntop): Python's compressed form, but
+    IPv4-compatible ``::a.b.c.d`` and IPv4-mapped ``::ffff:a.b.c.d`` in dotted form."""
+    *words, a, b, c, d = _V4_IN_V6.unpack(address.packed)
+    if words[:5] == [0, 0, 0, 0, 0] and (words[5] == 0xFFFF or (words[5] == 0 and a | b)):
+        return f"::{'ffff:' if words[5] else ''}{a}.{b}.{c}.{d}"
+    return str(address)
+
+
+def address_text(value: InetValue | CidrValue) -> str:
+    """PostgreSQL's text of a loaded inet or cidr value."""
+    if isinstance(value, IPv6Interface):  # before IPv6Address: it is a subclass
+        return f"{_ipv6_text(value.ip)}/{value.network.prefixlen}"
+    if isinstance(value, IPv6Address):
+        return _ipv6_text(value)
+    if isinstance(value, IPv6Network):
+        return f"{_ipv6_text(value.network_address)}/{value.prefixlen}"
+    return str(value)
 
 
 def load_inet_text(data: str) -> InetValue:
