@@ -17,6 +17,8 @@ ENV_DEFAULTS = {
     "schema_registry_url": "SCHEMA_REGISTRY_URL",
 }
 
+SNAPSHOT_MODES = ("initial", "never", "initial_only")
+
 
 @dataclass
 class Config:
@@ -40,6 +42,9 @@ class Config:
     heartbeat_interval_s: float = 0.0  # >0: pg_logical_emit_message so idle slots advance
     spill_bytes: int = 64 * 1024 * 1024  # buffered transaction size before spilling to disk
     metrics_port: int = 0  # >0: Prometheus metrics on this port
+    snapshot: str = "initial"  # initial (when the slot is new) | never | initial_only
+    snapshot_workers: int = 2  # parallel snapshot readers (connections)
+    snapshot_chunk_rows: int = 250_000  # rows per snapshot chunk (ctid range), about
     kafka: dict[str, Any] = field(default_factory=dict)  # librdkafka settings (TLS/SASL ...)
     schema_registry: dict[str, Any] = field(default_factory=dict)  # registry client settings
 
@@ -52,6 +57,11 @@ class Config:
             raise ConfigError("no tables to publish (--tables)")
         if self.topic_partitions < 1 or self.topic_replication_factor < 1:
             raise ConfigError("topic partitions and replication factor must be >= 1")
+        if self.snapshot not in SNAPSHOT_MODES:
+            raise ConfigError(f"snapshot must be one of {', '.join(SNAPSHOT_MODES)}, "
+                              f"not {self.snapshot!r}")
+        if self.snapshot_workers < 1 or self.snapshot_chunk_rows < 1:
+            raise ConfigError("snapshot workers and chunk rows must be >= 1")
         if self.origin not in (None, "none", "any"):
             raise ConfigError(f"origin must be 'none' or 'any', not {self.origin!r}")
         return self

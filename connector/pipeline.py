@@ -8,6 +8,10 @@ transaction whose every event Kafka acknowledged. When nothing is buffered or in
 server's keepalive position is confirmed too, so an idle slot does not hold WAL.
 A lost replication connection is retried with backoff from the slot (duplicates only of
 unconfirmed work); a Kafka delivery failure stops the run without advancing the LSN.
+
+Before the first session, a new slot (or --snapshot initial_only) gets the initial snapshot
+(connector/snapshot): the slot is created at the snapshot's consistent point once every row
+event is acknowledged, and streaming resumes from there.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from connector.replication import (
     protocol_version_for,
 )
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec
+from connector.snapshot import SnapshotSettings, take_snapshot
 from connector.source_catalog import PostgresCatalog
 
 log = logging.getLogger(__name__)
@@ -46,6 +51,7 @@ class Pipeline:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.stopping = False
+        self.needs_snapshot = False
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry})
@@ -60,7 +66,10 @@ class Pipeline:
     # ------------------------------------------------------------------ setup
 
     def prepare_source(self) -> int:
-        """Check the server, create/check publication and slot; returns the protocol version."""
+        """Check the server, create/check publication and slot; returns the protocol version.
+
+        A missing slot is created here only with ``--snapshot never``; otherwise the snapshot
+        creates it (`needs_snapshot` tells whether one is due)."""
         self.admin.check_wal_level()
         if self.cfg.create_publication:
             self.admin.ensure_publication(self.cfg.publication, self.cfg.tables)
@@ -68,18 +77,40 @@ class Pipeline:
             raise SourceError(f"publication {self.cfg.publication!r} does not exist")
         self.admin.warn_about_replica_identity(self.cfg.publication)
         slot = self.admin.slot(self.cfg.slot)
-        if slot is None:
+        if self.cfg.snapshot == "initial_only":
+            self.needs_snapshot = True
+        elif slot is None:
             if not self.cfg.create_slot:
                 raise SourceError(f"replication slot {self.cfg.slot!r} does not exist")
-            slot = self.admin.create_slot(self.cfg.slot)
-        self.admin.check_slot(slot)
+            if self.cfg.snapshot == "initial":
+                self.needs_snapshot = True
+            else:
+                slot = self.admin.create_slot(self.cfg.slot)
+        if slot is not None:
+            self.admin.check_slot(slot)
         return protocol_version_for(self.admin.server_version_num)
+
+    def snapshot(self) -> bool:
+        """The initial snapshot (connector/snapshot); False when stopped before it completed."""
+        cfg = self.cfg
+        settings = SnapshotSettings(cfg.dsn, cfg.slot, cfg.publication, cfg.topic_prefix,
+                                    workers=cfg.snapshot_workers,
+                                    chunk_rows=cfg.snapshot_chunk_rows, binary=cfg.binary,
+                                    tombstones=cfg.tombstones)
+        result = take_snapshot(settings, self.admin, self.registry, self.kafka_settings,
+                               self.topics, should_stop=lambda: self.stopping,
+                               keep_slot=cfg.snapshot != "initial_only")
+        return result.completed
 
     # ------------------------------------------------------------------ run
 
     def run(self) -> None:
         proto = self.prepare_source()
         metrics.serve(self.cfg.metrics_port)
+        if self.needs_snapshot:
+            completed = self.snapshot()
+            if not completed or self.cfg.snapshot == "initial_only":
+                return
         attempt = 0
         while not self.stopping:
             try:

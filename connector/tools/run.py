@@ -4,6 +4,11 @@ Configuration: flags override the YAML --config file, which overrides the enviro
 (PGCDC_DSN, KAFKA_BOOTSTRAP_SERVERS, SCHEMA_REGISTRY_URL). librdkafka settings (TLS, SASL, ...)
 go under `kafka:` in the file or as repeated --kafka key=value flags.
 SIGTERM / SIGINT drain in-flight deliveries, confirm what Kafka acknowledged, and exit 0.
+
+Initial snapshot (--snapshot): with a new slot, every published table's rows are first
+published as `r` events read in one consistent snapshot, then streaming starts exactly where
+the snapshot ends. An interrupted snapshot is restarted from scratch by the next run (the
+slot is created only once the snapshot is complete); see connector/snapshot.
 """
 
 from __future__ import annotations
@@ -49,6 +54,13 @@ def register(subparsers: Any) -> None:
                    help="publish BEGIN/END markers to <prefix>.transaction")
     p.add_argument("--heartbeat-interval-s", type=float,
                    help="emit a heartbeat message this often so an idle slot advances")
+    p.add_argument("--snapshot", choices=list(config_mod.SNAPSHOT_MODES),
+                   help="initial (default): snapshot the published tables when the slot is new, "
+                        "then stream; never: stream only; initial_only: snapshot, then exit")
+    p.add_argument("--snapshot-workers", type=int,
+                   help="parallel snapshot readers, one connection each (default 2)")
+    p.add_argument("--snapshot-chunk-rows", type=int,
+                   help="rows per snapshot chunk, about (default 250000)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     p.add_argument("--kafka", action="append", type=_key_value, metavar="KEY=VALUE",
                    help="librdkafka setting, repeatable (e.g. security.protocol=SASL_SSL)")
@@ -60,7 +72,8 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
              "publication", "tables", "binary", "origin", "topic_partitions",
              "topic_replication_factor", "tombstones", "transaction_topic",
-             "heartbeat_interval_s", "metrics_port"]
+             "heartbeat_interval_s", "metrics_port", "snapshot", "snapshot_workers",
+             "snapshot_chunk_rows"]
     overrides = {name: getattr(args, name) for name in names}
     cfg = config_mod.load(args.config, overrides)
     if args.kafka:

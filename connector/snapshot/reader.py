@@ -1,0 +1,118 @@
+"""Connections inside the exported snapshot, and one chunk's COPY turned into `r` events.
+
+COPY format: text by default, binary with ``--binary`` -- the same choice as the stream's
+pgoutput tuples, so a snapshot row goes through the same pgtypes loader as a streamed row of
+the same table (TableCodec picks the text loader for ``str`` values, the binary one for
+``bytes``). Text COPY's escaping (``\\N``, ``\\t``, ``\\\\``...) is undone by psycopg's C row
+parser (`Copy.rows` with every column read as ``text``); the session prints values exactly as
+the walsender does for the stream (ISO dates, UTC, ISO 8601 intervals, shortest-exact floats,
+hex bytea), so the loaders see the forms they expect. Binary COPY fields are the types' send
+functions' output, byte for byte what pgoutput's binary mode sends; every field is read as
+``bytea`` (raw bytes) and loaded by pgtypes. Text is the default because pgtypes' text loaders
+are the faster ones for numeric and date/time types, and every type has a text form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+from psycopg import sql
+
+from connector.avro import SourceInfo, TableCodec
+from connector.errors import SourceError
+from connector.sink import DeliveryTracker, KafkaSink
+
+from .chunks import Chunk, copy_statement
+from .tables import SnapshotTable
+
+__all__ = ["SESSION_SETTINGS", "ChunkReader", "Stopped", "open_in_snapshot"]
+
+Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
+
+#: Output formats the loaders expect (as the replication stream sets them), and no server-side
+#: timeout cutting a long COPY or the idle lock-holding transaction short.
+SESSION_SETTINGS = (
+    "SET TimeZone = 'UTC'",
+    "SET DateStyle = 'ISO'",
+    "SET IntervalStyle = 'iso_8601'",
+    "SET extra_float_digits = 3",
+    "SET bytea_output = 'hex'",
+    "SET client_encoding = 'UTF8'",
+    "SET statement_timeout = 0",
+    "SET idle_in_transaction_session_timeout = 0",
+)
+REPORT_EVERY = 2000  # rows between progress updates and stop checks
+
+
+class Stopped(Exception):
+    """A reader noticed the stop request (not an error: the snapshot is abandoned)."""
+
+
+def open_in_snapshot(dsn: str, snapshot_name: str, application_name: str) -> Conn:
+    """A connection whose open REPEATABLE READ transaction imported `snapshot_name`."""
+    try:
+        conn = psycopg.connect(dsn, autocommit=True, application_name=application_name)
+    except psycopg.OperationalError as exc:
+        raise SourceError(f"cannot connect to PostgreSQL: {_first_line(exc)}") from None
+    try:
+        for setting in SESSION_SETTINGS:
+            conn.execute(setting)
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot_name)))
+    except psycopg.Error as exc:
+        conn.close()
+        raise SourceError(f"cannot import the exported snapshot {snapshot_name}: "
+                          f"{_first_line(exc)}") from None
+    return conn
+
+
+class ChunkReader:
+    """Reads chunks on one connection inside the snapshot and produces one `r` event per row,
+    all under one delivery ticket per chunk (its end LSN: the consistent point)."""
+
+    def __init__(self, conn: Conn, sink: KafkaSink, tracker: DeliveryTracker,
+                 consistent_point: int, ts_ms: int, *, binary: bool,
+                 on_rows: Callable[[int, int], None], should_stop: Callable[[], bool]) -> None:
+        self.conn = conn
+        self.sink = sink
+        self.tracker = tracker
+        self.lsn = consistent_point
+        self.ts_ms = ts_ms
+        self.binary = binary
+        self.on_rows = on_rows  # (table index, rows) -> None, every REPORT_EVERY rows
+        self.should_stop = should_stop
+
+    def read(self, table: SnapshotTable, codec: TableCodec, chunk: Chunk) -> int:
+        """Produce the chunk's rows; returns how many. Raises `Stopped` on a stop request."""
+        statement = copy_statement(table, chunk, binary=self.binary)
+        types = ["bytea" if self.binary else "text"] * len(table.relation.columns)
+        lsn, ts_ms, topic = self.lsn, self.ts_ms, codec.topic
+        change = codec.change_from_tuples
+        produce = self.sink.produce
+        row_number = chunk.first_row_number
+        ticket = self.tracker.begin(lsn)
+        count = 0
+        try:
+            with self.conn.cursor().copy(statement) as copy:
+                copy.set_types(types)
+                for row in copy.rows():
+                    key, value = change("r", None, row, SourceInfo(
+                        lsn, row_number, ts_ms, None, lsn, "true"))
+                    produce(topic, key, value, ticket)
+                    row_number += 1
+                    count += 1
+                    if count % REPORT_EVERY == 0:
+                        self.on_rows(chunk.table, REPORT_EVERY)
+                        if self.should_stop():
+                            raise Stopped
+        except psycopg.Error as exc:
+            raise SourceError(f"snapshot of {table.name} failed: {_first_line(exc)}") from None
+        self.on_rows(chunk.table, count % REPORT_EVERY)
+        ticket.seal()
+        return count
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
