@@ -1,0 +1,244 @@
+"""`pgcdc run`'s initial snapshot end to end (PostgreSQL 15/18, Kafka, registry): rows that
+exist before the run arrive as `r` events at the consistent point, changes during the snapshot
+arrive exactly once, an interrupted snapshot is restarted without leaving a slot behind."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import signal
+import threading
+import time
+import uuid
+from decimal import Decimal
+
+import psycopg
+import pytest
+from producer_support import current_lsn
+from snapshot_support import (
+    consistent_point,
+    final_state,
+    launch,
+    read_events,
+    slots,
+    table_rows,
+    wait_exit,
+    wait_for_output,
+    wait_no_slots,
+)
+
+pytestmark = pytest.mark.integration
+
+BIG = "".join(random.Random(3).choice("abcdefghij0123456789") for _ in range(9000))
+ROWS = [
+    (1, "tab\there, newline\nthere, back\\slash, quote\" é ☃", Decimal("12.34"),
+     dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=dt.UTC), dt.date(2024, 2, 29),
+     ["a", "b c", None, "d\\e"], '{"k": [1, "two", null]}', b"\x00\x01\\\n\xff", True, 0.1,
+     uuid.UUID("12345678-1234-5678-1234-567812345678"), dt.timedelta(days=1, seconds=7.5),
+     BIG, None),
+    (2, None, None, None, None, None, None, None, None, None, None, None, None, None),
+    (3, "", Decimal("-0.01"), dt.datetime(1999, 12, 31, 23, 59, 59, tzinfo=dt.UTC),
+     dt.date(1, 1, 1), [], "[]", b"", False, -1.5e300, uuid.UUID(int=0), dt.timedelta(0),
+     "short", None),
+]
+COLUMNS = ("id int PRIMARY KEY, name text, amount numeric(10,2), created timestamptz, day date,"
+           " tags text[], doc jsonb, raw bytea, flag boolean, ratio float8, uid uuid,"
+           " span interval, big text, nothing text")
+
+
+def _execute(dsn: str, *statements: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def _insert(dsn: str, table: str, rows: list[tuple[object, ...]], id_offset: int = 0) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.transaction():
+        for row in rows:
+            marks = ", ".join(["%s"] * len(row))
+            conn.execute(f"INSERT INTO {table} VALUES ({marks})", (row[0] + id_offset, *row[1:]))
+
+
+def test_existing_rows_arrive_as_snapshot_reads(postgres, producer_run, log_dir) -> None:
+    run = producer_run("public.snapvals_*")
+    table = f"snapvals_{run.tag}"
+    _execute(postgres.dsn, f"CREATE TABLE {table} ({COLUMNS})",
+             f"ALTER TABLE {table} ALTER COLUMN big SET STORAGE EXTERNAL")
+    _insert(postgres.dsn, table, ROWS)
+    run.start(log_dir)
+    lsn = consistent_point(run)
+    assert slots(postgres.dsn, run.slot) == [(run.slot, False)]  # the temporary one is gone
+    _insert(postgres.dsn, table, ROWS, id_offset=100)  # the same values, streamed this time
+    end = current_lsn(postgres.dsn)
+    run.wait_confirmed(end)
+
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=7)
+    ops = [e.value["op"] for e in events]
+    assert ops == ["t", "r", "r", "r", "c", "c", "c"]
+    truncate = events[0].value["source"]
+    assert (truncate["commit_lsn"], truncate["txn_index"], truncate["snapshot"]) == \
+        (lsn, -1, "true")
+    reads, creates = events[1:4], events[4:]
+    for index, read in enumerate(reads):
+        source = read.value["source"]
+        assert (source["commit_lsn"], source["lsn"], source["txn_index"]) == (lsn, lsn, index)
+        assert source["snapshot"] == "true" and read.key == {"id": index + 1}
+    for read, create in zip(reads, creates, strict=True):
+        assert create.value["source"]["commit_lsn"] > lsn
+        assert create.value["source"]["snapshot"] == "false"
+        # Same Relation, same schema id; COPY text and pgoutput text give the same values.
+        assert read.schema_id == create.schema_id
+        assert {**read.value["after"], "id": 0} == {**create.value["after"], "id": 0}
+    first = reads[0].value["after"]
+    assert first["name"] == ROWS[0][1] and first["raw"] == ROWS[0][7]
+    assert first["tags"] == ["a", "b c", None, "d\\e"] and first["big"] == BIG
+    assert first["created"] == ROWS[0][3] and first["amount"] == Decimal("12.34")
+    assert reads[1].value["after"] == {**{k: None for k in first}, "id": 2}
+
+    assert run.stop(signal.SIGTERM) == 0
+    assert run.confirmed_lsn() >= end
+
+
+def _writer(dsn: str, table: str, first_new_id: int, stop: threading.Event,
+            commits: list[float]) -> None:
+    """Small transactions until `stop`: insert fresh ids, update and delete existing ones."""
+    rng = random.Random(11)
+    next_id = first_new_id
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while not stop.is_set():
+            with conn.transaction():
+                conn.execute(f"INSERT INTO {table} VALUES (%s, 0, 'new')", (next_id,))
+                conn.execute(f"UPDATE {table} SET v = v + 1, note = %s WHERE id = %s",
+                             (f"w{next_id}", rng.randrange(1, first_new_id)))
+                conn.execute(f"DELETE FROM {table} WHERE id = %s",
+                             (rng.randrange(1, first_new_id),))
+            commits.append(time.time())
+            next_id += 1
+            time.sleep(0.002)
+
+
+def test_changes_during_the_snapshot_arrive_exactly_once(postgres, producer_run,
+                                                         log_dir) -> None:
+    run = producer_run("public.snapbusy_*", "--snapshot-workers", "2",
+                       "--snapshot-chunk-rows", "5000")
+    table = f"snapbusy_{run.tag}"
+    rows = 60_000
+    _execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v int, note text)",
+             f"INSERT INTO {table} SELECT g, 0, 'seed' FROM generate_series(1, {rows}) g",
+             f"ANALYZE {table}")
+    stop = threading.Event()
+    commits: list[float] = []
+    writer = threading.Thread(target=_writer, args=(postgres.dsn, table, rows + 1, stop,
+                                                    commits))
+    writer.start()
+    try:
+        time.sleep(0.3)
+        run.start(log_dir)  # returns once the snapshot is done and the slot streams
+        streaming_at = time.time()
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        writer.join()
+    lsn = consistent_point(run)
+    end = current_lsn(postgres.dsn)
+    run.wait_confirmed(end)
+    assert run.stop(signal.SIGTERM) == 0
+
+    values = [e.value for e in read_events(run.bootstrap, run.registry_url,
+                                           f"{run.prefix}.public.{table}", min_count=rows // 2)]
+    reads = [v for v in values if v["op"] == "r"]
+    streamed = [v for v in values if v["op"] in ("c", "u", "d")]
+    assert all(v["source"]["commit_lsn"] == lsn for v in reads)
+    assert all(v["source"]["commit_lsn"] > lsn for v in streamed)
+    # The writer was busy on both sides of the consistent point, and during the snapshot.
+    assert any(v["after"]["note"] != "seed" for v in reads)
+    assert any(v["source"]["ts_ms"] < streaming_at * 1000 for v in streamed)
+    # Exactly once: one read per row, no change twice, nothing both read and streamed.
+    read_ids = [v["after"]["id"] for v in reads]
+    assert len(read_ids) == len(set(read_ids))
+    positions = [(v["source"]["commit_lsn"], v["source"]["txn_index"]) for v in values]
+    assert len(positions) == len(set(positions))
+    inserted = {v["after"]["id"] for v in streamed if v["op"] == "c"}
+    assert inserted and not inserted & set(read_ids)
+    # No gap: replaying the events gives the table.
+    state = final_state(values)
+    expected = table_rows(postgres.dsn, f"SELECT id, v, note FROM {table}")
+    assert {k: (s["v"], s["note"]) for k, s in state.items()} == \
+        {k: (r["v"], r["note"]) for k, r in expected.items()}
+
+
+def test_interrupted_snapshot_is_restarted(postgres, producer_run, log_dir) -> None:
+    run = producer_run("public.snapkill_*", "--snapshot-workers", "2",
+                       "--snapshot-chunk-rows", "20000")
+    table = f"snapkill_{run.tag}"
+    rows = 200_000
+    _execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v int, note text)",
+             f"INSERT INTO {table} SELECT g, 0, 'seed' FROM generate_series(1, {rows}) g",
+             f"ANALYZE {table}")
+    launch(run, log_dir)
+    wait_for_output(run, "snapshot of 1 tables")
+    time.sleep(1.0)
+    first_log = run.output()
+    assert "snapshot done" not in first_log, "the snapshot finished before the kill"
+    assert run.stop(signal.SIGKILL) == -signal.SIGKILL
+    first_lsn = consistent_point(run)
+    wait_no_slots(postgres.dsn, run.slot)  # the temporary slot went with its connection
+
+    # Between the attempts: rows deleted and updated with no slot to record it.
+    _execute(postgres.dsn, f"DELETE FROM {table} WHERE id <= 100",
+             f"UPDATE {table} SET v = -1 WHERE id BETWEEN 101 AND 200")
+    run.start(log_dir)
+    second_lsn = consistent_point(run)
+    assert second_lsn > first_lsn
+    _execute(postgres.dsn, f"UPDATE {table} SET v = 7 WHERE id = 300")
+    end = current_lsn(postgres.dsn)
+    run.wait_confirmed(end)
+    assert slots(postgres.dsn, run.slot) == [(run.slot, False)]
+    assert run.stop(signal.SIGTERM) == 0
+
+    values = [e.value for e in read_events(run.bootstrap, run.registry_url,
+                                           f"{run.prefix}.public.{table}",
+                                           min_count=rows - 100)]
+    assert any(v["source"]["commit_lsn"] == first_lsn for v in values)  # the first attempt's
+    state = final_state(values)
+    expected = table_rows(postgres.dsn, f"SELECT id, v, note FROM {table}")
+    assert {k: s["v"] for k, s in state.items()} == {k: r["v"] for k, r in expected.items()}
+
+
+def test_sigterm_during_the_snapshot_exits_0_and_keeps_no_slot(postgres, producer_run,
+                                                               log_dir) -> None:
+    run = producer_run("public.snapterm_*", "--snapshot-workers", "1")
+    table = f"snapterm_{run.tag}"
+    _execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, note text)",
+             f"INSERT INTO {table} SELECT g, 'x' FROM generate_series(1, 200000) g")
+    launch(run, log_dir)
+    wait_for_output(run, "snapshot of 1 tables")
+    time.sleep(0.5)
+    assert run.stop(signal.SIGTERM) == 0
+    assert "snapshot stopped before it completed" in run.output()
+    wait_no_slots(postgres.dsn, run.slot)
+
+
+def test_initial_only_exits_0_without_a_slot_and_never_skips_the_snapshot(postgres, producer_run,
+                                                          log_dir) -> None:
+    run = producer_run("public.snaponly_*", "--snapshot", "initial_only")
+    table = f"snaponly_{run.tag}"
+    _execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, note text)",
+             f"INSERT INTO {table} SELECT g, 'x' FROM generate_series(1, 1000) g")
+    launch(run, log_dir)
+    assert wait_exit(run) == 0, run.output()
+    assert slots(postgres.dsn, run.slot) == []
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=1001)
+    assert sorted(e.value["after"]["id"] for e in events[1:]) == list(range(1, 1001))
+
+    never = producer_run("public.snaponly_*", "--snapshot", "never")
+    never.start(log_dir)
+    _execute(postgres.dsn, f"INSERT INTO {table} VALUES (5000, 'y')")
+    end = current_lsn(postgres.dsn)
+    never.wait_confirmed(end)
+    assert never.stop() == 0
+    events = read_events(never.bootstrap, never.registry_url,
+                         f"{never.prefix}.public.{table}", min_count=1)
+    assert [e.value["op"] for e in events] == ["c"]
