@@ -14,6 +14,9 @@ from producer_support import ProducerRun
 
 from connector.avro import SchemaRegistry, decode
 
+#: `pgcdc run` flags of tests about streaming: no initial snapshot of the (empty) tables.
+STREAM_ONLY = ("--snapshot", "never")
+
 
 class Record(NamedTuple):
     key: Any
