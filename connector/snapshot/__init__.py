@@ -13,7 +13,10 @@ How (`runner.take_snapshot`):
    reads the publication's tables and builds for each the Relation pgoutput would send
    (`tables`), takes ACCESS SHARE locks on them for the whole snapshot (no DDL, TRUNCATE or
    rewrite meanwhile) and fails if one changed between P and its lock.
-3. Tables are cut into ctid ranges (`chunks`); ``--snapshot-workers`` readers, each on its own
+3. Each table's topic first gets a truncate event (``op = t``, ``source.snapshot = "true"``,
+   ``commit_lsn = P``, ``txn_index = -1``, in every partition): the snapshot replaces whatever
+   a consumer holds for the table from before (see "Interrupted snapshots").
+   Tables are cut into ctid ranges (`chunks`); ``--snapshot-workers`` readers, each on its own
    connection importing the same snapshot, COPY the chunks (`reader`) and produce one event
    per row through the stream's own codecs (same schema, same registry ids) and Kafka sink:
    ``op = r``, ``source.snapshot = "true"``, ``source.commit_lsn = source.lsn = P``,
@@ -35,9 +38,12 @@ SIGTERM or lost connection during the snapshot drops it (a vanished client is no
 keepalives within about a minute) and no slot is left holding WAL. The permanent slot is
 created only after every snapshot event was acknowledged, so its existence is the record that
 the snapshot completed: the next `pgcdc run` finds no slot and takes a new snapshot (new
-consistent point P' > P). Rows published by the abandoned attempt carry the older position P,
-so the merge job's "later position wins" replaces them with the new attempt's rows; a row
-deleted between the two attempts is not in the new snapshot and its old `r` event remains.
+consistent point P' > P). The new snapshot starts each table with its truncate at (P', -1),
+so the merge job drops everything older -- the abandoned attempt's rows included, also rows
+deleted between the attempts, and rows of a table without a key, which would otherwise be
+appended twice -- and then applies the new snapshot's rows. Restarting costs re-reading the
+tables; resuming would need the abandoned attempt's exported snapshot, which does not survive
+its connection, so it could not be consistent with any slot.
 
 ``--snapshot initial_only`` takes the same snapshot and exits 0 without keeping a slot (nothing
 would consume it); use ``--snapshot initial`` to continue with streaming.

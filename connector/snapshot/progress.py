@@ -36,7 +36,7 @@ class TableProgress:
     def rate(self, now: float) -> float:
         if self.started is None:
             return 0.0
-        elapsed = (self.finished or now) - self.started
+        elapsed = (now if self.finished is None else self.finished) - self.started
         return self.rows / elapsed if elapsed > 0 else 0.0
 
 
@@ -50,7 +50,7 @@ def format_line(table: TableProgress, now: float) -> str:
     """One table's progress line (pure)."""
     rate = table.rate(now)
     if table.finished is not None:
-        took = table.finished - (table.started or table.finished)
+        took = table.finished - (table.finished if table.started is None else table.started)
         return (f"snapshot {table.name}: {table.rows:,} rows in {_duration(took)} "
                 f"({rate:,.0f} rows/s) done")
     if table.estimate:

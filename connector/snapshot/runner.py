@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from connector import metrics
-from connector.avro import AvroEncoder, SchemaRegistry, TableCodec
+from connector.avro import AvroEncoder, SchemaRegistry, SourceInfo, TableCodec
 from connector.errors import CdcError, SinkError, SourceError
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgtypes import TypeCatalog
@@ -37,13 +37,15 @@ from .reader import ChunkReader, Stopped, open_in_snapshot
 from .slot import ExportedSnapshot, snapshot_slot_name
 from .tables import SnapshotTable, check_unchanged, lock_tables, published_tables
 
-__all__ = ["SNAPSHOT_PRODUCER_DEFAULTS", "SnapshotResult", "SnapshotSettings", "take_snapshot"]
+__all__ = ["SNAPSHOT_PRODUCER_DEFAULTS", "TRUNCATE_INDEX", "SnapshotResult", "SnapshotSettings",
+           "take_snapshot"]
 
 log = logging.getLogger(__name__)
 
 #: Bigger batches than the stream's defaults (throughput over latency); user settings win.
 SNAPSHOT_PRODUCER_DEFAULTS: Mapping[str, Any] = {"linger.ms": 50, "batch.size": 1_000_000}
 LOCK_TIMEOUT_S = 60.0
+TRUNCATE_INDEX = -1  # txn_index of a table's snapshot truncate: before its row 0
 POLL_S = 0.2
 
 
@@ -99,8 +101,8 @@ def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry:
         exported.close()
     seconds = time.monotonic() - started
     if completed:
-        log.info("snapshot done: %d tables, %d rows in %.1fs; streaming continues from %s",
-                 len(tables), job.progress.rows, seconds, lsn_to_str(lsn))
+        log.info("snapshot done: %d tables, %d rows in %.1fs%s", len(tables), job.progress.rows,
+                 seconds, f"; streaming continues from {lsn_to_str(lsn)}" if keep_slot else "")
     else:
         log.warning("snapshot stopped before it completed (%d rows published): the next run "
                     "takes a new snapshot", job.progress.rows)
@@ -148,6 +150,7 @@ class _Job:
 
     def run(self) -> bool:
         """True when every row was produced and acknowledged; False when stopped."""
+        self._truncates()
         for chunk in self.chunks:
             self._queue.put(chunk)
         workers = max(1, min(self.settings.workers, len(self.chunks)))
@@ -172,6 +175,17 @@ class _Job:
         if self.should_stop() and not self._all_read():
             return False
         return self._drain()
+
+    def _truncates(self) -> None:
+        """Each table's snapshot starts with a truncate just before its rows (position
+        (P, -1)): whatever a consumer holds from before -- an abandoned snapshot attempt's
+        rows, an older slot's history -- is replaced by the snapshot, rows deleted meanwhile
+        included (and a table without a key does not get its rows twice)."""
+        ticket = self.tracker.begin(self.lsn)
+        source = SourceInfo(self.lsn, TRUNCATE_INDEX, self.ts_ms, None, self.lsn, "true")
+        for codec in self.codecs:
+            self.sink.produce_to_all_partitions(codec.topic, None, codec.truncate(source), ticket)
+        ticket.seal()
 
     def _all_read(self) -> bool:
         return all(t.finished is not None for t in self.progress.tables)
