@@ -13,9 +13,10 @@ How (`runner.take_snapshot`):
    reads the publication's tables and builds for each the Relation pgoutput would send
    (`tables`), takes ACCESS SHARE locks on them for the whole snapshot (no DDL, TRUNCATE or
    rewrite meanwhile) and fails if one changed between P and its lock.
-3. Each table's topic first gets a truncate event (``op = t``, ``source.snapshot = "true"``,
-   ``commit_lsn = P``, ``txn_index = -1``, in every partition): the snapshot replaces whatever
-   a consumer holds for the table from before (see "Interrupted snapshots").
+3. A table whose topic already exists first gets a truncate event (``op = t``,
+   ``source.snapshot = "true"``, ``commit_lsn = P``, ``txn_index = -1``, in every partition):
+   the snapshot replaces whatever a consumer holds for the table from before (see
+   "Interrupted snapshots"); a topic created by this snapshot has nothing to replace.
    Tables are cut into ctid ranges (`chunks`); ``--snapshot-workers`` readers, each on its own
    connection importing the same snapshot, COPY the chunks (`reader`) and produce one event
    per row through the stream's own codecs (same schema, same registry ids) and Kafka sink:
@@ -38,12 +39,15 @@ SIGTERM or lost connection during the snapshot drops it (a vanished client is no
 keepalives within about a minute) and no slot is left holding WAL. The permanent slot is
 created only after every snapshot event was acknowledged, so its existence is the record that
 the snapshot completed: the next `pgcdc run` finds no slot and takes a new snapshot (new
-consistent point P' > P). The new snapshot starts each table with its truncate at (P', -1),
-so the merge job drops everything older -- the abandoned attempt's rows included, also rows
-deleted between the attempts, and rows of a table without a key, which would otherwise be
-appended twice -- and then applies the new snapshot's rows. Restarting costs re-reading the
-tables; resuming would need the abandoned attempt's exported snapshot, which does not survive
-its connection, so it could not be consistent with any slot.
+consistent point P' > P). The topics exist by then, so the new snapshot starts each table
+with its truncate at (P', -1) and the merge job drops everything older: the abandoned
+attempt's rows, rows deleted between the attempts (their old `r` events would otherwise stay),
+rows of a table without a key (which would otherwise be appended twice). Then it applies the
+new snapshot's rows. Restarting costs re-reading the tables; resuming would need the abandoned
+attempt's exported snapshot, which does not survive its connection, so a resumed snapshot could
+not be consistent with any slot. The same truncate makes a deliberate re-snapshot (slot
+dropped after its WAL was lost) replace the old contents. A topic deleted by hand while its
+Delta table was kept is the one case it cannot cover: the new topic has no truncate.
 
 ``--snapshot initial_only`` takes the same snapshot and exits 0 without keeping a slot (nothing
 would consume it); use ``--snapshot initial`` to continue with streaming.

@@ -131,7 +131,9 @@ class _Job:
         # The stream's own codec path: same catalog lookups, same schemas, same registry ids.
         publisher = Publisher(encoder, self.sink, self.tracker, PostgresCatalog(admin.conn, types))
         self.codecs: list[TableCodec] = [publisher.codec(t.relation) for t in self.tables]
-        topics.ensure(c.topic for c in self.codecs)
+        created = set(topics.ensure(c.topic for c in self.codecs))
+        # A topic that existed may hold an abandoned attempt's rows or an older history.
+        self.replaced = [c for c in self.codecs if c.topic not in created]
         self.chunks = plan_chunks(self.tables, settings.chunk_rows,
                                   tid_range_scans=tid_range_scans)
         counts = [0] * len(self.tables)
@@ -177,13 +179,14 @@ class _Job:
         return self._drain()
 
     def _truncates(self) -> None:
-        """Each table's snapshot starts with a truncate just before its rows (position
-        (P, -1)): whatever a consumer holds from before -- an abandoned snapshot attempt's
-        rows, an older slot's history -- is replaced by the snapshot, rows deleted meanwhile
-        included (and a table without a key does not get its rows twice)."""
+        """The snapshot of a table whose topic already existed starts with a truncate just
+        before its rows (position (P, -1)): whatever a consumer holds from before -- an
+        abandoned snapshot attempt's rows, an older slot's history -- is replaced by the
+        snapshot, rows deleted meanwhile included (and a table without a key does not get its
+        rows twice). A topic created now has no past to replace."""
         ticket = self.tracker.begin(self.lsn)
         source = SourceInfo(self.lsn, TRUNCATE_INDEX, self.ts_ms, None, self.lsn, "true")
-        for codec in self.codecs:
+        for codec in self.replaced:
             self.sink.produce_to_all_partitions(codec.topic, None, codec.truncate(source), ticket)
         ticket.seal()
 
