@@ -63,7 +63,7 @@ class ReplicationStream:
             self._conn = psycopg.connect(dsn, autocommit=True, replication="database",
                                          application_name="pgcdc")
         except psycopg.OperationalError as exc:
-            raise SourceError(f"cannot open a replication connection: {_first(exc)}") from None
+            raise _connect_error(exc) from None
         self._pg = self._conn.pgconn
         # Text values are formatted by this walsender session: make them unambiguous.
         for setting in ("SET TimeZone = 'UTC'", "SET DateStyle = 'ISO'",
@@ -133,6 +133,23 @@ class ReplicationStream:
 
     def _error(self) -> str:
         return (self._pg.error_message or b"").decode(errors="replace").strip() or "unknown error"
+
+
+# The server refused this role or database: retrying cannot help (no "cannot open ..." prefix,
+# which the pipeline treats as transient).
+_REFUSED = ("must be superuser or replication role", "permission denied",
+            "password authentication failed", "no pg_hba.conf entry", "does not exist")
+
+
+def _connect_error(exc: psycopg.OperationalError) -> SourceError:
+    detail = _first(exc)
+    if not any(text in detail for text in _REFUSED):
+        return SourceError(f"cannot open a replication connection: {detail}")
+    hint = ""
+    if "walsender" in detail or "WAL sender" in detail:
+        hint = ("; the role needs the REPLICATION attribute (ALTER ROLE ... REPLICATION) or "
+                "must be a superuser")
+    return SourceError(f"PostgreSQL refused the replication connection: {detail}{hint}")
 
 
 def _message(result: pq.abc.PGresult) -> str:
