@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from connector import __version__
 from connector.errors import CdcError
+from connector.redact import redact
 from connector.tools import decode, run, status
 
 
@@ -37,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = handler(args)
     except CdcError as exc:
-        print(f"pgcdc {args.command}: {exc}", file=sys.stderr)
+        print(redact(f"pgcdc {args.command}: {exc}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

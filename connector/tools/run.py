@@ -19,6 +19,7 @@ from typing import Any
 
 from connector import config as config_mod
 from connector.errors import ConfigError
+from connector.redact import RedactSecrets
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -86,6 +87,8 @@ def handle(args: argparse.Namespace) -> int:
     if not isinstance(level, int):
         raise ConfigError(f"unknown log level {args.log_level!r}")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for handler in logging.getLogger().handlers:  # libraries log URLs with user:password
+        handler.addFilter(RedactSecrets())
     cfg = config_from_args(args)
     from connector.pipeline import run_pipeline
 
