@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import httpx
@@ -16,6 +17,14 @@ from connector.avro import SchemaRegistry, decode
 
 #: `pgcdc run` flags of tests about streaming: no initial snapshot of the (empty) tables.
 STREAM_ONLY = ("--snapshot", "never")
+
+
+def stream_run(producer_run: Callable[..., ProducerRun], *extra: str) -> ProducerRun:
+    """A `pgcdc run` without initial snapshot, publishing the tables whose name holds its tag
+    (not those of other tests on the same server)."""
+    run = producer_run("-", *STREAM_ONLY, *extra)
+    run.tables = f"public.*{run.tag}*"
+    return run
 
 
 class Record(NamedTuple):

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_checks import STREAM_ONLY, execute, in_order, read_records
+from cdc_checks import execute, in_order, read_records, stream_run
 from producer_support import current_lsn
 
 pytestmark = pytest.mark.integration
@@ -74,7 +74,7 @@ def _workload(conn: psycopg.Connection[Any], table: str, kind: str) -> None:
 
 
 def test_changes_under_each_replica_identity(postgres, producer_run, log_dir) -> None:
-    run = producer_run("public.ri_*", *STREAM_ONLY)
+    run = stream_run(producer_run)
     tables = {kind: f"ri_{run.tag}_{kind}" for kind in IDENTITIES}
     for kind, table in tables.items():
         execute(postgres.dsn, f"CREATE TABLE {table} (id int NOT NULL, k int NOT NULL, v text"
@@ -107,7 +107,7 @@ BIG = "".join(chr(ord("a") + (i * 7919) % 26) for i in range(20_000))  # TOASTed
 
 
 def test_unchanged_toast_default_and_full(postgres, producer_run, log_dir) -> None:
-    run = producer_run("public.toast_*", *STREAM_ONLY)
+    run = stream_run(producer_run)
     default, full = f"toast_{run.tag}_d", f"toast_{run.tag}_f"
     for table in (default, full):
         execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, n int, big text)",

@@ -10,11 +10,11 @@ import time
 import psycopg
 import pytest
 from cdc_checks import (
-    STREAM_ONLY,
     execute,
     in_order,
     read_records,
     set_compatibility,
+    stream_run,
     subject_versions,
 )
 from confluent_kafka import Consumer, TopicPartition
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_add_and_drop_column_mid_stream(postgres, producer_run, log_dir) -> None:
-    run = producer_run("public.ddl_*", *STREAM_ONLY)
+    run = stream_run(producer_run)
     table = f"ddl_{run.tag}"
     topic = f"{run.prefix}.public.{table}"
     execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, a text)")

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_checks import STREAM_ONLY, execute, in_order, read_records, rows
+from cdc_checks import execute, in_order, read_records, rows, stream_run
 from producer_support import ProducerRun, current_lsn
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ def _ids_by_commit(records: list[Any]) -> list[tuple[int, list[int]]]:
 
 
 def test_large_transactions_with_rollbacks(postgres, producer_run, log_dir) -> None:
-    run = producer_run("public.big_*", *STREAM_ONLY)
+    run = stream_run(producer_run)
     table = f"big_{run.tag}"
     execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
     run.start(log_dir)
@@ -81,7 +81,7 @@ def test_large_transactions_with_rollbacks(postgres, producer_run, log_dir) -> N
 
 
 def test_prepared_transactions(postgres, producer_run, log_dir) -> None:
-    run = producer_run("public.twopc_*", *STREAM_ONLY)
+    run = stream_run(producer_run)
     table = f"twopc_{run.tag}"
     execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
     run.start(log_dir)

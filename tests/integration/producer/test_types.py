@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_checks import STREAM_ONLY, execute, read_records, rows
+from cdc_checks import execute, read_records, rows, stream_run
 
 pytestmark = pytest.mark.integration
 
@@ -180,7 +180,7 @@ def _equal(got: Any, want: Any) -> bool:
 
 @pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
 def test_every_type_round_trips(postgres, producer_run, log_dir, binary: bool) -> None:
-    run = producer_run("public.types_*", *STREAM_ONLY, *(["--binary"] if binary else []))
+    run = stream_run(producer_run, *(["--binary"] if binary else []))
     table = f"types_{run.tag}"
     xml = _has_xml(postgres.dsn)
     if rows(postgres.dsn, "SHOW server_version_num")[0][0] < "160000":
@@ -213,7 +213,7 @@ def test_every_type_round_trips(postgres, producer_run, log_dir, binary: bool) -
 def test_infinite_dates_and_timestamps(postgres, producer_run, log_dir, binary: bool) -> None:
     """±infinity of date / timestamp / timestamptz: the Avro int/long extremes (raw Avro data,
     as a logical-type reader cannot build a datetime from them)."""
-    run = producer_run("public.inf_*", *STREAM_ONLY, *(["--binary"] if binary else []))
+    run = stream_run(producer_run, *(["--binary"] if binary else []))
     table = f"inf_{run.tag}"
     execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, d date, ts timestamp, "
                           "tstz timestamptz, da date[])")

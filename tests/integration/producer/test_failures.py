@@ -1,0 +1,259 @@
+"""Bad input and failures of `pgcdc run`: one clear line and exit 1, nothing confirmed past
+what Kafka holds, and no secret in any output."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from cdc_checks import (
+    assert_one_clear_line,
+    execute,
+    exit_of,
+    read_records,
+    set_compatibility,
+    start_and_exit,
+    stream_run,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+from devstack.ports import free_port
+from devstack.postgres import Postgres, default_bin
+from producer_support import ProducerRun, current_lsn
+
+pytestmark = pytest.mark.integration
+
+
+class _ReplicaPostgres(Postgres):
+    def check(self) -> None:  # devstack's check insists on wal_level = logical
+        pass
+
+
+@pytest.fixture(scope="module")
+def replica_server(work_dir: Path) -> Iterator[Postgres]:
+    server = _ReplicaPostgres(default_bin(), work_dir / "pg15_replica", free_port(),
+                              {"wal_level": "replica"})
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_wal_level_not_logical(replica_server, kafka, registry, log_dir) -> None:
+    run = ProducerRun(replica_server.dsn, kafka.bootstrap, registry.url, "*",
+                      ["--snapshot", "never"])
+    code, out = start_and_exit(run, log_dir)
+    assert_one_clear_line(code, out, "wal_level is 'replica'", "wal_level = logical")
+
+
+def _role(dsn: str, name: str, *grants: str) -> str:
+    execute(dsn, f"CREATE ROLE {name} LOGIN", *grants)
+    return dsn.replace("user=postgres", f"user={name}")
+
+
+def test_role_without_privileges(postgres, producer_run, log_dir) -> None:
+    run = stream_run(producer_run)
+    execute(postgres.dsn, f"CREATE TABLE priv_{run.tag} (id int PRIMARY KEY)")
+    run.dsn = _role(postgres.dsn, f"nobody_{run.tag}")
+    code, out = start_and_exit(run, log_dir)
+    assert_one_clear_line(code, out, "cannot create publication", "permission denied")
+
+
+@pytest.mark.parametrize("snapshot", ["never", "initial"])
+def test_role_without_replication_creating_the_slot(postgres, producer_run, log_dir,
+                                                    snapshot: str) -> None:
+    """The role may create the publication (it owns the table) but not a replication slot."""
+    run = producer_run("-", "--snapshot", snapshot)
+    run.tables = f"public.norepl_{run.tag}"
+    table = f"norepl_{run.tag}"
+    user = f"norepl_{run.tag}"
+    run.dsn = _role(postgres.dsn, user, f"GRANT CREATE ON DATABASE postgres TO {user}",
+                    f"CREATE TABLE {table} (id int PRIMARY KEY)",
+                    f"ALTER TABLE {table} OWNER TO {user}")
+    code, out = start_and_exit(run, log_dir)
+    assert_one_clear_line(code, out, "replication")
+    run.dsn = postgres.dsn  # for the fixture's cleanup
+
+
+def test_role_without_replication_streaming(postgres, producer_run, log_dir) -> None:
+    """Slot and publication made by an administrator; the role cannot open the stream. Not a
+    transient failure: no reconnect attempts, exit at once."""
+    run = stream_run(producer_run)
+    table = f"nostream_{run.tag}"
+    user = f"nostream_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)",
+            f"CREATE PUBLICATION pub_{run.tag} FOR TABLE {table}",
+            f"SELECT pg_create_logical_replication_slot('{run.slot}', 'pgoutput')")
+    run.dsn = _role(postgres.dsn, user, f"GRANT SELECT ON {table} TO {user}")
+    config = log_dir / "pgcdc.yaml"
+    config.write_text("create_publication: false\n")
+    run.extra += ["--config", str(config)]
+    code, out = start_and_exit(run, log_dir, timeout=60)
+    assert_one_clear_line(code, out, "replication")
+    assert "reconnecting" not in out
+    run.dsn = postgres.dsn
+
+
+def test_slot_replaced_by_another_plugin(postgres, producer_run, log_dir) -> None:
+    run = stream_run(producer_run)
+    execute(postgres.dsn, f"CREATE TABLE plugin_{run.tag} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    assert run.stop() == 0
+    execute(postgres.dsn, f"SELECT pg_drop_replication_slot('{run.slot}')",
+            f"SELECT pg_create_logical_replication_slot('{run.slot}', 'test_decoding')")
+    code, out = start_and_exit(run, log_dir)
+    assert_one_clear_line(code, out, run.slot, "test_decoding", "not pgoutput")
+
+
+def test_slot_dropped_while_running(postgres, producer_run, log_dir) -> None:
+    run = stream_run(producer_run)
+    execute(postgres.dsn, f"CREATE TABLE dropped_{run.tag} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # terminate its walsender, drop the slot at once
+            conn.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                         "WHERE slot_name = %s AND active", (run.slot,))
+            try:
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (run.slot,))
+                break
+            except psycopg.errors.ObjectInUse:
+                time.sleep(0.05)
+    code, out = exit_of(run, 60)
+    assert_one_clear_line(code, out, run.slot, "dropped")
+
+
+def test_schema_rejected_by_the_registry(postgres, producer_run, log_dir) -> None:
+    """An incompatible ALTER COLUMN TYPE under BACKWARD: stop without acknowledging the change;
+    a restart fails the same way; once the subject allows it, the row arrives."""
+    run = stream_run(producer_run)
+    table = f"compat_{run.tag}"
+    topic = f"{run.prefix}.public.{table}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, n int)")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1, 1)")
+    read_records(run.bootstrap, run.registry_url, topic, min_count=1, idle_s=0)
+    set_compatibility(run.registry_url, f"{topic}-value", "BACKWARD")
+    execute(postgres.dsn, f"ALTER TABLE {table} ALTER COLUMN n TYPE text")
+    before_change = current_lsn(postgres.dsn)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (2, 'two')")
+    code, out = exit_of(run)
+    assert_one_clear_line(code, out, f"{topic}-value", "refused")
+    assert run.confirmed_lsn() <= before_change
+
+    code, out = start_and_exit(run, log_dir)  # nothing was skipped: the same change again
+    assert_one_clear_line(code, out, f"{topic}-value", "refused")
+    assert run.confirmed_lsn() <= before_change
+
+    set_compatibility(run.registry_url, f"{topic}-value", "NONE")
+    run.start(log_dir)
+    records = read_records(run.bootstrap, run.registry_url, topic, min_count=2)
+    assert [r.value["after"] for r in records] == [{"id": 1, "n": 1}, {"id": 2, "n": "two"}]
+    assert run.stop() == 0
+
+
+def _noise(size: int) -> str:
+    """Text that does not compress (so the record stays larger than the limit)."""
+    rng = random.Random(size)
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(size))
+
+
+def _check_oversized(run: ProducerRun, dsn: str, table: str, before: int, code: int,
+                     out: str) -> None:
+    topic = f"{run.prefix}.public.{table}"
+    line = assert_one_clear_line(code, out, topic, "LSN")
+    assert run.confirmed_lsn() <= before, line
+    records = read_records(run.bootstrap, run.registry_url, topic, min_count=1)
+    assert [r.value["after"]["id"] for r in records] == [1]  # the small row before it only
+
+
+def test_record_larger_than_the_producer_limit(postgres, producer_run, log_dir) -> None:
+    run = stream_run(producer_run, "--kafka", "message.max.bytes=200000")
+    table = f"huge_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1, 'small')")
+    read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}", min_count=1,
+                 idle_s=0)
+    before = current_lsn(postgres.dsn)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (2, '{_noise(300_000)}')")
+    code, out = exit_of(run)
+    _check_oversized(run, postgres.dsn, table, before, code, out)
+
+
+def test_record_larger_than_the_topic_limit(postgres, producer_run, log_dir) -> None:
+    """The broker refuses it (the topic's max.message.bytes): a failed delivery report."""
+    run = stream_run(producer_run)
+    table = f"bigmsg_{run.tag}"
+    topic = f"{run.prefix}.public.{table}"
+    admin = AdminClient({"bootstrap.servers": run.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1, config={
+            "max.message.bytes": "20000"})]).values():
+        future.result(30)
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1, 'small')")
+    read_records(run.bootstrap, run.registry_url, topic, min_count=1, idle_s=0)
+    before = current_lsn(postgres.dsn)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (2, '{_noise(50_000)}')")
+    code, out = exit_of(run)
+    _check_oversized(run, postgres.dsn, table, before, code, out)
+
+
+SECRETS = ("pgSecret-7f3a", "regSecret-91c2", "saslSecret-4d5e")
+
+
+def test_secrets_never_in_the_output(postgres, producer_run, log_dir) -> None:
+    run = stream_run(producer_run, "--log-level", "DEBUG",
+                       "--kafka", "sasl.username=user", "--kafka", f"sasl.password={SECRETS[2]}")
+    table = f"secret_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    run.dsn = f"{postgres.dsn} password={SECRETS[0]}"  # trust authentication ignores it
+    run.registry_url = run.registry_url.replace("http://", f"http://reg:{SECRETS[1]}@")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1)")
+    run.wait_confirmed(current_lsn(postgres.dsn))
+    assert run.stop() == 0
+    outputs = [run.output()]
+
+    # Failures print what they are about (the registry, PostgreSQL), never its credentials.
+    run.registry_url = f"http://reg:{SECRETS[1]}@127.0.0.1:{free_port()}/apis/ccompat/v7"
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (2)")
+    code, out = exit_of(run, 180)
+    assert_one_clear_line(code, out, "registry")
+    outputs.append(out)
+    run.dsn = f"host=127.0.0.1 port={free_port()} user=postgres password={SECRETS[0]}"
+    code, out = start_and_exit(run, log_dir)
+    assert_one_clear_line(code, out, "PostgreSQL")
+    outputs.append(out)
+    run.dsn = postgres.dsn
+    for output in outputs:
+        for secret in SECRETS:
+            assert secret not in output, f"{secret} leaked:\n{output}"
+
+
+def test_sigint_is_a_graceful_stop(postgres, producer_run, log_dir) -> None:
+    run = stream_run(producer_run)
+    table = f"sigint_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} SELECT generate_series(1, 500)")
+    end = current_lsn(postgres.dsn)
+    time.sleep(0.5)
+    assert run.stop(signal.SIGINT) == 0
+    # Either everything was delivered and confirmed, or the rest is re-sent on restart.
+    if run.confirmed_lsn() < end:
+        run.start(log_dir)
+        run.wait_confirmed(end)
+        assert run.stop() == 0
+    records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                           min_count=500)
+    assert {r.value["after"]["id"] for r in records} == set(range(1, 501))
+    assert os.path.exists(run.log or "")
