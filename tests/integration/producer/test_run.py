@@ -99,8 +99,9 @@ def test_sigkill_and_restart_lose_nothing(postgres, producer_run, log_dir) -> No
 
 def test_unreachable_kafka_fails_loudly_and_confirms_nothing(postgres, producer_run,
                                                               log_dir) -> None:
+    # --snapshot never: a failure of the stream (the snapshot's: tests/integration/snapshot).
     run = producer_run("public.nokafka_*", "--kafka", "message.timeout.ms=3000",
-                       "--kafka", "socket.timeout.ms=2000")
+                       "--kafka", "socket.timeout.ms=2000", "--snapshot", "never")
     run.bootstrap = f"127.0.0.1:{free_port()}"
     table = f"nokafka_{run.tag}"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
@@ -119,7 +120,7 @@ def test_unreachable_kafka_fails_loudly_and_confirms_nothing(postgres, producer_
 
 
 def test_unreachable_registry_is_one_clear_line(postgres, producer_run, log_dir) -> None:
-    run = producer_run("public.noreg_*")
+    run = producer_run("public.noreg_*", "--snapshot", "never")
     run.registry_url = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"
     table = f"noreg_{run.tag}"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:

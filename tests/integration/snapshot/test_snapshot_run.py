@@ -14,7 +14,8 @@ from decimal import Decimal
 
 import psycopg
 import pytest
-from producer_support import current_lsn
+from devstack.ports import free_port
+from producer_support import ProducerRun, current_lsn
 from snapshot_support import (
     consistent_point,
     final_state,
@@ -242,3 +243,36 @@ def test_initial_only_exits_0_without_a_slot_and_never_skips_the_snapshot(postgr
     events = read_events(never.bootstrap, never.registry_url,
                          f"{never.prefix}.public.{table}", min_count=1)
     assert [e.value["op"] for e in events] == ["c"]
+
+
+def test_unreachable_registry_fails_the_snapshot_in_one_line(postgres, producer_run,
+                                                             log_dir) -> None:
+    run = producer_run("public.snapnoreg_*")
+    run.registry_url = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"
+    table = f"snapnoreg_{run.tag}"
+    _execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)",
+             f"INSERT INTO {table} VALUES (1)")
+    launch(run, log_dir)
+    assert wait_exit(run, 180) == 1
+    out = run.output()
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("pgcdc run:") and "registry" in last.lower() and "Traceback" not in out
+    wait_no_slots(postgres.dsn, run.slot)
+
+
+def test_unreachable_kafka_fails_the_snapshot_in_one_line(pg15, kafka, registry,
+                                                          log_dir) -> None:
+    run = ProducerRun(pg15.dsn, f"127.0.0.1:{free_port()}", registry.url, "public.snapnok_*")
+    table = f"snapnok_{run.tag}"
+    _execute(pg15.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)",
+             f"INSERT INTO {table} VALUES (1)")
+    try:
+        launch(run, log_dir)
+        assert wait_exit(run, 180) == 1
+        out = run.output()
+        last = out.strip().splitlines()[-1]
+        assert last.startswith("pgcdc run:") and "Traceback" not in out
+        assert "kafka" in last.lower() or "topic" in last.lower()
+        wait_no_slots(pg15.dsn, run.slot)
+    finally:
+        _execute(pg15.dsn, f"DROP PUBLICATION IF EXISTS pub_{run.tag}")
