@@ -27,7 +27,7 @@ from .changes import (
     row_columns,
     truncate_position,
 )
-from .plan import MergePlan, merge_plan, not_deleted_later, tombstone_plan
+from .plan import MergePlan, merge_plan, not_deleted_later
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,7 @@ class DeltaTableSink:
                                 + [StructField(LSN, LongType()), StructField(IDX, LongType())]))
          .execute())
         self._has_tombstones = True
+        log.info("%s: tombstones at %s", self.path, self.tomb_path)
 
     # -- one batch -----------------------------------------------------------------------
     def apply(self, spark: SparkSession, changes: DataFrame, facts: BatchFacts,
@@ -176,38 +177,34 @@ class DeltaTableSink:
             tombstones = spark.read.format("delta").load(self.tomb_path)
             latest = latest.alias("s").join(tombstones.alias("t"),
                                             F.expr(not_deleted_later(merge_key)), "left_anti")
-        # Cached: read by the table's MERGE and the tombstones' (or the fresh-table appends).
+        # Cached: read by the table's MERGE (or append) and the tombstone append.
         latest = latest.persist()
         try:
             if fresh:
-                self._append_fresh(spark, latest, merge_key, batch_id)
+                live = latest.where(F.col(OP) != "d").select(
+                    *[F.col(q(c)) for c in self._columns], *META)
+                _append(live, self.path, f"{self.app_id}:{self.path}", batch_id)
             else:
                 with idempotent(spark, f"{self.app_id}:{self.path}", batch_id):
                     _run(DeltaTable.forPath(spark, self.path), latest, merge_plan(
                         merge_key, row_columns(rows), self._columns, facts.toast))
-                if facts.deletes > 0:
-                    if not self._has_tombstones:
-                        self._create_tombstones(spark, merge_key, latest)
-                    with idempotent(spark, f"{self.app_id}:{self.tomb_path}", batch_id):
-                        _run(DeltaTable.forPath(spark, self.tomb_path), latest,
-                             tombstone_plan(merge_key))
+            if facts.deletes > 0:
+                self._add_tombstones(spark, latest, merge_key, batch_id)
         finally:
             latest.unpersist()
 
-    def _append_fresh(self, spark: SparkSession, latest: DataFrame, key: Sequence[str],
-                      batch_id: int) -> None:
-        """A table created in this batch is empty: the MERGE reduces to appending the live
-        rows (and the deletes' tombstones), without the join. Same writer-option idempotence."""
-        assert self._columns is not None
-        live = latest.where(F.col(OP) != "d").select(*[F.col(q(c)) for c in self._columns],
-                                                     *META)
-        (live.write.format("delta").mode("append")
-         .option("txnAppId", f"{self.app_id}:{self.path}").option("txnVersion", batch_id)
-         .save(self.path))
+    def _add_tombstones(self, spark: SparkSession, latest: DataFrame, key: Sequence[str],
+                        batch_id: int) -> None:
+        """Append the positions of the batch's winning deletes. An append, not a MERGE (it is
+        a third of the cost): the filter drops a change when *any* tombstone of its key is at or
+        after it, so older tombstones of a key may stay and change nothing."""
         deletes = latest.where(F.col(OP) == "d").select(*[F.col(q(k)) for k in key], LSN, IDX)
-        if not deletes.isEmpty():
-            if not self._has_tombstones:
-                self._create_tombstones(spark, key, latest)
-            (deletes.write.format("delta").mode("append")
-             .option("txnAppId", f"{self.app_id}:{self.tomb_path}").option("txnVersion", batch_id)
-             .save(self.tomb_path))
+        if not self._has_tombstones:
+            self._create_tombstones(spark, key, latest)
+        _append(deletes, self.tomb_path, f"{self.app_id}:{self.tomb_path}", batch_id)
+
+
+def _append(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """Append with Delta's writer-option idempotence (skipped if this batch was committed)."""
+    (df.write.format("delta").mode("append")
+     .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))

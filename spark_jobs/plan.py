@@ -1,15 +1,15 @@
 """The MERGE of one micro-batch into a table, as plain data (conditions and assignments).
 
 Deletes are hard deletes in the table, so it stays a mirror a reader can use as is; the
-positions of deletes are kept as tombstones in a sibling table (see `tombstone_plan`), which is
-what stops a replayed or duplicated older change from bringing a deleted row back."""
+positions of deletes are kept as tombstones in a sibling table (see `not_deleted_later`), which
+is what stops a replayed or duplicated older change from bringing a deleted row back."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .changes import IDX, LSN, META, OP, TOAST, newer_expr, q
+from .changes import META, OP, TOAST, newer_expr, q
 
 SOURCE, TARGET = "s", "t"
 
@@ -65,24 +65,9 @@ def merge_plan(key: Sequence[str], source_columns: Iterable[str], target_columns
     )
 
 
-def tombstone_plan(key: Sequence[str]) -> MergePlan:
-    """Tombstones (key + position of the last delete): a newer delete moves the tombstone, a
-    newer upsert removes it (the row is live again), a delete of an unseen key adds one."""
-    newer = newer_expr(SOURCE, TARGET)
-    position = {LSN: f"{SOURCE}.{LSN}", IDX: f"{SOURCE}.{IDX}"}
-    return MergePlan(
-        on=key_condition(key),
-        delete_when=f"{SOURCE}.{OP} <> 'd' AND {newer}",
-        update_when=f"{SOURCE}.{OP} = 'd' AND {newer}",
-        update_set=dict(position),
-        insert_when=f"{SOURCE}.{OP} = 'd'",
-        insert_values={**{q(k): f"{SOURCE}.{q(k)}" for k in key}, **position},
-    )
-
-
 def not_deleted_later(key: Sequence[str]) -> str:
-    """Join condition for a left anti join of changes (s) with tombstones (t): drops changes
-    at or before the key's recorded delete."""
+    """Join condition for a left anti join of changes (s) with tombstones (t): drops a change
+    when a delete of its key is recorded at or after it."""
     return f"{key_condition(key)} AND NOT {newer_expr(SOURCE, TARGET)}"
 
 
