@@ -66,15 +66,28 @@ class Publisher:
         self.catalog = catalog
         self.transaction_topic = transaction_topic
         self._codecs: dict[Relation, TableCodec] = {}
+        # The hot path's cache: a Relation's hash walks every column, so changes look their
+        # codec up by the identity of the (shared) Relation object; the entry keeps it alive.
+        self._by_identity: dict[int, tuple[Relation, TableCodec, str]] = {}
+        self._events: Counter[tuple[str, str]] = Counter()  # metrics, flushed per transaction
 
     def codec(self, relation: Relation) -> TableCodec:
+        return self._lookup(relation)[1]
+
+    def _lookup(self, relation: Relation) -> tuple[Relation, TableCodec, str]:
+        """(relation, its codec, "schema.table"), built once per Relation version."""
+        entry = self._by_identity.get(id(relation))
+        if entry is not None and entry[0] is relation:
+            return entry
         codec = self._codecs.get(relation)
         if codec is None:
             self.catalog.prepare_types(relation)
             codec = self.encoder.table(relation, array_dims=self.catalog.array_dims(relation),
                                        key_columns=self.catalog.key_columns(relation))
             self._codecs[relation] = codec
-        return codec
+        entry = (relation, codec, f"{relation.namespace}.{relation.name}")
+        self._by_identity[id(relation)] = entry
+        return entry
 
     def publish(self, txn: Transaction) -> None:
         """Produce every event of a committed transaction under one delivery ticket."""
@@ -82,6 +95,7 @@ class Publisher:
         ts_ms = pg_ts_to_ms(txn.commit_timestamp)
         block_id = f"{txn.xid}:{txn.commit_lsn}"
         per_table: Counter[str] = Counter()
+        bytes_before = self.sink.bytes
         if self.transaction_topic:
             self._send(self.encoder.transaction_begin(txn.xid, txn.commit_lsn, ts_ms,
                                                       end_lsn=txn.end_lsn), ticket)
@@ -92,26 +106,33 @@ class Publisher:
                 if change.message.prefix != HEARTBEAT_PREFIX:
                     self._send(self.encoder.message(change.message, source), ticket)
                 continue
-            name = f"{change.relation.namespace}.{change.relation.name}"
+            _, codec, name = self._lookup(change.relation)
             per_table[name] += 1
             block = TransactionBlock(block_id, total, per_table[name])
-            self._publish_change(change, source, block, ticket)
+            self._publish_change(codec, change, source, block, ticket)
         if self.transaction_topic:
             self._send(self.encoder.transaction_end(txn.xid, txn.commit_lsn, ts_ms, per_table,
                                                     end_lsn=txn.end_lsn), ticket)
         ticket.seal()
-        metrics.TRANSACTIONS.inc()
+        self._flush_metrics(bytes_before, ts_ms)
 
-    def _publish_change(self, change: Change, source: SourceInfo, block: TransactionBlock,
-                        ticket: Ticket) -> None:
-        assert change.relation is not None
-        codec = self.codec(change.relation)
+    def _flush_metrics(self, bytes_before: int, commit_ts_ms: int) -> None:
+        for (topic, op), count in self._events.items():
+            metrics.EVENTS.labels(topic, op).inc(count)
+        self._events.clear()
+        metrics.BYTES.inc(self.sink.bytes - bytes_before)
+        metrics.TRANSACTIONS.inc()
+        metrics.LAG_MS.set(max(0, time.time_ns() // 1_000_000 - commit_ts_ms))
+
+    def _publish_change(self, codec: TableCodec, change: Change, source: SourceInfo,
+                        block: TransactionBlock, ticket: Ticket) -> None:
         msg = change.message
         topic = codec.topic
-        if isinstance(msg, Insert):
-            self._produce(codec, "c", codec.key_from_tuple(msg.new),
-                          codec.value_from_tuples("c", None, msg.new, source, transaction=block),
-                          ticket)
+        events = self._events
+        if isinstance(msg, Insert):  # the key from the loaded row: each tuple is loaded once
+            key, value = codec.change_from_tuples("c", None, msg.new, source, transaction=block)
+            self.sink.produce(topic, key, value, ticket)
+            events[topic, "c"] += 1
         elif isinstance(msg, Update):
             new = fill_unchanged_toast(msg.new, msg.old if msg.old_kind == "O" else None)
             new_key = codec.key_from_tuple(new)
@@ -121,24 +142,22 @@ class Publisher:
                 # consumer keyed by the Kafka key sees both, each in its own partition).
                 self.sink.produce_delete(topic, old_key, codec.value_from_tuples(
                     "d", msg.old, None, source, transaction=block), ticket)
-                self._produce(codec, "c", new_key, codec.value_from_tuples(
+                self.sink.produce(topic, new_key, codec.value_from_tuples(
                     "c", None, new, source, transaction=block), ticket)
+                events[topic, "d"] += 1
+                events[topic, "c"] += 1
             else:
-                self._produce(codec, "u", new_key, codec.value_from_tuples(
+                self.sink.produce(topic, new_key, codec.value_from_tuples(
                     "u", msg.old, new, source, transaction=block), ticket)
+                events[topic, "u"] += 1
         elif isinstance(msg, Delete):
-            self.sink.produce_delete(topic, codec.key_from_tuple(msg.old), codec.value_from_tuples(
-                "d", msg.old, None, source, transaction=block), ticket)
-            metrics.EVENTS.labels(topic, "d").inc()
+            key, value = codec.change_from_tuples("d", msg.old, None, source, transaction=block)
+            self.sink.produce_delete(topic, key, value, ticket)
+            events[topic, "d"] += 1
         elif isinstance(msg, Truncate):
             self.sink.produce_to_all_partitions(
                 topic, None, codec.truncate(source, transaction=block), ticket)
-            metrics.EVENTS.labels(topic, "t").inc()
-
-    def _produce(self, codec: TableCodec, op: str, key: bytes | None, value: bytes,
-                 ticket: Ticket) -> None:
-        self.sink.produce(codec.topic, key, value, ticket)
-        metrics.EVENTS.labels(codec.topic, op).inc()
+            events[topic, "t"] += 1
 
     def _send(self, record: Encoded, ticket: Ticket) -> None:
         self.sink.produce(record.topic, record.key, record.value, ticket)

@@ -34,6 +34,7 @@ import threading
 from collections import deque
 from typing import Any, Protocol
 
+from connector import metrics
 from connector.errors import SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
@@ -99,6 +100,7 @@ class PendingTxn:
     def on_delivery(self, err: Any, msg: Any) -> None:
         """librdkafka delivery report (``on_delivery=txn.on_delivery``)."""
         if err is not None:
+            metrics.DELIVERY_ERRORS.inc()
             where = "?"
             if msg is not None:
                 where = f"{msg.topic()}[{msg.partition()}]"

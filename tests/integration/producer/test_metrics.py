@@ -1,0 +1,44 @@
+"""`pgcdc run --metrics-port`: the Prometheus metrics the issue lists (events, bytes, lag,
+delivery errors, flushed LSN) move with the stream."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from cdc_checks import execute, stream_run
+from devstack.ports import free_port
+from producer_support import current_lsn
+
+pytestmark = pytest.mark.integration
+
+
+def _scrape(port: int) -> dict[str, float]:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("pgcdc_"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+def test_metrics_follow_the_stream(postgres, producer_run, log_dir) -> None:
+    port = free_port()
+    run = stream_run(producer_run, "--metrics-port", str(port))
+    table = f"metrics_{run.tag}"
+    topic = f"{run.prefix}.public.{table}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+            f"UPDATE {table} SET v = 'z' WHERE id = 1", f"DELETE FROM {table} WHERE id = 2")
+    end = current_lsn(postgres.dsn)
+    run.wait_confirmed(end)
+    samples = _scrape(port)
+    for op, count in (("c", 3), ("u", 1), ("d", 1)):
+        assert samples[f'pgcdc_events_total{{op="{op}",table="{topic}"}}'] == count, samples
+    assert samples["pgcdc_transactions_total"] == 3
+    assert samples["pgcdc_bytes_total"] > 5 * 20
+    assert samples["pgcdc_flushed_lsn"] >= end
+    assert 0 <= samples["pgcdc_lag_ms"] < 600_000
+    assert samples["pgcdc_delivery_errors_total"] == 0
+    assert run.stop() == 0
