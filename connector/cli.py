@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from connector import __version__
 from connector.errors import CdcError
 from connector.redact import redact
-from connector.tools import decode, run, status
+from connector.tools import decode, merge, run, status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,13 +24,18 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     run.register(subparsers)
     status.register(subparsers)
+    merge.register(subparsers)
     decode.register(subparsers)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if getattr(args, "passthrough", False):
+        args.job_args = extra  # `pgcdc merge`: every argument belongs to the Spark job
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
