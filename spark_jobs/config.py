@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -94,9 +95,14 @@ def parser() -> argparse.ArgumentParser:
         prog="merge.py",
         description="Merge pgcdc change events from Kafka into Delta Lake tables "
                     "(or an append-only Parquet change log).")
-    p.add_argument("--bootstrap-servers", required=True)
-    p.add_argument("--schema-registry-url", required=True,
-                   help="Confluent-compatible Schema Registry API base URL")
+    # Same environment variables as `pgcdc run`, so one `eval "$(scripts/stack env)"` serves both.
+    servers, registry = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get(
+        "SCHEMA_REGISTRY_URL")
+    p.add_argument("--bootstrap-servers", default=servers, required=not servers,
+                   help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
+    p.add_argument("--schema-registry-url", default=registry, required=not registry,
+                   help="Confluent-compatible Schema Registry API base URL "
+                        "(env SCHEMA_REGISTRY_URL)")
     topics = p.add_mutually_exclusive_group(required=True)
     topics.add_argument("--topic-prefix", help="subscribe to every table topic of this prefix")
     topics.add_argument("--topics", type=_csv, help="comma-separated table topics")
