@@ -42,7 +42,8 @@ class BatchReport:
     batch_id: int
     events: int
     dead_letters: int
-    newest_kafka_ms: int | None  # newest Kafka record timestamp in the batch
+    oldest_kafka_ms: int | None  # oldest and newest Kafka record timestamps in the batch
+    newest_kafka_ms: int | None
     seconds: float
     finished: float  # time.time() when every table of the batch was committed
 
@@ -119,6 +120,7 @@ class BatchProcessor:
         try:
             summary = (frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID)
                        .agg(F.count(F.lit(1)).alias("n"),
+                            F.unix_millis(F.min("timestamp")).alias("oldest"),
                             F.unix_millis(F.max("timestamp")).alias("newest")).collect())
             plans = plan_batch(summary, self.schemas)
             dead = [d for d in [undecodable(frames, plans)] if d is not None]
@@ -138,8 +140,9 @@ class BatchProcessor:
         self.stats.batches += 1
         self.stats.events += events
         self.stats.dead_letters += dead_count
+        oldest = min((r["oldest"] for r in summary if r["oldest"] is not None), default=None)
         newest = max((r["newest"] for r in summary if r["newest"] is not None), default=None)
-        self.stats.reports.append(BatchReport(batch_id, events, dead_count, newest, took,
+        self.stats.reports.append(BatchReport(batch_id, events, dead_count, oldest, newest, took,
                                               time.time()))
         log.info("batch %d: %d events from %d topic(s), %d dead letter(s), %.1f s",
                  batch_id, events, len(plans), dead_count, took)

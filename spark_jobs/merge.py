@@ -19,6 +19,7 @@ if __package__ in (None, ""):
     # spark-submit runs this file as a script: make the `spark_jobs` package importable.
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pyspark.errors import StreamingQueryException  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
 from spark_jobs.config import parse_args  # noqa: E402
@@ -40,6 +41,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReplayTargetNotEmpty as exc:
         print(f"merge: {exc}", file=sys.stderr)
         return 2
+    except StreamingQueryException as exc:
+        # Spark has logged the whole trace; restarting resumes from the checkpoint.
+        reason = str(exc).strip().splitlines()[0][:500]
+        print(f"merge: the streaming query failed (restart resumes from "
+              f"{config.checkpoint_dir}): {reason}", file=sys.stderr)
+        return 1
     finally:
         spark.stop()
     print(f"merge: {stats.batches} batch(es), {stats.events} event(s), "
