@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -102,4 +105,117 @@ def test_random_workload_ends_with_equal_tables(
                                           trigger="available-now"))
     assert stats.dead_letters == 0, f"seed {seed}"
     assert processor.stats.batches + stats.batches >= 2
+    assert_equal(spark, pg.dsn, target, seed, workload)
+
+
+# Faults: a PostgreSQL and a Kafka of the test's own (restarted here; the session's servers
+# stay untouched for other tests), the session's registry.
+PG_SETTINGS = {"logical_decoding_work_mem": "'64kB'", "fsync": "off", "full_page_writes": "off"}
+
+
+@pytest.fixture
+def own_servers(work_dir: Path) -> Iterator[tuple[Any, Any]]:
+    from devstack.kafka import Kafka
+    from devstack.maven import resolve_pom
+    from devstack.ports import free_port
+    from devstack.postgres import Postgres, embedded_pg18_bin
+    from devstack.stack import cache_dir
+
+    bin_dir = embedded_pg18_bin()
+    assert bin_dir is not None, "PostgreSQL 18 binaries missing (dev extra)"
+    tag = uuid.uuid4().hex[:6]
+    pg = Postgres(bin_dir, work_dir / f"acc-pg-{tag}", free_port(), dict(PG_SETTINGS))
+    broker = Kafka(resolve_pom(cache_dir(), "kafka.pom.xml"), work_dir / f"acc-kafka-{tag}",
+                   free_port(), free_port())
+    pg.start()
+    try:
+        broker.start()
+        try:
+            yield pg, broker
+        finally:
+            broker.stop()
+    finally:
+        pg.stop()
+
+
+def test_faults_nothing_lost_nothing_left_over(
+        own_servers: tuple[Any, Any], spark: SparkSession, registry: Any, seed: int,
+        tmp_path: Path, producer_runs: list[ProducerRun]) -> None:
+    pg, broker = own_servers
+    rng = random.Random(seed + 1)  # fault timing; the workload has its own
+    workload = Workload(pg.dsn, seed)
+    workload.create()
+    producer = ProducerRun(pg.dsn, broker.bootstrap, registry.url, tmp_path)
+    producer_runs.append(producer)
+    events: list[str] = []
+
+    def kill_producer_during(action: Any) -> None:
+        """SIGKILL `pgcdc run` at a random moment while `action` runs, then restart it."""
+        worker = threading.Thread(target=action)
+        worker.start()
+        time.sleep(rng.uniform(0.1, 2.0))
+        producer.stop(signal.SIGKILL)
+        worker.join()
+        events.append("producer SIGKILL")
+        producer.start()
+
+    # 1. killed during the initial snapshot (or just after), restarted
+    producer.start()
+    time.sleep(rng.uniform(0.2, 3.0))
+    producer.stop(signal.SIGKILL)
+    events.append("producer SIGKILL during snapshot")
+    producer.start()
+    producer.wait_caught_up()
+
+    target = tmp_path / "lake"
+    config = merge_config(broker, registry, producer.prefix, target, trigger="2s")
+    query, processor = start_merge(spark, config)
+    try:
+        wait_batches(query, processor, 1, seed)
+        # 2. producer killed at random points of the live workload
+        for _ in range(2):
+            kill_producer_during(lambda: workload.run(30))
+        kill_producer_during(workload.big_transaction)
+        producer.wait_caught_up()
+
+        # 3. the merge job killed mid-flight and restarted from its checkpoint
+        workload.run(30)
+        time.sleep(rng.uniform(0.5, 4.0))
+        query.stop()
+        processor.close()
+        events.append("merge query stopped")
+        query, processor = start_merge(spark, config)
+
+        # 4. the Kafka broker restarted while changes keep coming
+        workload.run(20)
+        broker.stop()
+        events.append("Kafka stopped")
+        workload.run(20)
+        time.sleep(rng.uniform(1.0, 5.0))
+        broker.start()
+        events.append("Kafka started")
+        producer.wait_caught_up(timeout=300)
+        if query.exception() is not None:  # the Kafka source may give up: restart it
+            events.append(f"merge query failed during the outage: {query.exception()}")
+            processor.close()
+            query, processor = start_merge(spark, config)
+
+        # 5. PostgreSQL restarted: the producer reconnects by itself
+        workload.run(20)
+        pg.stop()
+        events.append("PostgreSQL stopped")
+        time.sleep(rng.uniform(0.5, 3.0))
+        pg.start()
+        events.append("PostgreSQL started")
+        workload.run(30)
+        producer.wait_caught_up(timeout=400)
+        assert query.exception() is None, f"seed {seed}: {query.exception()}"
+    finally:
+        query.stop()
+        processor.close()
+        print(f"faults: {events}")
+    assert producer.alive(), producer.output()
+    stats = run_merge(spark, merge_config(broker, registry, producer.prefix, target,
+                                          trigger="available-now"))
+    assert stats.dead_letters == 0, f"seed {seed}"
     assert_equal(spark, pg.dsn, target, seed, workload)
