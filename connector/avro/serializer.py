@@ -29,6 +29,7 @@ import json
 import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Context, Decimal
 from typing import Any, Final, NamedTuple
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
@@ -144,16 +145,102 @@ _OP_BYTES: Final = {op: _string(op) for op in "cudrt"}
 _SNAPSHOT_BYTES: Final = {flag: _string(flag) for flag in ("false", "true", "last")}
 
 
+_DOUBLE: Final = struct.Struct("<d").pack
+_FLOAT: Final = struct.Struct("<f").pack
+_EXACT: Final = Context(prec=1000)  # scaleb without rounding
+_INTEGER_LOGICAL: Final = frozenset({None, "date", "time-micros", "timestamp-micros",
+                                     "local-timestamp-micros"})
+RowEncoder = Callable[[Mapping[str, Any]], bytes]
+
+
+def _boolean(value: Any) -> bytes:
+    return b"\x01" if value else b"\x00"
+
+
+def _bytes(value: bytes) -> bytes:
+    return _long(len(value)) + bytes(value)
+
+
+def _decimal(scale: int) -> Callable[[Decimal], bytes]:
+    """Avro decimal: the unscaled value, big-endian two's complement, as fastavro sizes it."""
+
+    def encode(value: Decimal) -> bytes:
+        if value.as_tuple().exponent < -scale:  # type: ignore[operator]
+            raise ValueError(f"{value} has more than {scale} fractional digits")
+        unscaled = int(value.scaleb(scale, _EXACT))
+        data = unscaled.to_bytes((abs(unscaled).bit_length() + 8) // 8, "big", signed=True)
+        return _long(len(data)) + data
+
+    return encode
+
+
+def _array(items: Callable[[Any], bytes], nullable: bool) -> Callable[[list[Any]], bytes]:
+    def encode(value: list[Any]) -> bytes:
+        if not value:
+            return _NULL
+        if nullable:
+            body = [_NULL if item is None else _BRANCH_1 + items(item) for item in value]
+        else:
+            body = [items(item) for item in value]
+        return _long(len(value)) + b"".join(body) + _NULL
+
+    return encode
+
+
+def _type_encoder(avro_type: Any) -> Callable[[Any], bytes] | None:
+    """The hand encoder of one (non-null) column type, for the datums pgtypes' converters give
+    (ints for dates and times, str for uuid, Decimal for decimals); None: not handled here."""
+    if isinstance(avro_type, str):
+        base, logical = avro_type, None
+    elif isinstance(avro_type, dict):
+        base, logical = avro_type.get("type"), avro_type.get("logicalType")
+    else:
+        return None
+    if base == "array":
+        items = avro_type["items"]
+        nullable = isinstance(items, list)
+        if nullable and (len(items) != 2 or items[0] != "null"):
+            return None
+        inner = _type_encoder(items[1] if nullable else items)
+        return None if inner is None else _array(inner, nullable)
+    if base in ("int", "long") and logical in _INTEGER_LOGICAL:
+        return _long
+    if base == "string" and logical in (None, "uuid"):
+        return _string
+    if base == "bytes" and logical == "decimal":
+        return _decimal(int(avro_type.get("scale", 0)))
+    simple: dict[Any, Callable[[Any], bytes]] = {
+        "boolean": _boolean, "double": _DOUBLE, "float": _FLOAT, "bytes": _bytes}
+    return simple.get(base) if logical is None else None
+
+
+def _row_encoder(columns: Sequence[ColumnSpec]) -> RowEncoder | None:
+    """Encodes a record of ``["null", T]`` fields given as {name: None | (branch, datum)};
+    None when a column type is not handled here (fastavro then writes the record)."""
+    fields = [(c.avro_name, _type_encoder(c.avro_type)) for c in columns]
+    if any(encode is None for _, encode in fields):
+        return None
+
+    def encode(row: Mapping[str, Any]) -> bytes:
+        return b"".join([_NULL if (value := row[name]) is None else _BRANCH_1 + enc(value[1])
+                         for name, enc in fields])  # type: ignore[misc]
+
+    return encode
+
+
 class _EnvelopeFrame:
     """Writes framed Envelopes of one table version: fastavro for the `Value` rows, the
     Source/op/ts_ms/transaction/unchanged_toast fields from pre-encoded constants."""
 
-    __slots__ = ("_header", "_value", "_source_head", "_db", "_schema_table", "_commit_key",
-                 "_commit_bytes", "_txn_id", "_txn_id_bytes", "_now_ms", "_now_bytes")
+    __slots__ = ("_header", "_value", "_encode_row", "_source_head", "_db", "_schema_table",
+                 "_commit_key", "_commit_bytes", "_txn_id", "_txn_id_bytes", "_now_ms",
+                 "_now_bytes")
 
-    def __init__(self, value_record: Any, schema_id: int, constants: Mapping[str, str]) -> None:
+    def __init__(self, value_record: Any, encode_row: RowEncoder | None, schema_id: int,
+                 constants: Mapping[str, str]) -> None:
         self._header = _HEADER.pack(MAGIC, schema_id)
         self._value = value_record  # parsed Value record schema
+        self._encode_row = encode_row  # None: fastavro writes the rows
         self._source_head = (_string(constants["version"]) + _string(constants["connector"])
                              + _string(constants["name"]))
         self._db = _string(constants["db"])
@@ -174,6 +261,8 @@ class _EnvelopeFrame:
         for row in (before, after):
             if row is None:
                 buf.write(_NULL)
+            elif self._encode_row is not None:
+                buf.write(_BRANCH_1 + self._encode_row(row))
             else:
                 buf.write(_BRANCH_1)
                 schemaless_writer(buf, self._value, row)
@@ -237,12 +326,17 @@ class TableCodec:
         self._keys = tuple((c.index, c.avro_name) for c in schemas.key_columns)
         _parse(schemas.value_schema, schemas.topic)  # the whole Envelope must be valid Avro
         value_record = schemas.value_schema["fields"][0]["type"][1]  # before: ["null", Value]
-        self._frame = _EnvelopeFrame(_parse(value_record, schemas.topic), value_id,
-                                     schemas.source_constants)
+        self._frame = _EnvelopeFrame(_parse(value_record, schemas.topic),
+                                     _row_encoder(columns), value_id, schemas.source_constants)
         self._write_key: Callable[[Any], bytes] | None = None
         if schemas.key_schema is not None and key_id is not None:
-            self._write_key = _writer(_parse(schemas.key_schema, schemas.topic + " key"),
-                                      key_id)
+            parsed_key = _parse(schemas.key_schema, schemas.topic + " key")
+            encode_key = _row_encoder(schemas.key_columns)
+            if encode_key is None:
+                self._write_key = _writer(parsed_key, key_id)
+            else:
+                key_header = _HEADER.pack(MAGIC, key_id)
+                self._write_key = lambda datum: key_header + encode_key(datum)
         self._text: tuple[Callable[[str], Any], ...] = ()
         self._binary: tuple[Callable[[bytes], Any], ...] = ()
         if catalog is not None:
