@@ -95,8 +95,7 @@ class Pipeline:
         cfg = self.cfg
         settings = SnapshotSettings(cfg.dsn, cfg.slot, cfg.publication, cfg.topic_prefix,
                                     workers=cfg.snapshot_workers,
-                                    chunk_rows=cfg.snapshot_chunk_rows, binary=cfg.binary,
-                                    tombstones=cfg.tombstones)
+                                    chunk_rows=cfg.snapshot_chunk_rows, binary=cfg.binary)
         result = take_snapshot(settings, self.admin, self.registry, self.kafka_settings,
                                self.topics, should_stop=lambda: self.stopping,
                                keep_slot=cfg.snapshot != "initial_only")

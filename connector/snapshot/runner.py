@@ -3,23 +3,26 @@
     result = take_snapshot(SnapshotSettings(...), admin, registry, kafka_settings, topics,
                            should_stop=lambda: stopping, keep_slot=True)
 
-Readers are threads, each with its own connection importing the snapshot, taking chunks from
-one queue. psycopg reads COPY data and librdkafka sends records without holding the GIL, so a
-second reader helps as long as the database or the network is the bottleneck; loading values
-and Avro encoding are Python and hold it (benchmarks/README.md `## snapshot` has the figures).
+The coordinator (this module) plans, registers the schemas, produces the truncates and shows
+progress; the rows are read by `worker.reader_main`: in one thread for one reader, in spawned
+processes for several (value loading and Avro encoding are Python and hold the GIL, so only
+processes read in parallel). Each reader has its own connection importing the snapshot and its
+own Kafka producer, and reports "done" only once Kafka acknowledged all its events; the
+snapshot is complete when every reader did and the coordinator's own events are acknowledged.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import multiprocessing.process
+import os
 import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import psycopg
 
 from connector import metrics
 from connector.avro import AvroEncoder, SchemaRegistry, SourceInfo, TableCodec
@@ -31,11 +34,12 @@ from connector.replication import ReplicationAdmin
 from connector.sink import AckTracker, KafkaSink, TopicCreator
 from connector.source_catalog import PostgresCatalog
 
-from .chunks import Chunk, plan_chunks
+from .chunks import plan_chunks
 from .progress import Progress, TableProgress
-from .reader import ChunkReader, Stopped, open_in_snapshot
+from .reader import open_in_snapshot
 from .slot import ExportedSnapshot, snapshot_slot_name
 from .tables import SnapshotTable, check_unchanged, lock_tables, published_tables
+from .worker import ReaderSpec, TableIds, error_from_report, reader_main
 
 __all__ = ["SNAPSHOT_PRODUCER_DEFAULTS", "TRUNCATE_INDEX", "SnapshotResult", "SnapshotSettings",
            "take_snapshot"]
@@ -58,7 +62,6 @@ class SnapshotSettings:
     workers: int = 2
     chunk_rows: int = 250_000
     binary: bool = False
-    tombstones: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,7 @@ def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry:
 
 
 class _Job:
-    """Readers over the chunk queue, delivery reports, progress, stop and error handling."""
+    """The coordinator: truncates, the chunk queue, readers, their reports, progress, stop."""
 
     def __init__(self, settings: SnapshotSettings, admin: ReplicationAdmin,
                  registry: SchemaRegistry, kafka_settings: Mapping[str, Any],
@@ -120,14 +123,14 @@ class _Job:
         self.settings = settings
         self.should_stop = should_stop
         self.lsn = lsn
-        self.snapshot_name = snapshot_name
         self.tables = list(tables)
+        self.ts_ms = time.time_ns() // 1_000_000
+        self.kafka_settings = {**SNAPSHOT_PRODUCER_DEFAULTS, **kafka_settings}
         self.tracker = AckTracker(None)
-        self.sink = KafkaSink({**SNAPSHOT_PRODUCER_DEFAULTS, **kafka_settings}, self.tracker,
-                              topics=topics, tombstones=settings.tombstones)
+        self.sink = KafkaSink(self.kafka_settings, self.tracker, topics=topics)
         types = TypeCatalog()
-        encoder = AvroEncoder(registry, types, prefix=settings.topic_prefix,
-                              db=str(admin.conn.info.dbname))
+        db = str(admin.conn.info.dbname)
+        encoder = AvroEncoder(registry, types, prefix=settings.topic_prefix, db=db)
         # The stream's own codec path: same catalog lookups, same schemas, same registry ids.
         publisher = Publisher(encoder, self.sink, self.tracker, PostgresCatalog(admin.conn, types))
         self.codecs: list[TableCodec] = [publisher.codec(t.relation) for t in self.tables]
@@ -145,37 +148,22 @@ class _Job:
         for index, count in enumerate(counts):
             if count == 0:  # a partitioned table without partitions
                 self.progress.chunk_done(index)
-        self._queue: queue.SimpleQueue[Chunk] = queue.SimpleQueue()
-        self._abort = threading.Event()
-        self._errors: list[BaseException] = []
-        self.ts_ms = time.time_ns() // 1_000_000
+        self.spec = ReaderSpec(
+            settings.dsn, snapshot_name, lsn, self.ts_ms, settings.binary,
+            settings.topic_prefix, db, self.kafka_settings, self.tables,
+            [TableIds(c.schemas.key_json, c.schemas.value_json, c.key_id, c.value_id)
+             for c in self.codecs], log_level=logging.getLogger().getEffectiveLevel())
 
     def run(self) -> bool:
         """True when every row was produced and acknowledged; False when stopped."""
         self._truncates()
-        for chunk in self.chunks:
-            self._queue.put(chunk)
         workers = max(1, min(self.settings.workers, len(self.chunks)))
         log.info("snapshot of %d tables in %d chunks, %d reader%s", len(self.tables),
-                 len(self.chunks), workers, "" if workers == 1 else "s")
-        threads = [threading.Thread(target=self._reader, name=f"pgcdc-snapshot-{i}",
-                                    daemon=True) for i in range(workers if self.chunks else 0)]
-        for thread in threads:
-            thread.start()
-        try:
-            while any(t.is_alive() for t in threads):
-                if self.should_stop():
-                    self._abort.set()
-                self.sink.poll(POLL_S)
-                self.progress.render()
-        finally:
-            self._abort.set()
-            for thread in threads:
-                thread.join()
-        if self._errors:
-            raise _as_cdc_error(self._errors[0])
-        if self.should_stop() and not self._all_read():
-            return False
+                 len(self.chunks), workers, "" if workers == 1 else " processes")
+        if self.chunks:
+            completed = self._read(workers)
+            if not completed:
+                return False
         return self._drain()
 
     def _truncates(self) -> None:
@@ -190,11 +178,87 @@ class _Job:
             self.sink.produce_to_all_partitions(codec.topic, None, codec.truncate(source), ticket)
         ticket.seal()
 
-    def _all_read(self) -> bool:
-        return all(t.finished is not None for t in self.progress.tables)
+    def _read(self, workers: int) -> bool:
+        """Run the readers to the end; True when each delivered all its events."""
+        readers: list[Any]
+        chunks: Any
+        reports: Any
+        stop: Any
+        if workers == 1:
+            chunks, reports, stop = queue.SimpleQueue(), queue.SimpleQueue(), threading.Event()
+            readers = [threading.Thread(target=reader_main, args=(self.spec, chunks, reports,
+                                                                  stop),
+                                        name="pgcdc-snapshot", daemon=True)]
+        else:
+            context = multiprocessing.get_context("spawn")
+            chunks, reports, stop = context.Queue(), context.Queue(), context.Event()
+            readers = [context.Process(target=reader_main,
+                                       args=(self.spec, chunks, reports, stop, os.getpid()),
+                                       name=f"pgcdc-snapshot-{i}", daemon=True)
+                       for i in range(workers)]
+        for chunk in self.chunks:
+            chunks.put(chunk)
+        for _ in readers:
+            chunks.put(None)
+        for reader in readers:
+            reader.start()
+        pending, stopped = len(readers), False
+        errors: list[CdcError] = []
+        rendered = 0.0
+        try:
+            while pending:
+                if self.should_stop() and not stop.is_set():
+                    stop.set()
+                if time.monotonic() - rendered >= POLL_S:
+                    self.sink.poll(0)
+                    self.progress.render()
+                    rendered = time.monotonic()
+                report = self._next_report(reports, readers if workers > 1 else [])
+                if report is None:
+                    continue
+                kind, first, second = report
+                if kind == "rows":
+                    self.progress.add(first, second)
+                    metrics.EVENTS.labels(self.codecs[first].topic, "r").inc(second)
+                elif kind == "chunk":
+                    self.progress.chunk_done(first)
+                else:
+                    pending -= 1
+                    if kind == "error":
+                        errors.append(error_from_report(first, second))
+                        stop.set()
+                    elif kind == "stopped":
+                        stopped = True
+        finally:
+            stop.set()
+            for reader in readers:
+                reader.join(30.0)
+                if isinstance(reader, multiprocessing.process.BaseProcess) and reader.is_alive():
+                    reader.kill()
+        if errors:
+            raise errors[0]
+        return not stopped  # a reader reports "done" only with all its events acknowledged
+
+    @staticmethod
+    def _next_report(reports: Any, processes: Sequence[Any]) -> tuple[str, Any, Any] | None:
+        """The next report, None after POLL_S without one; raises when every reader process
+        is gone and the pipe is empty (a reader killed before it could report)."""
+        try:
+            report: tuple[str, Any, Any] = reports.get(timeout=POLL_S)
+            return report
+        except queue.Empty:
+            if not processes or any(p.is_alive() for p in processes):
+                return None
+        try:  # the last reports may still be on their way through the pipe
+            report = reports.get(timeout=2.0)
+            return report
+        except queue.Empty:
+            codes = [p.exitcode for p in processes]
+            raise SourceError(f"snapshot readers exited without reporting (exit codes "
+                              f"{codes})") from None
 
     def _drain(self) -> bool:
-        """Wait for every delivery report; a stop request allows 30 s more, then gives up."""
+        """The coordinator's own events (truncates): wait for their delivery reports."""
         deadline: float | None = None
         while len(self.sink) > 0:
             self.sink.poll(POLL_S)
@@ -204,47 +268,7 @@ class _Job:
                     return False
         self.sink.close(30.0)
         self.progress.render(final=True)
-        if self.tracker.open_transactions or (self.chunks and self.tracker.watermark() != self.lsn):
+        if self.tracker.open_transactions:
             raise SinkError("snapshot: not every event was acknowledged by Kafka; "
                             "the snapshot is not complete")
         return True
-
-    def _reader(self) -> None:
-        try:
-            conn = open_in_snapshot(self.settings.dsn, self.snapshot_name, "pgcdc-snapshot")
-        except BaseException as exc:
-            self._fail(exc)
-            return
-        try:
-            reader = ChunkReader(conn, self.sink, self.tracker, self.lsn, self.ts_ms,
-                                 binary=self.settings.binary, on_rows=self._on_rows,
-                                 should_stop=self._abort.is_set)
-            while not self._abort.is_set():
-                try:
-                    chunk = self._queue.get_nowait()
-                except queue.Empty:
-                    return
-                reader.read(self.tables[chunk.table], self.codecs[chunk.table], chunk)
-                self.progress.chunk_done(chunk.table)
-        except Stopped:
-            pass
-        except BaseException as exc:
-            self._fail(exc)
-        finally:
-            conn.close()
-
-    def _on_rows(self, table: int, rows: int) -> None:
-        self.progress.add(table, rows)
-        metrics.EVENTS.labels(self.codecs[table].topic, "r").inc(rows)
-
-    def _fail(self, exc: BaseException) -> None:
-        self._errors.append(exc)
-        self._abort.set()
-
-
-def _as_cdc_error(exc: BaseException) -> BaseException:
-    if isinstance(exc, CdcError):
-        return exc
-    if isinstance(exc, psycopg.Error):
-        return SourceError(f"snapshot failed: {str(exc).strip().splitlines()[0]}")
-    return exc

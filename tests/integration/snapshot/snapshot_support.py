@@ -136,3 +136,21 @@ def read_events(bootstrap: str, registry_url: str, topic: str, *, min_count: int
         consumer.close()
     assert len(events) >= min_count, f"{topic}: {len(events)} < {min_count} events"
     return events
+
+
+def wait_records(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> None:
+    """Until `topic` (partition 0) holds at least `count` records."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}"})
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+            except Exception:  # the topic is not there yet
+                low, high = 0, 0
+            if high - low >= count:
+                return
+            time.sleep(0.1)
+    finally:
+        consumer.close()
+    raise AssertionError(f"{topic}: fewer than {count} records after {timeout}s")

@@ -1,0 +1,176 @@
+"""One snapshot reader: a connection inside the exported snapshot, its own Kafka producer, and a
+loop over the shared chunk queue. It runs in a process of its own when there are several
+readers (loading values and Avro encoding are Python and hold the GIL, so threads would take
+turns), in a thread of the coordinator when there is one.
+
+    reader_main(spec, chunks, reports, stop, parent_pid)
+
+`chunks` yields `Chunk`s and then None; `reports` receives, in this order,
+``("rows", table, n)`` (progress), ``("chunk", table, 0)`` (a chunk fully produced), and
+exactly one ``("done", rows, 0)`` -- sent only after the reader's producer has delivered every
+event and Kafka acknowledged it -- or ``("error", kind, message)`` or ``("stopped", 0, 0)``.
+
+The coordinator registered every table's schemas; a reader derives the same schemas again (same
+catalog lookups, deterministic text), checks the text is identical and uses the coordinator's
+ids, so readers make no registry calls. A reader in a process ignores SIGINT/SIGTERM (the
+coordinator decides) and dies with the coordinator process (an abandoned snapshot must not go
+on producing).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from connector.avro import TableCodec, derive_table_schemas
+from connector.errors import CdcError, SchemaError, SinkError, SourceError
+from connector.pgtypes import TypeCatalog
+from connector.sink import AckTracker, KafkaSink
+from connector.source_catalog import PostgresCatalog
+
+from .chunks import Chunk
+from .reader import ChunkReader, Stopped, open_in_snapshot
+from .tables import SnapshotTable
+
+__all__ = ["ReaderSpec", "TableIds", "reader_main"]
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_ERRORS: dict[str, type[CdcError]] = {"SourceError": SourceError, "SchemaError": SchemaError,
+                                      "SinkError": SinkError}
+
+
+@dataclass(frozen=True)
+class TableIds:
+    """What the coordinator registered for a table: schema texts and their registry ids."""
+
+    key_json: str | None
+    value_json: str
+    key_id: int | None
+    value_id: int
+
+
+@dataclass(frozen=True)
+class ReaderSpec:
+    """Everything a reader needs (picklable: it crosses to a spawned process)."""
+
+    dsn: str
+    snapshot_name: str
+    consistent_point: int
+    ts_ms: int
+    binary: bool
+    prefix: str
+    db: str
+    kafka_settings: Mapping[str, Any]
+    tables: Sequence[SnapshotTable]
+    ids: Sequence[TableIds]
+    log_level: int = logging.INFO
+
+
+class _Queue(Protocol):
+    def get(self) -> Any: ...
+
+    def put(self, item: Any) -> None: ...
+
+
+class _Event(Protocol):
+    def is_set(self) -> bool: ...
+
+
+def error_from_report(kind: str, message: str) -> CdcError:
+    """The coordinator's side of an ``("error", kind, message)`` report."""
+    return _ERRORS.get(kind, SourceError)(message)
+
+
+def reader_main(spec: ReaderSpec, chunks: _Queue, reports: _Queue, stop: _Event,
+                parent_pid: int | None = None) -> None:
+    """The reader loop (see the module docstring). Never raises: everything is a report."""
+    if parent_pid is not None:  # a process of its own
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _die_with_parent()
+        logging.basicConfig(level=spec.log_level,
+                            format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def should_stop() -> bool:
+        return stop.is_set() or (parent_pid is not None and os.getppid() != parent_pid)
+
+    try:
+        rows = _read(spec, chunks, reports, should_stop)
+    except Stopped:
+        reports.put(("stopped", 0, 0))
+    except CdcError as exc:
+        reports.put(("error", type(exc).__name__, str(exc)))
+    except Exception as exc:  # a bug: still one report, so the coordinator does not hang
+        log.exception("snapshot reader failed")
+        reports.put(("error", "SourceError", f"snapshot reader failed: {type(exc).__name__}: "
+                                             f"{exc}"))
+    else:
+        reports.put(("done", rows, 0))
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this reader as soon as the coordinator process dies (SIGKILL
+    included); elsewhere `should_stop` notices within a few thousand rows."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any) -> int:
+    conn = open_in_snapshot(spec.dsn, spec.snapshot_name, "pgcdc-snapshot")
+    try:
+        tracker = AckTracker(None)
+        sink = KafkaSink(spec.kafka_settings, tracker)
+        types = TypeCatalog()
+        catalog = PostgresCatalog(conn, types)
+        codecs: dict[int, TableCodec] = {}
+        reader = ChunkReader(conn, sink, tracker, spec.consistent_point, spec.ts_ms,
+                             binary=spec.binary,
+                             on_rows=lambda table, n: reports.put(("rows", table, n)),
+                             should_stop=should_stop)
+        total = 0
+        while True:
+            chunk: Chunk | None = chunks.get()
+            if chunk is None:
+                break
+            if should_stop():
+                raise Stopped
+            codec = codecs.get(chunk.table)
+            if codec is None:
+                codec = codecs[chunk.table] = _codec(spec, chunk.table, catalog, types)
+            total += reader.read(spec.tables[chunk.table], codec, chunk)
+            reports.put(("chunk", chunk.table, 0))
+        while len(sink) > 0:  # every delivery report, however long Kafka takes
+            sink.poll(0.2)
+            if should_stop():
+                raise Stopped
+        sink.close(30.0)
+        if tracker.open_transactions:
+            raise SinkError("snapshot: not every event was acknowledged by Kafka")
+        return total
+    finally:
+        conn.close()
+
+
+def _codec(spec: ReaderSpec, index: int, catalog: PostgresCatalog,
+           types: TypeCatalog) -> TableCodec:
+    """The table's codec as the coordinator made it (`Publisher.codec`), ids included."""
+    relation = spec.tables[index].relation
+    ids = spec.ids[index]
+    catalog.prepare_types(relation)
+    schemas = derive_table_schemas(relation, types, prefix=spec.prefix, db=spec.db,
+                                   array_dims=catalog.array_dims(relation),
+                                   key_columns=catalog.key_columns(relation))
+    if (schemas.key_json, schemas.value_json) != (ids.key_json, ids.value_json):
+        raise SchemaError(f"snapshot reader derived another schema for {schemas.topic} than "
+                          "the coordinator registered (did the table change?)")
+    return TableCodec(schemas, ids.key_id, ids.value_id, types)
