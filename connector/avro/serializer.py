@@ -109,17 +109,27 @@ _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
 
 
+# Varint pieces of 14 bits: two continuation bytes, or the last one or two bytes.
+_CONTINUED: Final = tuple(bytes(((v & 0x7F) | 0x80, (v >> 7) | 0x80)) for v in range(16384))
+_LAST: Final = tuple(bytes((v,)) if v < 0x80 else bytes(((v & 0x7F) | 0x80, v >> 7))
+                     for v in range(16384))
+
+
 def _varlong(n: int) -> bytes:
-    """Avro long: zig-zag, then base-128 varint."""
+    """Avro long: zig-zag, then base-128 varint (built 14 bits at a time from tables)."""
     if not _INT64_MIN <= n <= _INT64_MAX:
         raise ValueError(f"{n} does not fit an Avro long")
     z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
+    if z < 0x4000:
+        return _LAST[z]
+    if z < 0x1000_0000:
+        return _CONTINUED[z & 0x3FFF] + _LAST[z >> 14]
+    parts = []
+    while z >= 0x4000:
+        parts.append(_CONTINUED[z & 0x3FFF])
+        z >>= 14
+    parts.append(_LAST[z])
+    return b"".join(parts)
 
 
 _SMALL_LONGS: Final = tuple(_varlong(n) for n in range(16384))
@@ -190,6 +200,8 @@ def _array(items: Callable[[Any], bytes], nullable: bool) -> Callable[[list[Any]
 def _type_encoder(avro_type: Any) -> Callable[[Any], bytes] | None:
     """The hand encoder of one (non-null) column type, for the datums pgtypes' converters give
     (ints for dates and times, str for uuid, Decimal for decimals); None: not handled here."""
+    base: Any
+    logical: Any
     if isinstance(avro_type, str):
         base, logical = avro_type, None
     elif isinstance(avro_type, dict):
@@ -217,13 +229,16 @@ def _type_encoder(avro_type: Any) -> Callable[[Any], bytes] | None:
 def _row_encoder(columns: Sequence[ColumnSpec]) -> RowEncoder | None:
     """Encodes a record of ``["null", T]`` fields given as {name: None | (branch, datum)};
     None when a column type is not handled here (fastavro then writes the record)."""
-    fields = [(c.avro_name, _type_encoder(c.avro_type)) for c in columns]
-    if any(encode is None for _, encode in fields):
-        return None
+    fields: list[tuple[str, Callable[[Any], bytes]]] = []
+    for column in columns:
+        encoder = _type_encoder(column.avro_type)
+        if encoder is None:
+            return None
+        fields.append((column.avro_name, encoder))
 
     def encode(row: Mapping[str, Any]) -> bytes:
         return b"".join([_NULL if (value := row[name]) is None else _BRANCH_1 + enc(value[1])
-                         for name, enc in fields])  # type: ignore[misc]
+                         for name, enc in fields])
 
     return encode
 
