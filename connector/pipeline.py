@@ -113,6 +113,12 @@ class Pipeline:
         attempt = 0
         while not self.stopping:
             try:
+                if attempt:
+                    # Inside the try: while the server is still down this fails with a
+                    # transient SourceError and counts as an attempt (the old admin
+                    # connection is closed; using it raised OperationalError and exited).
+                    self.admin.close()
+                    self.admin = ReplicationAdmin.connect(self.cfg.dsn)
                 self._session(proto)
                 return
             except SourceError as exc:
@@ -123,7 +129,6 @@ class Pipeline:
                 log.warning("%s; reconnecting in %ss (attempt %d/%d)", exc, delay, attempt,
                             len(RECONNECT_BACKOFF_S))
                 self._sleep(delay)
-                self._reconnect_admin()
 
     def _session(self, proto: int) -> None:
         """One replication connection, from the slot's confirmed position to a stop."""
@@ -216,13 +221,6 @@ class Pipeline:
                                     (HEARTBEAT_PREFIX,))
         except psycopg.Error as exc:
             log.warning("heartbeat failed: %s", str(exc).strip().splitlines()[0])
-
-    def _reconnect_admin(self) -> None:
-        try:
-            self.admin.close()
-            self.admin = ReplicationAdmin.connect(self.cfg.dsn)
-        except SourceError as exc:
-            log.warning("%s", exc)
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
