@@ -65,6 +65,7 @@ class Publisher:
         self.tracker = tracker
         self.catalog = catalog
         self.transaction_topic = transaction_topic
+        self._toast_warned: set[int] = set()
         self._codecs: dict[Relation, TableCodec] = {}
         # The hot path's cache: a Relation's hash walks every column, so changes look their
         # codec up by the identity of the (shared) Relation object; the entry keeps it alive.
@@ -140,6 +141,8 @@ class Publisher:
             if old_key != new_key:
                 # The key changed: the old key's row is gone, a new key's row appears (so a
                 # consumer keyed by the Kafka key sees both, each in its own partition).
+                if UNCHANGED_TOAST in new:
+                    self._warn_toast_across_key_change(codec.schemas.relation)
                 self.sink.produce_delete(topic, old_key, codec.value_from_tuples(
                     "d", msg.old, None, source, transaction=block), ticket)
                 self.sink.produce(topic, new_key, codec.value_from_tuples(
@@ -158,6 +161,18 @@ class Publisher:
             self.sink.produce_to_all_partitions(
                 topic, None, codec.truncate(source, transaction=block), ticket)
             events[topic, "t"] += 1
+
+    def _warn_toast_across_key_change(self, relation: Relation) -> None:
+        """PostgreSQL does not re-send an unchanged TOASTed value, and with a key change no
+        consumer holds it under the new key: the value is lost unless REPLICA IDENTITY FULL."""
+        if relation.relation_id in self._toast_warned:
+            return
+        self._toast_warned.add(relation.relation_id)
+        log.warning("%s.%s: a primary-key change kept a large (TOASTed) value unchanged; "
+                    "PostgreSQL does not send it, so the new row's event lists it in "
+                    "unchanged_toast with no value to keep. Use ALTER TABLE %s.%s REPLICA "
+                    "IDENTITY FULL for tables whose keys change", relation.namespace,
+                    relation.name, relation.namespace, relation.name)
 
     def _send(self, record: Encoded, ticket: Ticket) -> None:
         self.sink.produce(record.topic, record.key, record.value, ticket)
