@@ -178,6 +178,8 @@ def freshness(spark: SparkSession, bootstrap: str, registry_url: str, tables: li
     query, processor = start_merge(spark, config)
     # first catch up with the backlog (already applied: position guards make it a no-op)
     while not processor.stats.reports:
+        if query.exception() is not None:
+            raise RuntimeError(f"the streaming query failed: {query.exception()}")
         time.sleep(0.5)
     skip = len(processor.stats.reports) + 1
     produce(bootstrap, tables, rate * seconds, lsn_start=10**9, rate=rate)
