@@ -1,7 +1,10 @@
 """Events to bytes in the Confluent wire format, and back (for tests and tools).
 
-Wire format: byte 0, the schema id as 4 bytes big-endian, the Avro binary body
-(fastavro ``schemaless_writer`` on a schema parsed once per codec).
+Wire format: byte 0, the schema id as 4 bytes big-endian, the Avro binary body. The body is
+written by hand on the hot path -- the Envelope from pre-encoded constant pieces, Value and Key
+rows by per-type encoders chosen once per codec -- and by fastavro ``schemaless_writer`` for any
+column type those encoders do not handle; both give the same bytes (property-tested against
+fastavro in tests/unit/avro/test_avro_envelope_bytes.py). Decoding is fastavro's.
 
     codec = TableCodec(schemas, key_id, value_id, catalog)       # once per schema version
     key = codec.key_from_tuple(insert.new)                        # None: table without key
