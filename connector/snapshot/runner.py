@@ -47,7 +47,7 @@ __all__ = ["SNAPSHOT_PRODUCER_DEFAULTS", "TRUNCATE_INDEX", "SnapshotResult", "Sn
 log = logging.getLogger(__name__)
 
 #: Bigger batches than the stream's defaults (throughput over latency); user settings win.
-SNAPSHOT_PRODUCER_DEFAULTS: Mapping[str, Any] = {"linger.ms": 50, "batch.size": 1_000_000}
+SNAPSHOT_PRODUCER_DEFAULTS: Mapping[str, Any] = {"linger.ms": 50}
 LOCK_TIMEOUT_S = 60.0
 TRUNCATE_INDEX = -1  # txn_index of a table's snapshot truncate: before its row 0
 POLL_S = 0.2
