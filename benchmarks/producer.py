@@ -167,6 +167,7 @@ class PgcdcResult:
     seconds: float  # process start → every event in Kafka
     steady_eps: float  # first → last record's CreateTime
     cpu_seconds: float  # user + system of the pgcdc process
+    streaming_cpu_seconds: float  # the same from its first event in Kafka to the last
     peak_rss_mb: float  # VmHWM
     events: int
 
@@ -194,7 +195,7 @@ def pgcdc(stack: Stack, slot: str, table: str, prefix: str, events: int,
     consumer = Consumer({"bootstrap.servers": stack.bootstrap, "group.id": "bench"})
     started = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    cpu, rss = 0.0, 0.0
+    cpu, rss, cpu_at_first = 0.0, 0.0, None
     try:
         while True:
             if proc.poll() is not None:
@@ -204,6 +205,8 @@ def pgcdc(stack: Stack, slot: str, table: str, prefix: str, events: int,
                 high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)[1]
             except Exception:  # the topic does not exist yet
                 high = 0
+            if high > 0 and cpu_at_first is None:
+                cpu_at_first = cpu
             if high >= events:
                 break
             if time.perf_counter() - started > timeout:
@@ -216,8 +219,8 @@ def pgcdc(stack: Stack, slot: str, table: str, prefix: str, events: int,
         proc.wait(120)
     first, last = (_record_time(consumer, topic, offset) for offset in (0, events - 1))
     consumer.close()
-    return PgcdcResult(seconds, (events - 1) / max((last - first) / 1000, 1e-3), cpu, rss,
-                       events)
+    return PgcdcResult(seconds, (events - 1) / max((last - first) / 1000, 1e-3), cpu,
+                       cpu - (cpu_at_first or 0.0), rss, events)
 
 
 def _record_time(consumer: Consumer, topic: str, offset: int) -> int:
@@ -268,6 +271,9 @@ def throughput(stack: Stack, args: argparse.Namespace) -> None:
     print(f"pgcdc CPU: {best.cpu_seconds:.1f} s for {best.seconds:.1f} s wall "
           f"({best.cpu_seconds / best.seconds:.0%} of one core); "
           f"peak RSS {best.peak_rss_mb:.0f} MB")
+    per_cpu = max(events / max(o.streaming_cpu_seconds, 1e-3) for o in ours)
+    print(f"pgcdc events per CPU-second while streaming (its bound with a core of its own): "
+          f"{per_cpu:,.0f} = {per_cpu / recv_eps:.2f} x pg_recvlogical's rate")
     print("all rounds (s): pg_recvlogical " + ", ".join(f"{s:.2f}" for s in recv)
           + "; pgcdc " + ", ".join(f"{o.seconds:.2f}" for o in ours))
 
