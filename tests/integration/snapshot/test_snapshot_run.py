@@ -24,7 +24,6 @@ from snapshot_support import (
     slots,
     table_rows,
     wait_exit,
-    wait_for_output,
     wait_no_slots,
     wait_records,
 )
@@ -206,15 +205,16 @@ def test_interrupted_snapshot_is_restarted(postgres, producer_run, log_dir) -> N
     assert {k: s["v"] for k, s in state.items()} == {k: r["v"] for k, r in expected.items()}
 
 
-def test_sigterm_during_the_snapshot_exits_0_and_keeps_no_slot(postgres, producer_run,
-                                                               log_dir) -> None:
-    run = producer_run("public.snapterm_*", "--snapshot-workers", "1")
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_sigterm_during_the_snapshot_exits_0_and_keeps_no_slot(postgres, producer_run, log_dir,
+                                                               workers: str) -> None:
+    run = producer_run("public.snapterm_*", "--snapshot-workers", workers,
+                       "--snapshot-chunk-rows", "20000")
     table = f"snapterm_{run.tag}"
     _execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, note text)",
              f"INSERT INTO {table} SELECT g, 'x' FROM generate_series(1, 200000) g")
     launch(run, log_dir)
-    wait_for_output(run, "snapshot of 1 tables")
-    time.sleep(0.5)
+    wait_records(run.bootstrap, f"{run.prefix}.public.{table}", 1000)
     assert run.stop(signal.SIGTERM) == 0
     assert "snapshot stopped before it completed" in run.output()
     wait_no_slots(postgres.dsn, run.slot)
