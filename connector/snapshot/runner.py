@@ -37,7 +37,7 @@ from connector.source_catalog import PostgresCatalog
 from .chunks import plan_chunks
 from .progress import Progress, TableProgress
 from .reader import open_in_snapshot
-from .slot import ExportedSnapshot, snapshot_slot_name
+from .slot import ExportedSnapshot, check_free_slots, snapshot_slot_name
 from .tables import SnapshotTable, check_unchanged, lock_tables, published_tables
 from .worker import ReaderSpec, TableIds, error_from_report, reader_main
 
@@ -82,6 +82,7 @@ def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry:
     consistent point. The temporary slot is gone when this returns, whatever happened."""
     started = time.monotonic()
     version = admin.server_version_num
+    check_free_slots(admin.conn, 2 if keep_slot else 1)
     exported = ExportedSnapshot.create(settings.dsn, snapshot_slot_name(settings.slot), version)
     lsn = exported.consistent_point
     log.info("snapshot consistent at %s (exported snapshot %s)", lsn_to_str(lsn),
@@ -107,7 +108,7 @@ def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry:
         log.info("snapshot done: %d tables, %d rows in %.1fs%s", len(tables), job.progress.rows,
                  seconds, f"; streaming continues from {lsn_to_str(lsn)}" if keep_slot else "")
     else:
-        log.warning("snapshot stopped before it completed (%d rows published): the next run "
+        log.warning("snapshot stopped before it completed (%d rows produced): the next run "
                     "takes a new snapshot", job.progress.rows)
     return SnapshotResult(completed, lsn, len(tables), job.progress.rows, seconds)
 

@@ -23,7 +23,7 @@ from psycopg import sql
 from connector.errors import SourceError
 from connector.pgoutput.lsn import lsn_to_str, str_to_lsn
 
-__all__ = ["ExportedSnapshot", "snapshot_slot_name"]
+__all__ = ["ExportedSnapshot", "check_free_slots", "snapshot_slot_name"]
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,20 @@ _MAX_NAME = 63  # NAMEDATALEN - 1
 # The server drops a vanished client's connection (and so the temporary slot) within ~1 min.
 _KEEPALIVES = ("SET tcp_keepalives_idle = 30", "SET tcp_keepalives_interval = 10",
                "SET tcp_keepalives_count = 3")
+
+
+def check_free_slots(admin_conn: Conn, needed: int) -> None:
+    """Fail before reading anything when the server cannot hold the temporary slot and (for a
+    snapshot that continues with streaming) its permanent copy at the same time."""
+    row = admin_conn.execute(
+        "SELECT current_setting('max_replication_slots')::int - count(*)::int"
+        " FROM pg_catalog.pg_replication_slots").fetchone()
+    free = int(row[0]) if row is not None else 0
+    if free < needed:
+        raise SourceError(f"the snapshot needs {needed} free replication slots for a moment "
+                          f"(its temporary slot{' and the permanent copy' if needed > 1 else ''})"
+                          f", the server has {max(free, 0)}: raise max_replication_slots or drop "
+                          "unused slots")
 
 
 def snapshot_slot_name(slot: str) -> str:
