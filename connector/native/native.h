@@ -1,0 +1,9 @@
+#ifndef PGCDC_NATIVE_H
+#define PGCDC_NATIVE_H
+#include <Python.h>
+
+/* Each part adds its functions and types to the module; -1 with an exception on failure. */
+int pgcdc_add_rowenc(PyObject *module);  /* rowenc.c: pgoutput text values -> Avro row bytes */
+int pgcdc_add_tuple(PyObject *module);   /* tuple.c: pgoutput Insert/Update/Delete decoding */
+
+#endif
