@@ -13,7 +13,7 @@
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT, "connector._native",
     "C hot paths of pgcdc (pgoutput tuples, Avro rows); see connector/native/module.c.",
-    -1, NULL,
+    -1, NULL, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__native(void) {
