@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from connector.errors import DecodeError
+from connector.speedups import native
 
 from .lsn import lsn_to_str
 from .messages import (
@@ -400,6 +401,16 @@ _READERS: Final[dict[int, _Reader]] = {
     ord("P"): _prepare, ord("K"): _commit_prepared, ord("r"): _rollback_prepared,
     ord("p"): _stream_prepare,
 }
+
+# The pure-Python readers, whatever `_READERS` ends up holding (tests compare against these).
+PYTHON_READERS: Final[dict[int, _Reader]] = dict(_READERS)
+
+# Insert, Update and Delete through the C extension when it is built: `read_change` decodes
+# a well-formed message itself and hands anything else to the Python reader above for its type
+# (which raises the precise DecodeError), so results and errors are the same either way.
+if native is not None:
+    native.setup(Insert, Update, Delete, BinaryValue, UNCHANGED_TOAST, _insert, _update, _delete)
+    _READERS[ord("I")] = _READERS[ord("U")] = _READERS[ord("D")] = native.read_change
 
 
 # --- public API --------------------------------------------------------------------------------
