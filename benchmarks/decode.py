@@ -13,9 +13,12 @@ that its package's psycopg2/pydantic imports are not needed: `pip install --no-d
 pypgoutput==0.0.3`. Its typed path maps column types to int/datetime/float/json/str and casts
 with pydantic; we time those casts done directly (cheaper than pydantic, so a faster baseline).
 
-Rows: "structural" leaves values as sent (text or bytes); "typed" converts every value
-(ours: connector.pgtypes loaders chosen once per Relation). Ratios are against pypgoutput's row
-of the same kind, best of --rounds.
+Rows: "structural" leaves values as sent (text `str`, binary `BinaryValue` bytes; pypgoutput's
+are `str` too); "typed" converts every value (ours: connector.pgtypes loaders chosen once per
+Relation). Ours runs twice: "native" with the C fast path of connector._native (Insert, Update
+and Delete decoded in C; what the product runs when the extension is built) and "pure Python"
+with only the Python readers (the fallback: PGCDC_NO_NATIVE=1 or no C compiler). Ratios are
+against pypgoutput's row of the same kind, best of --rounds.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import json
 import sys
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
@@ -37,8 +41,9 @@ import psycopg
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from connector.pgoutput import Decoder, Delete, Insert, Relation, Update  # noqa: E402
+from connector.pgoutput import Decoder, Delete, Insert, Relation, Update, decoder  # noqa: E402
 from connector.pgtypes import RowLoaders, TypeCatalog  # noqa: E402
+from connector.speedups import native  # noqa: E402
 
 TABLE = """CREATE TABLE bench (
     id bigint PRIMARY KEY, account int NOT NULL, amount numeric(12,2), price float8,
@@ -120,6 +125,38 @@ def ours_typed(messages: Sequence[bytes]) -> int:
     return len(messages)
 
 
+@contextmanager
+def python_readers() -> Iterator[None]:
+    """Only the pure-Python readers in the decoder's dispatch table (as without the extension)."""
+    saved = dict(decoder._READERS)
+    decoder._READERS.update(decoder.PYTHON_READERS)
+    try:
+        yield
+    finally:
+        decoder._READERS.update(saved)
+
+
+def pure_python(fn: Callable[[Sequence[bytes]], int]) -> Callable[[Sequence[bytes]], int]:
+    def run(messages: Sequence[bytes]) -> int:
+        with python_readers():
+            return fn(messages)
+    return run
+
+
+def check_same(messages: Sequence[bytes]) -> None:
+    """The native and pure-Python decoders agree on every captured message (types included)."""
+    def shapes(decoded: list[Any]) -> list[Any]:
+        return [(type(m), [type(v) for v in getattr(m, "new", None) or ()]) for m in decoded]
+
+    dec = Decoder()
+    fast = [dec.decode(buf) for buf in messages]
+    with python_readers():
+        dec = Decoder()
+        slow = [dec.decode(buf) for buf in messages]
+    if fast != slow or shapes(fast) != shapes(slow):
+        raise SystemExit("native and pure-Python decoding differ on the capture")
+
+
 def load_pypgoutput() -> ModuleType | None:
     spec = importlib.util.find_spec("pypgoutput")
     if spec is None or not spec.submodule_search_locations:
@@ -186,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dsn", help="existing server; default: a throwaway PostgreSQL 15")
     parser.add_argument("--transactions", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     args = parser.parse_args(argv)
 
     pyp = load_pypgoutput()
@@ -201,25 +239,41 @@ def main(argv: list[str] | None = None) -> int:
         with throwaway_server("pg15") as dsn:
             text, binary = capture(dsn, args.transactions)
     pyp_structural, pyp_typed = pypgoutput_runners(pyp)
+    check_same(text)
+    check_same(binary)
 
     cases: list[tuple[str, str, Callable[[Sequence[bytes]], int], Sequence[bytes]]] = [
         ("structural", "pypgoutput 0.0.3 (baseline)", pyp_structural, text),
-        ("structural", "connector.pgoutput, text tuples", ours_structural, text),
-        ("structural", "connector.pgoutput, binary tuples", ours_structural, binary),
+        ("structural", "ours native, text tuples", ours_structural, text),
+        ("structural", "ours native, binary tuples", ours_structural, binary),
+        ("structural", "ours pure Python, text tuples", pure_python(ours_structural), text),
+        ("structural", "ours pure Python, binary tuples", pure_python(ours_structural), binary),
         ("typed", "pypgoutput 0.0.3 + casts (baseline)", pyp_typed, text),
-        ("typed", "connector.pgoutput + pgtypes, text", ours_typed, text),
-        ("typed", "connector.pgoutput + pgtypes, binary", ours_typed, binary),
+        ("typed", "ours native + pgtypes, text", ours_typed, text),
+        ("typed", "ours native + pgtypes, binary", ours_typed, binary),
+        ("typed", "ours pure Python + pgtypes, text", pure_python(ours_typed), text),
     ]
+    if native is None:
+        print("connector._native is not built (or PGCDC_NO_NATIVE is set): "
+              "the 'native' rows run the pure-Python readers too", file=sys.stderr)
     print(f"capture: {len(text):,} messages ({sum(map(len, text)) / 1e6:.1f} MB text, "
           f"{sum(map(len, binary)) / 1e6:.1f} MB binary), protocol 1, best of {args.rounds}")
     print(f"{'kind':<11} {'decoder':<38} {'messages/s':>12} {'MB/s':>8} {'vs baseline':>12}")
     baseline: dict[str, float] = {}
+    rows: list[str] = []
     times = best_times([(fn, msgs) for _, _, fn, msgs in cases], args.rounds)
     for (kind, name, _, msgs), seconds in zip(cases, times, strict=True):
         rate = len(msgs) / seconds
         baseline.setdefault(kind, rate)
         mb = sum(map(len, msgs)) / 1e6 / seconds
         print(f"{kind:<11} {name:<38} {rate:>12,.0f} {mb:>8.1f} {rate / baseline[kind]:>11.1f}x")
+        rows.append(f"| {kind} | {name} | {rate:,.0f} | {mb:.1f} | {rate / baseline[kind]:.1f}x |")
+    print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}"
+          if Path("/proc/loadavg").exists() else "")
+    if args.markdown:
+        print("\n| kind | decoder | messages/s | MB/s | vs baseline |")
+        print("| --- | --- | ---: | ---: | ---: |")
+        print("\n".join(rows))
     return 0
 
 
