@@ -7,6 +7,7 @@ present and give the same results (tests compare the two).
 
 from __future__ import annotations
 
+import importlib
 import os
 from types import ModuleType
 
@@ -19,10 +20,9 @@ def _load() -> ModuleType | None:
     if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
         return None
     try:
-        from connector import _native
+        return importlib.import_module("connector._native")
     except ImportError:
         return None
-    return _native
 
 
 native: ModuleType | None = _load()

@@ -44,6 +44,7 @@ from connector.pgoutput.messages import UNCHANGED_TOAST, TupleData
 from connector.pgtypes import TypeCatalog
 
 from .fixed import fixed_schema
+from .native_rows import row_plan
 from .schema import ColumnSpec, TableSchemas
 
 __all__ = ["MAGIC", "Decoded", "FixedCodec", "SourceInfo", "TableCodec", "TransactionBlock",
@@ -274,16 +275,31 @@ class _EnvelopeFrame:
     def write(self, op: str, before: dict[str, Any] | None, after: dict[str, Any] | None,
               toast: list[str], source: SourceInfo, ts_ms: int | None,
               transaction: TransactionBlock | None) -> bytes:
+        return self.write_fields(op, self._fields(before), self._fields(after), toast, source,
+                                 ts_ms, transaction)
+
+    def _fields(self, row: dict[str, Any] | None) -> bytes | None:
+        """A Value row's Avro fields ({field: None | (branch, datum)} in)."""
+        if row is None:
+            return None
+        if self._encode_row is not None:
+            return self._encode_row(row)
+        buf = io.BytesIO()
+        schemaless_writer(buf, self._value, row)
+        return buf.getvalue()
+
+    def write_fields(self, op: str, before: bytes | None, after: bytes | None,
+                     toast: list[str], source: SourceInfo, ts_ms: int | None,
+                     transaction: TransactionBlock | None) -> bytes:
+        """The framed Envelope around Value rows already encoded (their fields' bytes)."""
         buf = io.BytesIO()
         buf.write(self._header)
-        for row in (before, after):
-            if row is None:
+        for fields in (before, after):
+            if fields is None:
                 buf.write(_NULL)
-            elif self._encode_row is not None:
-                buf.write(_BRANCH_1 + self._encode_row(row))
             else:
                 buf.write(_BRANCH_1)
-                schemaless_writer(buf, self._value, row)
+                buf.write(fields)
         commit_key = (source.ts_ms, source.xid, source.commit_lsn)
         if commit_key != self._commit_key:
             self._commit_bytes = (_long(source.ts_ms), _optional_long(source.xid),
@@ -357,12 +373,16 @@ class TableCodec:
                 self._write_key = lambda datum: key_header + encode_key(datum)
         self._text: tuple[Callable[[str], Any], ...] = ()
         self._binary: tuple[Callable[[bytes], Any], ...] = ()
+        self._plan: Any = None  # the C row encoder (connector.avro.native_rows), if any
         if catalog is not None:
             loaders = catalog.row_loaders(schemas.relation.columns)
             self._text = tuple(_compose(load, c.convert) for load, c in
                                zip(loaders.text, columns, strict=True))
             self._binary = tuple(_compose(load, c.convert) for load, c in
                                  zip(loaders.binary, columns, strict=True))
+            self._plan = row_plan(columns, schemas.key_columns, self._text, self._binary,
+                                  [_type_encoder(c.avro_type) for c in columns])
+        self._key_header = b"" if key_id is None else _HEADER.pack(MAGIC, key_id)
 
     # ------------------------------------------------------------------ rows
 
@@ -422,6 +442,14 @@ class TableCodec:
         """The framed key of a pgoutput tuple (new row, or the old key/row)."""
         if self._write_key is None:
             return None
+        if self._plan is not None:
+            fields: bytes | None
+            try:
+                fields = self._plan.key(data)
+            except Exception:  # the Python path below raises the explained error
+                fields = None
+            if fields is not None:
+                return self._key_header + fields
         if not self._text:
             raise SchemaError(f"{self.topic}: this codec was built without a type catalog, "
                               "so it cannot load pgoutput tuples")
@@ -476,6 +504,10 @@ class TableCodec:
         """(key, value) of a change from pgoutput tuples, loading each tuple once.
 
         The key comes from `new` when there is one (insert, update), else from `old`."""
+        if self._plan is not None and op in OPS:
+            fast = self._native_change(op, old, new, source, ts_ms, transaction, with_key)
+            if fast is not None:
+                return fast
         toast: list[str] = []
         before = None if old is None else self._row_from_tuple(old, None)
         after = None if new is None else self._row_from_tuple(new, toast)
@@ -484,6 +516,37 @@ class TableCodec:
             keyed = after if after is not None else before
             key = None if keyed is None else self._key_of(keyed)
         return key, self._envelope(op, before, after, toast, source, ts_ms, transaction)
+
+    def _native_change(self, op: str, old: TupleData | None, new: TupleData | None,
+                       source: SourceInfo, ts_ms: int | None,
+                       transaction: TransactionBlock | None,
+                       with_key: bool) -> tuple[bytes | None, bytes] | None:
+        """`change_from_tuples` by the C row encoder; None: let the Python path do it (and
+        raise its explained error if the row is bad)."""
+        plan = self._plan
+        toast: list[str] = []
+        before = after = key = None
+        want_key = with_key and self._write_key is not None
+        try:
+            if old is not None:
+                encoded = plan.encode(old, None, want_key and new is None)
+                if encoded is None:
+                    return None
+                before, key = encoded
+            if new is not None:
+                encoded = plan.encode(new, toast, want_key)
+                if encoded is None:
+                    return None
+                after, key = encoded
+        except Exception:
+            return None
+        framed_key = None if key is None else self._key_header + key
+        try:
+            value = self._frame.write_fields(op, before, after, toast, source, ts_ms,
+                                             transaction)
+        except Exception:
+            return None
+        return framed_key, value
 
     def truncate(self, source: SourceInfo, *, ts_ms: int | None = None,
                  transaction: TransactionBlock | None = None) -> bytes:

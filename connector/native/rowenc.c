@@ -501,8 +501,34 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(RowPlan_key_doc,
+"key(values) -> bytes | None\n\n"
+"The Avro fields of the key columns only (None, no exception: wrong number of values).");
+
+static PyObject *RowPlan_key(RowPlan *self, PyObject *values) {
+    if (!PyTuple_Check(values) || PyTuple_GET_SIZE(values) != self->ncols) Py_RETURN_NONE;
+    Buf b;
+    buf_init(&b);
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < self->nkeys; k++) {
+        Py_ssize_t i = self->keys[k];
+        PyObject *raw = PyTuple_GET_ITEM(values, i);
+        if (raw == Py_None || raw == self->unchanged) {
+            if (buf_reserve(&b, 1) < 0) goto done;
+            b.data[b.len++] = 0;
+        } else if (encode_column(self, i, raw, &b) < 0) {
+            goto done;
+        }
+    }
+    result = PyBytes_FromStringAndSize(b.data, b.len);
+done:
+    buf_free(&b);
+    return result;
+}
+
 static PyMethodDef RowPlan_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))RowPlan_encode, METH_FASTCALL, RowPlan_encode_doc},
+    {"key", (PyCFunction)RowPlan_key, METH_O, RowPlan_key_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,163 @@
+"""The C row encoder (connector/native/rowenc.c) gives byte for byte the Python path's keys and
+Envelopes -- or the Python path's very error -- for any pgoutput values: PostgreSQL's canonical
+text, the odd forms the C parsers hand back to Python (infinities, BC dates, NaN, overflowing
+numbers, other spellings), binary values, NULL and unchanged TOAST."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import struct
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from avro_helpers import catalog, column, numeric_typmod, relation
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_table_schemas
+from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
+from connector.pgtypes import oids
+from connector.speedups import NO_NATIVE_ENV, native
+
+
+def test_the_extension_is_built() -> None:
+    """CI builds the extension; a silently missing one would leave only the slow path."""
+    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
+        pytest.skip(f"{NO_NATIVE_ENV} is set: the pure-Python path is asked for")
+    assert native is not None, "connector._native is not built: run `pip install -e .`"
+
+
+def _pg_time(value: dt.time) -> str:
+    text = value.strftime("%H:%M:%S")
+    if value.microsecond:
+        text += f".{value.microsecond:06d}".rstrip("0")
+    return text
+
+
+def _pg_date(value: dt.date) -> str:
+    return f"{value.year:04d}-{value.month:02d}-{value.day:02d}"
+
+
+def _pg_offset(seconds: int) -> str:
+    sign = "-" if seconds < 0 else "+"
+    h, rest = divmod(abs(seconds), 3600)
+    m, s = divmod(rest, 60)
+    return f"{sign}{h:02d}" + (f":{m:02d}" if m or s else "") + (f":{s:02d}" if s else "")
+
+
+ODD = st.sampled_from(["", " 1", "+1", "1 ", "Infinity", "-Infinity", "infinity", "-infinity",
+                       "NaN", "nan", "1e5", "0044-03-15 BC", "24:00:00", "x", "1.", ".5", "-",
+                       "99999999999999999999", "-9223372036854775808", "1_000", "٣"])
+INTS = st.integers(-(2**63), 2**63 - 1).map(str)
+DATES = st.dates().map(_pg_date)
+TIMES = st.times().map(_pg_time)
+STAMPS = st.datetimes().map(lambda v: f"{_pg_date(v)} {_pg_time(v.time())}")
+OFFSETS = st.integers(-15 * 3600 - 59 * 60, 15 * 3600 + 59 * 60).map(_pg_offset)
+DECIMALS = st.decimals(min_value=Decimal("-9999999999.99"), max_value=Decimal("9999999999.99"),
+                       places=2, allow_nan=False).map(lambda d: format(d, "f"))
+
+# (name, type OID, typmod, strategy of canonical text)
+COLUMNS: list[tuple[str, int, int, Any]] = [
+    ("id", oids.INT8, -1, INTS),
+    ("i2", oids.INT2, -1, st.integers(-(2**15), 2**15 - 1).map(str)),
+    ("i4", oids.INT4, -1, st.integers(-(2**31), 2**31 - 1).map(str)),
+    ("o", oids.OID, -1, st.integers(0, 2**32 - 1).map(str)),
+    ("n", oids.NUMERIC, numeric_typmod(12, 2), DECIMALS),
+    ("n0", oids.NUMERIC, numeric_typmod(6, 0), st.integers(-999999, 999999).map(str)),
+    ("nbig", oids.NUMERIC, numeric_typmod(30, 8),
+     st.decimals(min_value=-10**21, max_value=10**21, places=8,
+                 allow_nan=False).map(lambda d: format(d, "f"))),
+    ("nfree", oids.NUMERIC, -1, st.decimals(allow_nan=False, allow_infinity=False).map(str)),
+    ("f8", oids.FLOAT8, -1, st.floats(allow_nan=False, allow_infinity=False).map(repr)),
+    ("f4", oids.FLOAT4, -1, st.floats(width=32, allow_nan=False,
+                                      allow_infinity=False).map(repr)),
+    ("t", oids.TEXT, -1, st.text()),
+    ("vc", oids.VARCHAR, -1, st.text(max_size=5)),
+    ("bp", oids.BPCHAR, -1, st.text(max_size=5)),
+    ("j", oids.JSONB, -1, st.text(max_size=8)),
+    ("b", oids.BOOL, -1, st.sampled_from(["t", "f"])),
+    ("d", oids.DATE, -1, DATES),
+    ("tm", oids.TIME, -1, TIMES),
+    ("ts", oids.TIMESTAMP, -1, STAMPS),
+    ("tz", oids.TIMESTAMPTZ, -1, st.tuples(STAMPS, OFFSETS).map("".join)),
+    ("u", oids.UUID, -1, st.uuids().map(str)),
+    ("iv", oids.INTERVAL, -1, st.sampled_from(["1 day 02:00:00", "-00:00:01.5", "3 mons"])),
+    ("arr", 1007, -1, st.sampled_from(["{1,2,NULL}", "{}", "{{1},{2}}"])),
+]
+KEY = {"id", "tz"}
+
+BINARY = {
+    "id": st.integers(-(2**63), 2**63 - 1).map(lambda n: BinaryValue(struct.pack("!q", n))),
+    "t": st.text().map(lambda s: BinaryValue(s.encode())),
+    "b": st.sampled_from([BinaryValue(b"\x01"), BinaryValue(b"\x00")]),
+}
+
+
+def _value(name: str, canonical: Any) -> Any:
+    options = [canonical, canonical, canonical, st.none(), st.just(UNCHANGED_TOAST), ODD]
+    if name in BINARY:
+        options.append(BINARY[name])
+    return st.one_of(*options)
+
+
+ROW = st.tuples(*(_value(name, canonical) for name, _, _, canonical in COLUMNS))
+
+
+def _codecs() -> tuple[TableCodec, TableCodec]:
+    rel = relation(*(column(name, oid, typmod, key=name in KEY)
+                     for name, oid, typmod, _ in COLUMNS))
+    schemas = derive_table_schemas(rel, catalog(), prefix="p", db="d")
+    fast = TableCodec(schemas, 21, 22, catalog())
+    reference = TableCodec(schemas, 21, 22, catalog())
+    reference._plan = None
+    return fast, reference
+
+
+FAST, REFERENCE = _codecs()
+SOURCE = SourceInfo(0x16B3748, 3, 1_700_000_000_000, 731, 0x16B3700)
+BLOCK = TransactionBlock("731:23803720", 4, 2)
+
+
+def _outcome(call: Any) -> Any:
+    try:
+        return call()
+    except Exception as exc:  # the same error, word for word
+        return type(exc), str(exc)
+
+
+def test_the_plan_covers_the_fast_kinds() -> None:
+    if native is None:
+        pytest.skip("the extension is not built")
+    assert FAST._plan is not None
+
+
+@settings(max_examples=400, deadline=None)
+@given(ROW, ROW)
+def test_native_rows_equal_the_python_path(old: tuple[Any, ...], new: tuple[Any, ...]) -> None:
+    for op, before, after in (("c", None, new), ("r", None, new), ("d", old, None),
+                              ("u", old, new)):
+        for kwargs in ({"ts_ms": 5, "transaction": BLOCK}, {"ts_ms": 5, "with_key": False}):
+            args = (op, before, after, SOURCE)
+            ours = _outcome(lambda: FAST.change_from_tuples(*args, **kwargs))  # noqa: B023
+            theirs = _outcome(lambda: REFERENCE.change_from_tuples(*args, **kwargs))  # noqa: B023
+            assert ours == theirs
+    assert _outcome(lambda: FAST.key_from_tuple(new)) == _outcome(
+        lambda: REFERENCE.key_from_tuple(new))
+
+
+@pytest.mark.parametrize("row", [(), ("1",), tuple("1" for _ in range(len(COLUMNS) + 1))])
+def test_a_row_of_the_wrong_width_gets_the_python_error(row: tuple[str, ...]) -> None:
+    assert _outcome(lambda: FAST.change_from_tuples("c", None, row, SOURCE)) == _outcome(
+        lambda: REFERENCE.change_from_tuples("c", None, row, SOURCE))
+    assert _outcome(lambda: FAST.key_from_tuple(row)) == _outcome(
+        lambda: REFERENCE.key_from_tuple(row))
+
+
+def test_unchanged_toast_is_listed_in_the_envelope() -> None:
+    row = tuple(UNCHANGED_TOAST if name == "t" else None for name, _, _, _ in COLUMNS)
+    row = ("7",) + row[1:]
+    fast = FAST.change_from_tuples("u", None, row, SOURCE, ts_ms=5)
+    assert fast == REFERENCE.change_from_tuples("u", None, row, SOURCE, ts_ms=5)
+    assert fast[1].endswith(b"\x02\x02t\x00")  # unchanged_toast: ["t"]
