@@ -42,6 +42,7 @@ from connector.errors import SchemaError
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.messages import UNCHANGED_TOAST, TupleData
 from connector.pgtypes import TypeCatalog
+from connector.speedups import native
 
 from .fixed import fixed_schema
 from .native_rows import row_plan
@@ -253,7 +254,7 @@ class _EnvelopeFrame:
 
     __slots__ = ("_header", "_value", "_encode_row", "_source_head", "_db", "_schema_table",
                  "_commit_key", "_commit_bytes", "_txn_id", "_txn_id_bytes", "_now_ms",
-                 "_now_bytes")
+                 "_now_bytes", "_native")
 
     def __init__(self, value_record: Any, encode_row: RowEncoder | None, schema_id: int,
                  constants: Mapping[str, str]) -> None:
@@ -271,6 +272,8 @@ class _EnvelopeFrame:
         self._txn_id_bytes = b""
         self._now_ms = -1
         self._now_bytes = b""
+        self._native = None if native is None else native.EnvelopeFrame(
+            self._header, self._source_head, self._db, self._schema_table)
 
     def write(self, op: str, before: dict[str, Any] | None, after: dict[str, Any] | None,
               toast: list[str], source: SourceInfo, ts_ms: int | None,
@@ -292,6 +295,11 @@ class _EnvelopeFrame:
                      toast: list[str], source: SourceInfo, ts_ms: int | None,
                      transaction: TransactionBlock | None) -> bytes:
         """The framed Envelope around Value rows already encoded (their fields' bytes)."""
+        if self._native is not None:
+            framed: bytes | None = self._native.write(op, before, after, toast, source, ts_ms,
+                                                      transaction)
+            if framed is not None:
+                return framed
         buf = io.BytesIO()
         buf.write(self._header)
         for fields in (before, after):

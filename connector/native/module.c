@@ -19,7 +19,8 @@ static struct PyModuleDef native_module = {
 PyMODINIT_FUNC PyInit__native(void) {
     PyObject *module = PyModule_Create(&native_module);
     if (module == NULL) return NULL;
-    if (pgcdc_add_rowenc(module) < 0 || pgcdc_add_tuple(module) < 0) {
+    if (pgcdc_add_rowenc(module) < 0 || pgcdc_add_tuple(module) < 0 ||
+        pgcdc_add_envelope(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import struct
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_table_schemas
+from connector.avro.serializer import decode
 from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import oids
 from connector.speedups import NO_NATIVE_ENV, native
@@ -161,3 +163,12 @@ def test_unchanged_toast_is_listed_in_the_envelope() -> None:
     fast = FAST.change_from_tuples("u", None, row, SOURCE, ts_ms=5)
     assert fast == REFERENCE.change_from_tuples("u", None, row, SOURCE, ts_ms=5)
     assert fast[1].endswith(b"\x02\x02t\x00")  # unchanged_toast: ["t"]
+
+
+def test_an_envelope_without_ts_ms_carries_the_current_time() -> None:
+    row = tuple("1" if name in ("id", "i2") else None for name, _, _, _ in COLUMNS)
+    before_ms = time.time_ns() // 1_000_000
+    _, value = FAST.change_from_tuples("c", None, row, SOURCE)
+    after_ms = time.time_ns() // 1_000_000
+    decoded = decode(value, lambda _id: FAST.schemas.value_schema)
+    assert before_ms <= decoded.value["ts_ms"] <= after_ms
