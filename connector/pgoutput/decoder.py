@@ -7,6 +7,11 @@ that a check missed).
 
 Messages inside a Stream Start/Stop block carry an extra xid, which the bytes alone cannot
 tell: pass `streaming=True` for those, or let `Decoder` track the blocks.
+
+When the C extension is built (`connector.speedups.native`), Insert, Update and Delete (most of
+a stream) are decoded by its `read_change` (connector/native/tuple.c), which declines anything
+malformed and then runs the Python reader below, so results and errors are the same either way.
+The Python readers stay the reference (`PYTHON_READERS`; the tests compare the two).
 """
 
 from __future__ import annotations
