@@ -392,6 +392,11 @@ class TableCodec:
                                   [_type_encoder(c.avro_type) for c in columns])
         self._key_header = b"" if key_id is None else _HEADER.pack(MAGIC, key_id)
 
+    @property
+    def has_native_rows(self) -> bool:
+        """Whether the C row encoder serves this codec (`change_from_copy` can succeed)."""
+        return self._plan is not None
+
     # ------------------------------------------------------------------ rows
 
     def _row(self, values: Sequence[Any], toast: list[str] | None) -> dict[str, Any]:
@@ -555,6 +560,25 @@ class TableCodec:
         except Exception:
             return None
         return framed_key, value
+
+    def change_from_copy(self, op: str, line: bytes | bytearray | memoryview, source: SourceInfo, *,
+                         ts_ms: int | None = None,
+                         transaction: TransactionBlock | None = None,
+                         ) -> tuple[bytes | None, bytes] | None:
+        """(key, value) of a row given as one line of ``COPY ... TO STDOUT`` text output, by
+        the C row encoder; None when there is none or it declines the line (the caller then
+        parses the line and uses `change_from_tuples`, which explains any error)."""
+        if self._plan is None or op not in OPS:
+            return None
+        try:
+            encoded = self._plan.encode_copy(line, self._write_key is not None)
+            if encoded is None:
+                return None
+            fields, key = encoded
+            value = self._frame.write_fields(op, None, fields, [], source, ts_ms, transaction)
+        except Exception:
+            return None
+        return (None if key is None else self._key_header + key), value
 
     def truncate(self, source: SourceInfo, *, ts_ms: int | None = None,
                  transaction: TransactionBlock | None = None) -> bytes:

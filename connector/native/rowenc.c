@@ -193,7 +193,8 @@ static int enc_date(Buf *b, const char *s, Py_ssize_t n) {
 
 static int enc_time(Buf *b, const char *s, Py_ssize_t n) {
     int64_t micros;
-    if (parse_time(s, n, &micros) != n) return 0;
+    Py_ssize_t used = parse_time(s, n, &micros);
+    if (used == 0 || used != n) return 0;
     return put_branch_long(b, micros) < 0 ? -1 : 1;
 }
 
@@ -323,29 +324,27 @@ fail:
     return NULL;
 }
 
-/* One column's union field. 1: written, -1: error. */
-static int encode_column(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b) {
-    unsigned char kind = self->kinds[i];
-    if (kind != K_FALLBACK && PyUnicode_CheckExact(raw)) {
-        Py_ssize_t n;
-        const char *s = PyUnicode_AsUTF8AndSize(raw, &n);
-        if (s == NULL) return -1;
-        int done = 0;
-        switch (kind) {
-        case K_STRING: done = put_branch_bytes(b, s, n) < 0 ? -1 : 1; break;
-        case K_BOOL: done = enc_bool(b, s, n); break;
-        case K_INT: done = enc_int(b, s, n); break;
-        case K_DOUBLE: done = enc_real(b, s, n, 0); break;
-        case K_FLOAT: done = enc_real(b, s, n, 1); break;
-        case K_DECIMAL: done = enc_decimal(b, s, n, self->scales[i]); break;
-        case K_DATE: done = enc_date(b, s, n); break;
-        case K_TIME: done = enc_time(b, s, n); break;
-        case K_TIMESTAMP: done = enc_timestamp(b, s, n, 0); break;
-        case K_TIMESTAMPTZ: done = enc_timestamp(b, s, n, 1); break;
-        case K_UUID: done = enc_uuid(b, s, n); break;
-        }
-        if (done != 0) return done;
+/* A column's field from its text (UTF-8) by the column's C parser. 1: written, 0: not the
+ * canonical form (use the fallback), -1: error. */
+static int encode_text(RowPlan *self, Py_ssize_t i, const char *s, Py_ssize_t n, Buf *b) {
+    switch (self->kinds[i]) {
+    case K_STRING: return put_branch_bytes(b, s, n) < 0 ? -1 : 1;
+    case K_BOOL: return enc_bool(b, s, n);
+    case K_INT: return enc_int(b, s, n);
+    case K_DOUBLE: return enc_real(b, s, n, 0);
+    case K_FLOAT: return enc_real(b, s, n, 1);
+    case K_DECIMAL: return enc_decimal(b, s, n, self->scales[i]);
+    case K_DATE: return enc_date(b, s, n);
+    case K_TIME: return enc_time(b, s, n);
+    case K_TIMESTAMP: return enc_timestamp(b, s, n, 0);
+    case K_TIMESTAMPTZ: return enc_timestamp(b, s, n, 1);
+    case K_UUID: return enc_uuid(b, s, n);
     }
+    return 0;
+}
+
+/* A column's field the Python way. 1: written, -1: error. */
+static int encode_fallback(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b) {
     PyObject *piece = PyObject_CallOneArg(PyTuple_GET_ITEM(self->fallbacks, i), raw);
     if (piece == NULL) return -1;
     if (!PyBytes_Check(piece)) {
@@ -356,6 +355,34 @@ static int encode_column(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b) {
     int rc = buf_put(b, PyBytes_AS_STRING(piece), PyBytes_GET_SIZE(piece));
     Py_DECREF(piece);
     return rc < 0 ? -1 : 1;
+}
+
+/* One column's union field from a pgoutput value (not None / unchanged). 1: written, -1. */
+static int encode_column(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b) {
+    if (self->kinds[i] != K_FALLBACK && PyUnicode_CheckExact(raw)) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(raw, &n);
+        if (s == NULL) return -1;
+        int done = encode_text(self, i, s, n, b);
+        if (done != 0) return done;
+    }
+    return encode_fallback(self, i, raw, b);
+}
+
+/* The key columns' fields, copied out of a row's fields (starts[i]: where column i begins). */
+static PyObject *key_from_fields(RowPlan *self, const char *fields, const Py_ssize_t *starts) {
+    Py_ssize_t size = 0;
+    for (Py_ssize_t k = 0; k < self->nkeys; k++)
+        size += starts[self->keys[k] + 1] - starts[self->keys[k]];
+    PyObject *key = PyBytes_FromStringAndSize(NULL, size);
+    if (key == NULL) return NULL;
+    char *p = PyBytes_AS_STRING(key);
+    for (Py_ssize_t k = 0; k < self->nkeys; k++) {
+        Py_ssize_t i = self->keys[k], len = starts[i + 1] - starts[i];
+        memcpy(p, fields + starts[i], len);
+        p += len;
+    }
+    return key;
 }
 
 PyDoc_STRVAR(RowPlan_encode_doc,
@@ -404,17 +431,8 @@ static PyObject *RowPlan_encode(RowPlan *self, PyObject *const *args, Py_ssize_t
     row = PyBytes_FromStringAndSize(b.data, b.len);
     if (row == NULL) goto done;
     if (with_key) {
-        Py_ssize_t size = 0;
-        for (Py_ssize_t k = 0; k < self->nkeys; k++)
-            size += starts[self->keys[k] + 1] - starts[self->keys[k]];
-        key = PyBytes_FromStringAndSize(NULL, size);
+        key = key_from_fields(self, b.data, starts);
         if (key == NULL) goto done;
-        char *p = PyBytes_AS_STRING(key);
-        for (Py_ssize_t k = 0; k < self->nkeys; k++) {
-            Py_ssize_t i = self->keys[k], len = starts[i + 1] - starts[i];
-            memcpy(p, b.data + starts[i], len);
-            p += len;
-        }
     } else {
         key = Py_NewRef(Py_None);
     }
@@ -424,6 +442,150 @@ done:
     Py_XDECREF(key);
     if (starts != small) PyMem_Free(starts);
     buf_free(&b);
+    return result;
+}
+
+/* ------------------------------------------------------------------ COPY text rows */
+
+/* Strict UTF-8 as Python decodes it: no overlong forms, no surrogates, at most U+10FFFF. */
+static int valid_utf8(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c == 0xE0) len = 3, lo = 0xA0;
+        else if (c == 0xED) len = 3, hi = 0x9F;
+        else if (c >= 0xE1 && c <= 0xEF) len = 3;
+        else if (c == 0xF0) len = 4, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) len = 4;
+        else if (c == 0xF4) len = 4, hi = 0x8F;
+        else return 0;
+        if (i + len > n || s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (int k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* Undo COPY text escaping (\b \f \n \r \t \v; a backslash before any other byte stands for
+ * that byte: PostgreSQL's COPY TO writes no octal or hex escapes) into `out`. */
+static int copy_unescape(const char *s, Py_ssize_t n, Buf *out) {
+    out->len = 0;
+    if (buf_reserve(out, n) < 0) return -1;
+    char *p = out->data;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '\\' && i + 1 < n) {
+            c = s[++i];
+            switch (c) {
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'n': c = '\n'; break;
+            case 'r': c = '\r'; break;
+            case 't': c = '\t'; break;
+            case 'v': c = '\v'; break;
+            }
+        }
+        *p++ = c;
+    }
+    out->len = p - out->data;
+    return 0;
+}
+
+PyDoc_STRVAR(RowPlan_encode_copy_doc,
+"encode_copy(line, with_key=False) -> (row: bytes, key: bytes | None) | None\n\n"
+"encode() of one row of COPY ... TO STDOUT text output (tab-separated, \\\\N for NULL,\n"
+"backslash escapes, an optional final newline), without making Python strings of the values\n"
+"the C parsers take. None (no exception): not one field per column, or a text column not\n"
+"valid UTF-8 (the caller's Python parser then reports it).");
+
+static PyObject *RowPlan_encode_copy(RowPlan *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "encode_copy(line, with_key=False)");
+        return NULL;
+    }
+    int with_key = nargs > 1 ? PyObject_IsTrue(args[1]) : 0;
+    if (with_key < 0) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    const char *line = view.buf;
+    Py_ssize_t size = view.len;
+    if (size > 0 && line[size - 1] == '\n') size--;
+    Buf b, scratch;
+    buf_init(&b);
+    buf_init(&scratch);
+    Py_ssize_t small[65];
+    Py_ssize_t *starts = small;
+    PyObject *result = NULL, *row = NULL, *key = NULL;
+    if (self->ncols + 1 > 65) {
+        starts = PyMem_Malloc(sizeof(Py_ssize_t) * (self->ncols + 1));
+        if (starts == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < self->ncols; i++) {
+        starts[i] = b.len;
+        if (pos > size) goto not_mine; /* fewer fields than columns */
+        const char *field = line + pos;
+        const char *tab = memchr(field, '\t', size - pos);
+        Py_ssize_t n = tab == NULL ? size - pos : tab - field;
+        if ((tab == NULL) != (i == self->ncols - 1)) goto not_mine;
+        pos += n + 1;
+        if (n == 2 && field[0] == '\\' && field[1] == 'N') {
+            if (buf_put(&b, "\0", 1) < 0) goto done;
+            continue;
+        }
+        const char *text = field;
+        if (memchr(field, '\\', n) != NULL) {
+            if (copy_unescape(field, n, &scratch) < 0) goto done;
+            text = scratch.data;
+            n = scratch.len;
+        }
+        int rc = 0;
+        if (self->kinds[i] == K_STRING && !valid_utf8((const unsigned char *)text, n))
+            goto not_mine;
+        if (self->kinds[i] != K_FALLBACK) rc = encode_text(self, i, text, n, &b);
+        if (rc < 0) goto done;
+        if (rc == 0) {
+            PyObject *raw = PyUnicode_DecodeUTF8(text, n, NULL);
+            if (raw == NULL) {
+                PyErr_Clear();
+                goto not_mine;
+            }
+            rc = encode_fallback(self, i, raw, &b);
+            Py_DECREF(raw);
+            if (rc < 0) goto done;
+        }
+    }
+    starts[self->ncols] = b.len;
+    row = PyBytes_FromStringAndSize(b.data, b.len);
+    if (row == NULL) goto done;
+    if (with_key) {
+        key = key_from_fields(self, b.data, starts);
+        if (key == NULL) goto done;
+    } else {
+        key = Py_NewRef(Py_None);
+    }
+    result = PyTuple_Pack(2, row, key);
+    goto done;
+not_mine:
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(row);
+    Py_XDECREF(key);
+    if (starts != small) PyMem_Free(starts);
+    buf_free(&scratch);
+    buf_free(&b);
+    PyBuffer_Release(&view);
     return result;
 }
 
@@ -455,6 +617,8 @@ done:
 static PyMethodDef RowPlan_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))RowPlan_encode, METH_FASTCALL, RowPlan_encode_doc},
     {"key", (PyCFunction)RowPlan_key, METH_O, RowPlan_key_doc},
+    {"encode_copy", (PyCFunction)(void (*)(void))RowPlan_encode_copy, METH_FASTCALL,
+     RowPlan_encode_copy_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -8,8 +8,10 @@ parser (`Copy.rows` with every column read as ``text``); the session prints valu
 the walsender does for the stream (ISO dates, UTC, ISO 8601 intervals, shortest-exact floats,
 hex bytea), so the loaders see the forms they expect. Binary COPY fields are the types' send
 functions' output, byte for byte what pgoutput's binary mode sends; every field is read as
-``bytea`` (raw bytes) and loaded by pgtypes. Text is the default because pgtypes' text loaders
-are the faster ones for numeric and date/time types, and every type has a text form.
+``bytea`` (raw bytes) and loaded by pgtypes. With the C extension built, text rows skip
+psycopg's parser: each line goes to `TableCodec.change_from_copy` as the server sent it.
+Text is the default because the text loaders (and the C parsers) are the faster ones for
+numeric and date/time types, and every type has a text form.
 """
 
 from __future__ import annotations
@@ -21,14 +23,16 @@ from psycopg import sql
 
 from connector.avro import SourceInfo, TableCodec
 from connector.errors import SourceError
-from connector.sink import DeliveryTracker, KafkaSink
+from connector.sink import DeliveryTracker, KafkaSink, Ticket
 
 from .chunks import Chunk, copy_statement
+from .copytext import parse_copy_text
 from .tables import SnapshotTable
 
 __all__ = ["SESSION_SETTINGS", "ChunkReader", "Stopped", "open_in_snapshot"]
 
 Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
+Copy = psycopg.Copy
 
 #: Output formats the loaders expect (as the replication stream sets them), and no server-side
 #: timeout cutting a long COPY or the idle lock-holding transaction short.
@@ -86,31 +90,63 @@ class ChunkReader:
     def read(self, table: SnapshotTable, codec: TableCodec, chunk: Chunk) -> int:
         """Produce the chunk's rows; returns how many. Raises `Stopped` on a stop request."""
         statement = copy_statement(table, chunk, binary=self.binary)
-        types = ["bytea" if self.binary else "text"] * len(table.relation.columns)
-        lsn, ts_ms, topic = self.lsn, self.ts_ms, codec.topic
-        change = codec.change_from_tuples
-        produce = self.sink.produce
-        row_number = chunk.first_row_number
-        ticket = self.tracker.begin(lsn)
-        count = 0
+        ticket = self.tracker.begin(self.lsn)
         try:
             with self.conn.cursor().copy(statement) as copy:
-                copy.set_types(types)
-                for row in copy.rows():
-                    key, value = change("r", None, row, SourceInfo(
-                        lsn, row_number, ts_ms, None, lsn, "true"))
-                    produce(topic, key, value, ticket)
-                    row_number += 1
-                    count += 1
-                    if count % REPORT_EVERY == 0:
-                        self.on_rows(chunk.table, REPORT_EVERY)
-                        if self.should_stop():
-                            raise Stopped
+                if not self.binary and codec.has_native_rows:
+                    count = self._produce_lines(copy, codec, chunk, ticket)
+                else:
+                    types = ["bytea" if self.binary else "text"] * len(table.relation.columns)
+                    copy.set_types(types)
+                    count = self._produce_rows(copy, codec, chunk, ticket)
         except psycopg.Error as exc:
             raise SourceError(f"snapshot of {table.name} failed: {_first_line(exc)}") from None
         self.on_rows(chunk.table, count % REPORT_EVERY)
         ticket.seal()
         return count
+
+    def _produce_rows(self, copy: Copy, codec: TableCodec, chunk: Chunk, ticket: Ticket) -> int:
+        """Rows parsed by psycopg, encoded by `TableCodec.change_from_tuples`."""
+        lsn, ts_ms, topic = self.lsn, self.ts_ms, codec.topic
+        change = codec.change_from_tuples
+        produce = self.sink.produce
+        row_number = chunk.first_row_number
+        count = 0
+        for row in copy.rows():
+            key, value = change("r", None, row, SourceInfo(
+                lsn, row_number, ts_ms, None, lsn, "true"))
+            produce(topic, key, value, ticket)
+            row_number += 1
+            count += 1
+            if count % REPORT_EVERY == 0:
+                self._progress(chunk)
+        return count
+
+    def _produce_lines(self, copy: Copy, codec: TableCodec, chunk: Chunk, ticket: Ticket) -> int:
+        """Text rows as the server sent them, parsed and encoded in one C call each
+        (`TableCodec.change_from_copy`); a line it declines takes the Python way."""
+        lsn, ts_ms, topic = self.lsn, self.ts_ms, codec.topic
+        change = codec.change_from_copy
+        produce = self.sink.produce
+        row_number = chunk.first_row_number
+        count = 0
+        read = copy.read
+        while line := read():
+            source = SourceInfo(lsn, row_number, ts_ms, None, lsn, "true")
+            event = change("r", line, source)
+            if event is None:
+                event = codec.change_from_tuples("r", None, parse_copy_text(line), source)
+            produce(topic, event[0], event[1], ticket)
+            row_number += 1
+            count += 1
+            if count % REPORT_EVERY == 0:
+                self._progress(chunk)
+        return count
+
+    def _progress(self, chunk: Chunk) -> None:
+        self.on_rows(chunk.table, REPORT_EVERY)
+        if self.should_stop():
+            raise Stopped
 
 
 def _first_line(exc: BaseException) -> str:
