@@ -31,7 +31,27 @@ class DecodeError(CdcError):
 
 
 class SourceError(CdcError):
-    """PostgreSQL-side failure: connection, slot, publication or replication stream."""
+    """PostgreSQL-side failure: connection, slot, publication or replication stream.
+
+    `transient`: the connection failed or was closed under us (server restarting, network,
+    walsender terminated), so `pgcdc run` retries with backoff from the slot; False (the
+    default): the server refused or the setup is wrong, and retrying cannot help. Set where
+    the error is raised, by whoever knows which it is."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+# What libpq and the server say when a connection dies under a client (a server-side detail
+# appended to one of our messages decides whether that failure is transient).
+_CONNECTION_GONE = ("connection lost", "cannot connect", "cannot open a replication connection",
+                    "stream ended", "stream failed", "terminating connection", "server closed")
+
+
+def connection_gone(detail: str) -> bool:
+    """Whether a server or libpq message `detail` says the connection itself failed."""
+    return any(text in detail for text in _CONNECTION_GONE)
 
 
 class SchemaError(CdcError):

@@ -68,8 +68,10 @@ class Pipeline:
     def prepare_source(self) -> int:
         """Check the server, create/check publication and slot; returns the protocol version.
 
-        A missing slot is created here only with ``--snapshot never``; otherwise the snapshot
-        creates it (`needs_snapshot` tells whether one is due)."""
+        A missing slot is created here only with ``--snapshot never``, and only when this
+        connector never published before (no ``<prefix>.*`` topic holds an event): else the
+        changes between the lost slot and now are gone, and a new slot would hide that.
+        Otherwise the snapshot creates it (`needs_snapshot` tells whether one is due)."""
         self.admin.check_wal_level()
         if self.cfg.create_publication:
             self.admin.ensure_publication(self.cfg.publication, self.cfg.tables)
@@ -85,10 +87,27 @@ class Pipeline:
             if self.cfg.snapshot == "initial":
                 self.needs_snapshot = True
             else:
+                self._refuse_gap()
                 slot = self.admin.create_slot(self.cfg.slot)
         if slot is not None:
             self.admin.check_slot(slot)
         return protocol_version_for(self.admin.server_version_num)
+
+    def _refuse_gap(self) -> None:
+        """``--snapshot never`` with a missing slot: fine for a first run; after this connector
+        published (its topics hold events), a new slot would silently skip every change made
+        since the old one was lost, so stop and let the operator choose."""
+        held = self.topics.topics_with_events(self.cfg.topic_prefix)
+        if not held:
+            return
+        shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        raise SourceError(
+            f"replication slot {self.cfg.slot!r} does not exist, but topics of prefix "
+            f"{self.cfg.topic_prefix!r} already hold this connector's events ({shown}): the "
+            "changes made since the slot was lost cannot be recovered. Run with --snapshot "
+            "initial to publish the tables again from a new snapshot, or create the slot "
+            f"deliberately (SELECT pg_create_logical_replication_slot('{self.cfg.slot}', "
+            "'pgoutput')) to stream from now on, accepting the gap")
 
     def snapshot(self) -> bool:
         """The initial snapshot (connector/snapshot); False when stopped before it completed."""
@@ -122,7 +141,9 @@ class Pipeline:
                 self._session(proto)
                 return
             except SourceError as exc:
-                if self.stopping or attempt >= len(RECONNECT_BACKOFF_S) or not _transient(exc):
+                # Connection-level failures (marked transient where they are raised) are
+                # retried; a refused or misconfigured stream is not.
+                if self.stopping or attempt >= len(RECONNECT_BACKOFF_S) or not exc.transient:
                     raise
                 delay = RECONNECT_BACKOFF_S[attempt]
                 attempt += 1
@@ -234,14 +255,6 @@ class Pipeline:
 
     def close(self) -> None:
         self.admin.close()
-
-
-def _transient(exc: SourceError) -> bool:
-    """Connection-level failures are retried; a refused or misconfigured stream is not."""
-    text = str(exc)
-    return any(s in text for s in ("connection lost", "cannot connect", "cannot open a "
-                                   "replication connection", "stream ended", "stream failed",
-                                   "terminating connection", "server closed"))
 
 
 def run_pipeline(cfg: Config) -> int:

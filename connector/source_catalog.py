@@ -8,7 +8,7 @@ import logging
 import psycopg
 
 from connector.avro import ARRAY_DIMS_QUERY
-from connector.errors import SourceError
+from connector.errors import SourceError, connection_gone
 from connector.pgoutput.messages import Relation
 from connector.pgtypes import CATALOG_QUERY, TypeCatalog
 
@@ -31,7 +31,8 @@ class PostgresCatalog:
             return self.conn.execute(query, params).fetchall()
         except psycopg.Error as exc:
             detail = str(exc).strip().splitlines()[0]
-            raise SourceError(f"catalog lookup failed: {detail}") from None
+            raise SourceError(f"catalog lookup failed: {detail}",
+                              transient=connection_gone(detail)) from None
 
     def prepare_types(self, relation: Relation) -> None:
         missing = self.types.needs_lookup(c.type_oid for c in relation.columns)

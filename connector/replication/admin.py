@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from connector.errors import ConfigError, SourceError
+from connector.errors import ConfigError, SourceError, connection_gone
 from connector.pgoutput.lsn import str_to_lsn
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,8 @@ class ReplicationAdmin:
         try:
             conn = psycopg.connect(dsn, autocommit=True, application_name="pgcdc-admin")
         except psycopg.OperationalError as exc:
-            raise SourceError(f"cannot connect to PostgreSQL: {_first_line(exc)}") from None
+            raise SourceError(f"cannot connect to PostgreSQL: {_first_line(exc)}",
+                              transient=True) from None
         return cls(conn)
 
     def close(self) -> None:
@@ -110,8 +111,9 @@ class ReplicationAdmin:
         try:
             self.conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
         except psycopg.Error as exc:
-            raise SourceError(f"cannot create replication slot {name!r}: "
-                              f"{_first_line(exc)}") from None
+            detail = _first_line(exc)
+            raise SourceError(f"cannot create replication slot {name!r}: {detail}",
+                              transient=connection_gone(detail)) from None
         info = self.slot(name)
         assert info is not None
         log.info("created replication slot %s", name)
@@ -159,7 +161,9 @@ class ReplicationAdmin:
                 self.conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
                     sql.Identifier(name), table_list))
         except psycopg.Error as exc:
-            raise SourceError(f"cannot create publication {name!r}: {_first_line(exc)}") from None
+            detail = _first_line(exc)
+            raise SourceError(f"cannot create publication {name!r}: {detail}",
+                              transient=connection_gone(detail)) from None
 
     def _is_all_tables(self, name: str) -> bool:
         return bool(self._one("SELECT puballtables FROM pg_publication WHERE pubname = %s",

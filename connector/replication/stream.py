@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import pq, sql
 
-from connector.errors import SourceError
+from connector.errors import SourceError, connection_gone
 from connector.pgoutput.framing import (
     PrimaryKeepalive,
     XLogData,
@@ -75,7 +75,8 @@ class ReplicationStream:
     def _exec(self, command: str) -> None:
         result = self._pg.exec_(command.encode())
         if result.status not in (pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK):
-            raise SourceError(f"{command} failed: {_message(result)}")
+            detail = _message(result)
+            raise SourceError(f"{command} failed: {detail}", transient=connection_gone(detail))
 
     def _start(self) -> None:
         command = self.options.command().as_string(self._conn)
@@ -83,7 +84,8 @@ class ReplicationStream:
         result = self._pg.get_result()
         if result is None or result.status != pq.ExecStatus.COPY_BOTH:
             detail = _message(result) if result is not None else "no result"
-            raise SourceError(f"START_REPLICATION on slot {self.options.slot!r} failed: {detail}")
+            raise SourceError(f"START_REPLICATION on slot {self.options.slot!r} failed: {detail}",
+                              transient=connection_gone(detail))
 
     def fileno(self) -> int:
         return self._pg.socket
@@ -102,9 +104,11 @@ class ReplicationStream:
             if nbytes == -1:
                 result = self._pg.get_result()
                 detail = _message(result) if result is not None else "stream ended"
-                raise SourceError(f"replication stream ended by the server: {detail}")
+                raise SourceError(f"replication stream ended by the server: {detail}",
+                                  transient=True)
             if nbytes < -1:
-                raise SourceError(f"replication stream failed: {self._error()}")
+                raise SourceError(f"replication stream failed: {self._error()}",
+                                  transient=True)
             if frames:
                 return frames
             remaining = deadline - time.monotonic()
@@ -115,7 +119,8 @@ class ReplicationStream:
                 try:
                     self._pg.consume_input()
                 except psycopg.OperationalError as exc:
-                    raise SourceError(f"replication connection lost: {_first(exc)}") from None
+                    raise SourceError(f"replication connection lost: {_first(exc)}",
+                                      transient=True) from None
 
     def send_status(self, flush_lsn: int, reply_requested: bool = False) -> None:
         """Tell PostgreSQL it may recycle WAL up to `flush_lsn` (only what Kafka has)."""
@@ -123,9 +128,12 @@ class ReplicationStream:
                                             unix_to_pg_timestamp(time.time()), reply_requested)
         try:
             if self._pg.put_copy_data(frame) != 1 or self._pg.flush() != 0:
-                raise SourceError(f"cannot send standby status update: {self._error()}")
+                detail = self._error()
+                raise SourceError(f"cannot send standby status update: {detail}",
+                                  transient=connection_gone(detail))
         except psycopg.OperationalError as exc:
-            raise SourceError(f"replication connection lost: {_first(exc)}") from None
+            raise SourceError(f"replication connection lost: {_first(exc)}",
+                              transient=True) from None
         self.last_status_sent = time.monotonic()
 
     def close(self) -> None:
@@ -135,8 +143,7 @@ class ReplicationStream:
         return (self._pg.error_message or b"").decode(errors="replace").strip() or "unknown error"
 
 
-# The server refused this role or database: retrying cannot help (no "cannot open ..." prefix,
-# which the pipeline treats as transient).
+# The server refused this role or database: retrying cannot help (not transient).
 _REFUSED = ("must be superuser or replication role", "permission denied",
             "password authentication failed", "no pg_hba.conf entry", "does not exist")
 
@@ -144,12 +151,13 @@ _REFUSED = ("must be superuser or replication role", "permission denied",
 def _connect_error(exc: psycopg.OperationalError) -> SourceError:
     detail = _first(exc)
     if not any(text in detail for text in _REFUSED):
-        return SourceError(f"cannot open a replication connection: {detail}")
+        return SourceError(f"cannot open a replication connection: {detail}", transient=True)
     hint = ""
     if "walsender" in detail or "WAL sender" in detail:
         hint = ("; the role needs the REPLICATION attribute (ALTER ROLE ... REPLICATION) or "
                 "must be a superuser")
-    return SourceError(f"PostgreSQL refused the replication connection: {detail}{hint}")
+    return SourceError(f"PostgreSQL refused the replication connection: {detail}{hint}",
+                       transient=connection_gone(detail))
 
 
 def _message(result: pq.abc.PGresult) -> str:

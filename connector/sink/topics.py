@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
 from connector.errors import ConfigError, SinkError
@@ -118,6 +119,32 @@ class TopicCreator:
             log.info("created topic %s (%s)", topic, self.spec)
             created.append(topic)
         return created
+
+    def topics_with_events(self, prefix: str) -> list[str]:
+        """Topics named ``<prefix>.*`` that ever held an event (some partition's end offset is
+        past 0, even if retention removed the events since): the connector published before."""
+        try:
+            metadata = self._admin.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise SinkError(f"cannot list Kafka topics: {exc} (is Kafka reachable?)") from None
+        latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+        requests = {TopicPartition(name, partition): latest
+                    for name, info in metadata.topics.items()
+                    if name.startswith(prefix + ".") and info.error is None
+                    for partition in info.partitions}
+        if not requests:
+            return []
+        futures = self._admin.list_offsets(requests, request_timeout=self._timeout)
+        held = set()
+        for tp, future in futures.items():
+            try:
+                end = future.result(timeout=self._timeout).offset
+            except Exception as exc:  # KafkaException, or a timeout of the future
+                raise SinkError(f"cannot read the end offset of {tp.topic}[{tp.partition}]: "
+                                f"{exc}") from None
+            if end > 0:
+                held.add(tp.topic)
+        return sorted(held)
 
     def partitions(self, topic: str) -> int:
         """The partition count of an existing topic (from cluster metadata)."""

@@ -9,6 +9,10 @@ Initial snapshot (--snapshot): with a new slot, every published table's rows are
 published as `r` events read in one consistent snapshot, then streaming starts exactly where
 the snapshot ends. An interrupted snapshot is restarted from scratch by the next run (the
 slot is created only once the snapshot is complete); see connector/snapshot.
+With --snapshot never, a missing slot is created only on a first run: if the topics of
+--topic-prefix already hold events, the slot was lost and the changes since then with it, so
+pgcdc exits with an error instead (re-snapshot with --snapshot initial, or create the slot
+yourself to accept the gap).
 """
 
 from __future__ import annotations
@@ -57,7 +61,8 @@ def register(subparsers: Any) -> None:
                    help="emit a heartbeat message this often so an idle slot advances")
     p.add_argument("--snapshot", choices=list(config_mod.SNAPSHOT_MODES),
                    help="initial (default): snapshot the published tables when the slot is new, "
-                        "then stream; never: stream only; initial_only: snapshot, then exit")
+                        "then stream; never: stream only (a missing slot is an error once the "
+                        "topics hold events); initial_only: snapshot, then exit")
     p.add_argument("--snapshot-workers", type=int,
                    help="parallel snapshot readers, one connection each (default 2)")
     p.add_argument("--snapshot-chunk-rows", type=int,

@@ -111,6 +111,32 @@ def test_slot_replaced_by_another_plugin(postgres, producer_run, log_dir) -> Non
     assert_one_clear_line(code, out, run.slot, "test_decoding", "not pgoutput")
 
 
+def test_snapshot_never_refuses_a_new_slot_after_publishing(postgres, producer_run,
+                                                            log_dir) -> None:
+    """--snapshot never and a missing slot: created on a first run (nothing published, even
+    after a run that published nothing), refused once the topics hold this connector's events
+    (the changes since the slot was lost are gone), with nothing created."""
+    run = stream_run(producer_run)
+    table = f"lost_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    run.start(log_dir)  # no slot yet: created
+    assert run.stop() == 0
+    execute(postgres.dsn, f"SELECT pg_drop_replication_slot('{run.slot}')")
+    run.start(log_dir)  # nothing was published: created again
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1)")
+    read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                 min_count=1, idle_s=0)
+    assert run.stop() == 0
+    execute(postgres.dsn, f"SELECT pg_drop_replication_slot('{run.slot}')",
+            f"INSERT INTO {table} VALUES (2)")  # lost with the slot
+    code, out = start_and_exit(run, log_dir)
+    assert_one_clear_line(code, out, run.slot, "does not exist", run.prefix,
+                          "--snapshot initial", "pg_create_logical_replication_slot")
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s",
+                            (run.slot,)).fetchone() is None
+
+
 def test_slot_dropped_while_running(postgres, producer_run, log_dir) -> None:
     run = stream_run(producer_run)
     execute(postgres.dsn, f"CREATE TABLE dropped_{run.tag} (id int PRIMARY KEY)")

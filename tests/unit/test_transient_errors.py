@@ -1,0 +1,89 @@
+"""Retry or fail: `SourceError.transient`, set where the error is raised, decides whether
+`pgcdc run` reconnects (the decision no longer reads the message text)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from connector import pipeline as pipeline_mod
+from connector.errors import SourceError, connection_gone
+from connector.replication.stream import _connect_error
+
+
+def test_default_is_not_transient() -> None:
+    assert SourceError("publication 'p' does not exist").transient is False
+    assert SourceError("x", transient=True).transient is True
+
+
+@pytest.mark.parametrize("detail", ["server closed the connection unexpectedly",
+                                    "FATAL: terminating connection due to administrator command",
+                                    "connection lost"])
+def test_connection_gone(detail: str) -> None:
+    assert connection_gone(detail)
+
+
+@pytest.mark.parametrize("detail", ["permission denied for database postgres",
+                                    'replication slot "s" does not exist', ""])
+def test_not_connection_gone(detail: str) -> None:
+    assert not connection_gone(detail)
+
+
+def test_connect_errors() -> None:
+    refused = _connect_error(psycopg.OperationalError(
+        'FATAL: password authentication failed for user "u"'))
+    assert refused.transient is False
+    assert str(refused).startswith("PostgreSQL refused the replication connection")
+    down = _connect_error(psycopg.OperationalError(
+        "connection to server at 127.0.0.1, port 1 failed: Connection refused"))
+    assert down.transient is True
+    assert str(down).startswith("cannot open a replication connection")
+
+
+class _Admin:
+    def close(self) -> None:
+        pass
+
+
+def _pipeline(monkeypatch: pytest.MonkeyPatch, errors: list[SourceError]) -> Any:
+    p = pipeline_mod.Pipeline.__new__(pipeline_mod.Pipeline)
+    p.cfg = type("Cfg", (), {"metrics_port": None, "dsn": "dbname=x", "snapshot": "never"})()
+    p.stopping = False
+    p.needs_snapshot = False
+    p.admin = _Admin()
+    p.sessions = 0
+    p.slept = []
+
+    def session(proto: int) -> None:
+        p.sessions += 1
+        if errors:
+            raise errors.pop(0)
+
+    monkeypatch.setattr(p, "prepare_source", lambda: 3, raising=False)
+    monkeypatch.setattr(p, "_session", session, raising=False)
+    monkeypatch.setattr(p, "_sleep", p.slept.append, raising=False)
+    monkeypatch.setattr(pipeline_mod.metrics, "serve", lambda port: None)
+    monkeypatch.setattr(pipeline_mod.ReplicationAdmin, "connect",
+                        classmethod(lambda cls, dsn: _Admin()))
+    return p
+
+
+def test_transient_failures_are_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = _pipeline(monkeypatch, [SourceError("replication connection lost: x", transient=True),
+                                SourceError("anything at all", transient=True)])
+    p.run()
+    assert p.sessions == 3
+    assert p.slept == list(pipeline_mod.RECONNECT_BACKOFF_S[:2])
+
+
+def test_other_failures_stop_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The text of a transient failure, without the flag: not retried.
+    error = SourceError("replication connection lost: but not marked")
+    p = _pipeline(monkeypatch, [error])
+    with pytest.raises(SourceError) as raised:
+        p.run()
+    assert raised.value is error
+    assert p.sessions == 1
+    assert p.slept == []
