@@ -13,7 +13,8 @@ from collections import Counter
 from typing import Protocol
 
 from connector import metrics
-from connector.assembler import Change, LogicalMessage, Transaction
+from connector.assembler import LogicalMessage, Transaction
+from connector.assembler.transaction import ChangeMessage
 from connector.avro import AvroEncoder, Encoded, SourceInfo, TableCodec, TransactionBlock
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
@@ -32,6 +33,25 @@ log = logging.getLogger(__name__)
 
 _PG_EPOCH_MS = int(PG_EPOCH.timestamp() * 1000)
 HEARTBEAT_PREFIX = "pgcdc.heartbeat"
+
+# Builds a NamedTuple (SourceInfo, TransactionBlock) from a tuple of all its fields without
+# its Python-level __new__: once per event, so the per-event records cost one allocation each.
+_new_tuple = tuple.__new__
+# SourceInfo's fields as `publish` builds them: the last three keep their defaults.
+_SOURCE_FIELDS = ("commit_lsn", "txn_index", "ts_ms", "xid", "lsn", "snapshot", "xmin",
+                  "sequence")
+if SourceInfo._fields != _SOURCE_FIELDS:
+    raise RuntimeError(f"SourceInfo's fields changed to {SourceInfo._fields}: update "
+                       "Publisher.publish, which builds it from a tuple")
+_SNAPSHOT, _XMIN, _SEQUENCE = (SourceInfo._field_defaults[f] for f in _SOURCE_FIELDS[5:])
+if TransactionBlock._fields != ("id", "total_order", "data_collection_order"):
+    raise RuntimeError(f"TransactionBlock's fields changed to {TransactionBlock._fields}: "
+                       "update Publisher.publish, which builds it from a tuple")
+
+# A codec cache entry: (relation, codec, "schema.table", topic, and the metrics keys
+# (topic, op) for c, u, d, t), built once per Relation version.
+_Entry = tuple[Relation, TableCodec, str, str, tuple[str, str], tuple[str, str],
+               tuple[str, str], tuple[str, str]]
 
 
 class SourceCatalog(Protocol):
@@ -69,14 +89,15 @@ class Publisher:
         self._codecs: dict[Relation, TableCodec] = {}
         # The hot path's cache: a Relation's hash walks every column, so changes look their
         # codec up by the identity of the (shared) Relation object; the entry keeps it alive.
-        self._by_identity: dict[int, tuple[Relation, TableCodec, str]] = {}
+        self._by_identity: dict[int, _Entry] = {}
         self._events: Counter[tuple[str, str]] = Counter()  # metrics, flushed per transaction
 
     def codec(self, relation: Relation) -> TableCodec:
         return self._lookup(relation)[1]
 
-    def _lookup(self, relation: Relation) -> tuple[Relation, TableCodec, str]:
-        """(relation, its codec, "schema.table"), built once per Relation version."""
+    def _lookup(self, relation: Relation) -> _Entry:
+        """(relation, its codec, "schema.table", topic, metrics keys), built once per Relation
+        version."""
         entry = self._by_identity.get(id(relation))
         if entry is not None and entry[0] is relation:
             return entry
@@ -86,31 +107,52 @@ class Publisher:
             codec = self.encoder.table(relation, array_dims=self.catalog.array_dims(relation),
                                        key_columns=self.catalog.key_columns(relation))
             self._codecs[relation] = codec
-        entry = (relation, codec, f"{relation.namespace}.{relation.name}")
+        topic = codec.topic
+        entry = (relation, codec, f"{relation.namespace}.{relation.name}", topic,
+                 (topic, "c"), (topic, "u"), (topic, "d"), (topic, "t"))
         self._by_identity[id(relation)] = entry
         return entry
 
     def publish(self, txn: Transaction) -> None:
         """Produce every event of a committed transaction under one delivery ticket."""
         ticket = self.tracker.begin(txn.end_lsn)
+        xid = txn.xid
+        commit_lsn = txn.commit_lsn
         ts_ms = pg_ts_to_ms(txn.commit_timestamp)
-        block_id = f"{txn.xid}:{txn.commit_lsn}"
-        per_table: Counter[str] = Counter()
+        block_id = f"{xid}:{commit_lsn}"
+        per_table: dict[str, int] = {}
         bytes_before = self.sink.bytes
         if self.transaction_topic:
-            self._send(self.encoder.transaction_begin(txn.xid, txn.commit_lsn, ts_ms,
+            self._send(self.encoder.transaction_begin(xid, commit_lsn, ts_ms,
                                                       end_lsn=txn.end_lsn), ticket)
+        # The loop runs once per event: locals for everything it calls, inserts (the most
+        # common change) handled inline, the rest by _publish_change.
+        by_identity = self._by_identity
+        produce = self.sink.produce
+        events = self._events
         for total, change in enumerate(txn.changes, start=1):
-            source = SourceInfo(txn.commit_lsn, change.position, ts_ms, txn.xid, change.wal_lsn)
-            if change.relation is None:
-                assert isinstance(change.message, Message)
-                if change.message.prefix != HEARTBEAT_PREFIX:
-                    self._send(self.encoder.message(change.message, source), ticket)
+            relation, msg, wal_lsn, position, _, _, _ = change
+            source = _new_tuple(SourceInfo, (commit_lsn, position, ts_ms, xid, wal_lsn,
+                                             _SNAPSHOT, _XMIN, _SEQUENCE))
+            if relation is None:
+                assert isinstance(msg, Message)
+                if msg.prefix != HEARTBEAT_PREFIX:
+                    self._send(self.encoder.message(msg, source), ticket)
                 continue
-            _, codec, name = self._lookup(change.relation)
-            per_table[name] += 1
-            block = TransactionBlock(block_id, total, per_table[name])
-            self._publish_change(codec, change, source, block, ticket)
+            entry = by_identity.get(id(relation))
+            if entry is None or entry[0] is not relation:
+                entry = self._lookup(relation)
+            name = entry[2]
+            count = per_table.get(name, 0) + 1
+            per_table[name] = count
+            block = _new_tuple(TransactionBlock, (block_id, total, count))
+            if type(msg) is Insert:  # the key from the loaded row: each tuple is loaded once
+                key, value = entry[1].change_from_tuples("c", None, msg.new, source,
+                                                         transaction=block)
+                produce(entry[3], key, value, ticket)
+                events[entry[4]] += 1
+            else:
+                self._publish_change(entry, msg, source, block, ticket)
         if self.transaction_topic:
             self._send(self.encoder.transaction_end(txn.xid, txn.commit_lsn, ts_ms, per_table,
                                                     end_lsn=txn.end_lsn), ticket)
@@ -125,15 +167,15 @@ class Publisher:
         metrics.TRANSACTIONS.inc()
         metrics.LAG_MS.set(max(0, time.time_ns() // 1_000_000 - commit_ts_ms))
 
-    def _publish_change(self, codec: TableCodec, change: Change, source: SourceInfo,
+    def _publish_change(self, entry: _Entry, msg: ChangeMessage, source: SourceInfo,
                         block: TransactionBlock, ticket: Ticket) -> None:
-        msg = change.message
-        topic = codec.topic
+        codec = entry[1]
+        topic = entry[3]
         events = self._events
         if isinstance(msg, Insert):  # the key from the loaded row: each tuple is loaded once
             key, value = codec.change_from_tuples("c", None, msg.new, source, transaction=block)
             self.sink.produce(topic, key, value, ticket)
-            events[topic, "c"] += 1
+            events[entry[4]] += 1
         elif isinstance(msg, Update):
             new = fill_unchanged_toast(msg.new, msg.old if msg.old_kind == "O" else None)
             new_key = codec.key_from_tuple(new)
@@ -147,20 +189,20 @@ class Publisher:
                     "d", msg.old, None, source, transaction=block), ticket)
                 self.sink.produce(topic, new_key, codec.value_from_tuples(
                     "c", None, new, source, transaction=block), ticket)
-                events[topic, "d"] += 1
-                events[topic, "c"] += 1
+                events[entry[6]] += 1
+                events[entry[4]] += 1
             else:
                 self.sink.produce(topic, new_key, codec.value_from_tuples(
                     "u", msg.old, new, source, transaction=block), ticket)
-                events[topic, "u"] += 1
+                events[entry[5]] += 1
         elif isinstance(msg, Delete):
             key, value = codec.change_from_tuples("d", msg.old, None, source, transaction=block)
             self.sink.produce_delete(topic, key, value, ticket)
-            events[topic, "d"] += 1
+            events[entry[6]] += 1
         elif isinstance(msg, Truncate):
             self.sink.produce_to_all_partitions(
                 topic, None, codec.truncate(source, transaction=block), ticket)
-            events[topic, "t"] += 1
+            events[entry[7]] += 1
 
     def _warn_toast_across_key_change(self, relation: Relation) -> None:
         """PostgreSQL does not re-send an unchanged TOASTed value, and with a key change no

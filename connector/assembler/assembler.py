@@ -203,7 +203,25 @@ class Assembler:
 
     def feed(self, wal_lsn: int, message: PgOutputMessage) -> Output | None:
         """Take one decoded message; return the Transaction or LogicalMessage it completes."""
-        handler = self._handlers.get(type(message))
+        cls = type(message)
+        if cls is Insert or cls is Update or cls is Delete:
+            # `_row`'s hot path inlined (a row change of an open plain transaction): one call
+            # less per change. Anything else goes through `_row`.
+            txn = self._open
+            if txn is not None and txn.direct and message.xid is None:  # type: ignore[union-attr]
+                rel = self._relations.get(message.relation_id)  # type: ignore[union-attr]
+                if rel is not None:
+                    pos = txn.count
+                    txn.count = pos + 1
+                    txn.changes.append(_new_change(Change, (rel, message, wal_lsn, pos, txn.xid,
+                                                            txn.commit_lsn,
+                                                            txn.commit_timestamp)))
+                    if pos & _SAMPLE_MASK == 0 or pos >= self._spill_changes:
+                        self._check_plain(txn, message, pos)  # type: ignore[arg-type]
+                    return None
+            self._row(wal_lsn, message)  # type: ignore[arg-type]
+            return None
+        handler = self._handlers.get(cls)
         if handler is None:
             raise DecodeError(f"not a pgoutput message: {type(message).__name__}",
                               lsn=lsn_to_str(wal_lsn))

@@ -13,6 +13,7 @@ from typing import Final, NamedTuple
 from connector.errors import DecodeError
 
 _XLOGDATA_HEAD: Final = struct.Struct("!QQq")  # WAL start, WAL end, server clock
+XLOGDATA_HEADER: Final = _XLOGDATA_HEAD  # after the 'w' tag (the stream reader's hot path)
 _KEEPALIVE: Final = struct.Struct("!QqB")  # WAL end, server clock, reply requested
 _STATUS_UPDATE: Final = struct.Struct("!cQQQqB")
 XLOGDATA_HEADER_SIZE: Final = 1 + _XLOGDATA_HEAD.size  # 25: the payload starts here

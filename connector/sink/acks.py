@@ -85,11 +85,15 @@ class PendingTxn:
         return self.sealed and self.error is None and self.acked == self.expected
 
     def expect(self, n: int = 1) -> None:
-        """`n` more events of this transaction were handed to the producer."""
-        with self._lock:
-            if self.sealed:
-                raise RuntimeError(f"transaction ending at {self.end_lsn} is already sealed")
-            self.expected += n
+        """`n` more events of this transaction were handed to the producer.
+
+        No lock (it runs once per event): `expected` is written only by the producing thread,
+        and a transaction completes only once `seal()` -- on that same thread, under the lock,
+        after its last `expect` -- has set `sealed`. A delivery report on a polling thread that
+        reads `expected` before then cannot complete the transaction whatever it reads."""
+        if self.sealed:
+            raise RuntimeError(f"transaction ending at {self.end_lsn} is already sealed")
+        self.expected += n
 
     def seal(self) -> None:
         """No more events will be added; the transaction can now complete."""

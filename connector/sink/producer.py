@@ -111,6 +111,22 @@ class KafkaSink:
         if topic not in self._ready:
             self._prepare(topic)
         ticket.expect(1)
+        if partition is None:
+            try:  # the hot path: one call into librdkafka, nothing allocated here
+                self._producer.produce(topic, value, key, on_delivery=ticket.on_delivery)
+            except BufferError:
+                self._produce_slow(topic, key, value, ticket, None)
+            except KafkaException as exc:
+                raise self._refused(topic, key, value, ticket, exc) from None
+        else:
+            self._produce_slow(topic, key, value, ticket, partition)
+        self.events += 1
+        self.bytes += len(value or b"") + len(key or b"")
+
+    def _produce_slow(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
+                      partition: int | None) -> None:
+        """`produce` with a partition, or after the local queue was full: waits for room;
+        a refused record fails its ticket and raises `SinkError`."""
         kwargs: dict[str, Any] = {"on_delivery": ticket.on_delivery}
         if partition is not None:
             kwargs["partition"] = partition
@@ -122,14 +138,18 @@ class KafkaSink:
                 self._producer.poll(0.1)
                 self._check()
             except KafkaException as exc:
-                size = len(value or b"") + len(key or b"")
-                error = SinkError(f"cannot produce to {topic}: {exc.args[0] if exc.args else exc}"
-                                  f" (record of {size} bytes, transaction ending at LSN "
-                                  f"{lsn_to_str(ticket.end_lsn)})")
-                ticket.failed(error)
-                raise error from None
-        self.events += 1
-        self.bytes += len(value or b"") + len(key or b"")
+                raise self._refused(topic, key, value, ticket, exc) from None
+
+    @staticmethod
+    def _refused(topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
+                 exc: KafkaException) -> SinkError:
+        """librdkafka refused a record (too large, unknown partition...): fail its ticket."""
+        size = len(value or b"") + len(key or b"")
+        error = SinkError(f"cannot produce to {topic}: {exc.args[0] if exc.args else exc}"
+                          f" (record of {size} bytes, transaction ending at LSN "
+                          f"{lsn_to_str(ticket.end_lsn)})")
+        ticket.failed(error)
+        return error
 
     def produce_delete(self, topic: str, key: bytes | None, value: bytes, ticket: Ticket) -> None:
         """A delete event, followed by a tombstone (same key, null value) when enabled."""

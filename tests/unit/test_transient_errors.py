@@ -65,6 +65,7 @@ def _pipeline(monkeypatch: pytest.MonkeyPatch, errors: list[SourceError]) -> Any
     monkeypatch.setattr(p, "_session", session, raising=False)
     monkeypatch.setattr(p, "_sleep", p.slept.append, raising=False)
     monkeypatch.setattr(pipeline_mod.metrics, "serve", lambda port: None)
+    monkeypatch.setattr(pipeline_mod, "_tune_gc", lambda: None)  # not in the test process
     monkeypatch.setattr(pipeline_mod.ReplicationAdmin, "connect",
                         classmethod(lambda cls, dsn: _Admin()))
     return p
