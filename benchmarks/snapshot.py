@@ -38,7 +38,7 @@ import psycopg  # noqa: E402
 
 from connector.avro import SchemaRegistry  # noqa: E402
 from connector.replication import ReplicationAdmin  # noqa: E402
-from connector.sink import TopicCreator, TopicSpec  # noqa: E402
+from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec  # noqa: E402
 from connector.snapshot import SnapshotSettings, take_snapshot  # noqa: E402
 from connector.snapshot.reader import SESSION_SETTINGS  # noqa: E402
 
@@ -124,6 +124,35 @@ def ceiling(dsn: str, binary: bool) -> float:
     return best
 
 
+def produce_floor(s: Servers, rows: int) -> float:
+    """Events/s of the Kafka path alone: `KafkaSink` (the snapshot's producer settings and
+    delivery tracking) sending `rows` ready-made events of a snapshot event's size (180-byte
+    value, 9-byte key) and waiting for every acknowledgement. What a snapshot reader could do
+    if loading and encoding cost nothing."""
+    tag = uuid.uuid4().hex[:8]
+    kafka = {"bootstrap.servers": s.bootstrap}
+    topic = f"floor_{tag}"
+    topics = TopicCreator(kafka, TopicSpec(partitions=1))
+    topics.ensure([topic])
+    tracker = AckTracker(None)
+    sink = KafkaSink(kafka, tracker)
+    value = bytes(180)
+    try:
+        start = time.perf_counter()
+        ticket = tracker.begin(1)
+        for i in range(rows):
+            sink.produce(topic, b"\x00" + i.to_bytes(8, "big"), value, ticket)
+        ticket.seal()
+        while len(sink) > 0:
+            sink.poll(0.2)
+        seconds = time.perf_counter() - start
+        sink.close(30.0)
+    finally:
+        del topics, sink
+        gc.collect()
+    return rows / seconds
+
+
 def snapshot(s: Servers, workers: int, binary: bool, chunk_rows: int) -> tuple[float, int]:
     """(seconds, rows) of one snapshot of the table into fresh topics."""
     tag = uuid.uuid4().hex[:8]
@@ -168,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
             top = ceiling(s.dsn, binary)
             rows.append((f"COPY {fmt} read + discard (ceiling)", f"{top:,.0f}", "1.00"))
             print(f"ceiling ({fmt}): {top:,.0f} rows/s", flush=True)
+            if fmt == formats[0]:
+                floor = produce_floor(s, args.rows)
+                rows.append(("Kafka produce only, ready-made events (the client's bound)",
+                             f"{floor:,.0f}", f"{floor / top:.3f}"))
+                print(f"produce only: {floor:,.0f} events/s", flush=True)
             for n in workers:
                 seconds, count = snapshot(s, n, binary, args.chunk_rows)
                 assert count == args.rows, (count, args.rows)

@@ -16,7 +16,9 @@ numeric and date/time types, and every type has a text form.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import psycopg
 from psycopg import sql
@@ -92,7 +94,7 @@ class ChunkReader:
         statement = copy_statement(table, chunk, binary=self.binary)
         ticket = self.tracker.begin(self.lsn)
         try:
-            with self.conn.cursor().copy(statement) as copy:
+            with self.conn.cursor().copy(statement) as copy, _no_gc_pauses():
                 if not self.binary and codec.has_native_rows:
                     count = self._produce_lines(copy, codec, chunk, ticket)
                 else:
@@ -147,6 +149,20 @@ class ChunkReader:
         self.on_rows(chunk.table, REPORT_EVERY)
         if self.should_stop():
             raise Stopped
+
+
+@contextmanager
+def _no_gc_pauses() -> Iterator[None]:
+    """The cyclic collector off while a chunk streams: the loop makes no cycles, but its
+    short-lived objects (events, delivery reports) kept triggering collections that scan
+    every in-flight event (~7% of a reader's time). It runs again after the chunk."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _first_line(exc: BaseException) -> str:
