@@ -1,10 +1,13 @@
 # The two commands of the README: `make demo` and `make test`. Everything else is a helper.
-.PHONY: bootstrap test unit demo stack-up stack-down stack-status lint clean
+.PHONY: bootstrap native test unit demo stack-up stack-down stack-status lint clean
 
 PYTEST ?= .venv/bin/pytest
 
 bootstrap:            ## install system packages, .venv and the stack's jars (idempotent)
 	scripts/bootstrap
+
+native:               ## rebuild the C extension after editing connector/native/*.c
+	.venv/bin/pip install -q --no-deps -e .
 
 test: bootstrap       ## the whole suite against real PostgreSQL 15/18, Kafka, registry, Spark
 	$(PYTEST) -q -p no:cacheprovider
