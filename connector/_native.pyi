@@ -1,0 +1,32 @@
+# Types of the C extension connector._native (sources: connector/native/*.c).
+from collections.abc import Callable
+from typing import Any
+
+from connector.avro.serializer import SourceInfo, TransactionBlock
+from connector.pgoutput.messages import Delete, Insert, Update
+
+# tuple.c: pgoutput Insert/Update/Delete decoding
+def setup(insert: type, update: type, delete: type, binary_value: type, unchanged: object,
+          insert_reader: Callable[..., Any], update_reader: Callable[..., Any],
+          delete_reader: Callable[..., Any]) -> None: ...
+def decode_change(buf: bytes, streaming: bool) -> Insert | Update | Delete | None: ...
+def read_change(buf: bytes, streaming: bool) -> Insert | Update | Delete: ...
+
+# rowenc.c: pgoutput text values / COPY text lines -> Avro row fields
+class RowPlan:
+    def __init__(self, kinds: bytes, scales: tuple[int, ...],
+                 fallbacks: tuple[Callable[[Any], bytes], ...], names: tuple[str, ...],
+                 keys: tuple[int, ...], unchanged: object) -> None: ...
+    def encode(self, values: tuple[Any, ...], toast: list[str] | None = None,
+               with_key: bool = False) -> tuple[bytes, bytes | None] | None: ...
+    def encode_copy(self, line: bytes | bytearray | memoryview,
+                    with_key: bool = False) -> tuple[bytes, bytes | None] | None: ...
+    def key(self, values: tuple[Any, ...]) -> bytes | None: ...
+
+# envelope.c: the Envelope around encoded rows
+class EnvelopeFrame:
+    def __init__(self, header: bytes, source_head: bytes, db: bytes,
+                 schema_table: bytes) -> None: ...
+    def write(self, op: str, before: bytes | None, after: bytes | None, toast: list[str],
+              source: SourceInfo, ts_ms: int | None,
+              transaction: TransactionBlock | None) -> bytes | None: ...
