@@ -137,6 +137,18 @@ def test_snapshot_never_refuses_a_new_slot_after_publishing(postgres, producer_r
                             (run.slot,)).fetchone() is None
 
 
+def test_snapshot_never_new_slot_needs_kafka(postgres, producer_run, log_dir) -> None:
+    """Without Kafka a missing slot cannot be told from a lost one: one line, no slot made."""
+    run = stream_run(producer_run, "--kafka", "socket.timeout.ms=2000")
+    run.bootstrap = f"127.0.0.1:{free_port()}"
+    execute(postgres.dsn, f"CREATE TABLE nokafka_slot_{run.tag} (id int PRIMARY KEY)")
+    code, out = start_and_exit(run, log_dir)
+    assert_one_clear_line(code, out, "kafka")
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s",
+                            (run.slot,)).fetchone() is None
+
+
 def test_slot_dropped_while_running(postgres, producer_run, log_dir) -> None:
     run = stream_run(producer_run)
     execute(postgres.dsn, f"CREATE TABLE dropped_{run.tag} (id int PRIMARY KEY)")

@@ -106,6 +106,9 @@ def test_unreachable_kafka_fails_loudly_and_confirms_nothing(postgres, producer_
     table = f"nokafka_{run.tag}"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
+        # An existing slot: a missing one would need Kafka to tell a first run from a lost
+        # slot (test_failures.py: test_snapshot_never_new_slot_needs_kafka).
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (run.slot,))
     run.start(log_dir)
     before = run.confirmed_lsn()
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
