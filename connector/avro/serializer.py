@@ -254,7 +254,7 @@ class _EnvelopeFrame:
 
     __slots__ = ("_header", "_value", "_encode_row", "_source_head", "_db", "_schema_table",
                  "_commit_key", "_commit_bytes", "_txn_id", "_txn_id_bytes", "_now_ms",
-                 "_now_bytes", "_native")
+                 "_now_bytes", "native")
 
     def __init__(self, value_record: Any, encode_row: RowEncoder | None, schema_id: int,
                  constants: Mapping[str, str]) -> None:
@@ -272,7 +272,7 @@ class _EnvelopeFrame:
         self._txn_id_bytes = b""
         self._now_ms = -1
         self._now_bytes = b""
-        self._native = None if native is None else native.EnvelopeFrame(
+        self.native = None if native is None else native.EnvelopeFrame(
             self._header, self._source_head, self._db, self._schema_table)
 
     def write(self, op: str, before: dict[str, Any] | None, after: dict[str, Any] | None,
@@ -295,8 +295,8 @@ class _EnvelopeFrame:
                      toast: list[str], source: SourceInfo, ts_ms: int | None,
                      transaction: TransactionBlock | None) -> bytes:
         """The framed Envelope around Value rows already encoded (their fields' bytes)."""
-        if self._native is not None:
-            framed: bytes | None = self._native.write(op, before, after, toast, source, ts_ms,
+        if self.native is not None:
+            framed: bytes | None = self.native.write(op, before, after, toast, source, ts_ms,
                                                       transaction)
             if framed is not None:
                 return framed
@@ -388,8 +388,9 @@ class TableCodec:
                                zip(loaders.text, columns, strict=True))
             self._binary = tuple(_compose(load, c.convert) for load, c in
                                  zip(loaders.binary, columns, strict=True))
-            self._plan = row_plan(columns, schemas.key_columns, self._text, self._binary,
-                                  [_type_encoder(c.avro_type) for c in columns])
+            if self._frame.native is not None:
+                self._plan = row_plan(columns, schemas.key_columns, self._text, self._binary,
+                                      [_type_encoder(c.avro_type) for c in columns])
         self._key_header = b"" if key_id is None else _HEADER.pack(MAGIC, key_id)
 
     @property
@@ -517,8 +518,10 @@ class TableCodec:
         """(key, value) of a change from pgoutput tuples, loading each tuple once.
 
         The key comes from `new` when there is one (insert, update), else from `old`."""
-        if self._plan is not None and op in OPS:
-            fast = self._native_change(op, old, new, source, ts_ms, transaction, with_key)
+        if self._plan is not None and op in OPS:  # the C path; None: the Python one decides
+            fast: tuple[bytes | None, bytes] | None = self._plan.change(
+                self._frame.native, self._key_header, op, old, new, source, ts_ms,
+                transaction, with_key)
             if fast is not None:
                 return fast
         toast: list[str] = []
@@ -529,37 +532,6 @@ class TableCodec:
             keyed = after if after is not None else before
             key = None if keyed is None else self._key_of(keyed)
         return key, self._envelope(op, before, after, toast, source, ts_ms, transaction)
-
-    def _native_change(self, op: str, old: TupleData | None, new: TupleData | None,
-                       source: SourceInfo, ts_ms: int | None,
-                       transaction: TransactionBlock | None,
-                       with_key: bool) -> tuple[bytes | None, bytes] | None:
-        """`change_from_tuples` by the C row encoder; None: let the Python path do it (and
-        raise its explained error if the row is bad)."""
-        plan = self._plan
-        toast: list[str] = []
-        before = after = key = None
-        want_key = with_key and self._write_key is not None
-        try:
-            if old is not None:
-                encoded = plan.encode(old, None, want_key and new is None)
-                if encoded is None:
-                    return None
-                before, key = encoded
-            if new is not None:
-                encoded = plan.encode(new, toast, want_key)
-                if encoded is None:
-                    return None
-                after, key = encoded
-        except Exception:
-            return None
-        framed_key = None if key is None else self._key_header + key
-        try:
-            value = self._frame.write_fields(op, before, after, toast, source, ts_ms,
-                                             transaction)
-        except Exception:
-            return None
-        return framed_key, value
 
     def change_from_copy(self, op: str, line: bytes | bytearray | memoryview, source: SourceInfo, *,
                          ts_ms: int | None = None,

@@ -14,6 +14,8 @@
 #include "avrobuf.h"
 #include "native.h"
 
+static PyTypeObject EnvelopeFrameType;
+
 typedef struct {
     PyObject_HEAD
     PyObject *header;       /* magic byte + schema id */
@@ -93,6 +95,17 @@ static int put_fields(Buf *b, PyObject *fields) {
 
 static int put_bytes_object(Buf *b, PyObject *bytes) {
     return buf_put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
+}
+
+static PyObject *EnvelopeFrame_write(EnvelopeFrame *self, PyObject *const *args,
+                                     Py_ssize_t nargs);
+
+PyObject *pgcdc_envelope_write(PyObject *frame, PyObject *const *args, Py_ssize_t nargs) {
+    if (!PyObject_TypeCheck(frame, &EnvelopeFrameType)) {
+        PyErr_SetString(PyExc_TypeError, "not an EnvelopeFrame");
+        return NULL;
+    }
+    return EnvelopeFrame_write((EnvelopeFrame *)frame, args, nargs);
 }
 
 static PyObject *EnvelopeFrame_write(EnvelopeFrame *self, PyObject *const *args,

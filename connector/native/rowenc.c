@@ -589,6 +589,85 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(RowPlan_change_doc,
+"change(frame, key_header, op, old, new, source, ts_ms, transaction, with_key)\n"
+"    -> (key: bytes | None, value: bytes) | None\n\n"
+"TableCodec.change_from_tuples in one call: encode() of the old and new tuples, the key from\n"
+"new (else old) framed with key_header (b'': the table has no key), the Envelope by the\n"
+"EnvelopeFrame `frame`. None for anything not handled or failing: the Python path then gives\n"
+"the result or its explained error.");
+
+static PyObject *RowPlan_change(RowPlan *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9) {
+        PyErr_SetString(PyExc_TypeError, "change(frame, key_header, op, old, new, source, "
+                                         "ts_ms, transaction, with_key)");
+        return NULL;
+    }
+    PyObject *frame = args[0], *key_header = args[1], *op = args[2], *old = args[3];
+    PyObject *new = args[4];
+    if (!PyBytes_Check(key_header)) Py_RETURN_NONE;
+    int want_key = PyObject_IsTrue(args[8]);
+    if (want_key < 0) goto decline;
+    want_key = want_key && PyBytes_GET_SIZE(key_header) > 0;
+    PyObject *toast = PyList_New(0), *before = NULL, *after = NULL, *key = NULL;
+    PyObject *value = NULL, *result = NULL;
+    if (toast == NULL) goto decline;
+    PyObject *encode_args[3];
+    if (old != Py_None) {
+        encode_args[0] = old;
+        encode_args[1] = Py_None;
+        encode_args[2] = want_key && new == Py_None ? Py_True : Py_False;
+        PyObject *encoded = RowPlan_encode(self, encode_args, 3);
+        if (encoded == NULL || encoded == Py_None) {
+            Py_XDECREF(encoded);
+            goto done;
+        }
+        before = Py_NewRef(PyTuple_GET_ITEM(encoded, 0));
+        key = Py_NewRef(PyTuple_GET_ITEM(encoded, 1));
+        Py_DECREF(encoded);
+    }
+    if (new != Py_None) {
+        encode_args[0] = new;
+        encode_args[1] = toast;
+        encode_args[2] = want_key ? Py_True : Py_False;
+        PyObject *encoded = RowPlan_encode(self, encode_args, 3);
+        if (encoded == NULL || encoded == Py_None) {
+            Py_XDECREF(encoded);
+            goto done;
+        }
+        after = Py_NewRef(PyTuple_GET_ITEM(encoded, 0));
+        Py_XSETREF(key, Py_NewRef(PyTuple_GET_ITEM(encoded, 1)));
+        Py_DECREF(encoded);
+    }
+    PyObject *write_args[7] = {op, before ? before : Py_None, after ? after : Py_None, toast,
+                               args[5], args[6], args[7]};
+    value = pgcdc_envelope_write(frame, write_args, 7);
+    if (value == NULL || value == Py_None) goto done;
+    if (key != NULL && key != Py_None) {
+        PyObject *framed = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(key_header) +
+                                                               PyBytes_GET_SIZE(key));
+        if (framed == NULL) goto done;
+        memcpy(PyBytes_AS_STRING(framed), PyBytes_AS_STRING(key_header),
+               PyBytes_GET_SIZE(key_header));
+        memcpy(PyBytes_AS_STRING(framed) + PyBytes_GET_SIZE(key_header),
+               PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
+        Py_SETREF(key, framed);
+    } else {
+        Py_XSETREF(key, Py_NewRef(Py_None));
+    }
+    result = PyTuple_Pack(2, key, value);
+done:
+    Py_XDECREF(toast);
+    Py_XDECREF(before);
+    Py_XDECREF(after);
+    Py_XDECREF(key);
+    Py_XDECREF(value);
+    if (result != NULL) return result;
+decline:
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(RowPlan_key_doc,
 "key(values) -> bytes | None\n\n"
 "The Avro fields of the key columns only (None, no exception: wrong number of values).");
@@ -617,6 +696,7 @@ done:
 static PyMethodDef RowPlan_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))RowPlan_encode, METH_FASTCALL, RowPlan_encode_doc},
     {"key", (PyCFunction)RowPlan_key, METH_O, RowPlan_key_doc},
+    {"change", (PyCFunction)(void (*)(void))RowPlan_change, METH_FASTCALL, RowPlan_change_doc},
     {"encode_copy", (PyCFunction)(void (*)(void))RowPlan_encode_copy, METH_FASTCALL,
      RowPlan_encode_copy_doc},
     {NULL, NULL, 0, NULL},
