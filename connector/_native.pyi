@@ -22,6 +22,10 @@ class RowPlan:
     def encode_copy(self, line: bytes | bytearray | memoryview,
                     with_key: bool = False) -> tuple[bytes, bytes | None] | None: ...
     def key(self, values: tuple[Any, ...]) -> bytes | None: ...
+    def copy_change(self, frame: EnvelopeFrame, key_header: bytes, op: str,
+                    line: bytes | bytearray | memoryview, source: SourceInfo,
+                    ts_ms: int | None,
+                    transaction: TransactionBlock | None) -> tuple[bytes | None, bytes] | None: ...
     def change(self, frame: EnvelopeFrame, key_header: bytes, op: str,
                old: tuple[Any, ...] | None, new: tuple[Any, ...] | None, source: SourceInfo,
                ts_ms: int | None, transaction: TransactionBlock | None,

@@ -542,15 +542,9 @@ class TableCodec:
         parses the line and uses `change_from_tuples`, which explains any error)."""
         if self._plan is None or op not in OPS:
             return None
-        try:
-            encoded = self._plan.encode_copy(line, self._write_key is not None)
-            if encoded is None:
-                return None
-            fields, key = encoded
-            value = self._frame.write_fields(op, None, fields, [], source, ts_ms, transaction)
-        except Exception:
-            return None
-        return (None if key is None else self._key_header + key), value
+        event: tuple[bytes | None, bytes] | None = self._plan.copy_change(
+            self._frame.native, self._key_header, op, line, source, ts_ms, transaction)
+        return event
 
     def truncate(self, source: SourceInfo, *, ts_ms: int | None = None,
                  transaction: TransactionBlock | None = None) -> bytes:

@@ -668,6 +668,54 @@ decline:
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(RowPlan_copy_change_doc,
+"copy_change(frame, key_header, op, line, source, ts_ms, transaction)\n"
+"    -> (key: bytes | None, value: bytes) | None\n\n"
+"TableCodec.change_from_copy in one call: encode_copy() of the line as the new row, the key\n"
+"framed with key_header (b'': no key), the Envelope by `frame`. None: not handled (the caller\n"
+"parses the line in Python and takes the Python path).");
+
+static PyObject *RowPlan_copy_change(RowPlan *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "copy_change(frame, key_header, op, line, source, ts_ms, transaction)");
+        return NULL;
+    }
+    PyObject *key_header = args[1], *encoded = NULL, *toast = NULL, *value = NULL;
+    PyObject *key = NULL, *result = NULL;
+    if (!PyBytes_Check(key_header)) Py_RETURN_NONE;
+    PyObject *encode_args[2] = {args[3], PyBytes_GET_SIZE(key_header) > 0 ? Py_True : Py_False};
+    encoded = RowPlan_encode_copy(self, encode_args, 2);
+    if (encoded == NULL || encoded == Py_None) goto done;
+    toast = PyList_New(0);
+    if (toast == NULL) goto done;
+    PyObject *write_args[7] = {args[2], Py_None, PyTuple_GET_ITEM(encoded, 0), toast, args[4],
+                               args[5], args[6]};
+    value = pgcdc_envelope_write(args[0], write_args, 7);
+    if (value == NULL || value == Py_None) goto done;
+    PyObject *fields = PyTuple_GET_ITEM(encoded, 1);
+    if (fields == Py_None) {
+        key = Py_NewRef(Py_None);
+    } else {
+        key = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(key_header) +
+                                                  PyBytes_GET_SIZE(fields));
+        if (key == NULL) goto done;
+        memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(key_header),
+               PyBytes_GET_SIZE(key_header));
+        memcpy(PyBytes_AS_STRING(key) + PyBytes_GET_SIZE(key_header), PyBytes_AS_STRING(fields),
+               PyBytes_GET_SIZE(fields));
+    }
+    result = PyTuple_Pack(2, key, value);
+done:
+    Py_XDECREF(encoded);
+    Py_XDECREF(toast);
+    Py_XDECREF(value);
+    Py_XDECREF(key);
+    if (result != NULL) return result;
+    PyErr_Clear();
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(RowPlan_key_doc,
 "key(values) -> bytes | None\n\n"
 "The Avro fields of the key columns only (None, no exception: wrong number of values).");
@@ -697,6 +745,8 @@ static PyMethodDef RowPlan_methods[] = {
     {"encode", (PyCFunction)(void (*)(void))RowPlan_encode, METH_FASTCALL, RowPlan_encode_doc},
     {"key", (PyCFunction)RowPlan_key, METH_O, RowPlan_key_doc},
     {"change", (PyCFunction)(void (*)(void))RowPlan_change, METH_FASTCALL, RowPlan_change_doc},
+    {"copy_change", (PyCFunction)(void (*)(void))RowPlan_copy_change, METH_FASTCALL,
+     RowPlan_copy_change_doc},
     {"encode_copy", (PyCFunction)(void (*)(void))RowPlan_encode_copy, METH_FASTCALL,
      RowPlan_encode_copy_doc},
     {NULL, NULL, 0, NULL},
