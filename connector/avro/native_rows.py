@@ -28,12 +28,13 @@ __all__ = ["row_plan"]
 # The kinds of connector/native/rowenc.c
 _FALLBACK, _STRING, _BOOL, _INT, _DOUBLE, _FLOAT, _DECIMAL = 0, 1, 2, 3, 4, 5, 6
 _DATE, _TIME, _TIMESTAMP, _TIMESTAMPTZ, _UUID = 7, 8, 9, 10, 11
+_INT2, _INT4, _OID, _JSONB = 12, 13, 14, 15
 
 _KINDS: Final = {
     oids.TEXT: _STRING, oids.VARCHAR: _STRING, oids.BPCHAR: _STRING, oids.NAME: _STRING,
-    oids.JSON: _STRING, oids.JSONB: _STRING,
+    oids.JSON: _STRING, oids.JSONB: _JSONB,
     oids.BOOL: _BOOL,
-    oids.INT2: _INT, oids.INT4: _INT, oids.INT8: _INT, oids.OID: _INT,
+    oids.INT2: _INT2, oids.INT4: _INT4, oids.INT8: _INT, oids.OID: _OID,
     oids.FLOAT8: _DOUBLE, oids.FLOAT4: _FLOAT,
     oids.NUMERIC: _DECIMAL,
     oids.DATE: _DATE, oids.TIME: _TIME, oids.TIMESTAMP: _TIMESTAMP,

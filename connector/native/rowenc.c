@@ -18,9 +18,9 @@
 
 enum {
     K_FALLBACK = 0, /* always the Python piece */
-    K_STRING = 1,   /* text, varchar, bpchar, name, json, jsonb: the text itself */
+    K_STRING = 1,   /* text, varchar, bpchar, name, json: the text itself */
     K_BOOL = 2,
-    K_INT = 3,      /* int2, int4, int8, oid: Avro int/long */
+    K_INT = 3,      /* int8 (and, in text, every int kind): Avro int/long */
     K_DOUBLE = 4,
     K_FLOAT = 5,
     K_DECIMAL = 6,  /* numeric(p,s): Avro decimal bytes of scale s */
@@ -29,7 +29,11 @@ enum {
     K_TIMESTAMP = 9,
     K_TIMESTAMPTZ = 10,
     K_UUID = 11,
-    K_LAST = 11
+    K_INT2 = 12,    /* the int kinds differ only in their binary width */
+    K_INT4 = 13,
+    K_OID = 14,     /* unsigned */
+    K_JSONB = 15,   /* text: K_STRING; binary: a version byte first (the fallback's job) */
+    K_LAST = 15
 };
 
 /* ------------------------------------------------------------------ text parsers
@@ -328,9 +332,13 @@ fail:
  * canonical form (use the fallback), -1: error. */
 static int encode_text(RowPlan *self, Py_ssize_t i, const char *s, Py_ssize_t n, Buf *b) {
     switch (self->kinds[i]) {
-    case K_STRING: return put_branch_bytes(b, s, n) < 0 ? -1 : 1;
+    case K_STRING:
+    case K_JSONB: return put_branch_bytes(b, s, n) < 0 ? -1 : 1;
     case K_BOOL: return enc_bool(b, s, n);
-    case K_INT: return enc_int(b, s, n);
+    case K_INT:
+    case K_INT2:
+    case K_INT4:
+    case K_OID: return enc_int(b, s, n);
     case K_DOUBLE: return enc_real(b, s, n, 0);
     case K_FLOAT: return enc_real(b, s, n, 1);
     case K_DECIMAL: return enc_decimal(b, s, n, self->scales[i]);
@@ -341,6 +349,115 @@ static int encode_text(RowPlan *self, Py_ssize_t i, const char *s, Py_ssize_t n,
     case K_UUID: return enc_uuid(b, s, n);
     }
     return 0;
+}
+
+/* Strict UTF-8 as Python decodes it: no overlong forms, no surrogates, at most U+10FFFF. */
+static int valid_utf8(const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c == 0xE0) len = 3, lo = 0xA0;
+        else if (c == 0xED) len = 3, hi = 0x9F;
+        else if (c >= 0xE1 && c <= 0xEF) len = 3;
+        else if (c == 0xF0) len = 4, lo = 0x90;
+        else if (c >= 0xF1 && c <= 0xF3) len = 4;
+        else if (c == 0xF4) len = 4, hi = 0x8F;
+        else return 0;
+        if (i + len > n || s[i + 1] < lo || s[i + 1] > hi) return 0;
+        for (int k = 2; k < len; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ binary values
+ * pgoutput's binary tuples (`--binary`): the types' send functions' output. Same contract as
+ * the text parsers: 1 written, 0 the fallback's (infinities, out-of-range, odd widths), -1. */
+
+#define PG_EPOCH_DAYS 10957                  /* 2000-01-01 in days since 1970-01-01 */
+#define PG_EPOCH_MICROS 946684800000000LL    /* and in microseconds */
+#define MIN_MICROS (-62135596800000000LL)    /* 0001-01-01 00:00:00 since 1970 */
+#define MAX_MICROS 253402300799999999LL      /* 9999-12-31 23:59:59.999999 */
+
+static int64_t be_int(const unsigned char *s, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | s[i];
+    if (n < 8 && (v >> (8 * n - 1)) & 1) v |= ~(uint64_t)0 << (8 * n); /* sign-extend */
+    return (int64_t)v;
+}
+
+static int put_hex_uuid(Buf *b, const unsigned char *s) {
+    static const char hex[] = "0123456789abcdef";
+    if (buf_reserve(b, 38) < 0) return -1;
+    b->data[b->len++] = 2;
+    b->data[b->len++] = 72; /* zig-zag varint of the length 36 */
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) b->data[b->len++] = '-';
+        b->data[b->len++] = hex[s[i] >> 4];
+        b->data[b->len++] = hex[s[i] & 15];
+    }
+    return 1;
+}
+
+static int encode_binary(RowPlan *self, Py_ssize_t i, const char *data, Py_ssize_t n, Buf *b) {
+    const unsigned char *s = (const unsigned char *)data;
+    int64_t v;
+    switch (self->kinds[i]) {
+    case K_STRING:
+        if (!valid_utf8(s, n)) return 0;
+        return put_branch_bytes(b, data, n) < 0 ? -1 : 1;
+    case K_BOOL:
+        if (n != 1 || s[0] > 1) return 0;
+        if (buf_reserve(b, 2) < 0) return -1;
+        b->data[b->len++] = 2;
+        b->data[b->len++] = (char)s[0];
+        return 1;
+    case K_INT2:
+    case K_INT4:
+    case K_INT:
+        if (n != (self->kinds[i] == K_INT2 ? 2 : self->kinds[i] == K_INT4 ? 4 : 8)) return 0;
+        return put_branch_long(b, be_int(s, (int)n)) < 0 ? -1 : 1;
+    case K_OID:
+        if (n != 4) return 0;
+        return put_branch_long(b, be_int(s, 4) & 0xFFFFFFFFLL) < 0 ? -1 : 1;
+    case K_DOUBLE: {
+        if (n != 8) return 0;
+        double d = PyFloat_Unpack8(data, 0);
+        if (d == -1.0 && PyErr_Occurred()) return -1;
+        if (buf_reserve(b, 9) < 0) return -1;
+        b->data[b->len++] = 2;
+        if (PyFloat_Pack8(d, b->data + b->len, 1) < 0) return -1;
+        b->len += 8;
+        return 1;
+    }
+    case K_UUID:
+        return n == 16 ? put_hex_uuid(b, s) : 0;
+    case K_DATE:
+        if (n != 4) return 0;
+        v = be_int(s, 4) + PG_EPOCH_DAYS;
+        if (v < -719162 || v > 2932896) return 0; /* outside 0001-01-01..9999-12-31 */
+        return put_branch_long(b, v) < 0 ? -1 : 1;
+    case K_TIME:
+        if (n != 8) return 0;
+        v = be_int(s, 8);
+        if (v < 0 || v >= 86400000000LL) return 0;
+        return put_branch_long(b, v) < 0 ? -1 : 1;
+    case K_TIMESTAMP:
+    case K_TIMESTAMPTZ:
+        if (n != 8) return 0;
+        v = be_int(s, 8);
+        if (v < MIN_MICROS - PG_EPOCH_MICROS || v > MAX_MICROS - PG_EPOCH_MICROS) return 0;
+        return put_branch_long(b, v + PG_EPOCH_MICROS) < 0 ? -1 : 1;
+    }
+    return 0; /* float4 (its shortest-decimal rule), numeric, jsonb: the fallback */
 }
 
 /* A column's field the Python way. 1: written, -1: error. */
@@ -359,11 +476,16 @@ static int encode_fallback(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b) {
 
 /* One column's union field from a pgoutput value (not None / unchanged). 1: written, -1. */
 static int encode_column(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b) {
-    if (self->kinds[i] != K_FALLBACK && PyUnicode_CheckExact(raw)) {
-        Py_ssize_t n;
-        const char *s = PyUnicode_AsUTF8AndSize(raw, &n);
-        if (s == NULL) return -1;
-        int done = encode_text(self, i, s, n, b);
+    if (self->kinds[i] != K_FALLBACK) {
+        int done = 0;
+        if (PyUnicode_CheckExact(raw)) {
+            Py_ssize_t n;
+            const char *s = PyUnicode_AsUTF8AndSize(raw, &n);
+            if (s == NULL) return -1;
+            done = encode_text(self, i, s, n, b);
+        } else if (PyBytes_Check(raw)) { /* BinaryValue */
+            done = encode_binary(self, i, PyBytes_AS_STRING(raw), PyBytes_GET_SIZE(raw), b);
+        }
         if (done != 0) return done;
     }
     return encode_fallback(self, i, raw, b);
@@ -446,33 +568,6 @@ done:
 }
 
 /* ------------------------------------------------------------------ COPY text rows */
-
-/* Strict UTF-8 as Python decodes it: no overlong forms, no surrogates, at most U+10FFFF. */
-static int valid_utf8(const unsigned char *s, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        int len;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) len = 2;
-        else if (c == 0xE0) len = 3, lo = 0xA0;
-        else if (c == 0xED) len = 3, hi = 0x9F;
-        else if (c >= 0xE1 && c <= 0xEF) len = 3;
-        else if (c == 0xF0) len = 4, lo = 0x90;
-        else if (c >= 0xF1 && c <= 0xF3) len = 4;
-        else if (c == 0xF4) len = 4, hi = 0x8F;
-        else return 0;
-        if (i + len > n || s[i + 1] < lo || s[i + 1] > hi) return 0;
-        for (int k = 2; k < len; k++)
-            if (s[i + k] < 0x80 || s[i + k] > 0xBF) return 0;
-        i += len;
-    }
-    return 1;
-}
 
 /* Undo COPY text escaping (\b \f \n \r \t \v; a backslash before any other byte stands for
  * that byte: PostgreSQL's COPY TO writes no octal or hex escapes) into `out`. */

@@ -95,17 +95,44 @@ COLUMNS: list[tuple[str, int, int, Any]] = [
 ]
 KEY = {"id", "tz"}
 
-BINARY = {
-    "id": st.integers(-(2**63), 2**63 - 1).map(lambda n: BinaryValue(struct.pack("!q", n))),
+def _packed(fmt: str, values: Any) -> Any:
+    return values.map(lambda v: BinaryValue(struct.pack(fmt, v)))
+
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+BINARY = {  # the send functions' output, and the odd widths and values around it
+    "id": _packed("!q", INT64),
+    "i2": _packed("!h", st.integers(-(2**15), 2**15 - 1)),
+    "i4": _packed("!i", st.integers(-(2**31), 2**31 - 1)),
+    "o": _packed("!I", st.integers(0, 2**32 - 1)),
+    "f8": _packed("!d", st.floats()),
+    "f4": _packed("!f", st.floats(width=32)),
     "t": st.text().map(lambda s: BinaryValue(s.encode())),
-    "b": st.sampled_from([BinaryValue(b"\x01"), BinaryValue(b"\x00")]),
+    "vc": st.sampled_from([BinaryValue(b"\xff"), BinaryValue(b"\xed\xa0\x80"),
+                           BinaryValue("é".encode())]),
+    "j": st.text(max_size=5).map(lambda s: BinaryValue(b"\x01" + s.encode())),
+    "b": st.sampled_from([BinaryValue(b"\x01"), BinaryValue(b"\x00"), BinaryValue(b"\x02")]),
+    "d": _packed("!i", st.one_of(st.integers(-(2**31), 2**31 - 1),
+                                 st.sampled_from([2**31 - 1, -(2**31), -730119, -730120,
+                                                  2921939, 2921940]))),
+    "tm": _packed("!q", st.one_of(st.integers(-1, 86_400_000_001),
+                                  st.sampled_from([0, 86_399_999_999, 86_400_000_000]))),
+    "ts": _packed("!q", st.one_of(INT64, st.integers(-(10**17), 10**17))),
+    "tz": _packed("!q", st.one_of(INT64, st.sampled_from([2**63 - 1, -(2**63),
+                                                          -63_082_281_600_000_000,
+                                                          -63_082_281_600_000_001,
+                                                          252_455_615_999_999_999,
+                                                          252_455_616_000_000_000]))),
+    "u": st.binary(min_size=16, max_size=16).map(BinaryValue),
 }
+GARBAGE = st.binary(max_size=17).map(BinaryValue)  # any width, any bytes
 
 
 def _value(name: str, canonical: Any) -> Any:
-    options = [canonical, canonical, canonical, st.none(), st.just(UNCHANGED_TOAST), ODD]
+    options = [canonical, canonical, canonical, st.none(), st.just(UNCHANGED_TOAST), ODD,
+               GARBAGE]
     if name in BINARY:
-        options.append(BINARY[name])
+        options += [BINARY[name], BINARY[name]]
     return st.one_of(*options)
 
 
