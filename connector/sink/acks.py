@@ -65,6 +65,8 @@ class DeliveryTracker(Protocol):
 
     def check(self) -> None: ...
 
+    def all_delivered(self) -> None: ...
+
 
 class PendingTxn:
     """One PostgreSQL transaction's events in flight. Made by `AckTracker.begin` only."""
@@ -181,6 +183,17 @@ class AckTracker:
         """Events handed to the producer and not acknowledged yet."""
         with self._lock:
             return sum(t.expected - t.acked for t in self._open)
+
+    def all_delivered(self) -> None:
+        """For a sink that reports failed deliveries only (``KafkaSink(report_successes=False)``,
+        librdkafka's ``delivery.report.only.error``), once its queue has drained with no
+        failure reported: every event handed to it was delivered. Completes every sealed
+        transaction that has no error."""
+        with self._lock:
+            for txn in self._open:
+                if txn.sealed and txn.error is None:
+                    txn.acked = txn.expected
+            self._advance()
 
     @property
     def open_transactions(self) -> int:

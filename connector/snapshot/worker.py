@@ -129,7 +129,9 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any) -
     conn = open_in_snapshot(spec.dsn, spec.snapshot_name, "pgcdc-snapshot")
     try:
         tracker = AckTracker(None)
-        sink = KafkaSink(spec.kafka_settings, tracker)
+        # acknowledgement is all-or-nothing at the end of a reader: failures are reported, each
+        # success is not (see KafkaSink); "done" is sent only after close() drained the queue
+        sink = KafkaSink(spec.kafka_settings, tracker, report_successes=False)
         types = TypeCatalog()
         catalog = PostgresCatalog(conn, types)
         codecs: dict[int, TableCodec] = {}

@@ -184,3 +184,40 @@ def test_record_too_large_names_topic_and_lsn(kafka: Any) -> None:
     assert tracker.watermark() == 7
     with pytest.raises(SinkError):
         sink.poll(0)
+
+
+def test_a_sink_without_success_reports_completes_only_once_drained(kafka: Any) -> None:
+    """report_successes=False (the snapshot's sink): nothing completes per event; close()
+    drains the queue and then completes every transaction."""
+    settings = {"bootstrap.servers": kafka.bootstrap}
+    tracker = AckTracker(start_lsn=50)
+    sink = KafkaSink(settings, tracker, topics=TopicCreator(settings, TopicSpec(partitions=2)),
+                     report_successes=False)
+    topic = unique("sink.bulk")
+    for end_lsn in (100, 200):
+        txn = tracker.begin(end_lsn)
+        for i in range(500):
+            sink.produce(topic, f"k{i}".encode(), f"{end_lsn}:{i}".encode(), txn)
+        txn.seal()
+    assert sink.flush(30) == 0
+    assert tracker.watermark() == 50  # delivered, but no success report completes anything
+    sink.close()
+    assert tracker.watermark() == 200
+    assert tracker.open_transactions == 0
+    records = read_partitions(kafka.bootstrap, topic, 2)
+    assert sum(len(rs) for rs in records.values()) == 1000
+
+
+def test_a_sink_without_success_reports_still_fails_on_a_failed_delivery(kafka: Any) -> None:
+    tracker = AckTracker(start_lsn=1000)
+    sink = KafkaSink({"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 2000,
+                      "socket.connection.setup.timeout.ms": 1000}, tracker,
+                     report_successes=False)
+    txn = tracker.begin(2000)
+    sink.produce("sink.nowhere", b"k", b"v", txn)
+    txn.seal()
+    with pytest.raises(SinkError) as raised:
+        sink.close(20)
+    assert "sink.nowhere" in str(raised.value)
+    assert tracker.watermark() == 1000
+    assert tracker.open_transactions == 1

@@ -191,3 +191,16 @@ def test_callbacks_from_another_thread() -> None:
         thread.join()
     assert tracker.watermark() == 200
     assert tracker.in_flight == 0
+
+
+def test_all_delivered_completes_sealed_transactions_without_errors() -> None:
+    tracker = AckTracker(start_lsn=10)
+    first, second, third = tracker.begin(20), tracker.begin(30), tracker.begin(40)
+    for txn in (first, second, third):
+        txn.expect(3)
+    first.seal()
+    second.seal()
+    second.failed(SinkError("lost"))
+    tracker.all_delivered()  # third is not sealed: it may still get events
+    assert tracker.watermark() == 20
+    assert tracker.open_transactions == 2

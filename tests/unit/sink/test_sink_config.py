@@ -30,7 +30,8 @@ def test_pass_through_overrides_defaults() -> None:
 @pytest.mark.parametrize("setting", [{"acks": "1"}, {"acks": 0}, {"request.required.acks": 1},
                                      {"enable.idempotence": False},
                                      {"enable.idempotence": "false"},
-                                     {"transactional.id": "x"}])
+                                     {"transactional.id": "x"},
+                                     {"delivery.report.only.error": True}])
 def test_settings_that_break_the_guarantee_are_refused(setting: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         producer_config({**BASE, **setting})
