@@ -34,6 +34,7 @@ from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from connector import metrics
 from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
@@ -97,8 +98,9 @@ class KafkaSink:
         # the snapshot): librdkafka reports failed deliveries only, a third of the client's
         # cost per event saved; `close()` then tells the tracker everything was delivered.
         self._report_successes = report_successes
-        if not report_successes:
+        if not report_successes:  # and no per-record callback: librdkafka's cheapest path
             config["delivery.report.only.error"] = True
+            config["on_delivery"] = self._on_failed_delivery
         config.setdefault("error_cb", self._on_error)
         config.setdefault("logger", logging.getLogger("connector.sink.librdkafka"))
         self._producer = Producer(config)
@@ -123,7 +125,10 @@ class KafkaSink:
         ticket.expect(1)
         if partition is None:
             try:  # the hot path: one call into librdkafka, nothing allocated here
-                self._producer.produce(topic, value, key, on_delivery=ticket.on_delivery)
+                if self._report_successes:
+                    self._producer.produce(topic, value, key, on_delivery=ticket.on_delivery)
+                else:
+                    self._producer.produce(topic, value, key)
             except BufferError:
                 self._produce_slow(topic, key, value, ticket, None)
             except KafkaException as exc:
@@ -137,7 +142,9 @@ class KafkaSink:
                       partition: int | None) -> None:
         """`produce` with a partition, or after the local queue was full: waits for room;
         a refused record fails its ticket and raises `SinkError`."""
-        kwargs: dict[str, Any] = {"on_delivery": ticket.on_delivery}
+        kwargs: dict[str, Any] = {}
+        if self._report_successes:
+            kwargs["on_delivery"] = ticket.on_delivery
         if partition is not None:
             kwargs["partition"] = partition
         while True:
@@ -223,6 +230,16 @@ class KafkaSink:
         if self._fatal is not None:
             raise self._fatal
         self._tracker.check()
+
+    def _on_failed_delivery(self, err: Any, msg: Any) -> None:
+        """The report of a record Kafka did not take, for a sink without success reports
+        (which record of which ticket is not tracked there): the sink fails as a whole."""
+        metrics.DELIVERY_ERRORS.inc()
+        where = "?" if msg is None else f"{msg.topic()}[{msg.partition()}]"
+        if self._fatal is None:
+            self._fatal = SinkError(f"Kafka did not accept an event for {where}: {err}; "
+                                    "nothing of this load is acknowledged")
+            log.error("%s", self._fatal)
 
     def _on_error(self, error: KafkaError) -> None:
         """librdkafka's global errors: fatal ones stop the sink, the rest it retries itself."""
