@@ -126,9 +126,10 @@ def ceiling(dsn: str, binary: bool) -> float:
 
 def produce_floor(s: Servers, rows: int) -> float:
     """Events/s of the Kafka path alone: `KafkaSink` (a snapshot reader's producer settings and
-    delivery tracking: failures reported, successes counted at the end) sending `rows` ready-made events of a snapshot event's size (180-byte
-    value, 9-byte key) and waiting for every acknowledgement. What a snapshot reader could do
-    if loading and encoding cost nothing."""
+    delivery tracking: failures reported, successes counted at the end) sending `rows`
+    ready-made events of a snapshot event's size (180-byte value, 9-byte key) and waiting for
+    every acknowledgement. What a snapshot reader could do if loading and encoding cost
+    nothing."""
     tag = uuid.uuid4().hex[:8]
     kafka = {"bootstrap.servers": s.bootstrap}
     topic = f"floor_{tag}"

@@ -79,7 +79,7 @@ class Kafka:
         return path
 
     def _java(self, main: str, *args: str) -> list[str]:
-        return [java(), f"-Xms128m", f"-Xmx{self.heap}", "-cp", f"{self.jar_dir}/*", main, *args]
+        return [java(), "-Xms128m", f"-Xmx{self.heap}", "-cp", f"{self.jar_dir}/*", main, *args]
 
     def running(self) -> bool:
         return process.read_pid(self.pid_file) is not None

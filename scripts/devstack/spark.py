@@ -7,7 +7,6 @@ from pathlib import Path
 
 from .maven import resolve_pom
 
-
 _VERSION_SUFFIX = re.compile(r"-\d[^/]*\.jar$")
 
 

@@ -42,7 +42,8 @@ class Stack:
         kafka_port = _port("PGCDC_STACK_KAFKA_PORT", 19092)
         return cls(
             root=root,
-            postgres=Postgres(default_bin(), root / "postgres", _port("PGCDC_STACK_PG_PORT", 15432)),
+            postgres=Postgres(default_bin(), root / "postgres",
+                              _port("PGCDC_STACK_PG_PORT", 15432)),
             kafka=Kafka(cache / "kafka", root / "kafka", kafka_port, kafka_port + 1),
             registry=Registry(cache / "apicurio", root / "registry",
                               _port("PGCDC_STACK_REGISTRY_PORT", 18081)),

@@ -9,7 +9,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from devstack import process
 from devstack.ports import free_port, is_listening
 
