@@ -33,6 +33,7 @@ import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Context, Decimal
+from functools import partial
 from typing import Any, Final, NamedTuple
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
@@ -540,11 +541,15 @@ class TableCodec:
         """(key, value) of a row given as one line of ``COPY ... TO STDOUT`` text output, by
         the C row encoder; None when there is none or it declines the line (the caller then
         parses the line and uses `change_from_tuples`, which explains any error)."""
+        encode = self.copy_encoder(op)
+        return None if encode is None else encode(line, source, ts_ms, transaction)
+
+    def copy_encoder(self, op: str) -> Callable[..., tuple[bytes | None, bytes] | None] | None:
+        """`change_from_copy` bound to `op` as one C callable, for a loop over many lines:
+        ``encode(line, source, ts_ms, transaction)``; None without the C row encoder."""
         if self._plan is None or op not in OPS:
             return None
-        event: tuple[bytes | None, bytes] | None = self._plan.copy_change(
-            self._frame.native, self._key_header, op, line, source, ts_ms, transaction)
-        return event
+        return partial(self._plan.copy_change, self._frame.native, self._key_header, op)
 
     def truncate(self, source: SourceInfo, *, ts_ms: int | None = None,
                  transaction: TransactionBlock | None = None) -> bytes:

@@ -49,6 +49,11 @@ SESSION_SETTINGS = (
     "SET idle_in_transaction_session_timeout = 0",
 )
 REPORT_EVERY = 2000  # rows between progress updates and stop checks
+_new_tuple = tuple.__new__
+if SourceInfo._fields[6:] != ("xmin", "sequence") or SourceInfo._field_defaults != {
+        "xid": None, "lsn": None, "snapshot": "false", "xmin": None, "sequence": None}:
+    raise RuntimeError("SourceInfo changed: update ChunkReader._produce_lines, which builds "
+                       "it from a tuple")
 
 
 class Stopped(Exception):
@@ -128,14 +133,18 @@ class ChunkReader:
         """Text rows as the server sent them, parsed and encoded in one C call each
         (`TableCodec.change_from_copy`); a line it declines takes the Python way."""
         lsn, ts_ms, topic = self.lsn, self.ts_ms, codec.topic
-        change = codec.change_from_copy
+        encode = codec.copy_encoder("r")
+        assert encode is not None  # has_native_rows
         produce = self.sink.produce
         row_number = chunk.first_row_number
         count = 0
         read = copy.read
         while line := read():
-            source = SourceInfo(lsn, row_number, ts_ms, None, lsn, "true")
-            event = change("r", line, source)
+            # SourceInfo(lsn, row_number, ts_ms, None, lsn, "true"), without NamedTuple's
+            # Python-level __new__ (once per row)
+            source = _new_tuple(SourceInfo, (lsn, row_number, ts_ms, None, lsn, "true", None,
+                                             None))
+            event = encode(line, source, None, None)
             if event is None:
                 event = codec.change_from_tuples("r", None, parse_copy_text(line), source)
             produce(topic, event[0], event[1], ticket)
