@@ -507,6 +507,30 @@ static PyObject *key_from_fields(RowPlan *self, const char *fields, const Py_ssi
     return key;
 }
 
+/* (row fields, key fields | None) of a finished row: the pair encode() and encode_copy()
+ * return. */
+static PyObject *row_and_key(RowPlan *self, const Buf *b, const Py_ssize_t *starts,
+                             int with_key) {
+    PyObject *row = PyBytes_FromStringAndSize(b->data, b->len);
+    if (row == NULL) return NULL;
+    PyObject *key = with_key ? key_from_fields(self, b->data, starts) : Py_NewRef(Py_None);
+    PyObject *result = key == NULL ? NULL : PyTuple_Pack(2, row, key);
+    Py_DECREF(row);
+    Py_XDECREF(key);
+    return result;
+}
+
+/* key_header + key fields as one bytes object (None stays None): the framed Kafka key. */
+static PyObject *framed_key(PyObject *key_header, PyObject *fields) {
+    if (fields == Py_None) return Py_NewRef(Py_None);
+    Py_ssize_t head = PyBytes_GET_SIZE(key_header), size = PyBytes_GET_SIZE(fields);
+    PyObject *key = PyBytes_FromStringAndSize(NULL, head + size);
+    if (key == NULL) return NULL;
+    memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(key_header), head);
+    memcpy(PyBytes_AS_STRING(key) + head, PyBytes_AS_STRING(fields), size);
+    return key;
+}
+
 PyDoc_STRVAR(RowPlan_encode_doc,
 "encode(values, toast=None, with_key=False) -> (row: bytes, key: bytes | None)\n\n"
 "The Avro fields of a row of pgoutput values (str / bytes / None / UNCHANGED_TOAST) and, with\n"
@@ -535,7 +559,7 @@ static PyObject *RowPlan_encode(RowPlan *self, PyObject *const *args, Py_ssize_t
         starts = PyMem_Malloc(sizeof(Py_ssize_t) * (self->ncols + 1));
         if (starts == NULL) return PyErr_NoMemory();
     }
-    PyObject *result = NULL, *row = NULL, *key = NULL;
+    PyObject *result = NULL;
     for (Py_ssize_t i = 0; i < self->ncols; i++) {
         if (with_key) starts[i] = b.len;
         PyObject *raw = PyTuple_GET_ITEM(values, i);
@@ -550,18 +574,8 @@ static PyObject *RowPlan_encode(RowPlan *self, PyObject *const *args, Py_ssize_t
         }
     }
     if (with_key) starts[self->ncols] = b.len;
-    row = PyBytes_FromStringAndSize(b.data, b.len);
-    if (row == NULL) goto done;
-    if (with_key) {
-        key = key_from_fields(self, b.data, starts);
-        if (key == NULL) goto done;
-    } else {
-        key = Py_NewRef(Py_None);
-    }
-    result = PyTuple_Pack(2, row, key);
+    result = row_and_key(self, &b, starts, with_key);
 done:
-    Py_XDECREF(row);
-    Py_XDECREF(key);
     if (starts != small) PyMem_Free(starts);
     buf_free(&b);
     return result;
@@ -618,7 +632,7 @@ static PyObject *RowPlan_encode_copy(RowPlan *self, PyObject *const *args, Py_ss
     buf_init(&scratch);
     Py_ssize_t small[65];
     Py_ssize_t *starts = small;
-    PyObject *result = NULL, *row = NULL, *key = NULL;
+    PyObject *result = NULL;
     if (self->ncols + 1 > 65) {
         starts = PyMem_Malloc(sizeof(Py_ssize_t) * (self->ncols + 1));
         if (starts == NULL) {
@@ -662,21 +676,11 @@ static PyObject *RowPlan_encode_copy(RowPlan *self, PyObject *const *args, Py_ss
         }
     }
     starts[self->ncols] = b.len;
-    row = PyBytes_FromStringAndSize(b.data, b.len);
-    if (row == NULL) goto done;
-    if (with_key) {
-        key = key_from_fields(self, b.data, starts);
-        if (key == NULL) goto done;
-    } else {
-        key = Py_NewRef(Py_None);
-    }
-    result = PyTuple_Pack(2, row, key);
+    result = row_and_key(self, &b, starts, with_key);
     goto done;
 not_mine:
     result = Py_NewRef(Py_None);
 done:
-    Py_XDECREF(row);
-    Py_XDECREF(key);
     if (starts != small) PyMem_Free(starts);
     buf_free(&scratch);
     buf_free(&b);
@@ -738,18 +742,8 @@ static PyObject *RowPlan_change(RowPlan *self, PyObject *const *args, Py_ssize_t
                                args[5], args[6], args[7]};
     value = pgcdc_envelope_write(frame, write_args, 7);
     if (value == NULL || value == Py_None) goto done;
-    if (key != NULL && key != Py_None) {
-        PyObject *framed = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(key_header) +
-                                                               PyBytes_GET_SIZE(key));
-        if (framed == NULL) goto done;
-        memcpy(PyBytes_AS_STRING(framed), PyBytes_AS_STRING(key_header),
-               PyBytes_GET_SIZE(key_header));
-        memcpy(PyBytes_AS_STRING(framed) + PyBytes_GET_SIZE(key_header),
-               PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key));
-        Py_SETREF(key, framed);
-    } else {
-        Py_XSETREF(key, Py_NewRef(Py_None));
-    }
+    Py_XSETREF(key, framed_key(key_header, key == NULL ? Py_None : key));
+    if (key == NULL) goto done;
     result = PyTuple_Pack(2, key, value);
 done:
     Py_XDECREF(toast);
@@ -788,18 +782,8 @@ static PyObject *RowPlan_copy_change(RowPlan *self, PyObject *const *args, Py_ss
                                args[5], args[6]};
     value = pgcdc_envelope_write(args[0], write_args, 7);
     if (value == NULL || value == Py_None) goto done;
-    PyObject *fields = PyTuple_GET_ITEM(encoded, 1);
-    if (fields == Py_None) {
-        key = Py_NewRef(Py_None);
-    } else {
-        key = PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(key_header) +
-                                                  PyBytes_GET_SIZE(fields));
-        if (key == NULL) goto done;
-        memcpy(PyBytes_AS_STRING(key), PyBytes_AS_STRING(key_header),
-               PyBytes_GET_SIZE(key_header));
-        memcpy(PyBytes_AS_STRING(key) + PyBytes_GET_SIZE(key_header), PyBytes_AS_STRING(fields),
-               PyBytes_GET_SIZE(fields));
-    }
+    key = framed_key(key_header, PyTuple_GET_ITEM(encoded, 1));
+    if (key == NULL) goto done;
     result = PyTuple_Pack(2, key, value);
 done:
     Py_XDECREF(encoded);
