@@ -94,16 +94,23 @@ def _shortest_float4(value: float) -> float:
     if value != value or value in (_INF, -_INF):
         return value
     pack, unpack = FLOAT4.pack, FLOAT4.unpack
+    # PostgreSQL's shortest form (its Ryu) never picks a decimal exactly halfway to a
+    # neighbouring float4, even one that rounds back to the value (ties go to even): neither
+    # may we, or the two formats give different doubles for the same float4.
+    bits = _FLOAT4_BITS.unpack(pack(value))[0]
+    halfway = {(value + unpack(_FLOAT4_BITS.pack(b))[0]) / 2
+               for b in (bits - 1, bits + 1) if 0 <= b < 2**32}
     # Normal float4s have 24 significant bits, so a decimal of 6 digits or fewer that rounds
     # to the value is the value rounded to 6 digits; subnormals have fewer bits: try them all.
     for fmt in _PRECISIONS if abs(value) >= _FLOAT4_MIN_NORMAL else _SUBNORMAL_PRECISIONS:
         candidate = float(fmt % value)
-        if unpack(pack(candidate))[0] == value:
+        if unpack(pack(candidate))[0] == value and candidate not in halfway:
             return candidate
     return float(f"{value:.9g}")
 
 
 _INF = float("inf")
+_FLOAT4_BITS = struct.Struct(">I")
 _FLOAT4_MIN_NORMAL = 2.0**-126
 _PRECISIONS = ("%.6g", "%.7g", "%.8g")
 _SUBNORMAL_PRECISIONS = tuple(f"%.{digits}g" for digits in range(1, 9))

@@ -73,6 +73,16 @@ def test_float4(pgtypes_dsn: str) -> None:
         check()
 
 
+@pytest.mark.parametrize("value", [2925711872.0, 1.1, 3.4028235e38, 1e-45])
+def test_float4_whose_shortest_decimal_is_a_tie(pgtypes_dsn: str, value: float) -> None:
+    """2925711872 is the float4 that 2.925712e9 -- exactly halfway to its neighbour -- rounds to;
+    PostgreSQL prints 2.9257119e+09, and the binary loader must give that same double."""
+    with psycopg.connect(pgtypes_dsn) as conn:
+        text, binary = _row(conn, "SELECT x::text, float4send(x) FROM (SELECT %s::float4 AS x) s",
+                            repr(value))
+    assert CATALOG.binary_loader(oids.FLOAT4)(binary) == CATALOG.text_loader(oids.FLOAT4)(text)
+
+
 @pytest.mark.parametrize("zone", ["UTC", "Asia/Kolkata", "America/St_Johns", "Europe/Amsterdam"])
 def test_timestamptz_in_session_time_zones(pgtypes_dsn: str, zone: str) -> None:
     # 4713-11-24 BC .. 294276-12-31, microseconds since 2000
