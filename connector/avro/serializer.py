@@ -17,8 +17,8 @@ column order); `*_from_tuples` take pgoutput TupleData (str / BinaryValue / None
 UNCHANGED_TOAST) and load them with the catalog's loaders chosen once per codec. Per column a
 converter chosen once (see `columns`) turns the value into the Avro datum: Decimal, datetime,
 date, time, UUID, Interval, Infinity, OutOfRange, addresses, nested lists...
-``infinity``/``-infinity`` of date is 2**31-1 / -2**31 days, of timestamp[tz] 2**63-1 /
--2**63 microseconds (pgtypes' rule, as Debezium); numeric(p,s) NaN is null.
+Dates and timestamps outside 0001-01-01 .. 9999-12-31 (``infinity``, BC, years after 9999)
+are clamped to that range (pgtypes' rule, schemas/README.md); numeric(p,s) NaN is null.
 
 Unchanged TOAST: a column PostgreSQL did not send (``UNCHANGED_TOAST``) is null in `after` and
 its Avro field name is listed in ``unchanged_toast``; in `before` and the key it is null.

@@ -20,11 +20,14 @@ numeric(p, s)          bytes, logicalType decimal(p', s'), s' = max(s, 0) and p'
                        Above 38 digits (Spark's limit): string, as unconstrained numeric
 numeric                string: the exact decimal (``1.50``, ``NaN``, ``Infinity``, ``-Infinity``)
 money                  bytes, decimal(19, lc_monetary's fraction digits)
-date                   int, date: days since 1970-01-01; infinity: 2**31-1, -infinity: -2**31
-time                   long, time-micros (24:00:00 is 86400000000)
+date                   int, date: days since 1970-01-01
+time                   long, time-micros (24:00:00 is 23:59:59.999999)
 timestamp,             long, timestamp-micros: microseconds since 1970-01-01 (timestamp: its
-timestamptz            wall clock read as UTC); infinity: 2**63-1, -infinity: -2**63;
-                       beyond 294247-01-10 (does not fit): 2**63-2
+timestamptz            wall clock read as UTC)
+                       Dates and timestamps are clamped to 0001-01-01 .. 9999-12-31
+                       23:59:59.999999, the range every reader holds (Python's datetime,
+                       Spark, Parquet statistics, delta-rs): infinity and years after 9999
+                       become the upper bound, -infinity and BC dates the lower one
 timetz                 string, ISO-8601 time with offset as PostgreSQL prints it (12:00:00+05:30)
 interval               string, ISO-8601 duration as PostgreSQL's IntervalStyle iso_8601
                        prints it (exact: months, days and microseconds kept apart, each signed)
@@ -63,10 +66,6 @@ from .catalog import ResolvedType, TypeCatalog
 from .net import address_text
 from .numeric import numeric_precision_scale
 from .values import (
-    INT32_MAX,
-    INT32_MIN,
-    INT64_MAX,
-    INT64_MIN,
     Infinity,
     Interval,
     OutOfRange,
@@ -155,8 +154,15 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _MICROSECOND = dt.timedelta(microseconds=1)
-_INFINITE_DATE = {Infinity.POSITIVE: INT32_MAX, Infinity.NEGATIVE: INT32_MIN}
-_INFINITE_TIMESTAMP = {Infinity.POSITIVE: INT64_MAX, Infinity.NEGATIVE: INT64_MIN}
+# The range every reader of the events and the lake holds (see the table above).
+MIN_DATE_DAYS = dt.date.min.toordinal() - _EPOCH_ORDINAL
+MAX_DATE_DAYS = dt.date.max.toordinal() - _EPOCH_ORDINAL
+MIN_TIMESTAMP_MICROS = MIN_DATE_DAYS * 86_400_000_000
+MAX_TIMESTAMP_MICROS = (MAX_DATE_DAYS + 1) * 86_400_000_000 - 1
+MAX_TIME_MICROS = 86_400_000_000 - 1
+_INFINITE_DATE = {Infinity.POSITIVE: MAX_DATE_DAYS, Infinity.NEGATIVE: MIN_DATE_DAYS}
+_INFINITE_TIMESTAMP = {Infinity.POSITIVE: MAX_TIMESTAMP_MICROS,
+                       Infinity.NEGATIVE: MIN_TIMESTAMP_MICROS}
 _IPV6 = (IPv6Address, IPv6Interface, IPv6Network)
 _PRINTABLE = (
     UUID,
@@ -209,8 +215,8 @@ def _timetz_string(value: dt.time) -> str:
 def _date(value: Any) -> Any:
     if isinstance(value, dt.date):
         return value.toordinal() - _EPOCH_ORDINAL
-    if isinstance(value, OutOfRange):
-        return value.value
+    if isinstance(value, OutOfRange):  # BC or after 9999
+        return min(max(value.value, MIN_DATE_DAYS), MAX_DATE_DAYS)
     if isinstance(value, Infinity):
         return _INFINITE_DATE[value]
     return value
@@ -219,9 +225,8 @@ def _date(value: Any) -> Any:
 def _timestamp(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         return (value - (_EPOCH if value.tzinfo is None else _EPOCH_UTC)) // _MICROSECOND
-    if isinstance(value, OutOfRange):
-        # PostgreSQL's last 30 years (after 294247-01-10) do not fit a long counted from 1970
-        return min(value.value, INT64_MAX - 1)
+    if isinstance(value, OutOfRange):  # BC or after 9999
+        return min(max(value.value, MIN_TIMESTAMP_MICROS), MAX_TIMESTAMP_MICROS)
     if isinstance(value, Infinity):
         return _INFINITE_TIMESTAMP[value]
     return value
@@ -231,8 +236,8 @@ def _time(value: Any) -> Any:
     if isinstance(value, dt.time):
         seconds = (value.hour * 60 + value.minute) * 60 + value.second
         return seconds * 1_000_000 + value.microsecond
-    if isinstance(value, OutOfRange):
-        return value.value
+    if isinstance(value, OutOfRange):  # 24:00:00
+        return min(value.value, MAX_TIME_MICROS)
     return value
 
 

@@ -51,8 +51,8 @@ class Infinity(Enum):
     """``infinity`` / ``-infinity`` of date, timestamp and timestamptz.
 
     Dedicated values rather than ``datetime.max``/``min``, which are ordinary PostgreSQL
-    timestamps. In Avro they become the largest/smallest integer (see ``pgtypes.avro``),
-    as Debezium does.
+    timestamps. In Avro they become the last/first instant of 0001-01-01 .. 9999-12-31 (see
+    ``pgtypes.avro``).
     """
 
     POSITIVE = "infinity"
@@ -129,7 +129,8 @@ def offset_text(seconds_east: int) -> str:
 class OutOfRange:
     """A date/time value PostgreSQL accepts but Python's :mod:`datetime` cannot represent.
 
-    ``value`` is exact and is what the Avro encoding carries:
+    ``value`` is exact (the Avro encoding clamps it to 0001-01-01 .. 9999-12-31, see
+    ``pgtypes.avro``):
 
     * ``date``: days since 1970-01-01 (proleptic Gregorian, like PostgreSQL)
     * ``timestamp`` / ``timestamptz``: microseconds since 1970-01-01 00:00:00 (UTC for tz)

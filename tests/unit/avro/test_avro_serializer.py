@@ -33,7 +33,10 @@ from connector.pgtypes import INFINITY, NEG_INFINITY, Interval, OutOfRange, oids
 
 SOURCE = SourceInfo(commit_lsn=0x1_0000_0010, txn_index=3, ts_ms=1_700_000_000_000, xid=777,
                     lsn=0x1_0000_0008)
-INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN = 2**31 - 1, -(2**31), 2**63 - 1, -(2**63)
+INT32_MAX, INT64_MIN = 2**31 - 1, -(2**63)
+# The range every reader holds: 0001-01-01 .. 9999-12-31 23:59:59.999999 (schemas/README.md)
+DAYS_MAX, DAYS_MIN = 2_932_896, -719_162
+MICROS_MAX, MICROS_MIN = 253_402_300_799_999_999, -62_135_596_800_000_000
 UTC = dt.UTC
 
 
@@ -95,24 +98,27 @@ CASES: list[tuple[str, int, int, Any, Any, Any]] = [
     ("uuid", oids.UUID, -1, uuid.UUID(int=1), str(uuid.UUID(int=1)), uuid.UUID(int=1)),
     ("bytea", oids.BYTEA, -1, b"\x00\xff", b"\x00\xff", b"\x00\xff"),
     ("date", oids.DATE, -1, dt.date(2024, 2, 29), 19782, dt.date(2024, 2, 29)),
-    ("date infinity", oids.DATE, -1, INFINITY, INT32_MAX, None),
-    ("date -infinity", oids.DATE, -1, NEG_INFINITY, INT32_MIN, None),
-    ("date BC", oids.DATE, -1, OutOfRange("date", -800_000), -800_000, None),
+    ("date infinity", oids.DATE, -1, INFINITY, DAYS_MAX, dt.date.max),
+    ("date -infinity", oids.DATE, -1, NEG_INFINITY, DAYS_MIN, dt.date.min),
+    ("date BC", oids.DATE, -1, OutOfRange("date", -800_000), DAYS_MIN, dt.date.min),
     ("time", oids.TIME, -1, dt.time(23, 59, 59, 999999), 86_399_999_999,
      dt.time(23, 59, 59, 999999)),
-    ("time 24:00", oids.TIME, -1, OutOfRange("time", 86_400_000_000), 86_400_000_000, None),
+    ("time 24:00", oids.TIME, -1, OutOfRange("time", 86_400_000_000), 86_399_999_999,
+     dt.time(23, 59, 59, 999999)),
     ("timestamp", oids.TIMESTAMP, -1, dt.datetime(2024, 1, 2, 3, 4, 5, 6),
      1_704_164_645_000_006, dt.datetime(2024, 1, 2, 3, 4, 5, 6)),
-    ("timestamp infinity", oids.TIMESTAMP, -1, INFINITY, INT64_MAX, None),
+    ("timestamp infinity", oids.TIMESTAMP, -1, INFINITY, MICROS_MAX,
+     dt.datetime(9999, 12, 31, 23, 59, 59, 999999)),
     ("timestamptz", oids.TIMESTAMPTZ, -1, dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
      1_704_164_645_000_006, dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC)),
-    ("timestamptz -infinity", oids.TIMESTAMPTZ, -1, NEG_INFINITY, INT64_MIN, None),
+    ("timestamptz -infinity", oids.TIMESTAMPTZ, -1, NEG_INFINITY, MICROS_MIN,
+     dt.datetime(1, 1, 1, tzinfo=UTC)),
     ("enum", ENUM_OID, -1, "happy", "happy", "happy"),
     ("domain numeric(12,3)", DOMAIN_OID, -1, Decimal("1.500"),
      (1500).to_bytes(2, "big", signed=True), Decimal("1.500")),
     ("int4[]", oids.ARRAY_OF[oids.INT4], -1, [1, None, 3], [1, None, 3], [1, None, 3]),
     ("date[]", oids.ARRAY_OF[oids.DATE], -1, [dt.date(1970, 1, 2), None, INFINITY],
-     [1, None, INT32_MAX], None),
+     [1, None, DAYS_MAX], None),
     ("text[] empty", oids.ARRAY_OF[oids.TEXT], -1, [], [], []),
 ]
 

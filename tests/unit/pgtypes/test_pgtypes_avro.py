@@ -132,20 +132,33 @@ def test_scalars_round_trip_through_fastavro() -> None:
 def test_dates_and_times() -> None:
     assert encode(oids.DATE, dt.date(1970, 1, 2)) == dt.date(1970, 1, 2)
     assert avro_converter(CATALOG, oids.DATE)(dt.date(1969, 12, 31)) == -1
-    assert avro_converter(CATALOG, oids.DATE)(INFINITY) == 2**31 - 1
-    assert avro_converter(CATALOG, oids.DATE)(NEG_INFINITY) == -(2**31)
-    assert avro_converter(CATALOG, oids.DATE)(OutOfRange("date", -800000)) == -800000
     to_micros = avro_converter(CATALOG, oids.TIMESTAMP)
     # naive timestamps are the wall clock read as UTC, never the host's time zone
     assert to_micros(dt.datetime(1970, 1, 1, 0, 0, 1)) == 1_000_000
     assert to_micros(dt.datetime(2024, 1, 1, tzinfo=UTC)) == 1_704_067_200_000_000
-    assert to_micros(INFINITY) == 2**63 - 1 and to_micros(NEG_INFINITY) == -(2**63)
-    assert to_micros(OutOfRange("timestamp", -(10**17))) == -(10**17)
-    assert to_micros(OutOfRange("timestamp", 2**63 + 5)) == 2**63 - 2
+
+
+def test_values_outside_0001_to_9999_are_clamped_to_what_readers_hold() -> None:
+    """infinity, years after 9999, -infinity and BC read back (fastavro's logical types) as
+    the last / first representable instant instead of failing the reader."""
+    top, bottom = dt.datetime(9999, 12, 31, 23, 59, 59, 999999), dt.datetime(1, 1, 1)
+    for value in (INFINITY, OutOfRange("date", 3_000_000)):
+        assert encode(oids.DATE, value) == dt.date.max
+    for value in (NEG_INFINITY, OutOfRange("date", -800_000)):
+        assert encode(oids.DATE, value) == dt.date.min
+    for oid in (oids.TIMESTAMP, oids.TIMESTAMPTZ):
+        for value in (INFINITY, OutOfRange("timestamp", 2**63 + 5),
+                      OutOfRange("timestamp", 253_402_300_800_000_000)):
+            assert encode(oid, value) == top.replace(tzinfo=UTC)
+        for value in (NEG_INFINITY, OutOfRange("timestamp", -(10**17))):
+            assert encode(oid, value) == bottom.replace(tzinfo=UTC)
+    assert encode(oids.TIME, OutOfRange("time", 86_400_000_000)) == dt.time(23, 59, 59, 999999)
+
+
+def test_times() -> None:
     assert encode(oids.TIMESTAMPTZ, dt.datetime(2024, 1, 1, tzinfo=UTC)) == dt.datetime(
         2024, 1, 1, tzinfo=UTC)  # fmt: skip
     assert encode(oids.TIME, dt.time(1, 2, 3, 4)) == dt.time(1, 2, 3, 4)
-    assert avro_converter(CATALOG, oids.TIME)(OutOfRange("time", 86_400_000_000)) == 86_400_000_000
     zone = dt.timezone(dt.timedelta(hours=5, minutes=30))
     assert encode(oids.TIMETZ, dt.time(12, 0, 0, 500000, zone)) == "12:00:00.5+05:30"
     assert encode(oids.TIMETZ, dt.time(12, 0, tzinfo=UTC)) == "12:00:00+00"
