@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
 
 from .changes import IDX, LSN, OP, TOAST, TS
+from .lake_types import lake_schema
 from .names import column_names
 from .registry import SchemaCache, SchemaLookupError
 from .wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID
@@ -130,7 +131,7 @@ def decode_topic(frames: DataFrame, topic: str, plan: TopicPlan) -> DataFrame:
     for sid, schema in sorted(plan.schemas.items()):
         rows = frames.where((F.col("topic") == topic) & (F.col(SCHEMA_ID) == sid)
                             & F.col(PROBLEM).isNull())
-        decoded = from_avro(F.col(BODY), json.dumps(schema), {"mode": "PERMISSIVE"})
+        decoded = from_avro(F.col(BODY), json.dumps(lake_schema(schema)), {"mode": "PERMISSIVE"})
         parts.append(rows.select(
             "topic", F.col("partition").alias(PARTITION), F.col("offset").alias(OFFSET),
             "timestamp", "key", "value", decoded.alias("_e"),
