@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
 from .changes import (
     IDX,
@@ -28,6 +28,7 @@ from .changes import (
     truncate_position,
 )
 from .plan import MergePlan, merge_plan, not_deleted_later
+from .widening import widened
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class DeltaTableSink:
         self.app_id = app_id
         self.partition_by = list(partition_by)
         self._columns: list[str] | None = None  # row columns, None = not loaded yet
+        self._types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
         self._has_tombstones = False
         self._watermark: Position | None = None
 
@@ -99,6 +101,7 @@ class DeltaTableSink:
                 self._watermark = Position(int(props[TRUNCATE_LSN]), int(props[TRUNCATE_IDX]))
             schema = spark.read.format("delta").load(self.path).schema
             self._columns = [f.name for f in schema.fields if f.name not in META]
+            self._types = {f.name.lower(): f.dataType for f in schema.fields}
             self._has_tombstones = DeltaTable.isDeltaTable(spark, self.tomb_path)
         return self._columns is not None
 
@@ -111,6 +114,7 @@ class DeltaTableSink:
          .addColumns(StructType([StructField(f.name, f.dataType) for f in fields] + META_FIELDS))
          .partitionedBy(*self.partition_by).execute())
         self._columns = [f.name for f in fields]
+        self._types = {f.name.lower(): f.dataType for f in fields}
 
     def _evolve(self, spark: SparkSession, changes: DataFrame) -> None:
         """Add the columns the source has and the table lacks (a column dropped upstream stays:
@@ -128,7 +132,37 @@ class DeltaTableSink:
             previous = f.name
         spark.sql(f"ALTER TABLE delta.{q(self.path)} ADD COLUMNS ({', '.join(added)})")
         self._columns += [f.name for f in new]
+        self._types.update({f.name.lower(): f.dataType for f in new})
         log.info("%s: added columns %s", self.path, [f.name for f in new])
+
+    def _widen(self, spark: SparkSession, changes: DataFrame) -> None:
+        """Widen the columns whose source type widened upstream (int → bigint...) in place,
+        with Delta's type widening, before the MERGE would overflow casting to the old type.
+        The tombstone table's copy of a key column widens with it."""
+        wider: dict[str, DataType] = {}
+        for c in row_columns(changes):
+            have = self._types.get(c.lower())
+            new = None if have is None else widened(have, changes.schema[c].dataType)
+            if new is not None:
+                wider[c] = new
+        if not wider:
+            return
+        paths = [self.path]
+        if self._has_tombstones:
+            tomb_columns = {c.lower() for c in spark.read.format("delta").load(
+                self.tomb_path).columns}
+            if any(c.lower() in tomb_columns for c in wider):
+                paths.append(self.tomb_path)
+        for path in paths:
+            spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES "
+                      "('delta.enableTypeWidening' = 'true')")
+            columns = {c.lower() for c in spark.read.format("delta").load(path).columns}
+            for c, t in wider.items():
+                if c.lower() in columns:
+                    spark.sql(f"ALTER TABLE delta.{q(path)} ALTER COLUMN {q(c)} "
+                              f"TYPE {t.simpleString()}")
+        self._types.update({c.lower(): t for c, t in wider.items()})
+        log.info("%s: widened %s", self.path, {c: t.simpleString() for c, t in wider.items()})
 
     def _truncate(self, spark: SparkSession, position: Position) -> None:
         """Remove rows (and tombstones) older than the truncate and remember its position, so
@@ -160,6 +194,7 @@ class DeltaTableSink:
         if fresh:
             self._create(spark, changes)
         self._evolve(spark, changes)
+        self._widen(spark, changes)
         assert self._columns is not None
         cut = truncate_position([self._watermark, facts.truncate])
         if cut is not None and cut != self._watermark:
