@@ -16,7 +16,14 @@ from pyspark.sql.streaming import StreamingQuery
 from .changes import IDX, LSN, OP, TOAST, Position
 from .config import MergeConfig
 from .dead_letter import write_dead_letters
-from .decode import TopicPlan, decode_topic, plan_batch, split_corrupt, undecodable
+from .decode import (
+    DEAD_COLUMNS,
+    TopicPlan,
+    decode_topic,
+    plan_batch,
+    split_corrupt,
+    undecodable,
+)
 from .delta_sink import BatchFacts, DeltaTableSink
 from .files import HadoopFs
 from .names import table_of
@@ -56,6 +63,8 @@ class MergeStats:
     events: int = 0
     dead_letters: int = 0
     tables: dict[str, int] = field(default_factory=dict)  # "<schema>/<table>" → events
+    # "<schema>/<table>" → why its last failed batch was not written (its events: dead letters)
+    failed_tables: dict[str, str] = field(default_factory=dict)
     reports: list[BatchReport] = field(default_factory=list)
 
 
@@ -125,10 +134,13 @@ class BatchProcessor:
             plans = plan_batch(summary, self.schemas)
             dead = [d for d in [undecodable(frames, plans)] if d is not None]
             events = sum(p.events for p in plans.values())
-            jobs = [self._pool.submit(self._table, frames, topic, plan, batch_id)
+            jobs = [(topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id))
                     for topic, plan in sorted(plans.items()) if plan.schemas]
-            for job in jobs:
-                dead += job.result()  # re-raises a table's failure: the batch fails
+            for topic, plan, job in jobs:
+                try:
+                    dead += job.result()
+                except Exception as exc:  # noqa: BLE001 - one table must not stop the others
+                    dead.append(self._not_written(frames, topic, plan, exc, batch_id))
             dead_count = 0
             for part in dead[1:]:
                 dead[0] = dead[0].unionByName(part)
@@ -146,6 +158,22 @@ class BatchProcessor:
                                               time.time()))
         log.info("batch %d: %d events from %d topic(s), %d dead letter(s), %.1f s",
                  batch_id, events, len(plans), dead_count, took)
+
+    def _not_written(self, frames: DataFrame, topic: str, plan: TopicPlan, exc: Exception,
+                     batch_id: int) -> DataFrame:
+        """A table the job could not write: its events of this batch become dead letters
+        (the batch's other tables are written, and the checkpoint moves on), so nothing is
+        lost and nothing else waits. Events already dead for their own reason stay so."""
+        table = table_of(topic)
+        reason = f"table {table.path} not written: {_first_line(exc)}"
+        log.error("batch %d: %s; its events go to the dead letters at %s", batch_id, reason,
+                  self.config.dead_letter_dir)
+        with self._lock:
+            self.stats.failed_tables[table.path] = reason
+        writable = (F.col("topic") == topic) & F.col(PROBLEM).isNull()
+        if plan.rejected:
+            writable &= ~F.col(SCHEMA_ID).isin(list(plan.rejected))
+        return frames.where(writable).select(*DEAD_COLUMNS[:-1], F.lit(reason).alias("reason"))
 
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int
                ) -> list[DataFrame]:
@@ -172,6 +200,14 @@ class BatchProcessor:
             return [dead] if corrupt else []
         finally:
             decoded.unpersist()
+
+
+def _first_line(exc: Exception) -> str:
+    """The error's own message (Spark's first line names the error class), not its trace."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    text = next((line for line in lines if "[" in line and "]" in line), lines[0] if lines
+                else type(exc).__name__)
+    return text[:300]
 
 
 def app_id(spark: SparkSession, checkpoint: str) -> str:
