@@ -386,6 +386,9 @@ static int valid_utf8(const unsigned char *s, Py_ssize_t n) {
 #define PG_EPOCH_MICROS 946684800000000LL    /* and in microseconds */
 #define MIN_MICROS (-62135596800000000LL)    /* 0001-01-01 00:00:00 since 1970 */
 #define MAX_MICROS 253402300799999999LL      /* 9999-12-31 23:59:59.999999 */
+/* timestamptz: a day inside (two at the start), as connector/pgtypes/avro.py clamps it */
+#define MIN_MICROS_TZ (MIN_MICROS + 2 * 86400000000LL)
+#define MAX_MICROS_TZ (MAX_MICROS - 86400000000LL)
 
 static int64_t be_int(const unsigned char *s, int n) {
     uint64_t v = 0;
@@ -451,11 +454,14 @@ static int encode_binary(RowPlan *self, Py_ssize_t i, const char *data, Py_ssize
         if (v < 0 || v >= 86400000000LL) return 0;
         return put_branch_long(b, v) < 0 ? -1 : 1;
     case K_TIMESTAMP:
-    case K_TIMESTAMPTZ:
+    case K_TIMESTAMPTZ: {
+        int zoned = self->kinds[i] == K_TIMESTAMPTZ;
         if (n != 8) return 0;
-        v = be_int(s, 8);
-        if (v < MIN_MICROS - PG_EPOCH_MICROS || v > MAX_MICROS - PG_EPOCH_MICROS) return 0;
-        return put_branch_long(b, v + PG_EPOCH_MICROS) < 0 ? -1 : 1;
+        v = be_int(s, 8) + PG_EPOCH_MICROS;
+        if (v < (zoned ? MIN_MICROS_TZ : MIN_MICROS) || v > (zoned ? MAX_MICROS_TZ : MAX_MICROS))
+            return 0;
+        return put_branch_long(b, v) < 0 ? -1 : 1;
+    }
     }
     return 0; /* float4 (its shortest-decimal rule), numeric, jsonb: the fallback */
 }

@@ -27,7 +27,10 @@ timestamptz            wall clock read as UTC)
                        Dates and timestamps are clamped to 0001-01-01 .. 9999-12-31
                        23:59:59.999999, the range every reader holds (Python's datetime,
                        Spark, Parquet statistics, delta-rs): infinity and years after 9999
-                       become the upper bound, -infinity and BC dates the lower one
+                       become the upper bound, -infinity and BC dates the lower one;
+                       timestamptz to 0001-01-03 .. 9999-12-30 23:59:59.999999 UTC, which
+                       stays in that range in every time zone (PySpark shows it in local
+                       time, and Python's local-time conversion probes a day back)
 timetz                 string, ISO-8601 time with offset as PostgreSQL prints it (12:00:00+05:30)
 interval               string, ISO-8601 duration as PostgreSQL's IntervalStyle iso_8601
                        prints it (exact: months, days and microseconds kept apart, each signed)
@@ -160,6 +163,8 @@ MAX_DATE_DAYS = dt.date.max.toordinal() - _EPOCH_ORDINAL
 MIN_TIMESTAMP_MICROS = MIN_DATE_DAYS * 86_400_000_000
 MAX_TIMESTAMP_MICROS = (MAX_DATE_DAYS + 1) * 86_400_000_000 - 1
 MAX_TIME_MICROS = 86_400_000_000 - 1
+MIN_TIMESTAMPTZ_MICROS = MIN_TIMESTAMP_MICROS + 2 * 86_400_000_000
+MAX_TIMESTAMPTZ_MICROS = MAX_TIMESTAMP_MICROS - 86_400_000_000
 _INFINITE_DATE = {Infinity.POSITIVE: MAX_DATE_DAYS, Infinity.NEGATIVE: MIN_DATE_DAYS}
 _INFINITE_TIMESTAMP = {Infinity.POSITIVE: MAX_TIMESTAMP_MICROS,
                        Infinity.NEGATIVE: MIN_TIMESTAMP_MICROS}
@@ -232,6 +237,13 @@ def _timestamp(value: Any) -> Any:
     return value
 
 
+def _timestamptz(value: Any) -> Any:
+    micros = _timestamp(value)
+    if isinstance(micros, int):
+        return min(max(micros, MIN_TIMESTAMPTZ_MICROS), MAX_TIMESTAMPTZ_MICROS)
+    return micros
+
+
 def _time(value: Any) -> Any:
     if isinstance(value, dt.time):
         seconds = (value.hour * 60 + value.minute) * 60 + value.second
@@ -286,7 +298,7 @@ def _array_converter(element: Converter) -> Converter:
 _CONVERTERS: dict[int, Converter] = {
     oids.DATE: _date,
     oids.TIMESTAMP: _timestamp,
-    oids.TIMESTAMPTZ: _timestamp,
+    oids.TIMESTAMPTZ: _timestamptz,
     oids.TIME: _time,
     oids.UUID: _to_string,
 }

@@ -34,7 +34,8 @@ from connector.pgtypes import INFINITY, NEG_INFINITY, Interval, OutOfRange, oids
 SOURCE = SourceInfo(commit_lsn=0x1_0000_0010, txn_index=3, ts_ms=1_700_000_000_000, xid=777,
                     lsn=0x1_0000_0008)
 INT32_MAX, INT64_MIN = 2**31 - 1, -(2**63)
-# The range every reader holds: 0001-01-01 .. 9999-12-31 23:59:59.999999 (schemas/README.md)
+# The range every reader holds: 0001-01-01 .. 9999-12-31 23:59:59.999999 (schemas/README.md;
+# timestamptz: 0001-01-03 .. 9999-12-30 23:59:59.999999)
 DAYS_MAX, DAYS_MIN = 2_932_896, -719_162
 MICROS_MAX, MICROS_MIN = 253_402_300_799_999_999, -62_135_596_800_000_000
 UTC = dt.UTC
@@ -111,8 +112,8 @@ CASES: list[tuple[str, int, int, Any, Any, Any]] = [
      dt.datetime(9999, 12, 31, 23, 59, 59, 999999)),
     ("timestamptz", oids.TIMESTAMPTZ, -1, dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
      1_704_164_645_000_006, dt.datetime(2024, 1, 2, 3, 4, 5, 6, tzinfo=UTC)),
-    ("timestamptz -infinity", oids.TIMESTAMPTZ, -1, NEG_INFINITY, MICROS_MIN,
-     dt.datetime(1, 1, 1, tzinfo=UTC)),
+    ("timestamptz -infinity", oids.TIMESTAMPTZ, -1, NEG_INFINITY, MICROS_MIN + 2 * 86_400_000_000,
+     dt.datetime(1, 1, 3, tzinfo=UTC)),
     ("enum", ENUM_OID, -1, "happy", "happy", "happy"),
     ("domain numeric(12,3)", DOMAIN_OID, -1, Decimal("1.500"),
      (1500).to_bytes(2, "big", signed=True), Decimal("1.500")),

@@ -122,7 +122,12 @@ BINARY = {  # the send functions' output, and the odd widths and values around i
                                                           -63_082_281_600_000_000,
                                                           -63_082_281_600_000_001,
                                                           252_455_615_999_999_999,
-                                                          252_455_616_000_000_000]))),
+                                                          252_455_616_000_000_000,
+                                                          # timestamptz's clamp bounds
+                                                          -63_082_108_800_000_000,
+                                                          -63_082_108_800_000_001,
+                                                          252_455_529_599_999_999,
+                                                          252_455_529_600_000_000]))),
     "u": st.binary(min_size=16, max_size=16).map(BinaryValue),
 }
 GARBAGE = st.binary(max_size=17).map(BinaryValue)  # any width, any bytes

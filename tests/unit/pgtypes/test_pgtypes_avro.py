@@ -146,12 +146,19 @@ def test_values_outside_0001_to_9999_are_clamped_to_what_readers_hold() -> None:
         assert encode(oids.DATE, value) == dt.date.max
     for value in (NEG_INFINITY, OutOfRange("date", -800_000)):
         assert encode(oids.DATE, value) == dt.date.min
-    for oid in (oids.TIMESTAMP, oids.TIMESTAMPTZ):
+    # timestamptz a day inside: it stays in range shown in any time zone
+    zoned_top, zoned_bottom = top - dt.timedelta(days=1), bottom + dt.timedelta(days=2)
+    for oid, high, low in ((oids.TIMESTAMP, top, bottom),
+                           (oids.TIMESTAMPTZ, zoned_top, zoned_bottom)):
         for value in (INFINITY, OutOfRange("timestamp", 2**63 + 5),
                       OutOfRange("timestamp", 253_402_300_800_000_000)):
-            assert encode(oid, value) == top.replace(tzinfo=UTC)
+            assert encode(oid, value) == high.replace(tzinfo=UTC)
         for value in (NEG_INFINITY, OutOfRange("timestamp", -(10**17))):
-            assert encode(oid, value) == bottom.replace(tzinfo=UTC)
+            assert encode(oid, value) == low.replace(tzinfo=UTC)
+    assert encode(oids.TIMESTAMPTZ, dt.datetime(1, 1, 2, tzinfo=UTC)) == zoned_bottom.replace(
+        tzinfo=UTC)
+    assert encode(oids.TIMESTAMPTZ, dt.datetime(9999, 12, 31, tzinfo=UTC)) == zoned_top.replace(
+        tzinfo=UTC)
     assert encode(oids.TIME, OutOfRange("time", 86_400_000_000)) == dt.time(23, 59, 59, 999999)
 
 
