@@ -136,32 +136,22 @@ class DeltaTableSink:
         log.info("%s: added columns %s", self.path, [f.name for f in new])
 
     def _widen(self, spark: SparkSession, changes: DataFrame) -> None:
-        """Widen the columns whose source type widened upstream (int → bigint...) in place,
-        with Delta's type widening, before the MERGE would overflow casting to the old type.
+        """Widen the columns whose source type widened upstream (int → bigint...) before the
+        MERGE would overflow casting to the old type. A rewrite of the table (rare: once per
+        type change) rather than Delta's typeWidening feature, which delta-rs cannot read.
         The tombstone table's copy of a key column widens with it."""
         wider: dict[str, DataType] = {}
         for c in row_columns(changes):
             have = self._types.get(c.lower())
             new = None if have is None else widened(have, changes.schema[c].dataType)
             if new is not None:
-                wider[c] = new
+                wider[c.lower()] = new
         if not wider:
             return
-        paths = [self.path]
+        _rewrite_with_types(spark, self.path, wider)
         if self._has_tombstones:
-            tomb_columns = {c.lower() for c in spark.read.format("delta").load(
-                self.tomb_path).columns}
-            if any(c.lower() in tomb_columns for c in wider):
-                paths.append(self.tomb_path)
-        for path in paths:
-            spark.sql(f"ALTER TABLE delta.{q(path)} SET TBLPROPERTIES "
-                      "('delta.enableTypeWidening' = 'true')")
-            columns = {c.lower() for c in spark.read.format("delta").load(path).columns}
-            for c, t in wider.items():
-                if c.lower() in columns:
-                    spark.sql(f"ALTER TABLE delta.{q(path)} ALTER COLUMN {q(c)} "
-                              f"TYPE {t.simpleString()}")
-        self._types.update({c.lower(): t for c, t in wider.items()})
+            _rewrite_with_types(spark, self.tomb_path, wider)
+        self._types.update(wider)
         log.info("%s: widened %s", self.path, {c: t.simpleString() for c, t in wider.items()})
 
     def _truncate(self, spark: SparkSession, position: Position) -> None:
@@ -237,6 +227,20 @@ class DeltaTableSink:
         if not self._has_tombstones:
             self._create_tombstones(spark, key, latest)
         _append(deletes, self.tomb_path, f"{self.app_id}:{self.tomb_path}", batch_id)
+
+
+def _rewrite_with_types(spark: SparkSession, path: str, types: dict[str, DataType]) -> None:
+    """Rewrite a Delta table with the given (lower-cased) columns cast to wider types, in one
+    commit that keeps its partitioning and table properties."""
+    table = spark.read.format("delta").load(path)
+    if not any(f.name.lower() in types for f in table.schema.fields):
+        return
+    detail = DeltaTable.forPath(spark, path).detail().first()
+    assert detail is not None
+    columns = [F.col(q(f.name)).cast(types[f.name.lower()]).alias(f.name)
+               if f.name.lower() in types else F.col(q(f.name)) for f in table.schema.fields]
+    (table.select(*columns).write.format("delta").mode("overwrite")
+     .option("overwriteSchema", "true").partitionBy(*detail["partitionColumns"]).save(path))
 
 
 def _append(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:

@@ -10,6 +10,9 @@ from pyspark.sql import SparkSession
 DELTA_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Parquet timestamps as microseconds: Spark's default INT96 is read by pyarrow/delta-rs
+    # as nanoseconds, which cannot hold years before 1677 or after 2262.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 
 # Small-machine defaults: few shuffle partitions, Delta's log replay in few tasks, no UI.

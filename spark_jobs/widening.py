@@ -1,10 +1,10 @@
 """Type widening: the column type a Delta table must take when its source column widened
 upstream (int → bigint, numeric(p,s) → a larger precision or scale, real → double).
 
-Only the changes Delta's type widening feature (`delta.enableTypeWidening`) applies in place
-are returned; anything else (a narrower or unrelated source type) leaves the table's type,
-and the MERGE casts to it as before. `varchar(n)` length changes need nothing: every text
-type is a string in the lake."""
+Only the changes Delta's type widening feature allows are returned (the sink applies them by
+rewriting the table, as delta-rs cannot read the feature); anything else (a narrower or
+unrelated source type) leaves the table's type, and the MERGE casts to it as before.
+`varchar(n)` length changes need nothing: every text type is a string in the lake."""
 
 from __future__ import annotations
 

@@ -169,7 +169,7 @@ def test_every_type_and_a_widened_key_reach_spark_delta_rs_and_stock_consumers(
 
     # a stock DeserializingConsumer: every event of the topic, none raising on poll()
     values = _consume_all(kafka.bootstrap, registry_client,
-                          f"{producer.prefix}.{SCHEMA}.everything", 9)
+                          f"{producer.prefix}.{SCHEMA}.everything", 8)
     after = {v["after"]["id"]: v["after"] for v in values if v and v["after"]}
     assert after[2]["d"] == TOP_DAY and after[2]["t"] == dt.time(23, 59, 59, 999999)
     assert after[2]["ts"] == TOP and after[2]["tstz"] == BOTTOM_TZ.replace(tzinfo=dt.UTC)

@@ -1,5 +1,5 @@
-"""Type widening upstream (int → bigint, numeric precision up): the Delta table widens in
-place instead of the MERGE failing with DELTA_CAST_OVERFLOW_IN_TABLE_WRITE."""
+"""Type widening upstream (int → bigint, numeric precision up): the Delta table widens
+instead of the MERGE failing with DELTA_CAST_OVERFLOW_IN_TABLE_WRITE."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ META = "_cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, _cdc_ts_ms lo
        "_cdc_toast array<string>"
 
 
-def test_widened_is_what_delta_widens_in_place() -> None:
+def test_widened_is_what_delta_type_widening_allows() -> None:
     assert widened(IntegerType(), LongType()) == LongType()
     assert widened(LongType(), IntegerType()) is None  # an older, narrower writer schema
     assert widened(FloatType(), DoubleType()) == DoubleType()
