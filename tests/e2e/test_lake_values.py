@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pyarrow.parquet as pq
 import pytest
 from acceptance_support import ProducerRun
 from confluent_kafka import DeserializingConsumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from deltalake import DeltaTable
+from merge_helpers import CdcPublisher
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import MergeConfig
@@ -175,3 +177,26 @@ def test_every_type_and_a_widened_key_reach_spark_delta_rs_and_stock_consumers(
     assert after[2]["ts"] == TOP and after[2]["tstz"] == BOTTOM_TZ.replace(tzinfo=dt.UTC)
     assert after[3]["d"] == BOTTOM_DAY and after[3]["tstz"] == TOP_TZ.replace(tzinfo=dt.UTC)
     assert after[4]["ts"] == BOTTOM and after[BIG]["n"] == 2**33
+
+
+def test_time_columns_land_in_the_parquet_change_log(
+        spark: SparkSession, kafka: Any, registry: Any,
+        registry_client: SchemaRegistryClient, prefix: str, tmp_path: Path) -> None:
+    pub = CdcPublisher(kafka.bootstrap, registry_client, prefix)
+    shifts = pub.table("public", "shifts", [
+        ("id", "long"), ("starts", {"type": "long", "logicalType": "time-micros"}),
+        ("ends", "string")], ["id"])
+    pub.change(shifts, "c", 100, 0, after={"id": 1, "starts": dt.time(8, 30, 0, 5),
+                                            "ends": "17:00:00+02"})
+    pub.flush()
+    target = tmp_path / "log"
+    stats = run_merge(spark, MergeConfig(
+        bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url, target=str(target),
+        topic_prefix=prefix, trigger="available-now", format="parquet"))
+    assert not stats.failed_tables and stats.dead_letters == 0
+    path = f"{target}/public/shifts"
+    (row,) = spark.read.parquet(path).collect()
+    assert (row["starts"], row["ends"]) == (30_600_000_005, "17:00:00+02")
+    # pyarrow skips `_`-prefixed directories (the `_cdc_date=` partitions) unless told
+    (arrow_row,) = pq.read_table(path, ignore_prefixes=["."]).to_pylist()
+    assert arrow_row["starts"] == 30_600_000_005
