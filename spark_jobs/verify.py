@@ -2,7 +2,8 @@
 
 Used by `make demo` and the acceptance tests. Values are compared after a normalisation that
 only bridges representation differences of the two readers (psycopg and Spark), never content:
-timestamps to naive UTC, json to its parsed form, uuids and enums to text, decimals exactly.
+timestamps to naive UTC, json to its parsed form, uuids and enums to text, decimals exactly,
+`time` to microseconds since midnight (the lake's representation, spark_jobs/README.md).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import json
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from decimal import Decimal
 from typing import Any
 
@@ -75,6 +76,9 @@ def normalize(value: Any, like: Any = None) -> Any:
     """A comparable form; `like` is the other side's value (to read json text as json)."""
     if isinstance(value, datetime) and value.tzinfo is not None:
         return value.astimezone(UTC).replace(tzinfo=None)
+    if isinstance(value, time) and value.tzinfo is None:
+        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 \
+            + value.microsecond
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, Decimal):
