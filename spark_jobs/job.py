@@ -9,6 +9,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from py4j.protocol import Py4JNetworkError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -140,6 +141,8 @@ class BatchProcessor:
                 try:
                     dead += job.result()
                 except Exception as exc:  # noqa: BLE001 - one table must not stop the others
+                    if not table_failure(exc):
+                        raise
                     dead.append(self._not_written(frames, topic, plan, exc, batch_id))
             dead_count = 0
             for part in dead[1:]:
@@ -200,6 +203,20 @@ class BatchProcessor:
             return [dead] if corrupt else []
         finally:
             decoded.unpersist()
+
+
+# A stopping query or Spark (its jobs cancelled, its gateway gone) is no fault of a table: the
+# batch must fail, and re-run from the checkpoint, rather than dead-letter good events.
+_STOPPING = ("SPARK_JOB_CANCELLED", "was cancelled", "InterruptedException",
+             "SparkContext was shut down", "SparkContext has been shutdown")
+
+
+def table_failure(exc: Exception) -> bool:
+    """Whether a table's error is its own (dead-letter it) rather than the job stopping."""
+    if isinstance(exc, Py4JNetworkError):
+        return False
+    text = str(exc)
+    return not any(marker in text for marker in _STOPPING)
 
 
 def _first_line(exc: Exception) -> str:
