@@ -650,7 +650,7 @@ def decode(data: bytes, schema_lookup: Callable[[int], Mapping[str, Any]], *,
            logical_types: bool = True) -> Decoded:
     """Decode a Confluent-framed Avro message with its writer schema (`schema_lookup(id)`,
     e.g. `SchemaRegistry.schema`). `logical_types=False` returns the raw Avro data (ints for
-    dates/timestamps, so the infinity extremes decode too; bytes for decimals)."""
+    dates/times/timestamps, bytes for decimals)."""
     schema_id, body = parse_frame(data)
     schema = schema_lookup(schema_id)
     cache_key = (json.dumps(schema, sort_keys=True), logical_types)
