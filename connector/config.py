@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,14 @@ ENV_DEFAULTS = {
 }
 
 SNAPSHOT_MODES = ("initial", "never", "initial_only")
+
+# PostgreSQL's own rules (ReplicationSlotValidateName; NAMEDATALEN - 1 bytes for any name):
+# checked here because the server silently truncates a longer name instead of refusing it.
+_SLOT_NAME = re.compile(r"[a-z0-9_]{1,63}\Z")
+_MAX_NAME_BYTES = 63
+# Kafka's topic alphabet; the prefix leaves room for `.<schema>.<table>`.
+_TOPIC_PREFIX = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
+_MAX_PREFIX_LENGTH = 200
 
 
 @dataclass
@@ -64,6 +73,27 @@ class Config:
             raise ConfigError("snapshot workers and chunk rows must be >= 1")
         if self.origin not in (None, "none", "any"):
             raise ConfigError(f"origin must be 'none' or 'any', not {self.origin!r}")
+        return self.check_names()
+
+    def check_names(self) -> Config:
+        """The names and ports every command uses, checked before anything is created."""
+        if not _SLOT_NAME.match(self.slot):
+            raise ConfigError(
+                f"slot name {self.slot!r} is invalid: PostgreSQL allows 1-63 characters, "
+                "lower-case letters, digits and underscores")
+        if not self.publication or "\x00" in self.publication \
+                or len(self.publication.encode()) > _MAX_NAME_BYTES:
+            raise ConfigError(f"publication name {self.publication!r} is invalid: PostgreSQL "
+                              f"allows 1-{_MAX_NAME_BYTES} bytes")
+        if not _TOPIC_PREFIX.match(self.topic_prefix) \
+                or len(self.topic_prefix) > _MAX_PREFIX_LENGTH:
+            raise ConfigError(
+                f"topic prefix {self.topic_prefix!r} is invalid: Kafka topic names allow letters, "
+                f"digits, '_', '-' and single dots between parts, up to {_MAX_PREFIX_LENGTH} "
+                "characters for the prefix")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metrics port {self.metrics_port} is not a TCP port (1-65535, "
+                              "0 for none)")
         return self
 
 
@@ -83,11 +113,35 @@ def load(config_file: str | None, overrides: dict[str, Any],
         raise ConfigError(f"unknown configuration keys: {', '.join(unknown)}")
     if isinstance(values.get("tables"), str):
         values["tables"] = [t.strip() for t in values["tables"].split(",") if t.strip()]
-    try:
-        cfg = Config(**values)
-    except TypeError as exc:
-        raise ConfigError(str(exc)) from None
+    _check_types(values)
+    cfg = Config(**values)
     return cfg.validate() if validate else cfg
+
+
+# Field annotation (a string: `from __future__ import annotations`) -> accepted value types.
+_ACCEPTED: dict[str, tuple[type, ...]] = {
+    "str": (str,), "str | None": (str, type(None)), "bool": (bool,), "int": (int,),
+    "float": (int, float), "list[str]": (list,), "dict[str, Any]": (dict,),
+}
+
+
+def _check_types(values: dict[str, Any]) -> None:
+    """One clear line for a value of the wrong type (`topic_partitions: lots` in YAML)."""
+    for f in fields(Config):
+        if f.name not in values:
+            continue
+        value, accepted = values[f.name], _ACCEPTED[str(f.type)]
+        wrong = not isinstance(value, accepted) or (
+            isinstance(value, bool) and bool not in accepted)  # YAML `yes` is not a number
+        if isinstance(value, list):
+            wrong = wrong or not all(isinstance(item, str) for item in value)
+        if wrong:
+            expected = {"str": "a string", "str | None": "a string", "bool": "true or false",
+                        "int": "an integer", "float": "a number",
+                        "list[str]": "a list of strings",
+                        "dict[str, Any]": "a mapping"}[str(f.type)]
+            raise ConfigError(f"configuration key {f.name}: expected {expected}, "
+                              f"got {value!r}")
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

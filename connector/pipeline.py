@@ -23,12 +23,14 @@ import time
 from types import FrameType
 
 import psycopg
+from confluent_kafka import KafkaException, Producer
 
 from connector import metrics
 from connector.assembler import Assembler, LogicalMessage
 from connector.avro import AvroEncoder, SchemaRegistry
 from connector.config import Config
-from connector.errors import SinkError, SourceError
+from connector.errors import CdcError, ConfigError, SinkError, SourceError
+from connector.names import table_topic
 from connector.pgoutput import Decoder, PrimaryKeepalive, Type, XLogData, lsn_to_str
 from connector.pgtypes import TypeCatalog
 from connector.publisher import HEARTBEAT_PREFIX, Publisher
@@ -38,7 +40,7 @@ from connector.replication import (
     StreamOptions,
     protocol_version_for,
 )
-from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec
+from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
 from connector.snapshot import SnapshotSettings, take_snapshot
 from connector.source_catalog import PostgresCatalog
 
@@ -61,6 +63,10 @@ class Pipeline:
         self.cfg = cfg
         self.stopping = False
         self.needs_snapshot = False
+        # What this start created, undone if it fails before streaming (see `_undo_start`).
+        self.created_publication = False
+        self.slot_existed = True
+        self.streaming = False
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry})
@@ -68,9 +74,13 @@ class Pipeline:
         # librdkafka logs through Python logging (else it prints to stderr from its threads).
         admin_settings = {**self.kafka_settings,
                           "logger": logging.getLogger("connector.sink.librdkafka")}
-        self.topics = TopicCreator(admin_settings, TopicSpec(
-            partitions=cfg.topic_partitions, replication_factor=cfg.topic_replication_factor,
-            retention_ms=cfg.topic_retention_ms))
+        try:  # librdkafka checks every property when a client is built: fail before creating
+            Producer(producer_config(admin_settings))
+            self.topics = TopicCreator(admin_settings, TopicSpec(
+                partitions=cfg.topic_partitions, replication_factor=cfg.topic_replication_factor,
+                retention_ms=cfg.topic_retention_ms))
+        except KafkaException as exc:
+            raise ConfigError(f"Kafka settings rejected: {exc.args[0].str()}") from None
 
     # ------------------------------------------------------------------ setup
 
@@ -82,12 +92,15 @@ class Pipeline:
         changes between the lost slot and now are gone, and a new slot would hide that.
         Otherwise the snapshot creates it (`needs_snapshot` tells whether one is due)."""
         self.admin.check_wal_level()
+        self._check_topic_names()
         if self.cfg.create_publication:
-            self.admin.ensure_publication(self.cfg.publication, self.cfg.tables)
+            self.created_publication = self.admin.ensure_publication(self.cfg.publication,
+                                                                     self.cfg.tables)
         elif not self.admin.publication_exists(self.cfg.publication):
             raise SourceError(f"publication {self.cfg.publication!r} does not exist")
         self.admin.warn_about_replica_identity(self.cfg.publication)
         slot = self.admin.slot(self.cfg.slot)
+        self.slot_existed = slot is not None
         if self.cfg.snapshot == "initial_only":
             self.needs_snapshot = True
         elif slot is None:
@@ -101,6 +114,32 @@ class Pipeline:
         if slot is not None:
             self.admin.check_slot(slot)
         return protocol_version_for(self.admin.server_version_num)
+
+    def _check_topic_names(self) -> None:
+        """Every table to publish gets a topic Kafka accepts (raises before anything exists)."""
+        if self.cfg.create_publication:
+            patterns = ["*.*"] if list(self.cfg.tables) == ["*"] else self.cfg.tables
+            tables = self.admin.resolve_tables(patterns)
+        else:
+            tables = [(s, t) for s, t, _, _ in self.admin.published_tables(self.cfg.publication)]
+        for schema, table in tables:
+            table_topic(self.cfg.topic_prefix, schema, table)
+
+    def _undo_start(self) -> None:
+        """A start that failed before streaming leaves nothing behind: the slot it created
+        (which would hold WAL forever) and the publication it created are dropped."""
+        try:
+            if not self.slot_existed and self.admin.slot(self.cfg.slot) is not None:
+                self.admin.drop_slot(self.cfg.slot)
+                log.info("dropped replication slot %s created by this failed start", self.cfg.slot)
+            if self.created_publication:
+                self.admin.drop_publication(self.cfg.publication)
+                log.info("dropped publication %s created by this failed start",
+                         self.cfg.publication)
+        except (CdcError, psycopg.Error) as exc:
+            log.warning("could not undo this failed start (%s): check for replication slot %s "
+                        "and publication %s", str(exc).splitlines()[0], self.cfg.slot,
+                        self.cfg.publication)
 
     def _refuse_gap(self) -> None:
         """``--snapshot never`` with a missing slot: fine for a first run; after this connector
@@ -132,8 +171,21 @@ class Pipeline:
     # ------------------------------------------------------------------ run
 
     def run(self) -> None:
+        try:
+            metrics.serve(self.cfg.metrics_port)
+        except OSError as exc:
+            raise ConfigError(f"cannot serve metrics on port {self.cfg.metrics_port}: "
+                              f"{exc.strerror}") from None
+        self.registry.check_reachable()
+        try:
+            self._start_and_stream()
+        except BaseException:
+            if not self.streaming:
+                self._undo_start()
+            raise
+
+    def _start_and_stream(self) -> None:
         proto = self.prepare_source()
-        metrics.serve(self.cfg.metrics_port)
         if self.needs_snapshot:
             completed = self.snapshot()
             if not completed or self.cfg.snapshot == "initial_only":
@@ -213,6 +265,7 @@ class Pipeline:
                         assert isinstance(frame, PrimaryKeepalive)
                         server_end = max(server_end, frame.wal_end)
                         reply = reply or frame.reply_requested
+                self.streaming = True
                 sink.poll(0)
                 flush = self._confirmable(tracker, assembler, server_end)
                 now = time.monotonic()

@@ -9,3 +9,5 @@ Data flow of one micro-batch (see `job.py`):
                → plan (MERGE conditions and assignments) → delta_sink / parquet_sink
     undecodable rows → dead_letter
 """
+
+import connector  # noqa: F401,E402  (its filter of a dependency's import-time warning applies here too)

@@ -5,20 +5,31 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+from connector.names import from_topic_part, table_of_topic
+
 # Characters Delta (without column mapping) refuses in column names.
 _DELTA_BAD = re.compile(r"[ ,;{}()\n\t=]")
 CONTROL_TOPICS = ("transaction", "message", "heartbeat")
 
 
 class TableId(NamedTuple):
-    """A table as it appears in its topic name (`<prefix>.<schema>.<table>`)."""
+    """A table as it appears in its topic name (`<prefix>.<schema part>.<table part>`).
+
+    The parts are the producer's reversible topic encoding of the PostgreSQL names
+    (connector/names.py), so distinct tables always have distinct paths."""
 
     schema: str
     table: str
 
     @property
     def path(self) -> str:
+        """The table's directory under the lake root: `<schema part>/<table part>`."""
         return f"{self.schema}/{self.table}"
+
+    @property
+    def source_name(self) -> str:
+        """The PostgreSQL `schema.table` the parts encode (for messages)."""
+        return ".".join(map(from_topic_part, self))
 
 
 def subscribe_pattern(prefix: str) -> str:
@@ -28,11 +39,10 @@ def subscribe_pattern(prefix: str) -> str:
 
 
 def table_of(topic: str) -> TableId:
-    """`<prefix>.<schema>.<table>` → TableId; the prefix may itself contain dots."""
-    parts = topic.split(".")
-    if len(parts) < 3 or not parts[-1] or not parts[-2]:
-        raise ValueError(f"topic {topic!r} is not a table topic <prefix>.<schema>.<table>")
-    return TableId(parts[-2], parts[-1])
+    """`<prefix>.<schema part>.<table part>` → TableId; the prefix may itself contain dots."""
+    table_of_topic(topic)  # raises for anything but a table topic
+    _, schema, table = topic.rsplit(".", 2)
+    return TableId(schema, table)
 
 
 def column_names(record: dict[str, Any]) -> dict[str, str]:

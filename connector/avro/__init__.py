@@ -7,9 +7,10 @@ the Schema Registry, and the Confluent wire format. See schemas/README.md for th
     key, value = codec.key_from_tuple(new), codec.value_from_tuples("c", None, new, source)
 """
 
+from connector.names import from_avro_name, namespace_of, table_topic, to_avro_name, topic_part
+
 from .encoder import AvroEncoder, Encoded, pg_timestamp_to_ms, transaction_id
 from .fixed import fixed_schema, schemas_dir
-from .names import from_avro_name, namespace_of, table_topic, to_avro_name, topic_part
 from .registry import SchemaRegistry, key_subject, value_subject
 from .schema import (
     ARRAY_DIMS_QUERY,

@@ -128,6 +128,19 @@ class SchemaRegistry:
     def client(self) -> SchemaRegistryClient:
         return self._client
 
+    def check_reachable(self) -> None:
+        """Ask the registry for its subjects once: a wrong URL or credentials fail here, before
+        anything is created, with the URL in the message."""
+        try:
+            self._call("list subjects (GET /subjects)", self._client.get_subjects)
+        except SchemaError as exc:
+            if "HTTP 404" in str(exc):
+                raise SchemaError(
+                    f"schema registry {self.url} answered HTTP 404 to GET {self.url}/subjects: "
+                    "is it the URL of a Confluent-compatible API? (Apicurio: "
+                    "http://<host>:<port>/apis/ccompat/v7)") from None
+            raise
+
     # --------------------------------------------------------------------- registering
 
     def register(self, subject: str, schema: Mapping[str, Any] | str) -> int:

@@ -122,6 +122,9 @@ class ReplicationAdmin:
     def drop_slot(self, name: str) -> None:
         self.conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
 
+    def drop_publication(self, name: str) -> None:
+        self.conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(name)))
+
     def publication_exists(self, name: str) -> bool:
         return self.conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s",
                                  (name,)).fetchone() is not None
@@ -145,8 +148,9 @@ class ReplicationAdmin:
             chosen.extend(m for m in matches if m not in chosen)
         return chosen
 
-    def ensure_publication(self, name: str, patterns: Sequence[str]) -> None:
-        """Create the publication (or set its tables) for `patterns`; `*` alone = all tables."""
+    def ensure_publication(self, name: str, patterns: Sequence[str]) -> bool:
+        """Create the publication (or set its tables) for `patterns`; `*` alone = all tables.
+        True if it was created now."""
         all_tables = list(patterns) == ["*"]
         table_list = None if all_tables else sql.SQL(", ").join(
             sql.Identifier(schema, table) for schema, table in self.resolve_tables(patterns))
@@ -157,9 +161,11 @@ class ReplicationAdmin:
                 self.conn.execute(sql.SQL("CREATE PUBLICATION {} {}").format(
                     sql.Identifier(name), target))
                 log.info("created publication %s", name)
-            elif table_list is not None and not self._is_all_tables(name):
+                return True
+            if table_list is not None and not self._is_all_tables(name):
                 self.conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
                     sql.Identifier(name), table_list))
+            return False
         except psycopg.Error as exc:
             detail = _first_line(exc)
             raise SourceError(f"cannot create publication {name!r}: {detail}",

@@ -43,8 +43,10 @@ class StreamOptions:
     origin: str | None = None  # 'none' or 'any' (PostgreSQL 16+)
 
     def command(self) -> sql.Composable:
-        opts = [("proto_version", str(self.proto_version)),
-                ("publication_names", self.publication)]
+        # pgoutput splits publication_names as a list of identifiers: quoted, so a name
+        # with a comma, a quote or upper case is the one name it is.
+        quoted = '"' + self.publication.replace('"', '""') + '"'
+        opts = [("proto_version", str(self.proto_version)), ("publication_names", quoted)]
         if self.messages:
             opts.append(("messages", "true"))
         if self.binary:

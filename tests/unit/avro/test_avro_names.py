@@ -8,14 +8,17 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from connector.avro.names import (
+from connector.names import (
+    TopicNameTooLong,
     from_avro_name,
     is_avro_name,
     namespace_of,
+    table_of_topic,
     table_topic,
     to_avro_name,
     topic_part,
 )
+from spark_jobs.names import table_of
 
 AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # PostgreSQL identifiers: any characters but NUL (and no surrogates, being UTF-8), never empty.
@@ -91,18 +94,66 @@ def test_namespace_splits_dotted_prefix() -> None:
         assert is_avro_name(part)
 
 
+def _topic_or_refused(prefix: str, schema: str, table: str) -> str | None:
+    try:
+        topic = table_topic(prefix, schema, table)
+    except TopicNameTooLong:
+        assert len(f"{prefix}.{topic_part(schema)}.{topic_part(table)}") > 249
+        return None
+    assert len(topic) <= 249
+    return topic
+
+
 @pytest.mark.parametrize(("schema", "table", "topic"), [
     ("public", "orders", "shop.public.orders"),
-    ("my schema", "order.items", "shop.my_schema.order_items"),
-    ("s-1", "Größe", "shop.s-1.Gr__e"),
-    ("_x", "a$b", "shop._x.a_b"),
+    ("public", "order_items", "shop.public.order_items"),
+    ("s-1", "2024_archive", "shop.s-1.2024_archive"),
+    ("my schema", "order.items", "shop.my_x0020schema.order_x002Eitems"),
+    ("s-1", "Größe", "shop.s-1.Gr_x00F6_x00DFe"),
+    ("_x", "a$b", "shop._x.a_x0024b"),
+    ("public", "a_x0041", "shop.public.a_x005Fx0041"),  # an escape look-alike is escaped
 ])
 def test_table_topic(schema: str, table: str, topic: str) -> None:
     assert table_topic("shop", schema, table) == topic
+    assert table_of_topic(topic) == (schema, table)
 
 
 @given(pg_names, pg_names)
 def test_table_topic_has_exactly_two_dots_after_prefix(schema: str, table: str) -> None:
-    topic = table_topic("pre.fix", schema, table)
+    topic = _topic_or_refused("pre.fix", schema, table)
+    if topic is None:
+        return
     assert re.fullmatch(r"pre\.fix\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+", topic)
-    assert topic_part(schema) == re.sub(r"[^A-Za-z0-9_-]", "_", schema)
+    assert table_of_topic(topic) == (schema, table)
+
+
+@given(st.one_of(pg_names, tricky), st.one_of(pg_names, tricky),
+       st.one_of(pg_names, tricky), st.one_of(pg_names, tricky))
+@example("public", "x y", "public", "x_y")
+@example("public", "a.b", "public", "a_b")
+@example("public", "größe", "public", "gr__e")
+@example("a", "b_c", "a_b", "c")
+def test_distinct_tables_never_share_a_topic_or_lake_path(s1: str, t1: str, s2: str,
+                                                          t2: str) -> None:
+    """The data-loss case: two tables mapped to one topic would be merged into one Delta
+    table. Any two distinct (schema, table) pairs give distinct topics and lake paths."""
+    if (s1, t1) == (s2, t2):
+        return
+    topic1, topic2 = _topic_or_refused("p", s1, t1), _topic_or_refused("p", s2, t2)
+    if topic1 is None or topic2 is None:
+        return  # refused up front: nothing is published for that table
+    assert topic1 != topic2
+    assert table_of(topic1).path != table_of(topic2).path
+
+
+def test_plain_topic_names_are_unchanged() -> None:
+    """Topics of existing deployments keep their names (names of [A-Za-z0-9_-])."""
+    for name in ("orders", "order_items", "Orders", "s-1", "_t", "9lives"):
+        assert topic_part(name) == name
+
+
+def test_a_topic_longer_than_kafka_allows_is_refused() -> None:
+    table = "t" * 63
+    assert len(table_topic("p" * 120, "s" * 60, table)) == 245
+    with pytest.raises(TopicNameTooLong, match="more than Kafka's 249"):
+        table_topic("p" * 120, "s" * 63, "ü" * 21)  # 63 bytes, 126 characters encoded
