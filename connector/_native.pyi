@@ -14,7 +14,7 @@ def read_change(buf: bytes, streaming: bool) -> Insert | Update | Delete: ...
 
 # rowenc.c: pgoutput text values / COPY text lines -> Avro row fields
 class RowPlan:
-    def __init__(self, kinds: bytes, scales: tuple[int, ...],
+    def __init__(self, kinds: bytes, scales: tuple[int, ...], int_digits: tuple[int, ...],
                  fallbacks: tuple[Callable[[Any], bytes], ...], names: tuple[str, ...],
                  keys: tuple[int, ...], unchanged: object) -> None: ...
     def encode(self, values: tuple[Any, ...], toast: list[str] | None = None,

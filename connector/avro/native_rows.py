@@ -47,16 +47,19 @@ Encoder = Callable[[Any], bytes]
 Loader = Callable[[Any], Any]
 
 
-def _kind(column: ColumnSpec) -> tuple[int, int]:
-    """(kind, decimal scale) of a column; the fallback kind for anything not listed."""
+def _kind(column: ColumnSpec) -> tuple[int, int, int]:
+    """(kind, decimal scale, decimal integer digits) of a column; the fallback kind for
+    anything not listed."""
     kind = _KINDS.get(column.type_oid, _FALLBACK)
     if kind == _DECIMAL:
         avro = column.avro_type
         if not (isinstance(avro, dict) and avro.get("logicalType") == "decimal"):
-            return _FALLBACK, 0  # unbounded numeric: a string in the contract
-        scale = int(avro.get("scale", 0))
-        return (_DECIMAL, scale) if 0 <= scale <= _MAX_NATIVE_SCALE else (_FALLBACK, 0)
-    return kind, 0
+            return _FALLBACK, 0, 0  # unbounded numeric: a string in the contract
+        scale, precision = int(avro.get("scale", 0)), int(avro["precision"])
+        if 0 <= scale <= _MAX_NATIVE_SCALE:
+            return _DECIMAL, scale, precision - scale
+        return _FALLBACK, 0, 0
+    return kind, 0, 0
 
 
 def _piece(text: Loader, binary: Loader, encode: Encoder) -> Callable[[Any], bytes]:
@@ -80,8 +83,9 @@ def row_plan(columns: Sequence[ColumnSpec], key_columns: Sequence[ColumnSpec],
         return None
     kinds = [_kind(column) for column in columns]
     return native.RowPlan(
-        bytes(kind for kind, _ in kinds),
-        tuple(scale for _, scale in kinds),
+        bytes(kind for kind, _, _ in kinds),
+        tuple(scale for _, scale, _ in kinds),
+        tuple(digits for _, _, digits in kinds),
         tuple(_piece(load_text, load_binary, encode)  # type: ignore[arg-type]
               for load_text, load_binary, encode in zip(text, binary, encoders, strict=True)),
         tuple(column.avro_name for column in columns),

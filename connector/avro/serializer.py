@@ -39,7 +39,7 @@ from typing import Any, Final, NamedTuple
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.validation import validate
 
-from connector.errors import SchemaError
+from connector.errors import CdcError, SchemaError
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.messages import UNCHANGED_TOAST, TupleData
 from connector.pgtypes import TypeCatalog
@@ -432,17 +432,27 @@ class TableCodec:
                               f"{self._ncols} columns")
         row: dict[str, Any] = {}
         text, binary, branches = self._text, self._binary, self._branches
-        for i, (name, raw) in enumerate(zip(self._names, data, strict=True)):
-            if raw is None:
-                row[name] = None
-                continue
-            if raw is UNCHANGED_TOAST:
-                row[name] = None
-                if toast is not None:
-                    toast.append(name)
-                continue
-            datum = text[i](raw) if isinstance(raw, str) else binary[i](raw)  # type: ignore[arg-type]
-            row[name] = None if datum is None else (branches[i], datum)
+        i = 0
+        try:
+            for i, (name, raw) in enumerate(zip(self._names, data, strict=True)):
+                if raw is None:
+                    row[name] = None
+                    continue
+                if raw is UNCHANGED_TOAST:
+                    row[name] = None
+                    if toast is not None:
+                        toast.append(name)
+                    continue
+                datum = text[i](raw) if isinstance(raw, str) else binary[i](raw)  # type: ignore[arg-type]
+                row[name] = None if datum is None else (branches[i], datum)
+        except CdcError:
+            raise
+        except Exception as exc:  # a loader's ValueError, decimal's InvalidOperation...
+            constants = self.schemas.source_constants
+            raise SchemaError(
+                f"cannot load column {self.schemas.columns[i].pg_name!r} of "
+                f"{constants['schema']}.{constants['table']}: {type(exc).__name__}: "
+                f"{exc}") from None
         return row
 
     # ------------------------------------------------------------------ keys

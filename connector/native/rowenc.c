@@ -111,7 +111,7 @@ static int enc_real(Buf *b, const char *s, Py_ssize_t n, int single) {
 
 /* numeric(p,s) text "-123.45" -> Avro decimal: the unscaled value, big-endian two's
  * complement in (bit_length(|v|) + 8) / 8 bytes, as fastavro sizes it. */
-static int enc_decimal(Buf *b, const char *s, Py_ssize_t n, int scale) {
+static int enc_decimal(Buf *b, const char *s, Py_ssize_t n, int scale, int max_int_digits) {
     int neg = n > 0 && s[0] == '-';
     if (neg) s++, n--;
     Py_ssize_t point = n;
@@ -121,7 +121,9 @@ static int enc_decimal(Buf *b, const char *s, Py_ssize_t n, int scale) {
             break;
         }
     Py_ssize_t int_digits = point, frac_digits = point < n ? n - point - 1 : 0;
+    /* more integer digits than numeric(p,s) holds: Python raises the explained error */
     if (int_digits < 1 || frac_digits > scale || int_digits + scale > 18) return 0;
+    if (int_digits > max_int_digits && !(int_digits == 1 && s[0] == '0')) return 0;
     if (point < n && frac_digits < 1) return 0;
     int64_t whole, frac = 0;
     if (!digits(s, (int)int_digits, &whole)) return 0;
@@ -253,6 +255,7 @@ typedef struct {
     Py_ssize_t ncols;
     unsigned char *kinds;
     int *scales;
+    int *int_digits;     /* numeric(p,s): at most p - s digits before the point */
     PyObject *fallbacks; /* tuple of callables: raw -> the column's union field bytes */
     PyObject *names;     /* tuple of str: Avro field names, listed for unchanged TOAST */
     Py_ssize_t nkeys;
@@ -263,6 +266,7 @@ typedef struct {
 static void RowPlan_dealloc(RowPlan *self) {
     PyMem_Free(self->kinds);
     PyMem_Free(self->scales);
+    PyMem_Free(self->int_digits);
     PyMem_Free(self->keys);
     Py_XDECREF(self->fallbacks);
     Py_XDECREF(self->names);
@@ -271,16 +275,19 @@ static void RowPlan_dealloc(RowPlan *self) {
 }
 
 static PyObject *RowPlan_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"kinds", "scales", "fallbacks", "names", "keys", "unchanged", NULL};
-    PyObject *kinds, *scales, *fallbacks, *names, *keys, *unchanged;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "SO!O!O!O!O:RowPlan", kwlist, &kinds,
-                                     &PyTuple_Type, &scales, &PyTuple_Type, &fallbacks,
-                                     &PyTuple_Type, &names, &PyTuple_Type, &keys, &unchanged))
+    static char *kwlist[] = {"kinds", "scales", "int_digits", "fallbacks", "names", "keys",
+                             "unchanged", NULL};
+    PyObject *kinds, *scales, *int_digits, *fallbacks, *names, *keys, *unchanged;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "SO!O!O!O!O!O:RowPlan", kwlist, &kinds,
+                                     &PyTuple_Type, &scales, &PyTuple_Type, &int_digits,
+                                     &PyTuple_Type, &fallbacks, &PyTuple_Type, &names,
+                                     &PyTuple_Type, &keys, &unchanged))
         return NULL;
     Py_ssize_t n = PyBytes_GET_SIZE(kinds);
-    if (PyTuple_GET_SIZE(scales) != n || PyTuple_GET_SIZE(fallbacks) != n ||
-        PyTuple_GET_SIZE(names) != n) {
-        PyErr_SetString(PyExc_ValueError, "RowPlan: kinds, scales, fallbacks, names differ in length");
+    if (PyTuple_GET_SIZE(scales) != n || PyTuple_GET_SIZE(int_digits) != n ||
+        PyTuple_GET_SIZE(fallbacks) != n || PyTuple_GET_SIZE(names) != n) {
+        PyErr_SetString(PyExc_ValueError,
+                        "RowPlan: kinds, scales, int_digits, fallbacks, names differ in length");
         return NULL;
     }
     RowPlan *self = (RowPlan *)type->tp_alloc(type, 0);
@@ -289,6 +296,7 @@ static PyObject *RowPlan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->nkeys = PyTuple_GET_SIZE(keys);
     self->kinds = PyMem_Malloc(n + 1);
     self->scales = PyMem_Malloc(sizeof(int) * (n + 1));
+    self->int_digits = PyMem_Malloc(sizeof(int) * (n + 1));
     self->keys = PyMem_Malloc(sizeof(Py_ssize_t) * (self->nkeys + 1));
     Py_INCREF(fallbacks);
     self->fallbacks = fallbacks;
@@ -296,7 +304,8 @@ static PyObject *RowPlan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->names = names;
     Py_INCREF(unchanged);
     self->unchanged = unchanged;
-    if (self->kinds == NULL || self->scales == NULL || self->keys == NULL) {
+    if (self->kinds == NULL || self->scales == NULL || self->int_digits == NULL ||
+        self->keys == NULL) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
@@ -304,7 +313,10 @@ static PyObject *RowPlan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     for (Py_ssize_t i = 0; i < n; i++) {
         long scale = PyLong_AsLong(PyTuple_GET_ITEM(scales, i));
         if (scale == -1 && PyErr_Occurred()) goto fail;
-        if ((unsigned char)k[i] > K_LAST || scale < 0 || scale > 18 ||
+        long digits = PyLong_AsLong(PyTuple_GET_ITEM(int_digits, i));
+        if (digits == -1 && PyErr_Occurred()) goto fail;
+        if ((unsigned char)k[i] > K_LAST || scale < 0 || scale > 18 || digits < 0 ||
+            digits > 1000 ||
             !PyCallable_Check(PyTuple_GET_ITEM(fallbacks, i)) ||
             !PyUnicode_Check(PyTuple_GET_ITEM(names, i))) {
             PyErr_Format(PyExc_ValueError, "RowPlan: bad kind, scale, fallback or name of column %zd", i);
@@ -312,6 +324,7 @@ static PyObject *RowPlan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         }
         self->kinds[i] = (unsigned char)k[i];
         self->scales[i] = (int)scale;
+        self->int_digits[i] = (int)digits;
     }
     for (Py_ssize_t i = 0; i < self->nkeys; i++) {
         Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GET_ITEM(keys, i));
@@ -341,7 +354,7 @@ static int encode_text(RowPlan *self, Py_ssize_t i, const char *s, Py_ssize_t n,
     case K_OID: return enc_int(b, s, n);
     case K_DOUBLE: return enc_real(b, s, n, 0);
     case K_FLOAT: return enc_real(b, s, n, 1);
-    case K_DECIMAL: return enc_decimal(b, s, n, self->scales[i]);
+    case K_DECIMAL: return enc_decimal(b, s, n, self->scales[i], self->int_digits[i]);
     case K_DATE: return enc_date(b, s, n);
     case K_TIME: return enc_time(b, s, n);
     case K_TIMESTAMP: return enc_timestamp(b, s, n, 0);

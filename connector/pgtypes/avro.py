@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from decimal import Context, Decimal
+from decimal import MAX_PREC, Context, Decimal
 from ipaddress import (
     IPv4Address,
     IPv4Interface,
@@ -255,13 +255,19 @@ def _time(value: Any) -> Any:
 
 def _decimal_converter(scale: int, precision: int) -> Converter:
     exponent = Decimal(1).scaleb(-scale)
-    context = Context(prec=precision + 1)
+    context = Context(prec=MAX_PREC)
+    int_digits = precision - scale
 
     def convert(value: Any) -> Any:
         if isinstance(value, Decimal):
             if not value.is_finite():
                 return None  # NaN (the only non-finite value a numeric(p,s) column takes)
-            return value.quantize(exponent, context=context)
+            exact = value.quantize(exponent, context=context)
+            # PostgreSQL stores no such value; a reader would round it to the precision.
+            if exact and exact.adjusted() >= int_digits:
+                raise ValueError(f"numeric value {value} does not fit numeric({precision},"
+                                 f"{scale}): more than {int_digits} digits before the point")
+            return exact
         return value
 
     return convert

@@ -53,6 +53,10 @@ def _pipeline(monkeypatch: pytest.MonkeyPatch, errors: list[SourceError]) -> Any
     p.stopping = False
     p.needs_snapshot = False
     p.admin = _Admin()
+    p.registry = type("Registry", (), {"check_reachable": lambda self: None})()
+    p.streaming = False
+    p.slot_existed = True  # nothing for a failed start to undo
+    p.created_publication = False
     p.sessions = 0
     p.slept = []
 

@@ -174,7 +174,7 @@ def test_names_are_sanitized_and_keep_pg_name() -> None:
     rel = relation(column("order id", oids.INT4, key=True), column("Größe", oids.TEXT),
                    column("1st", oids.TEXT), schema="my schema", table="order-items.v2")
     schemas = derive_table_schemas(rel, catalog(), prefix="prod.cdc", db="d")
-    assert schemas.topic == "prod.cdc.my_schema.order-items_v2"
+    assert schemas.topic == "prod.cdc.my_x0020schema.order-items_x002Ev2"
     assert schemas.namespace == "prod.cdc.my_x0020schema.order_x002Ditems_x002Ev2"
     fields = value_fields(schemas.value_schema)
     assert [(f["name"], f["pg_name"]) for f in fields] == [

@@ -22,6 +22,7 @@ from psycopg.pq import Format
 
 from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_table_schemas
 from connector.avro.serializer import decode
+from connector.errors import SchemaError
 from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import oids
 from connector.snapshot.copytext import parse_copy_text
@@ -72,7 +73,8 @@ COLUMNS: list[tuple[str, int, int, Any]] = [
     ("i4", oids.INT4, -1, st.integers(-(2**31), 2**31 - 1).map(str)),
     ("o", oids.OID, -1, st.integers(0, 2**32 - 1).map(str)),
     ("n", oids.NUMERIC, numeric_typmod(12, 2), DECIMALS),
-    ("n0", oids.NUMERIC, numeric_typmod(6, 0), st.integers(-999999, 999999).map(str)),
+    # beyond the declared precision too: both paths encode such a value as it is
+    ("n0", oids.NUMERIC, numeric_typmod(6, 0), st.integers(-10**12, 10**12).map(str)),
     ("nbig", oids.NUMERIC, numeric_typmod(30, 8),
      st.decimals(min_value=-10**21, max_value=10**21, places=8,
                  allow_nan=False).map(lambda d: format(d, "f"))),
@@ -184,6 +186,26 @@ def test_native_rows_equal_the_python_path(old: tuple[Any, ...], new: tuple[Any,
             assert ours == theirs
     assert _outcome(lambda: FAST.key_from_tuple(new)) == _outcome(
         lambda: REFERENCE.key_from_tuple(new))
+
+
+@pytest.mark.parametrize("value", ["99989299", "-99989299", "1234567890123", "1000000"])
+def test_a_numeric_beyond_its_precision_gets_the_same_clear_error(value: str) -> None:
+    """numeric(6,0) and 99989299: C encoded it (a reader then rounds it to 6 digits), Python
+    raised a bare decimal.InvalidOperation. Both now refuse it, naming table and column."""
+    index = [c[0] for c in COLUMNS].index("n0")
+    row = tuple(value if i == index else None for i in range(len(COLUMNS)))
+    fast = _outcome(lambda: FAST.change_from_tuples("c", None, row, SOURCE, ts_ms=5))
+    assert fast == _outcome(lambda: REFERENCE.change_from_tuples("c", None, row, SOURCE,
+                                                                  ts_ms=5))
+    assert fast[0] is SchemaError
+    assert "column 'n0'" in fast[1] and "does not fit numeric(6,0)" in fast[1], fast
+
+
+def test_a_numeric_at_its_precision_takes_the_c_path() -> None:
+    index = [c[0] for c in COLUMNS].index("n0")
+    row = tuple("-999999" if i == index else None for i in range(len(COLUMNS)))
+    assert FAST._plan.change(FAST._frame.native, FAST._key_header, "c", None, row, SOURCE, 5,
+                             None, True) is not None
 
 
 @pytest.mark.parametrize("row", [(), ("1",), tuple("1" for _ in range(len(COLUMNS) + 1))])
