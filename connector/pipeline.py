@@ -82,6 +82,7 @@ class Pipeline:
         changes between the lost slot and now are gone, and a new slot would hide that.
         Otherwise the snapshot creates it (`needs_snapshot` tells whether one is due)."""
         self.admin.check_wal_level()
+        self._refuse_compacted_topics()
         if self.cfg.create_publication:
             self.admin.ensure_publication(self.cfg.publication, self.cfg.tables)
         elif not self.admin.publication_exists(self.cfg.publication):
@@ -101,6 +102,21 @@ class Pipeline:
         if slot is not None:
             self.admin.check_slot(slot)
         return protocol_version_for(self.admin.server_version_num)
+
+    def _refuse_compacted_topics(self) -> None:
+        """Every table topic gets keyless records (a truncate marker at each snapshot, the
+        events of tables without a key), which Kafka refuses on a compacted topic: stop before
+        anything is created rather than at the first snapshot."""
+        compacted = self.topics.compacted_topics(self.cfg.topic_prefix)
+        if not compacted:
+            return
+        shown = ", ".join(compacted[:3]) + (f" and {len(compacted) - 3} more"
+                                            if len(compacted) > 3 else "")
+        raise SinkError(
+            f"topics of prefix {self.cfg.topic_prefix!r} are compacted ({shown}): Kafka refuses "
+            "the keyless records (truncate markers) pgcdc writes there. Recreate them with "
+            "cleanup.policy=delete (what pgcdc creates), or let pgcdc create them; "
+            "--tombstones still writes a tombstone after each delete for consumers that use them")
 
     def _refuse_gap(self) -> None:
         """``--snapshot never`` with a missing slot: fine for a first run; after this connector
