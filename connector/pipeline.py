@@ -206,6 +206,7 @@ class Pipeline:
         decode = decoder.decode
         feed = assembler.feed
         read = stream.read
+        metrics.CONNECTED.set(1)
         try:
             while not self.stopping:
                 reply = False
@@ -255,6 +256,7 @@ class Pipeline:
                 pass
             raise
         finally:
+            metrics.CONNECTED.set(0)
             assembler.close()
             stream.close()
 
