@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -79,11 +79,13 @@ class DeltaTableSink:
     gives each worker thread its own, for the per-session idempotent-write settings)."""
 
     def __init__(self, root: str, rel_path: str, app_id: str,
-                 partition_by: Sequence[str] = ()) -> None:
+                 partition_by: Sequence[str] = (),
+                 properties: Mapping[str, str] | None = None) -> None:
         self.path = f"{root.rstrip('/')}/{rel_path}"
         self.tomb_path = f"{root.rstrip('/')}/_pgcdc/tombstones/{rel_path}"
         self.app_id = app_id
         self.partition_by = list(partition_by)
+        self.properties = dict(properties or {})  # set on creation only
         self._columns: list[str] | None = None  # row columns, None = not loaded yet
         self._has_tombstones = False
         self._watermark: Position | None = None
@@ -107,9 +109,13 @@ class DeltaTableSink:
         missing = [c for c in self.partition_by if c not in {f.name for f in fields}]
         if missing:
             raise ConfigurationError(f"{self.path}: no column(s) {missing} to partition by")
-        (DeltaTable.createIfNotExists(spark).location(self.path)
-         .addColumns(StructType([StructField(f.name, f.dataType) for f in fields] + META_FIELDS))
-         .partitionedBy(*self.partition_by).execute())
+        builder = (DeltaTable.createIfNotExists(spark).location(self.path)
+                   .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
+                                          + META_FIELDS))
+                   .partitionedBy(*self.partition_by))
+        for key, value in self.properties.items():
+            builder = builder.property(key, value)
+        builder.execute()
         self._columns = [f.name for f in fields]
 
     def _evolve(self, spark: SparkSession, changes: DataFrame) -> None:
