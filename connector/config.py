@@ -45,7 +45,7 @@ class Config:
     topic_partitions: int = 1
     topic_replication_factor: int = 1
     topic_retention_ms: int = -1  # unlimited: topics are the replayable log
-    tombstones: bool = False  # a null-value record after each delete, for compacted topics
+    tombstones: bool = False  # a null-value record after each delete (Debezium-style)
     transaction_topic: bool = False  # BEGIN/END markers to <prefix>.transaction
     status_interval_s: float = 10.0  # standby status update period
     heartbeat_interval_s: float = 0.0  # >0: pg_logical_emit_message so idle slots advance

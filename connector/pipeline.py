@@ -93,6 +93,7 @@ class Pipeline:
         Otherwise the snapshot creates it (`needs_snapshot` tells whether one is due)."""
         self.admin.check_wal_level()
         self._check_topic_names()
+        self._refuse_compacted_topics()
         if self.cfg.create_publication:
             self.created_publication = self.admin.ensure_publication(self.cfg.publication,
                                                                      self.cfg.tables)
@@ -140,6 +141,21 @@ class Pipeline:
             log.warning("could not undo this failed start (%s): check for replication slot %s "
                         "and publication %s", str(exc).splitlines()[0], self.cfg.slot,
                         self.cfg.publication)
+
+    def _refuse_compacted_topics(self) -> None:
+        """Every table topic gets keyless records (a truncate marker at each snapshot, the
+        events of tables without a key), which Kafka refuses on a compacted topic: stop before
+        anything is created rather than at the first snapshot."""
+        compacted = self.topics.compacted_topics(self.cfg.topic_prefix)
+        if not compacted:
+            return
+        shown = ", ".join(compacted[:3]) + (f" and {len(compacted) - 3} more"
+                                            if len(compacted) > 3 else "")
+        raise SinkError(
+            f"topics of prefix {self.cfg.topic_prefix!r} are compacted ({shown}): Kafka refuses "
+            "the keyless records (truncate markers) pgcdc writes there. Recreate them with "
+            "cleanup.policy=delete (what pgcdc creates), or let pgcdc create them; "
+            "--tombstones still writes a tombstone after each delete for consumers that use them")
 
     def _refuse_gap(self) -> None:
         """``--snapshot never`` with a missing slot: fine for a first run; after this connector
@@ -242,6 +258,7 @@ class Pipeline:
         decode = decoder.decode
         feed = assembler.feed
         read = stream.read
+        metrics.CONNECTED.set(1)
         try:
             while not self.stopping:
                 reply = False
@@ -292,6 +309,7 @@ class Pipeline:
                 pass
             raise
         finally:
+            metrics.CONNECTED.set(0)
             assembler.close()
             stream.close()
 

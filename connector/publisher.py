@@ -108,8 +108,9 @@ class Publisher:
                                        key_columns=self.catalog.key_columns(relation))
             self._codecs[relation] = codec
         topic = codec.topic
-        entry = (relation, codec, f"{relation.namespace}.{relation.name}", topic,
-                 (topic, "c"), (topic, "u"), (topic, "d"), (topic, "t"))
+        name = f"{relation.namespace}.{relation.name}"
+        entry = (relation, codec, name, topic,
+                 (name, "c"), (name, "u"), (name, "d"), (name, "t"))
         self._by_identity[id(relation)] = entry
         return entry
 
@@ -130,13 +131,17 @@ class Publisher:
         by_identity = self._by_identity
         produce = self.sink.produce
         events = self._events
+        heartbeats = 0
         for total, change in enumerate(txn.changes, start=1):
             relation, msg, wal_lsn, position, _, _, _ = change
             source = _new_tuple(SourceInfo, (commit_lsn, position, ts_ms, xid, wal_lsn,
                                              _SNAPSHOT, _XMIN, _SEQUENCE))
             if relation is None:
                 assert isinstance(msg, Message)
-                if msg.prefix != HEARTBEAT_PREFIX:
+                if msg.prefix == HEARTBEAT_PREFIX:
+                    heartbeats += 1
+                    self._send(self.encoder.heartbeat(self.tracker.watermark() or 0), ticket)
+                else:
                     self._send(self.encoder.message(msg, source), ticket)
                 continue
             entry = by_identity.get(id(relation))
@@ -157,15 +162,17 @@ class Publisher:
             self._send(self.encoder.transaction_end(txn.xid, txn.commit_lsn, ts_ms, per_table,
                                                     end_lsn=txn.end_lsn), ticket)
         ticket.seal()
-        self._flush_metrics(bytes_before, ts_ms)
+        self._flush_metrics(bytes_before, ts_ms, carried_events=len(txn.changes) > heartbeats)
 
-    def _flush_metrics(self, bytes_before: int, commit_ts_ms: int) -> None:
-        for (topic, op), count in self._events.items():
-            metrics.EVENTS.labels(topic, op).inc(count)
+    def _flush_metrics(self, bytes_before: int, commit_ts_ms: int, *,
+                       carried_events: bool) -> None:
+        for (table, op), count in self._events.items():
+            metrics.EVENTS.labels(table, op).inc(count)
         self._events.clear()
-        metrics.BYTES.inc(self.sink.bytes - bytes_before)
-        metrics.TRANSACTIONS.inc()
         metrics.LAG_MS.set(max(0, time.time_ns() // 1_000_000 - commit_ts_ms))
+        metrics.BYTES.inc(self.sink.bytes - bytes_before)
+        if carried_events:  # not a transaction of only our heartbeats
+            metrics.TRANSACTIONS.inc()
 
     def _publish_change(self, entry: _Entry, msg: ChangeMessage, source: SourceInfo,
                         block: TransactionBlock, ticket: Ticket) -> None:
@@ -220,8 +227,8 @@ class Publisher:
         self.sink.produce(record.topic, record.key, record.value, ticket)
 
     def publish_message(self, item: LogicalMessage, confirm_lsn: int) -> None:
-        """A non-transactional logical decoding message (our own heartbeats are not published:
-        they only move the confirmed position of an otherwise idle slot)."""
+        """A non-transactional logical decoding message (ours are transactional, see
+        `Pipeline._heartbeat`: one with our heartbeat prefix here is not published)."""
         ticket = self.tracker.begin(confirm_lsn)
         msg = item.message
         if msg.prefix != HEARTBEAT_PREFIX:

@@ -30,6 +30,7 @@ class MergeConfig:
     partition_by: tuple[str, ...] = ()
     kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* passed through
     parallel_tables: int = 2  # tables of a batch written concurrently
+    table_properties: dict[str, str] = field(default_factory=dict)  # of new Delta tables
 
     def __post_init__(self) -> None:
         if bool(self.topic_prefix) == bool(self.topics):
@@ -44,6 +45,9 @@ class MergeConfig:
             raise ValueError("--max-offsets-per-trigger must be positive")
         if self.parallel_tables < 1:
             raise ValueError("--parallel-tables must be positive")
+        if any(not k.startswith("delta.") for k in self.table_properties):
+            raise ValueError("--table-property keys must start with 'delta.': "
+                             f"{sorted(self.table_properties)}")
         bad = [k for k in self.kafka_options if not k.startswith("kafka.")]
         if bad:
             raise ValueError(f"Kafka options must start with 'kafka.': {bad}")
@@ -90,6 +94,14 @@ def _option(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+def _table_properties(pairs: Sequence[tuple[str, str]], change_data_feed: bool
+                      ) -> dict[str, str]:
+    properties = dict(pairs)
+    if change_data_feed:
+        properties["delta.enableChangeDataFeed"] = "true"
+    return properties
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="merge.py",
@@ -119,6 +131,13 @@ def parser() -> argparse.ArgumentParser:
                    help="tables of a micro-batch written concurrently (default 2)")
     p.add_argument("--kafka-option", type=_option, action="append", default=[],
                    metavar="kafka.KEY=VALUE", help="passed to the Kafka source (repeatable)")
+    p.add_argument("--table-property", type=_option, action="append", default=[],
+                   metavar="delta.KEY=VALUE",
+                   help="Delta table property of new tables (repeatable), e.g. "
+                        "delta.enableChangeDataFeed=true")
+    p.add_argument("--change-data-feed", action="store_true",
+                   help="new Delta tables record their Change Data Feed "
+                        "(delta.enableChangeDataFeed=true)")
     return p
 
 
@@ -141,6 +160,7 @@ def parse_args(argv: Sequence[str] | None = None) -> MergeConfig:
             partition_by=tuple(args.partition_by),
             kafka_options=dict(args.kafka_option),
             parallel_tables=args.parallel_tables,
+            table_properties=_table_properties(args.table_property, args.change_data_feed),
         )
     except ValueError as exc:
         p.error(str(exc))

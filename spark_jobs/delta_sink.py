@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -80,11 +80,13 @@ class DeltaTableSink:
     gives each worker thread its own, for the per-session idempotent-write settings)."""
 
     def __init__(self, root: str, rel_path: str, app_id: str,
-                 partition_by: Sequence[str] = ()) -> None:
+                 partition_by: Sequence[str] = (),
+                 properties: Mapping[str, str] | None = None) -> None:
         self.path = f"{root.rstrip('/')}/{rel_path}"
         self.tomb_path = f"{root.rstrip('/')}/_pgcdc/tombstones/{rel_path}"
         self.app_id = app_id
         self.partition_by = list(partition_by)
+        self.properties = dict(properties or {})  # set on creation only
         self._columns: list[str] | None = None  # row columns, None = not loaded yet
         self._types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
         self._has_tombstones = False
@@ -110,9 +112,13 @@ class DeltaTableSink:
         missing = [c for c in self.partition_by if c not in {f.name for f in fields}]
         if missing:
             raise ConfigurationError(f"{self.path}: no column(s) {missing} to partition by")
-        (DeltaTable.createIfNotExists(spark).location(self.path)
-         .addColumns(StructType([StructField(f.name, f.dataType) for f in fields] + META_FIELDS))
-         .partitionedBy(*self.partition_by).execute())
+        builder = (DeltaTable.createIfNotExists(spark).location(self.path)
+                   .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
+                                          + META_FIELDS))
+                   .partitionedBy(*self.partition_by))
+        for key, value in self.properties.items():
+            builder = builder.property(key, value)
+        builder.execute()
         self._columns = [f.name for f in fields]
         self._types = {f.name.lower(): f.dataType for f in fields}
 

@@ -118,7 +118,8 @@ class BatchProcessor:
         with self._lock:
             if rel_path not in self._sinks:
                 self._sinks[rel_path] = DeltaTableSink(self.config.target, rel_path, self.app_id,
-                                                       self.config.partition_by)
+                                                       self.config.partition_by,
+                                                       self.config.table_properties)
             return self._sinks[rel_path]
 
     def close(self) -> None:

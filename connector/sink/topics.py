@@ -16,7 +16,9 @@ from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._listoffsets import OffsetSpec
+from confluent_kafka.admin._resource import ResourceType
 from confluent_kafka.cimpl import NewTopic
 
 from connector.errors import ConfigError, SinkError
@@ -145,6 +147,29 @@ class TopicCreator:
             if end > 0:
                 held.add(tp.topic)
         return sorted(held)
+
+    def compacted_topics(self, prefix: str) -> list[str]:
+        """Existing ``<prefix>.*`` topics whose ``cleanup.policy`` includes ``compact``."""
+        try:
+            metadata = self._admin.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise SinkError(f"cannot list Kafka topics: {exc} (is Kafka reachable?)") from None
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in metadata.topics
+                     if name.startswith(prefix + ".")]
+        if not resources:
+            return []
+        futures = self._admin.describe_configs(resources, request_timeout=self._timeout)
+        compacted = []
+        for resource, future in futures.items():
+            try:
+                entries = future.result(timeout=self._timeout)
+            except Exception as exc:  # KafkaException, or a timeout of the future
+                raise SinkError(f"cannot read the configuration of topic {resource.name}: "
+                                f"{exc}") from None
+            policy = entries.get("cleanup.policy")
+            if policy is not None and "compact" in str(policy.value):
+                compacted.append(resource.name)
+        return sorted(compacted)
 
     def partitions(self, topic: str) -> int:
         """The partition count of an existing topic (from cluster metadata)."""

@@ -146,14 +146,24 @@ class _Job:
         self.progress = Progress([TableProgress(t.name, t.estimated_rows, n)
                                   for t, n in zip(self.tables, counts, strict=True)],
                                  stream=stream)
+        metrics.SNAPSHOT_TABLES.set(len(self.tables))
+        metrics.SNAPSHOT_TABLES_DONE.set(0)
+        metrics.SNAPSHOT_ROWS.set(0)
         for index, count in enumerate(counts):
             if count == 0:  # a partitioned table without partitions
-                self.progress.chunk_done(index)
+                self._chunk_done(index)
         self.spec = ReaderSpec(
             settings.dsn, snapshot_name, lsn, self.ts_ms, settings.binary,
             settings.topic_prefix, db, self.kafka_settings, self.tables,
             [TableIds(c.schemas.key_json, c.schemas.value_json, c.key_id, c.value_id)
              for c in self.codecs], log_level=logging.getLogger().getEffectiveLevel())
+
+    def _chunk_done(self, table: int) -> None:
+        state = self.progress.tables[table]
+        finished_before = state.finished is not None
+        self.progress.chunk_done(table)
+        if not finished_before and state.finished is not None:
+            metrics.SNAPSHOT_TABLES_DONE.inc()
 
     def run(self) -> bool:
         """True when every row was produced and acknowledged; False when stopped."""
@@ -178,6 +188,7 @@ class _Job:
         for codec in self.replaced:
             self.sink.produce_to_all_partitions(codec.topic, None, codec.truncate(source), ticket)
         ticket.seal()
+        metrics.BYTES.inc(self.sink.bytes)
 
     def _read(self, workers: int) -> bool:
         """Run the readers to the end; True when each delivered all its events."""
@@ -220,9 +231,11 @@ class _Job:
                 kind, first, second = report
                 if kind == "rows":
                     self.progress.add(first, second)
-                    metrics.EVENTS.labels(self.codecs[first].topic, "r").inc(second)
+                    metrics.EVENTS.labels(self.tables[first].name, "r").inc(second)
+                    metrics.SNAPSHOT_ROWS.inc(second)
                 elif kind == "chunk":
-                    self.progress.chunk_done(first)
+                    metrics.BYTES.inc(second)
+                    self._chunk_done(first)
                 else:
                     pending -= 1
                     if kind == "error":

@@ -6,7 +6,8 @@ turns), in a thread of the coordinator when there is one.
     reader_main(spec, chunks, reports, stop, parent_pid)
 
 `chunks` yields `Chunk`s and then None; `reports` receives, in this order,
-``("rows", table, n)`` (progress), ``("chunk", table, 0)`` (a chunk fully produced), and
+``("rows", table, n)`` (progress), ``("chunk", table, bytes)`` (a chunk fully produced, and
+the key + value bytes it produced), and
 exactly one ``("done", rows, 0)`` -- sent only after the reader's producer has delivered every
 event and Kafka acknowledged it -- or ``("error", kind, message)`` or ``("stopped", 0, 0)``.
 
@@ -149,8 +150,9 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any) -
             codec = codecs.get(chunk.table)
             if codec is None:
                 codec = codecs[chunk.table] = _codec(spec, chunk.table, catalog, types)
+            bytes_before = sink.bytes
             total += reader.read(spec.tables[chunk.table], codec, chunk)
-            reports.put(("chunk", chunk.table, 0))
+            reports.put(("chunk", chunk.table, sink.bytes - bytes_before))
         while len(sink) > 0:  # every delivery report, however long Kafka takes
             sink.poll(0.2)
             if should_stop():

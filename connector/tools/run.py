@@ -54,7 +54,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--topic-partitions", type=int, help="partitions of new topics (default 1)")
     p.add_argument("--topic-replication-factor", type=int, help="default 1")
     p.add_argument("--tombstones", action="store_true", default=None,
-                   help="write a tombstone after each delete (compacted topics)")
+                   help="write a tombstone (null value) after each delete")
     p.add_argument("--transaction-topic", action="store_true", default=None,
                    help="publish BEGIN/END markers to <prefix>.transaction")
     p.add_argument("--heartbeat-interval-s", type=float,

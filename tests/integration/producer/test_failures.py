@@ -247,6 +247,29 @@ def test_record_larger_than_the_topic_limit(postgres, producer_run, log_dir) -> 
     _check_oversized(run, postgres.dsn, table, before, code, out)
 
 
+def test_compacted_topic_refused_before_anything_is_created(postgres, producer_run,
+                                                            log_dir) -> None:
+    """--tombstones is for compacted topics, but Kafka refuses the keyless truncate marker of
+    the first snapshot there: one line naming the topic, and no publication or slot made."""
+    run = producer_run("-", "--tombstones")
+    run.tables = f"public.*{run.tag}*"
+    table = f"compacted_{run.tag}"
+    topic = f"{run.prefix}.public.{table}"
+    admin = AdminClient({"bootstrap.servers": run.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1, config={
+            "cleanup.policy": "compact"})]).values():
+        future.result(30)
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)",
+            f"INSERT INTO {table} VALUES (1)")
+    code, out = start_and_exit(run, log_dir)
+    assert_one_clear_line(code, out, "compacted", topic, "cleanup.policy=delete")
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s",
+                            (run.slot,)).fetchone() is None
+        assert conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s",
+                            (f"pub_{run.tag}",)).fetchone() is None
+
+
 SECRETS = ("pgSecret-7f3a", "regSecret-91c2", "saslSecret-4d5e")
 
 

@@ -1,5 +1,6 @@
 """`pgcdc run --metrics-port`: the Prometheus metrics the issue lists (events, bytes, lag,
-delivery errors, flushed LSN) move with the stream."""
+delivery errors, flushed LSN) move with the stream and the snapshot; `table` labels hold the
+table."""
 
 from __future__ import annotations
 
@@ -35,10 +36,32 @@ def test_metrics_follow_the_stream(postgres, producer_run, log_dir) -> None:
     run.wait_confirmed(end)
     samples = _scrape(port)
     for op, count in (("c", 3), ("u", 1), ("d", 1)):
-        assert samples[f'pgcdc_events_total{{op="{op}",table="{topic}"}}'] == count, samples
+        assert samples[f'pgcdc_events_total{{op="{op}",table="public.{table}"}}'] == count, \
+            samples
+    assert not any(topic in name for name in samples), samples
+    assert samples["pgcdc_connected"] == 1
     assert samples["pgcdc_transactions_total"] == 3
     assert samples["pgcdc_bytes_total"] > 5 * 20
     assert samples["pgcdc_flushed_lsn"] >= end
     assert 0 <= samples["pgcdc_lag_ms"] < 600_000
     assert samples["pgcdc_delivery_errors_total"] == 0
+    assert run.stop() == 0
+
+
+def test_metrics_count_the_snapshot(postgres, producer_run, log_dir) -> None:
+    port = free_port()
+    run = producer_run("-", "--metrics-port", str(port))
+    run.tables = f"public.*{run.tag}*"
+    table = f"snapmetrics_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)",
+            f"INSERT INTO {table} SELECT i, repeat('x', 50) FROM generate_series(1, 200) i")
+    run.start(log_dir)  # returns once streaming: the snapshot is done
+    samples = _scrape(port)
+    assert samples[f'pgcdc_events_total{{op="r",table="public.{table}"}}'] == 200, samples
+    assert samples["pgcdc_bytes_total"] > 200 * 50
+    assert samples["pgcdc_snapshot_tables"] == 1
+    assert samples["pgcdc_snapshot_tables_done"] == 1
+    assert samples["pgcdc_snapshot_rows"] == 200
+    assert samples["pgcdc_transactions_total"] == 0  # the snapshot is not a transaction
+    assert samples["pgcdc_connected"] == 1
     assert run.stop() == 0
