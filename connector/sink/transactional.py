@@ -72,15 +72,16 @@ def ensure_offsets_topic(admin_config: Mapping[str, Any], topic: str,
                          replication_factor: int, timeout_s: float = 30.0) -> None:
     """Create the compacted offsets topic (one partition: one key per slot) if missing."""
     admin = AdminClient(dict(admin_config))
-    if topic in admin.list_topics(timeout=timeout_s).topics:
-        return
     new = NewTopic(topic, num_partitions=1, replication_factor=replication_factor,
                    config={"cleanup.policy": "compact"})
     try:
+        if topic in admin.list_topics(timeout=timeout_s).topics:
+            return
         admin.create_topics([new])[topic].result(timeout_s)
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise SinkError(f"cannot create offsets topic {topic}: {exc.args[0].str()}") from None
+            raise SinkError(f"cannot create offsets topic {topic}: {exc.args[0].str()}",
+                            transient=True) from None
 
 
 def committed_lsn(kafka_config: Mapping[str, Any], topic: str, db: str, slot: str,
@@ -109,9 +110,10 @@ def committed_lsn(kafka_config: Mapping[str, Any], topic: str, db: str, slot: st
                 return found
             if time.monotonic() > deadline:
                 raise SinkError(f"cannot read the committed progress of slot {slot!r} from "
-                                f"{topic} within {timeout_s:g} s")
+                                f"{topic} within {timeout_s:g} s", transient=True)
     except KafkaException as exc:
-        raise SinkError(f"cannot read offsets topic {topic}: {exc.args[0].str()}") from None
+        raise SinkError(f"cannot read offsets topic {topic}: {exc.args[0].str()}",
+                        transient=True) from None
     finally:
         consumer.close()
 
@@ -149,6 +151,11 @@ class TransactionalTracker:
         self._watermark = start_lsn
         self.skip_until = skip_until or 0
         self._open: list[_Ticket] = []
+
+    def resume_after(self, committed: int) -> None:
+        """Kafka holds everything up to `committed`: skip it, and it may be confirmed."""
+        self.skip_until = committed
+        self._watermark = max(self._watermark or 0, committed)
 
     def begin(self, end_lsn: int) -> _Ticket:
         ticket = _Ticket(end_lsn, end_lsn <= self.skip_until)
@@ -290,17 +297,18 @@ def exactly_once_sink(cfg: Config, kafka_settings: Mapping[str, Any], topics: To
                       db: str, confirmed_lsn: int | None
                       ) -> tuple[TransactionalSink, TransactionalTracker]:
     """The pipeline's sink and tracker for ``--exactly-once``, resuming after the committed
-    progress of `cfg.slot`."""
+    progress of `cfg.slot`. The producer starts first: its init_transactions aborts what a
+    killed predecessor left open, which read_committed would otherwise wait behind."""
     topic = offsets_topic(cfg.topic_prefix)
     ensure_offsets_topic(kafka_settings, topic, cfg.topic_replication_factor)
-    committed = committed_lsn(kafka_settings, topic, db, cfg.slot)
-    if committed is not None:
-        log.info("exactly-once: Kafka holds slot %s up to %s; skipping what precedes it",
-                 cfg.slot, lsn_to_str(committed))
-    start = max(confirmed_lsn or 0, committed or 0) or None
-    tracker = TransactionalTracker(start, committed)
+    tracker = TransactionalTracker(confirmed_lsn, None)
     limits = BatchLimits(cfg.exactly_once_batch_transactions, cfg.exactly_once_batch_bytes,
                          cfg.exactly_once_batch_ms / 1000)
     sink = TransactionalSink(kafka_settings, tracker, db=db, slot=cfg.slot, offsets=topic,
                              limits=limits, topics=topics, tombstones=cfg.tombstones)
+    committed = committed_lsn(kafka_settings, topic, db, cfg.slot)
+    if committed is not None:
+        log.info("exactly-once: Kafka holds slot %s up to %s; skipping what precedes it",
+                 cfg.slot, lsn_to_str(committed))
+        tracker.resume_after(committed)
     return sink, tracker
