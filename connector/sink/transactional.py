@@ -45,6 +45,10 @@ __all__ = ["BatchLimits", "TransactionalSink", "TransactionalTracker", "committe
 log = logging.getLogger(__name__)
 
 
+TRANSACTIONAL_DEFAULTS: Mapping[str, Any] = {"transaction.timeout.ms": 60_000,
+                                             "message.timeout.ms": 60_000}
+
+
 @dataclass(frozen=True)
 class BatchLimits:
     """When a Kafka transaction is committed: whichever limit is reached first."""
@@ -197,6 +201,9 @@ class TransactionalSink(KafkaSink):
                  db: str, slot: str, offsets: str, limits: BatchLimits = BatchLimits(),
                  topics: TopicCreator | None = None, tombstones: bool = False,
                  commit_timeout_s: float = 60.0) -> None:
+        # librdkafka wants message.timeout.ms <= transaction.timeout.ms; a killed instance's
+        # open transaction is aborted by the broker after transaction.timeout.ms at the latest.
+        kafka_config = {**TRANSACTIONAL_DEFAULTS, **kafka_config}
         super().__init__(kafka_config, tracker, topics=topics, tombstones=tombstones,
                          transactional_id=transactional_id(db, slot))
         self._ttracker = tracker
