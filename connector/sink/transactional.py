@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from connector.config import Config
-from connector.errors import SinkError
+from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
 from .producer import KafkaSink
@@ -56,6 +56,11 @@ class BatchLimits:
     transactions: int = 1000
     bytes: int = 16 * 1024 * 1024
     seconds: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.transactions < 1 or self.bytes < 1 or self.seconds < 0:
+            raise ConfigError("exactly_once_batch_transactions and exactly_once_batch_bytes "
+                              "must be >= 1, exactly_once_batch_ms >= 0")
 
 
 def offsets_topic(prefix: str) -> str:

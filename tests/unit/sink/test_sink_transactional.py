@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from connector.sink.transactional import TransactionalTracker, offsets_topic, transactional_id
+import pytest
+
+from connector.errors import ConfigError
+from connector.sink.transactional import (
+    BatchLimits,
+    TransactionalTracker,
+    offsets_topic,
+    transactional_id,
+)
 
 
 def test_watermark_moves_only_at_a_kafka_commit() -> None:
@@ -38,3 +46,8 @@ def test_names_are_stable_and_outside_the_table_topic_pattern() -> None:
     assert transactional_id("shop", "pgcdc") == transactional_id("shop", "pgcdc")
     assert transactional_id("shop", "a") != transactional_id("shop", "b")
     assert offsets_topic("shop").count(".") == 1  # merge job tables are <prefix>.<schema>.<table>
+
+
+def test_batch_limits_reject_nonsense() -> None:
+    with pytest.raises(ConfigError, match="exactly_once_batch"):
+        BatchLimits(transactions=0)
