@@ -112,3 +112,41 @@ def test_exactly_once_through_kills_and_restarts(pg15, kafka, registry, log_dir)
         else:
             state[record.value["after"]["id"]] = record.value["after"]["n"]
     assert sorted(state.items()) == rows(pg15.dsn, f"SELECT id, n FROM {table} ORDER BY id")
+
+
+def test_streamed_and_prepared_transactions_once_across_a_kill(pg15, kafka, registry,
+                                                                log_dir) -> None:
+    """A transaction streamed in progress and one held prepared across a SIGKILL are published
+    once, at their commit; what committed meanwhile is not published again although the slot
+    could not be confirmed past the prepared transaction's start."""
+    run = ProducerRun(pg15.dsn, kafka.bootstrap, registry.url, "-",
+                      ["--snapshot", "never", "--exactly-once"])
+    table = f"eo2pc_{run.tag}"
+    run.tables = f"public.{table}"
+    topic = f"{run.prefix}.public.{table}"
+    execute(pg15.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+    insert = f"INSERT INTO {table} SELECT i, repeat('x', 50) FROM generate_series(%s::int, %s::int) i"
+    try:
+        run.start(log_dir)
+        with psycopg.connect(pg15.dsn, autocommit=True) as conn:
+            conn.execute("BEGIN")
+            conn.execute(insert, (1000, 3999))  # larger than logical_decoding_work_mem: streamed
+            conn.execute("COMMIT")
+            conn.execute("BEGIN")
+            conn.execute(insert, (5000, 7999))
+            conn.execute(f"PREPARE TRANSACTION 'g_{run.tag}'")  # type: ignore[arg-type]
+            conn.execute(insert, (1, 10))  # commits while the prepared one is held
+            read_records(kafka.bootstrap, registry.url, topic, min_count=3010, idle_s=0.5)
+            time.sleep(1.0)  # let a confirmation go out (it stops below the prepared one)
+            assert run.stop(signal.SIGKILL) == -signal.SIGKILL
+            run.start(log_dir)
+            conn.execute(f"COMMIT PREPARED 'g_{run.tag}'")  # type: ignore[arg-type]
+        run.wait_confirmed(current_lsn(pg15.dsn), timeout=120)
+        assert run.stop() == 0, run.output()[-3000:]
+    finally:
+        run.drop()
+
+    records = read_records(kafka.bootstrap, registry.url, topic, min_count=6010)
+    ids = [r.value["after"]["id"] for r in records]
+    assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} events published twice"
+    assert sorted(ids) == [*range(1, 11), *range(1000, 4000), *range(5000, 8000)]
