@@ -125,7 +125,8 @@ def test_streamed_and_prepared_transactions_once_across_a_kill(pg15, kafka, regi
     run.tables = f"public.{table}"
     topic = f"{run.prefix}.public.{table}"
     execute(pg15.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
-    insert = f"INSERT INTO {table} SELECT i, repeat('x', 50) FROM generate_series(%s::int, %s::int) i"
+    insert = (f"INSERT INTO {table} SELECT i, repeat('x', 50) "
+              "FROM generate_series(%s::int, %s::int) i")
     try:
         run.start(log_dir)
         with psycopg.connect(pg15.dsn, autocommit=True) as conn:
