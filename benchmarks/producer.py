@@ -223,6 +223,32 @@ def pgcdc(stack: Stack, slot: str, table: str, prefix: str, events: int,
                        cpu - (cpu_at_first or 0.0), rss, events)
 
 
+def pgcdc_until_confirmed(stack: Stack, slot: str, table: str, prefix: str, end: int,
+                          *extra: str, timeout: float = 1800.0) -> float:
+    """Seconds until `pgcdc run` (with `extra` flags) has confirmed `end` to the slot: the
+    finish line both delivery modes share (Kafka offsets count transaction markers too)."""
+    command = [PGCDC, "run", "--dsn", stack.dsn, "--bootstrap-servers", stack.bootstrap,
+               "--schema-registry-url", stack.registry, "--topic-prefix", prefix, "--slot", slot,
+               "--publication", table, "--tables", f"public.{table}", "--snapshot", "never",
+               "--log-level", "WARNING", *extra]
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"pgcdc exited {proc.returncode}: {proc.stdout.read()}")  # type: ignore[union-attr]
+            row = sql(stack.dsn, "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots "
+                      f"WHERE slot_name = '{slot}'")
+            if row and row[0][0] is not None and int(row[0][0]) >= end:
+                return time.perf_counter() - started
+            if time.perf_counter() - started > timeout:
+                raise RuntimeError(f"pgcdc {' '.join(extra)}: {slot} not confirmed in {timeout} s")
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+
+
 def _record_time(consumer: Consumer, topic: str, offset: int) -> int:
     consumer.assign([TopicPartition(topic, 0, offset)])
     while True:
@@ -242,6 +268,7 @@ def throughput(stack: Stack, args: argparse.Namespace) -> None:
         generate_procedure(table))
     rounds = range(args.rounds)
     slots = [f"recv_{r}" for r in rounds] + [f"pgcdc_{r}" for r in rounds]
+    slots += [f"{mode}_{r}" for r in rounds for mode in ("alo", "eo")]
     if args.profile:
         slots.append("pgcdc_profile")
     create_slots(stack.dsn, slots)
@@ -251,12 +278,15 @@ def throughput(stack: Stack, args: argparse.Namespace) -> None:
     print(f"workload: {events:,} row changes in {txns:,} transactions, generated in "
           f"{time.perf_counter() - started:.1f} s; protocol {stack.proto}")
 
-    recv, ours = [], []
+    recv, ours, alo, eo = [], [], [], []
     for r in rounds:  # interleaved, so load changes on the machine hit both
         recv.append(recvlogical(stack, f"recv_{r}", table, end))
         ours.append(pgcdc(stack, f"pgcdc_{r}", table, f"b{r}", events))
-        drop_slot(stack.dsn, f"recv_{r}")
-        drop_slot(stack.dsn, f"pgcdc_{r}")
+        alo.append(pgcdc_until_confirmed(stack, f"alo_{r}", table, f"alo{r}", end))
+        eo.append(pgcdc_until_confirmed(stack, f"eo_{r}", table, f"eo{r}", end,
+                                        "--exactly-once"))
+        for slot in (f"recv_{r}", f"pgcdc_{r}", f"alo_{r}", f"eo_{r}"):
+            drop_slot(stack.dsn, slot)
     best_recv = min(recv)
     best = min(ours, key=lambda o: o.seconds)
     steady = max(o.steady_eps for o in ours)
@@ -268,6 +298,12 @@ def throughput(stack: Stack, args: argparse.Namespace) -> None:
           f"{events / best.seconds:>10,.0f} {events / best.seconds / recv_eps:>7.2f}")
     print(f"{'pgcdc run, steady (first -> last record)':<44} {events / steady:>8.2f} "
           f"{steady:>10,.0f} {steady / recv_eps:>7.2f}")
+    for label, runs in (("at-least-once, until the slot confirms end", alo),
+                        ("--exactly-once, until the slot confirms end", eo)):
+        print(f"{label:<44} {min(runs):>8.2f} {events / min(runs):>10,.0f} "
+              f"{events / min(runs) / recv_eps:>7.2f}")
+    print(f"exactly-once / at-least-once throughput (same finish line): "
+          f"{min(alo) / min(eo):.2f}")
     print(f"pgcdc CPU: {best.cpu_seconds:.1f} s for {best.seconds:.1f} s wall "
           f"({best.cpu_seconds / best.seconds:.0%} of one core); "
           f"peak RSS {best.peak_rss_mb:.0f} MB")

@@ -54,6 +54,10 @@ class Config:
     snapshot: str = "initial"  # initial (when the slot is new) | never | initial_only
     snapshot_workers: int = 2  # parallel snapshot readers (connections)
     snapshot_chunk_rows: int = 250_000  # rows per snapshot chunk (ctid range), about
+    exactly_once: bool = False  # transactional producer + <prefix>.offsets (sink/transactional.py)
+    exactly_once_batch_transactions: int = 1000  # PostgreSQL transactions per Kafka transaction
+    exactly_once_batch_bytes: int = 16 * 1024 * 1024  # ... or this many event bytes
+    exactly_once_batch_ms: int = 100  # ... or a Kafka transaction this old, whichever first
     kafka: dict[str, Any] = field(default_factory=dict)  # librdkafka settings (TLS/SASL ...)
     schema_registry: dict[str, Any] = field(default_factory=dict)  # registry client settings
 

@@ -59,7 +59,14 @@ class SchemaError(CdcError):
 
 
 class SinkError(CdcError):
-    """Kafka rejected or failed to deliver events."""
+    """Kafka rejected or failed to deliver events.
+
+    `transient`: an aborted Kafka transaction (exactly-once mode), which `pgcdc run` retries by
+    streaming again from the slot; False: delivery failed for good."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class ConfigError(CdcError):

@@ -41,6 +41,7 @@ from connector.replication import (
     protocol_version_for,
 )
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
+from connector.sink.transactional import TransactionalTracker, exactly_once_sink
 from connector.snapshot import SnapshotSettings, take_snapshot
 from connector.source_catalog import PostgresCatalog
 
@@ -218,9 +219,9 @@ class Pipeline:
                     self.admin = ReplicationAdmin.connect(self.cfg.dsn)
                 self._session(proto)
                 return
-            except SourceError as exc:
-                # Connection-level failures (marked transient where they are raised) are
-                # retried; a refused or misconfigured stream is not.
+            except (SourceError, SinkError) as exc:
+                # Connection-level failures and aborted Kafka transactions (marked transient
+                # where they are raised) are retried; a refused or misconfigured stream is not.
                 if self.stopping or attempt >= len(RECONNECT_BACKOFF_S) or not exc.transient:
                     raise
                 delay = RECONNECT_BACKOFF_S[attempt]
@@ -236,9 +237,15 @@ class Pipeline:
             raise SourceError(f"replication slot {self.cfg.slot!r} was dropped while running; "
                               "events after its last confirmed position cannot be recovered")
         self.admin.check_slot(slot)
-        tracker = AckTracker(slot.confirmed_flush_lsn)
-        sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
-                         tombstones=self.cfg.tombstones)
+        tracker: AckTracker | TransactionalTracker
+        sink: KafkaSink
+        if self.cfg.exactly_once:
+            sink, tracker = exactly_once_sink(self.cfg, self.kafka_settings, self.topics,
+                                              self.db, slot.confirmed_flush_lsn)
+        else:
+            tracker = AckTracker(slot.confirmed_flush_lsn)
+            sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
+                             tombstones=self.cfg.tombstones)
         types = TypeCatalog()
         encoder = AvroEncoder(self.registry, types, prefix=self.cfg.topic_prefix, db=self.db)
         publisher = Publisher(encoder, sink, tracker, PostgresCatalog(self.admin.conn, types),
@@ -314,7 +321,8 @@ class Pipeline:
             stream.close()
 
     @staticmethod
-    def _confirmable(tracker: AckTracker, assembler: Assembler, server_end: int) -> int:
+    def _confirmable(tracker: AckTracker | TransactionalTracker, assembler: Assembler,
+                     server_end: int) -> int:
         acked = tracker.watermark() or 0
         buffered = assembler.low_watermark
         if buffered is not None:

@@ -5,6 +5,9 @@
     sink = KafkaSink(kafka_settings, tracker, topics=topics)         # producer.py
     txn = tracker.begin(end_lsn); sink.produce(topic, key, value, txn); txn.seal()
     sink.poll(); tracker.watermark()                                 # -> flush LSN
+
+The exactly-once mode (transactional.py) is a `TransactionalSink` and `TransactionalTracker`
+behind the same produce/ticket/watermark calls.
 """
 
 from .acks import AckTracker, DeliveryTracker, PendingTxn, Ticket

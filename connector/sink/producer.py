@@ -92,8 +92,10 @@ class KafkaSink:
     def __init__(self, kafka_config: Mapping[str, Any], tracker: DeliveryTracker, *,
                  topics: TopicCreator | None = None, tombstones: bool = False,
                  partition_cache_s: float = 10.0, metadata_timeout_s: float = 30.0,
-                 report_successes: bool = True) -> None:
+                 report_successes: bool = True, transactional_id: str | None = None) -> None:
         config = producer_config(kafka_config)
+        if transactional_id is not None:  # the exactly-once sink (transactional.py)
+            config["transactional.id"] = transactional_id
         # Without success reports (for a bulk load that only needs "all delivered" at the end,
         # the snapshot): librdkafka reports failed deliveries only, a third of the client's
         # cost per event saved; `close()` then tells the tracker everything was delivered.

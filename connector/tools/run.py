@@ -67,6 +67,15 @@ def register(subparsers: Any) -> None:
                    help="parallel snapshot readers, one connection each (default 2)")
     p.add_argument("--snapshot-chunk-rows", type=int,
                    help="rows per snapshot chunk, about (default 250000)")
+    p.add_argument("--exactly-once", action="store_true", default=None,
+                   help="transactional producer: each change once in Kafka for read_committed "
+                        "consumers, even after a crash (streaming; see README)")
+    p.add_argument("--exactly-once-batch-transactions", type=int,
+                   help="PostgreSQL transactions per Kafka transaction, at most (default 1000)")
+    p.add_argument("--exactly-once-batch-bytes", type=int,
+                   help="event bytes per Kafka transaction, about (default 16 MiB)")
+    p.add_argument("--exactly-once-batch-ms", type=int,
+                   help="commit a Kafka transaction this old (default 100)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
     p.add_argument("--kafka", action="append", type=_key_value, metavar="KEY=VALUE",
                    help="librdkafka setting, repeatable (e.g. security.protocol=SASL_SSL)")
@@ -79,7 +88,8 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
              "publication", "tables", "binary", "origin", "topic_partitions",
              "topic_replication_factor", "tombstones", "transaction_topic",
              "heartbeat_interval_s", "metrics_port", "snapshot", "snapshot_workers",
-             "snapshot_chunk_rows"]
+             "snapshot_chunk_rows", "exactly_once", "exactly_once_batch_transactions",
+             "exactly_once_batch_bytes", "exactly_once_batch_ms"]
     overrides = {name: getattr(args, name) for name in names}
     cfg = config_mod.load(args.config, overrides)
     if args.kafka:

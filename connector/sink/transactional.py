@@ -1,0 +1,326 @@
+"""Exactly-once delivery: a transactional Kafka producer that commits its progress with its events.
+
+Each Kafka transaction holds whole PostgreSQL transactions and, last, a progress record (the end
+LSN of the newest PostgreSQL transaction in it, keyed by slot) in the compacted topic
+``<prefix>.offsets``. Both become visible to ``read_committed`` consumers together or not at all.
+On start, `committed_lsn` reads that record back; every PostgreSQL transaction ending at or
+before it is skipped, even when the slot's confirmed_flush_lsn lags (the slot is confirmed only
+after a Kafka commit, so a crash between the two re-sends work Kafka already holds).
+
+    tracker = TransactionalTracker(start_lsn=max(confirmed_flush_lsn, committed))
+    sink = TransactionalSink(settings, tracker, slot=..., offsets_topic=..., topics=...)
+    txn = tracker.begin(end_lsn); sink.produce(topic, key, value, txn); txn.seal()
+    sink.poll()                 # commits a batch once it is big or old enough
+    tracker.watermark()         # -> end LSN of the last committed batch: the flush LSN
+
+A failed commit (broker restart, abortable error) aborts the Kafka transaction, confirms nothing
+of it, and raises a transient `SinkError`: the pipeline drops the session and streams again from
+the slot, skipping what the offsets topic says is committed. A fenced or otherwise fatal producer
+raises a non-transient `SinkError`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from connector.config import Config
+from connector.errors import ConfigError, SinkError
+from connector.pgoutput.lsn import lsn_to_str
+
+from .producer import KafkaSink
+from .topics import TopicCreator
+
+__all__ = ["BatchLimits", "TransactionalSink", "TransactionalTracker", "committed_lsn",
+           "ensure_offsets_topic", "exactly_once_sink", "offsets_topic", "transactional_id"]
+
+log = logging.getLogger(__name__)
+
+
+TRANSACTIONAL_DEFAULTS: Mapping[str, Any] = {"transaction.timeout.ms": 60_000,
+                                             "message.timeout.ms": 60_000}
+
+
+@dataclass(frozen=True)
+class BatchLimits:
+    """When a Kafka transaction is committed: whichever limit is reached first."""
+
+    transactions: int = 1000
+    bytes: int = 16 * 1024 * 1024
+    seconds: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.transactions < 1 or self.bytes < 1 or self.seconds < 0:
+            raise ConfigError("exactly_once_batch_transactions and exactly_once_batch_bytes "
+                              "must be >= 1, exactly_once_batch_ms >= 0")
+
+
+def offsets_topic(prefix: str) -> str:
+    """One dot component after the prefix: the merge job's table pattern does not match it."""
+    return f"{prefix}.offsets"
+
+
+def transactional_id(db: str, slot: str) -> str:
+    """Stable across restarts, so a restarted instance fences a zombie one."""
+    return f"pgcdc-{db}-{slot}"
+
+
+def _progress_key(db: str, slot: str) -> bytes:
+    return f"{db}/{slot}".encode()
+
+
+def ensure_offsets_topic(admin_config: Mapping[str, Any], topic: str,
+                         replication_factor: int, timeout_s: float = 30.0) -> None:
+    """Create the compacted offsets topic (one partition: one key per slot) if missing."""
+    admin = AdminClient(dict(admin_config))
+    new = NewTopic(topic, num_partitions=1, replication_factor=replication_factor,
+                   config={"cleanup.policy": "compact"})
+    try:
+        if topic in admin.list_topics(timeout=timeout_s).topics:
+            return
+        admin.create_topics([new])[topic].result(timeout_s)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise SinkError(f"cannot create offsets topic {topic}: {exc.args[0].str()}",
+                            transient=True) from None
+
+
+def committed_lsn(kafka_config: Mapping[str, Any], topic: str, db: str, slot: str,
+                  timeout_s: float = 30.0) -> int | None:
+    """The last committed progress of `slot` in `topic` (read_committed), None if there is none."""
+    settings = {k: v for k, v in kafka_config.items() if k != "logger"}
+    consumer = Consumer({**settings, "group.id": f"pgcdc-offsets-{slot}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "auto.offset.reset": "earliest"})
+    key = _progress_key(db, slot)
+    found: int | None = None
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout_s)
+        if high <= 0:
+            return None
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + timeout_s
+        while True:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                value = msg.value()
+                if msg.key() == key and value is not None:
+                    found = int(json.loads(value)["end_lsn"])
+            position = consumer.position([TopicPartition(topic, 0)])[0].offset
+            if position >= high:  # read_committed: past the last stable offset
+                return found
+            if time.monotonic() > deadline:
+                raise SinkError(f"cannot read the committed progress of slot {slot!r} from "
+                                f"{topic} within {timeout_s:g} s", transient=True)
+    except KafkaException as exc:
+        raise SinkError(f"cannot read offsets topic {topic}: {exc.args[0].str()}",
+                        transient=True) from None
+    finally:
+        consumer.close()
+
+
+class _Ticket:
+    """One PostgreSQL transaction in the open Kafka transaction (`TransactionalTracker.begin`)."""
+
+    __slots__ = ("end_lsn", "sealed", "skipped")
+
+    def __init__(self, end_lsn: int, skipped: bool) -> None:
+        self.end_lsn = end_lsn
+        self.sealed = False
+        self.skipped = skipped  # already committed to Kafka by an earlier run
+
+    def expect(self, n: int = 1) -> None:
+        pass  # the Kafka commit, not per-record reports, decides what is delivered
+
+    def seal(self) -> None:
+        self.sealed = True
+
+    def on_delivery(self, err: Any, msg: Any) -> None:
+        pass  # a failed record makes commit_transaction fail
+
+    def failed(self, error: SinkError) -> None:
+        raise error
+
+
+class TransactionalTracker:
+    """`DeliveryTracker` of the exactly-once mode: the watermark moves only at a Kafka commit.
+
+    `start_lsn`: confirmed so far; `skip_until`: committed to Kafka (transactions ending at or
+    before it are not produced again)."""
+
+    def __init__(self, start_lsn: int | None, skip_until: int | None) -> None:
+        self._watermark = start_lsn
+        self.skip_until = skip_until or 0
+        self._open: list[_Ticket] = []
+
+    def resume_after(self, committed: int) -> None:
+        """Kafka holds everything up to `committed`: skip it, and it may be confirmed."""
+        self.skip_until = committed
+        self._watermark = max(self._watermark or 0, committed)
+
+    def begin(self, end_lsn: int) -> _Ticket:
+        ticket = _Ticket(end_lsn, end_lsn <= self.skip_until)
+        self._open.append(ticket)
+        return ticket
+
+    def watermark(self) -> int | None:
+        return self._watermark
+
+    def check(self) -> None:
+        pass  # failures surface from commit_transaction
+
+    def all_delivered(self) -> None:
+        pass
+
+    @property
+    def open_transactions(self) -> int:
+        return len(self._open)
+
+    @property
+    def batch(self) -> list[_Ticket]:
+        return self._open
+
+    def committed(self) -> None:
+        """The open Kafka transaction committed: its PostgreSQL transactions are delivered."""
+        if self._open:
+            last = self._open[-1].end_lsn
+            self._watermark = max(self._watermark or 0, last)
+        self._open = []
+
+    def aborted(self) -> None:
+        self._open = []
+
+
+class TransactionalSink(KafkaSink):
+    """`KafkaSink` whose records go out in Kafka transactions committed with their progress."""
+
+    def __init__(self, kafka_config: Mapping[str, Any], tracker: TransactionalTracker, *,
+                 db: str, slot: str, offsets: str, limits: BatchLimits = BatchLimits(),
+                 topics: TopicCreator | None = None, tombstones: bool = False,
+                 commit_timeout_s: float = 60.0) -> None:
+        # librdkafka wants message.timeout.ms <= transaction.timeout.ms; a killed instance's
+        # open transaction is aborted by the broker after transaction.timeout.ms at the latest.
+        kafka_config = {**TRANSACTIONAL_DEFAULTS, **kafka_config}
+        super().__init__(kafka_config, tracker, topics=topics, tombstones=tombstones,
+                         transactional_id=transactional_id(db, slot))
+        self._ttracker = tracker
+        self._key = _progress_key(db, slot)
+        self._offsets = offsets
+        self._limits = limits
+        self._commit_timeout_s = commit_timeout_s
+        self._in_txn = False
+        self._txn_started = 0.0
+        self._txn_bytes = 0
+        try:
+            self._producer.init_transactions(commit_timeout_s)
+        except KafkaException as exc:
+            raise self._failure("cannot start the transactional producer", exc) from None
+
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, ticket: Any, *,
+                partition: int | None = None) -> None:
+        if ticket.skipped:
+            return
+        if not self._in_txn:
+            try:
+                self._producer.begin_transaction()
+            except KafkaException as exc:
+                raise self._failure("cannot begin a Kafka transaction", exc) from None
+            self._in_txn = True
+            self._txn_started = time.monotonic()
+            self._txn_bytes = self.bytes
+        super().produce(topic, key, value, ticket, partition=partition)
+
+    def poll(self, timeout_s: float = 0.0) -> int:
+        served = super().poll(timeout_s)
+        if self._batch_full():
+            self.commit()
+        return served
+
+    def _batch_full(self) -> bool:
+        batch = self._ttracker.batch
+        if not batch or not batch[-1].sealed:
+            return False
+        limits = self._limits
+        return (len(batch) >= limits.transactions
+                or self.bytes - self._txn_bytes >= limits.bytes
+                or time.monotonic() - self._txn_started >= limits.seconds
+                or not self._in_txn)
+
+    def commit(self) -> None:
+        """Commit the open batch with its progress record; on failure abort and raise."""
+        batch = self._ttracker.batch
+        if not batch:
+            return
+        if not self._in_txn:  # only skipped or empty transactions: nothing to write
+            self._ttracker.committed()
+            return
+        end_lsn = batch[-1].end_lsn
+        try:
+            self._producer.produce(self._offsets, json.dumps(
+                {"end_lsn": end_lsn, "lsn": lsn_to_str(end_lsn)}).encode(), self._key)
+            self._producer.commit_transaction(self._commit_timeout_s)
+        except KafkaException as exc:
+            self._abort()
+            raise self._failure(f"Kafka transaction up to LSN {lsn_to_str(end_lsn)} not "
+                                "committed (nothing of it is confirmed to PostgreSQL)",
+                                exc) from None
+        self._in_txn = False
+        self._ttracker.committed()
+
+    def _abort(self) -> None:
+        self._in_txn = False
+        self._ttracker.aborted()
+        try:
+            self._producer.abort_transaction(self._commit_timeout_s)
+        except KafkaException as exc:
+            log.warning("aborting the Kafka transaction failed: %s", exc.args[0].str())
+
+    @staticmethod
+    def _failure(what: str, exc: KafkaException) -> SinkError:
+        error = exc.args[0]
+        if error.fatal():
+            return SinkError(f"{what}: {error.str()} (another pgcdc instance with the same slot "
+                             "took over, or the producer failed for good)")
+        return SinkError(f"{what}: {error.str()}", transient=True)
+
+    def flush(self, timeout_s: float = 30.0) -> int:
+        remaining: int = self._producer.flush(timeout_s)
+        self._check()
+        return remaining
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Commit what is sealed (a graceful stop)."""
+        batch = self._ttracker.batch
+        if batch and batch[-1].sealed:
+            self.commit()
+        elif self._in_txn:
+            self._abort()
+
+
+def exactly_once_sink(cfg: Config, kafka_settings: Mapping[str, Any], topics: TopicCreator,
+                      db: str, confirmed_lsn: int | None
+                      ) -> tuple[TransactionalSink, TransactionalTracker]:
+    """The pipeline's sink and tracker for ``--exactly-once``, resuming after the committed
+    progress of `cfg.slot`. The producer starts first: its init_transactions aborts what a
+    killed predecessor left open, which read_committed would otherwise wait behind."""
+    topic = offsets_topic(cfg.topic_prefix)
+    ensure_offsets_topic(kafka_settings, topic, cfg.topic_replication_factor)
+    tracker = TransactionalTracker(confirmed_lsn, None)
+    limits = BatchLimits(cfg.exactly_once_batch_transactions, cfg.exactly_once_batch_bytes,
+                         cfg.exactly_once_batch_ms / 1000)
+    sink = TransactionalSink(kafka_settings, tracker, db=db, slot=cfg.slot, offsets=topic,
+                             limits=limits, topics=topics, tombstones=cfg.tombstones)
+    committed = committed_lsn(kafka_settings, topic, db, cfg.slot)
+    if committed is not None:
+        log.info("exactly-once: Kafka holds slot %s up to %s; skipping what precedes it",
+                 cfg.slot, lsn_to_str(committed))
+        tracker.resume_after(committed)
+    return sink, tracker
