@@ -8,7 +8,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import yaml
+from psycopg.conninfo import conninfo_to_dict
 
 from connector.errors import ConfigError
 
@@ -81,6 +83,7 @@ class Config:
 
     def check_names(self) -> Config:
         """The names and ports every command uses, checked before anything is created."""
+        check_dsn(self.dsn)
         if not _SLOT_NAME.match(self.slot):
             raise ConfigError(
                 f"slot name {self.slot!r} is invalid: PostgreSQL allows 1-63 characters, "
@@ -99,6 +102,14 @@ class Config:
             raise ConfigError(f"metrics port {self.metrics_port} is not a TCP port (1-65535, "
                               "0 for none)")
         return self
+
+
+def check_dsn(dsn: str) -> None:
+    """A malformed libpq connection string is one line, not psycopg's traceback."""
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigError(f"malformed dsn: {str(exc).splitlines()[0]}") from None
 
 
 def load(config_file: str | None, overrides: dict[str, Any],

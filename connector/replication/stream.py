@@ -119,8 +119,12 @@ class ReplicationStream:
                     return frames
                 continue
             if nbytes == -1:
+                # The server ended COPY BOTH: a shutdown or a terminated walsender ends it with
+                # no error message of its own (the result is a bare status code).
                 result = self._pg.get_result()
-                detail = _message(result) if result is not None else "stream ended"
+                error = (result.error_message or b"").strip() if result is not None else b""
+                detail = _message(result) if error and result is not None else (
+                    "PostgreSQL shut down or terminated the walsender")
                 raise SourceError(f"replication stream ended by the server: {detail}",
                                   transient=True)
             if nbytes < -1:

@@ -26,6 +26,7 @@ def handle(args: argparse.Namespace) -> int:
     cfg = config_mod.load(args.config, overrides, validate=False)
     if not cfg.dsn:
         raise ConfigError("missing dsn (--dsn or PGCDC_DSN)")
+    config_mod.check_dsn(cfg.dsn)
     admin = ReplicationAdmin.connect(cfg.dsn)
     try:
         slot = admin.slot(cfg.slot)

@@ -84,7 +84,8 @@ def test_a_publication_name_with_a_comma_and_a_quote_streams(postgres, producer_
     (["--slot", "s" * 80], ["slot name", "63"]),
     (["--topic-prefix", "bad prefix"], ["topic prefix"]),
     (["--kafka", "foo.bar=1"], ["kafka settings", "foo.bar"]),
-], ids=["slot-80-chars", "topic-prefix", "unknown-librdkafka-property"])
+    (["--dsn", "host=127.0.0.1 dbname"], ["malformed dsn", "dbname"]),
+], ids=["slot-80-chars", "topic-prefix", "unknown-librdkafka-property", "malformed-dsn"])
 def test_bad_names_and_settings_create_nothing(postgres, producer_run, log_dir, extra,
                                                needles) -> None:
     run = producer_run("public.v_*")
