@@ -38,6 +38,7 @@ from connector.replication import (
     StreamOptions,
     protocol_version_for,
 )
+from connector.replication.failover import check_slot_continuity
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec
 from connector.snapshot import SnapshotSettings, take_snapshot
 from connector.source_catalog import PostgresCatalog
@@ -61,6 +62,8 @@ class Pipeline:
         self.cfg = cfg
         self.stopping = False
         self.needs_snapshot = False
+        # Highest flush LSN sent to the server: what every reconnect's slot must not be ahead of.
+        self.sent_flush: int | None = None
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry})
@@ -164,9 +167,9 @@ class Pipeline:
     def _session(self, proto: int) -> None:
         """One replication connection, from the slot's confirmed position to a stop."""
         slot = self.admin.slot(self.cfg.slot)
-        if slot is None:
-            raise SourceError(f"replication slot {self.cfg.slot!r} was dropped while running; "
-                              "events after its last confirmed position cannot be recovered")
+        check_slot_continuity(self.cfg.slot, slot.confirmed_flush_lsn if slot else None,
+                              slot is not None, self.sent_flush)
+        assert slot is not None
         self.admin.check_slot(slot)
         tracker = AckTracker(slot.confirmed_flush_lsn)
         sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
@@ -221,6 +224,7 @@ class Pipeline:
                         now - stream.last_status_sent >= self.cfg.status_interval_s):
                     stream.send_status(flush)
                     confirmed = flush
+                    self.sent_flush = max(flush, self.sent_flush or 0)
                     metrics.FLUSHED_LSN.set(flush)
                     metrics.LAG_BYTES.set(max(0, server_end - flush))
                 if self.cfg.heartbeat_interval_s > 0 and now >= next_heartbeat:
@@ -228,7 +232,9 @@ class Pipeline:
                     next_heartbeat = now + self.cfg.heartbeat_interval_s
             # Graceful stop: deliver what is in flight, then confirm it.
             sink.close(30.0)
-            stream.send_status(self._confirmable(tracker, assembler, server_end))
+            final = self._confirmable(tracker, assembler, server_end)
+            stream.send_status(final)
+            self.sent_flush = max(final, self.sent_flush or 0)
             log.info("stopped; confirmed %s",
                      lsn_to_str(self._confirmable(tracker, assembler, server_end)))
         except SourceError:

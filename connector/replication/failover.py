@@ -1,0 +1,51 @@
+"""Slot continuity: prove on every reconnect that the slot continues what this producer sent.
+
+PostgreSQL has no slot identity (no UUID), so continuity is judged by positions. The producer
+remembers the highest flush LSN it sent to the server (``sent_flush``): every change below it
+was published and acknowledged by Kafka, or lay in a stretch with no changes (keepalives).
+
+- The server only moves ``confirmed_flush_lsn`` forward to what a client confirmed, or sets it
+  at creation to the current WAL insert position. A slot found *ahead* of ``sent_flush`` was
+  therefore advanced by someone else or dropped and recreated: the changes between our
+  position and the slot's were never published. That is a gap: refuse.
+- A slot found *behind* ``sent_flush`` is normal: ``confirmed_flush_lsn`` reaches disk only at
+  checkpoints (a crashed server comes back with an older one), and a standby's synced copy
+  trails the primary's. Streaming resumes from there and re-publishes what Kafka already has
+  (at-least-once); the merge job's LSN guard makes the duplicates harmless.
+- A missing slot: nothing can resume it. Refuse.
+
+After a failover this reasoning holds only if the standby never lacks WAL the producer has
+already published: the primary's ``synchronized_standby_slots`` must list the physical slot of
+every standby that can be promoted, so the walsender holds logical changes back until those
+standbys have flushed them. Without it a lagging standby can be promoted without the last
+changes we published, and a slot recreated there could start below ``sent_flush`` unnoticed.
+"""
+
+from __future__ import annotations
+
+from connector.errors import SourceError
+from connector.pgoutput.lsn import lsn_to_str
+
+__all__ = ["check_slot_continuity"]
+
+_RESNAPSHOT = ("take a new snapshot into a new slot (pgcdc run --snapshot initial with a new "
+               "--slot, or drop the slot first)")
+
+
+def check_slot_continuity(slot: str, found_confirmed: int | None, exists: bool,
+                          sent_flush: int | None) -> None:
+    """Raise a non-transient SourceError when streaming from the slot would skip changes.
+
+    `sent_flush` is None before this process confirmed anything (no progress to compare).
+    """
+    if not exists:
+        raise SourceError(f"replication slot {slot!r} is gone (dropped, or not synced to the "
+                          f"promoted standby); changes after {lsn_to_str(sent_flush or 0)} "
+                          f"cannot be recovered: {_RESNAPSHOT}")
+    if sent_flush is None or found_confirmed is None:
+        return
+    if found_confirmed > sent_flush:
+        raise SourceError(
+            f"replication slot {slot!r} is at {lsn_to_str(found_confirmed)}, ahead of the "
+            f"{lsn_to_str(sent_flush)} this producer confirmed: it was recreated or advanced "
+            f"by someone else, and the changes in between were never published: {_RESNAPSHOT}")
