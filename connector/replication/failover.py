@@ -23,10 +23,12 @@ changes we published, and a slot recreated there could start below ``sent_flush`
 
 from __future__ import annotations
 
+import psycopg
+
 from connector.errors import SourceError
 from connector.pgoutput.lsn import lsn_to_str
 
-__all__ = ["check_slot_continuity"]
+__all__ = ["check_slot_continuity", "failover_state"]
 
 _RESNAPSHOT = ("take a new snapshot into a new slot (pgcdc run --snapshot initial with a new "
                "--slot, or drop the slot first)")
@@ -49,3 +51,21 @@ def check_slot_continuity(slot: str, found_confirmed: int | None, exists: bool,
             f"replication slot {slot!r} is at {lsn_to_str(found_confirmed)}, ahead of the "
             f"{lsn_to_str(sent_flush)} this producer confirmed: it was recreated or advanced "
             f"by someone else, and the changes in between were never published: {_RESNAPSHOT}")
+
+
+def failover_state(conn: psycopg.Connection[tuple], slot: str) -> str:  # type: ignore[type-arg]
+    """One line for `pgcdc status`: failover flag; on a standby, synced and bytes behind replay."""
+    if conn.info.server_version < 170000:
+        return "not available (PostgreSQL 17+ has failover slots)"
+    row = conn.execute(
+        "SELECT failover, synced, pg_is_in_recovery(),"
+        " pg_wal_lsn_diff(pg_last_wal_replay_lsn(), confirmed_flush_lsn)::bigint"
+        " FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", (slot,)).fetchone()
+    if row is None:
+        return "-"
+    failover, synced, standby, behind = row
+    text = "on" if failover else "off"
+    if standby:
+        text += (f"; synced from the primary, {behind if behind is not None else '?'} bytes "
+                 "behind this standby's replay" if synced else "; NOT synced from the primary")
+    return text
