@@ -32,6 +32,7 @@ class Config:
     create_slot: bool = True  # create the slot if missing
     create_publication: bool = True  # create the publication if missing / set its tables
     binary: bool = False  # pgoutput binary tuples (faster for some types)
+    failover_slot: bool | None = None  # None: on where the server is 17+ and a primary
     origin: str | None = None  # PostgreSQL 16+: 'none' publishes only local changes
     topic_partitions: int = 1
     topic_replication_factor: int = 1

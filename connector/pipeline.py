@@ -38,7 +38,7 @@ from connector.replication import (
     StreamOptions,
     protocol_version_for,
 )
-from connector.replication.failover import check_slot_continuity
+from connector.replication.failover import check_slot_continuity, ensure_failover
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec
 from connector.snapshot import SnapshotSettings, take_snapshot
 from connector.source_catalog import PostgresCatalog
@@ -171,6 +171,7 @@ class Pipeline:
                               slot is not None, self.sent_flush)
         assert slot is not None
         self.admin.check_slot(slot)
+        ensure_failover(self.cfg.dsn, self.admin.conn, self.cfg.slot, self.cfg.failover_slot)
         tracker = AckTracker(slot.confirmed_flush_lsn)
         sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
                          tombstones=self.cfg.tombstones)

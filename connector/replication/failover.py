@@ -24,11 +24,12 @@ changes we published, and a slot recreated there could start below ``sent_flush`
 from __future__ import annotations
 
 import psycopg
+from psycopg import sql
 
 from connector.errors import SourceError
 from connector.pgoutput.lsn import lsn_to_str
 
-__all__ = ["check_slot_continuity", "failover_state"]
+__all__ = ["check_slot_continuity", "ensure_failover", "failover_state"]
 
 _RESNAPSHOT = ("take a new snapshot into a new slot (pgcdc run --snapshot initial with a new "
                "--slot, or drop the slot first)")
@@ -69,3 +70,30 @@ def failover_state(conn: psycopg.Connection[tuple], slot: str) -> str:  # type: 
         text += (f"; synced from the primary, {behind if behind is not None else '?'} bytes "
                  "behind this standby's replay" if synced else "; NOT synced from the primary")
     return text
+
+
+def ensure_failover(dsn: str, conn: psycopg.Connection[tuple], slot: str,  # type: ignore[type-arg]
+                    wanted: bool | None) -> None:
+    """Make `slot` a failover slot: `wanted` None means where the server supports it (17+,
+    a primary); True on an older server is refused. ALTER_REPLICATION_SLOT needs a
+    replication connection and an inactive slot, so this runs before START_REPLICATION."""
+    if wanted is False:
+        return
+    if conn.info.server_version < 170000:
+        if wanted:
+            raise SourceError(f"--failover-slot needs PostgreSQL 17+, the server is "
+                              f"{conn.info.server_version // 10000}")
+        return
+    row = conn.execute("SELECT failover FROM pg_catalog.pg_replication_slots"
+                       " WHERE slot_name = %s AND NOT pg_is_in_recovery()", (slot,)).fetchone()
+    if row is None or row[0]:
+        return
+    try:
+        with psycopg.connect(dsn, autocommit=True, replication="database",
+                             application_name="pgcdc-admin") as rconn:
+            rconn.execute(sql.SQL("ALTER_REPLICATION_SLOT {} (FAILOVER true)").format(
+                sql.Identifier(slot)).as_string(rconn))
+    except psycopg.Error as exc:
+        text = str(exc).strip().splitlines()
+        raise SourceError(f"cannot make replication slot {slot!r} a failover slot: "
+                          f"{text[0] if text else type(exc).__name__}") from None

@@ -7,6 +7,8 @@ import sys
 
 import psycopg
 import pytest
+from cdc_checks import assert_one_clear_line, execute, start_and_exit, stream_run
+from producer_support import current_lsn
 
 pytestmark = pytest.mark.integration
 
@@ -33,3 +35,23 @@ def test_status_shows_failover_flag(postgres) -> None:
     finally:
         with psycopg.connect(postgres.dsn, autocommit=True) as conn:
             conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+
+
+def test_run_makes_the_slot_a_failover_slot(postgres, producer_run, log_dir) -> None:
+    """Default: on where the server is 17+; asked for explicitly on an older one: one line."""
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        version = conn.info.server_version
+    run = stream_run(producer_run, *(["--failover-slot"] if version < 170000 else []))
+    execute(postgres.dsn, f"CREATE TABLE failover_{run.tag} (id int PRIMARY KEY)")
+    if version < 170000:
+        code, out = start_and_exit(run, log_dir)
+        assert_one_clear_line(code, out, "--failover-slot needs PostgreSQL 17+")
+        return
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO failover_{run.tag} VALUES (1)")
+    run.wait_confirmed(current_lsn(postgres.dsn))
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT failover FROM pg_replication_slots WHERE slot_name = %s",
+                           (run.slot,)).fetchone()
+    assert row == (True,)
+    assert run.stop() == 0
