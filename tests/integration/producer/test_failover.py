@@ -1,4 +1,4 @@
-"""`pgcdc status` tells whether the slot is a failover slot (PostgreSQL 17+)."""
+"""Failover support: the failover slot flag, `pgcdc status` on it, two-host DSNs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import sys
 import psycopg
 import pytest
 from cdc_checks import assert_one_clear_line, execute, start_and_exit, stream_run
+from devstack.ports import free_port
 from producer_support import current_lsn
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 pytestmark = pytest.mark.integration
 
@@ -54,4 +56,20 @@ def test_run_makes_the_slot_a_failover_slot(postgres, producer_run, log_dir) -> 
         row = conn.execute("SELECT failover FROM pg_replication_slots WHERE slot_name = %s",
                            (run.slot,)).fetchone()
     assert row == (True,)
+    assert run.stop() == 0
+
+
+def test_two_host_dsn_reaches_the_writable_server(postgres, producer_run, log_dir) -> None:
+    """libpq skips a host that is down: the SQL and the replication connection both work."""
+    parts = conninfo_to_dict(postgres.dsn)
+    parts["host"] = f"127.0.0.1,{parts.get('host', '127.0.0.1')}"
+    parts["port"] = f"{free_port()},{parts['port']}"
+    parts["target_session_attrs"] = "read-write"
+    run = stream_run(producer_run)
+    run.dsn = make_conninfo(**parts)
+    table = f"twohost_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1)")
+    run.wait_confirmed(current_lsn(postgres.dsn))
     assert run.stop() == 0
