@@ -43,6 +43,7 @@ class Config:
     create_slot: bool = True  # create the slot if missing
     create_publication: bool = True  # create the publication if missing / set its tables
     binary: bool = False  # pgoutput binary tuples (faster for some types)
+    failover_slot: bool | None = None  # None: on where the server is 17+ and a primary
     origin: str | None = None  # PostgreSQL 16+: 'none' publishes only local changes
     topic_partitions: int = 1
     topic_replication_factor: int = 1
@@ -135,7 +136,8 @@ def load(config_file: str | None, overrides: dict[str, Any],
 
 # Field annotation (a string: `from __future__ import annotations`) -> accepted value types.
 _ACCEPTED: dict[str, tuple[type, ...]] = {
-    "str": (str,), "str | None": (str, type(None)), "bool": (bool,), "int": (int,),
+    "str": (str,), "str | None": (str, type(None)), "bool": (bool,),
+    "bool | None": (bool, type(None)), "int": (int,),
     "float": (int, float), "list[str]": (list,), "dict[str, Any]": (dict,),
 }
 
@@ -152,6 +154,7 @@ def _check_types(values: dict[str, Any]) -> None:
             wrong = wrong or not all(isinstance(item, str) for item in value)
         if wrong:
             expected = {"str": "a string", "str | None": "a string", "bool": "true or false",
+                        "bool | None": "true or false",
                         "int": "an integer", "float": "a number",
                         "list[str]": "a list of strings",
                         "dict[str, Any]": "a mapping"}[str(f.type)]

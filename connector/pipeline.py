@@ -40,6 +40,7 @@ from connector.replication import (
     StreamOptions,
     protocol_version_for,
 )
+from connector.replication.failover import check_slot_continuity, ensure_failover
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
 from connector.sink.transactional import TransactionalTracker, exactly_once_sink
 from connector.snapshot import SnapshotSettings, take_snapshot
@@ -68,6 +69,8 @@ class Pipeline:
         self.created_publication = False
         self.slot_existed = True
         self.streaming = False
+        # Highest flush LSN sent to the server: what every reconnect's slot must not be ahead of.
+        self.sent_flush: int | None = None
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry})
@@ -93,6 +96,9 @@ class Pipeline:
         changes between the lost slot and now are gone, and a new slot would hide that.
         Otherwise the snapshot creates it (`needs_snapshot` tells whether one is due)."""
         self.admin.check_wal_level()
+        if self.cfg.failover_slot and self.admin.server_version_num < 170000:
+            raise ConfigError(f"--failover-slot needs PostgreSQL 17+, the server is "
+                              f"{self.admin.server_version_num // 10000}")
         self._check_topic_names()
         self._refuse_compacted_topics()
         if self.cfg.create_publication:
@@ -233,10 +239,11 @@ class Pipeline:
     def _session(self, proto: int) -> None:
         """One replication connection, from the slot's confirmed position to a stop."""
         slot = self.admin.slot(self.cfg.slot)
-        if slot is None:
-            raise SourceError(f"replication slot {self.cfg.slot!r} was dropped while running; "
-                              "events after its last confirmed position cannot be recovered")
+        check_slot_continuity(self.cfg.slot, slot.confirmed_flush_lsn if slot else None,
+                              slot is not None, self.sent_flush)
+        assert slot is not None
         self.admin.check_slot(slot)
+        ensure_failover(self.cfg.dsn, self.admin.conn, self.cfg.slot, self.cfg.failover_slot)
         tracker: AckTracker | TransactionalTracker
         sink: KafkaSink
         if self.cfg.exactly_once:
@@ -298,6 +305,7 @@ class Pipeline:
                         now - stream.last_status_sent >= self.cfg.status_interval_s):
                     stream.send_status(flush)
                     confirmed = flush
+                    self.sent_flush = max(flush, self.sent_flush or 0)
                     metrics.FLUSHED_LSN.set(flush)
                     metrics.LAG_BYTES.set(max(0, server_end - flush))
                 if self.cfg.heartbeat_interval_s > 0 and now >= next_heartbeat:
@@ -305,7 +313,9 @@ class Pipeline:
                     next_heartbeat = now + self.cfg.heartbeat_interval_s
             # Graceful stop: deliver what is in flight, then confirm it.
             sink.close(30.0)
-            stream.send_status(self._confirmable(tracker, assembler, server_end))
+            final = self._confirmable(tracker, assembler, server_end)
+            stream.send_status(final)
+            self.sent_flush = max(final, self.sent_flush or 0)
             log.info("stopped; confirmed %s",
                      lsn_to_str(self._confirmable(tracker, assembler, server_end)))
         except SourceError:

@@ -83,7 +83,8 @@ class ReplicationAdmin:
         row = self.conn.execute(
             "SELECT slot_name, coalesce(plugin, ''), coalesce(database, ''), active, active_pid,"
             " restart_lsn::text, confirmed_flush_lsn::text, wal_status,"
-            " pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint"
+            " pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
+            " ELSE pg_current_wal_lsn() END, restart_lsn)::bigint"  # a standby has no current
             " FROM pg_replication_slots WHERE slot_name = %s",
             (name,),
         ).fetchone()

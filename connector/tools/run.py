@@ -50,6 +50,8 @@ def register(subparsers: Any) -> None:
                                     "(default: all tables)")
     p.add_argument("--binary", action="store_true", default=None,
                    help="ask pgoutput for binary tuples")
+    p.add_argument("--failover-slot", action=argparse.BooleanOptionalAction, default=None,
+                   help="PostgreSQL 17+: sync the slot to standbys (default: on where possible)")
     p.add_argument("--origin", choices=["none", "any"], help="PostgreSQL 16+ origin filter")
     p.add_argument("--topic-partitions", type=int, help="partitions of new topics (default 1)")
     p.add_argument("--topic-replication-factor", type=int, help="default 1")
@@ -85,7 +87,7 @@ def register(subparsers: Any) -> None:
 
 def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
-             "publication", "tables", "binary", "origin", "topic_partitions",
+             "publication", "tables", "binary", "failover_slot", "origin", "topic_partitions",
              "topic_replication_factor", "tombstones", "transaction_topic",
              "heartbeat_interval_s", "metrics_port", "snapshot", "snapshot_workers",
              "snapshot_chunk_rows", "exactly_once", "exactly_once_batch_transactions",

@@ -9,6 +9,7 @@ from connector import config as config_mod
 from connector.errors import ConfigError
 from connector.pgoutput.lsn import lsn_to_str
 from connector.replication import ReplicationAdmin
+from connector.replication.failover import failover_state
 
 
 def register(subparsers: Any) -> None:
@@ -39,6 +40,7 @@ def handle(args: argparse.Namespace) -> int:
             print(f"  confirmed flush LSN: "
                   f"{lsn_to_str(slot.confirmed_flush_lsn) if slot.confirmed_flush_lsn else '-'}")
             print(f"  WAL retained: {_size(slot.retained_bytes)}")
+            print(f"  failover: {failover_state(admin.conn, slot.name)}")
         if not admin.publication_exists(cfg.publication):
             print(f"publication {cfg.publication}: does not exist")
             return 1 if slot is None else 0

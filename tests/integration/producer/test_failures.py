@@ -167,6 +167,33 @@ def test_slot_dropped_while_running(postgres, producer_run, log_dir) -> None:
     assert_one_clear_line(code, out, run.slot, "dropped")
 
 
+def test_slot_recreated_while_running(postgres, producer_run, log_dir) -> None:
+    """A slot dropped and created again between two sessions starts past changes the producer
+    never saw: the reconnect refuses instead of streaming on over the gap."""
+    run = stream_run(producer_run)
+    table = f"recreated_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1)")
+    run.wait_confirmed(current_lsn(postgres.dsn))
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            conn.execute("SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                         "WHERE slot_name = %s AND active", (run.slot,))
+            try:
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (run.slot,))
+                break
+            except psycopg.errors.ObjectInUse:
+                time.sleep(0.05)
+        conn.execute(f"INSERT INTO {table} VALUES (2)")  # lost with the old slot
+        conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (run.slot,))
+    created_at = run.confirmed_lsn()
+    code, out = exit_of(run, 60)
+    assert_one_clear_line(code, out, run.slot, "ahead of", "--snapshot initial")
+    assert run.confirmed_lsn() == created_at  # nothing streamed or confirmed from the new slot
+
+
 def test_schema_rejected_by_the_registry(postgres, producer_run, log_dir) -> None:
     """An incompatible ALTER COLUMN TYPE under BACKWARD: stop without acknowledging the change;
     a restart fails the same way; once the subject allows it, the row arrives."""
