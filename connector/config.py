@@ -130,6 +130,10 @@ def load(config_file: str | None, overrides: dict[str, Any],
     if isinstance(values.get("tables"), str):
         values["tables"] = [t.strip() for t in values["tables"].split(",") if t.strip()]
     _check_types(values)
+    for key in ("kafka", "schema_registry"):
+        values[key] = resolve_secrets(values.get(key, {}), environ)
+    if "dsn" in values:
+        values["dsn"] = resolve_secret("dsn", values["dsn"], environ)
     cfg = Config(**values)
     return cfg.validate() if validate else cfg
 
@@ -160,6 +164,35 @@ def _check_types(values: dict[str, Any]) -> None:
                         "dict[str, Any]": "a mapping"}[str(f.type)]
             raise ConfigError(f"configuration key {f.name}: expected {expected}, "
                               f"got {value!r}")
+
+
+# Settings whose value may be `env:NAME` or `file:/path`, so that secrets stay out of flags
+# (visible in `ps`) and of config files.
+SECRET_KEYS = ("sasl.password", "ssl.key.password", "basic.auth.user.info")
+
+
+def resolve_secret(key: str, value: str, environ: dict[str, str]) -> str:
+    """`env:NAME` -> that environment variable, `file:/path` -> the file without its final
+    newline; any other value as it is."""
+    if value.startswith("env:"):
+        name = value[4:]
+        if name not in environ:
+            raise ConfigError(f"{key}: environment variable {name} is not set")
+        return environ[name]
+    if value.startswith("file:"):
+        try:
+            return Path(value[5:]).read_text().removesuffix("\n")
+        except OSError as exc:
+            raise ConfigError(f"{key}: cannot read {value[5:]}: {exc.strerror}") from None
+    return value
+
+
+def resolve_secrets(settings: dict[str, Any], environ: dict[str, str] | None = None
+                    ) -> dict[str, Any]:
+    """`settings` with each secret (SECRET_KEYS) resolved by `resolve_secret`."""
+    environ = dict(os.environ) if environ is None else environ
+    return {k: resolve_secret(k, v, environ) if k in SECRET_KEYS and isinstance(v, str) else v
+            for k, v in settings.items()}
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     overrides = {name: getattr(args, name) for name in names}
     cfg = config_mod.load(args.config, overrides)
     if args.kafka:
-        cfg.kafka.update(dict(args.kafka))
+        cfg.kafka.update(config_mod.resolve_secrets(dict(args.kafka)))
     return cfg
 
 
