@@ -15,6 +15,8 @@ from typing import Any
 import fastavro
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
+from connector.names import table_topic
+
 from .wire import frame_bytes
 
 SOURCE_AVSC = Path(__file__).resolve().parent.parent / "schemas" / "source.avsc"
@@ -106,7 +108,7 @@ class TableTopic:
 
     @property
     def topic(self) -> str:
-        return f"{self.prefix}.{self.schema}.{self.table}"
+        return table_topic(self.prefix, self.schema, self.table)
 
     def envelope(self, op: str, commit_lsn: int, txn_index: int, *,
                  before: Mapping[str, Any] | None = None,
@@ -152,7 +154,7 @@ def register_table(registry: SchemaRegistryClient, prefix: str, schema: str, tab
                    columns: Sequence[Column], key: Sequence[str]) -> TableTopic:
     """Register `<topic>-value` (and `-key`) and return the encoder. Registering again with
     other columns is a schema change: a new writer schema id."""
-    topic = f"{prefix}.{schema}.{table}"
+    topic = table_topic(prefix, schema, table)
     value = envelope_schema(prefix, schema, table, columns)
     value_id = registry.register_schema(f"{topic}-value", Schema(json.dumps(value), "AVRO"))
     key_id = parsed_key = None

@@ -11,6 +11,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from pyspark.sql import SparkSession
 
+from connector.names import table_topic
 from spark_jobs.events import Column, TableTopic, register_table
 
 
@@ -28,7 +29,7 @@ class CdcPublisher:
 
     def table(self, schema: str, table: str, columns: Sequence[Column], key: Sequence[str],
               partitions: int = 1) -> TableTopic:
-        topic = f"{self.prefix}.{schema}.{table}"
+        topic = table_topic(self.prefix, schema, table)
         if topic not in self.partitions:
             admin = AdminClient({"bootstrap.servers": self.bootstrap})
             admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()

@@ -11,8 +11,10 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from merge_helpers import CdcPublisher, all_tables, table_rows
 from pyspark.sql import SparkSession
 
+from connector.names import table_topic
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import ReplayTargetNotEmpty, run_merge, start_merge
+from spark_jobs.names import table_of
 
 pytestmark = pytest.mark.e2e
 
@@ -121,3 +123,23 @@ def test_parquet_change_log_keeps_every_event(
     assert users.count() == 16  # every decodable users event, duplicates included
     toast = users.where("_cdc_commit_lsn = 600").select("_cdc_toast").collect()
     assert [r[0] for r in toast] == [["bio"], ["bio"]]
+
+
+def test_lookalike_tables_land_in_distinct_delta_tables(
+        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        prefix: str, tmp_path: Path) -> None:
+    """`x y` / `x_y`, `a.b` / `a_b` and `Users` / `users` used to share topics and Delta
+    tables (rows overwriting each other); each now has its own (schemas/README.md, "Names")."""
+    publisher = CdcPublisher(kafka.bootstrap, registry_client, prefix)
+    names = ["x y", "x_y", "a.b", "a_b", "Users", "users"]
+    for i, name in enumerate(names):
+        t = publisher.table("public", name, [("id", "long"), ("name", "string")], ["id"])
+        publisher.change(t, "c", 100 + i, 0, after={"id": 1, "name": name})
+    publisher.flush()
+    target = tmp_path / "t"
+    run_merge(spark, _config(kafka, registry, prefix, target, trigger="available-now"))
+    paths = {name: f"{target}/{table_of(table_topic(prefix, 'public', name)).path}"
+             for name in names}
+    assert len(set(paths.values())) == len(names)
+    for name, path in paths.items():
+        assert table_rows(spark, path, "id") == {1: {"id": 1, "name": name}}, name
