@@ -53,6 +53,7 @@ class Config:
     status_interval_s: float = 10.0  # standby status update period
     heartbeat_interval_s: float = 0.0  # >0: pg_logical_emit_message so idle slots advance
     spill_bytes: int = 64 * 1024 * 1024  # buffered transaction size before spilling to disk
+    wal_warn_bytes: int = 1 << 30  # warn (status, run) when a slot holds more WAL
     metrics_port: int = 0  # >0: Prometheus metrics on this port
     snapshot: str = "initial"  # initial (when the slot is new) | never | initial_only
     snapshot_workers: int = 2  # parallel snapshot readers (connections)

@@ -41,6 +41,7 @@ from connector.replication import (
     protocol_version_for,
 )
 from connector.replication.failover import check_slot_continuity, ensure_failover
+from connector.replication.health import lag_warning
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
 from connector.sink.transactional import TransactionalTracker, exactly_once_sink
 from connector.snapshot import SnapshotSettings, take_snapshot
@@ -58,6 +59,7 @@ STATUS_MIN_INTERVAL_S = 1.0  # confirm progress at most this often, unless asked
 # loop makes is not cyclic (what is, still goes at the next, rarer, collection).
 GC_GEN0_THRESHOLD = 50_000
 RECONNECT_BACKOFF_S = (1, 2, 5, 10, 20, 30, 30, 30, 30, 30)
+LAG_WARNING_INTERVAL_S = 300.0  # a growing lag is logged at most this often
 
 
 class Pipeline:
@@ -267,6 +269,7 @@ class Pipeline:
         confirmed = slot.confirmed_flush_lsn or 0
         server_end = confirmed
         next_heartbeat = time.monotonic() + self.cfg.heartbeat_interval_s
+        next_lag_warning = 0.0
         # The hot loop runs once per change: bound methods in locals, tuple indexing for
         # XLogData (wal_start, wal_end, server_clock, payload), no per-frame allocation.
         decode = decoder.decode
@@ -307,7 +310,12 @@ class Pipeline:
                     confirmed = flush
                     self.sent_flush = max(flush, self.sent_flush or 0)
                     metrics.FLUSHED_LSN.set(flush)
-                    metrics.LAG_BYTES.set(max(0, server_end - flush))
+                    lag = max(0, server_end - flush)
+                    metrics.LAG_BYTES.set(lag)
+                    warning = lag_warning(self.cfg.slot, lag, self.cfg.wal_warn_bytes)
+                    if warning and now >= next_lag_warning:
+                        log.warning("%s", warning)
+                        next_lag_warning = now + LAG_WARNING_INTERVAL_S
                 if self.cfg.heartbeat_interval_s > 0 and now >= next_heartbeat:
                     self._heartbeat()
                     next_heartbeat = now + self.cfg.heartbeat_interval_s

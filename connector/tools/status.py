@@ -10,6 +10,7 @@ from connector.errors import ConfigError
 from connector.pgoutput.lsn import lsn_to_str
 from connector.replication import ReplicationAdmin
 from connector.replication.failover import failover_state
+from connector.replication.health import size, slot_warnings
 
 
 def register(subparsers: Any) -> None:
@@ -18,11 +19,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dsn", help="libpq connection string (env PGCDC_DSN)")
     p.add_argument("--slot", help="replication slot name (default pgcdc)")
     p.add_argument("--publication", help="publication name (default pgcdc)")
+    p.add_argument("--wal-warn-bytes", type=int,
+                   help="warn when the slot retains more WAL than this (default 1 GiB)")
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    overrides = {"dsn": args.dsn, "slot": args.slot, "publication": args.publication}
+    overrides = {"dsn": args.dsn, "slot": args.slot, "publication": args.publication,
+                 "wal_warn_bytes": args.wal_warn_bytes}
     # status needs only the database: Kafka and registry settings may be absent.
     cfg = config_mod.load(args.config, overrides, validate=False)
     if not cfg.dsn:
@@ -39,8 +43,11 @@ def handle(args: argparse.Namespace) -> int:
                   f"wal_status {slot.wal_status}")
             print(f"  confirmed flush LSN: "
                   f"{lsn_to_str(slot.confirmed_flush_lsn) if slot.confirmed_flush_lsn else '-'}")
-            print(f"  WAL retained: {_size(slot.retained_bytes)}")
+            retained = slot.retained_bytes
+            print(f"  WAL retained: {'-' if retained is None else size(retained)}")
             print(f"  failover: {failover_state(admin.conn, slot.name)}")
+            for warning in slot_warnings(slot, cfg.wal_warn_bytes):
+                print(f"  warning: {warning}")
         if not admin.publication_exists(cfg.publication):
             print(f"publication {cfg.publication}: does not exist")
             return 1 if slot is None else 0
@@ -56,14 +63,3 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         admin.close()
     return 0 if slot is not None else 1
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
