@@ -1,4 +1,4 @@
-"""The fixed records load from schemas/ and are valid, standalone Avro."""
+"""The fixed records load from the package data connector/avro/schemas/ and are valid, standalone Avro."""
 
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from connector.errors import SchemaError
 REPO = Path(__file__).resolve().parents[3]
 
 
-def test_found_in_the_repository() -> None:
-    assert schemas_dir() == REPO / "schemas"
+def test_found_in_the_package() -> None:
+    packaged = REPO / "connector" / "avro" / "schemas"
+    assert schemas_dir() == packaged
     for file_name in FIXED_FILES.values():
-        assert (REPO / "schemas" / file_name).is_file()
+        assert (packaged / file_name).is_file()
+    assert not list((REPO / "schemas").glob("*.avsc"))  # one copy only
 
 
 @pytest.mark.parametrize("name", sorted(FIXED_FILES))
