@@ -52,7 +52,7 @@ def test_unknown_record() -> None:
 
 def test_env_override_and_missing_dir(tmp_path: Path) -> None:
     for file_name in FIXED_FILES.values():
-        (tmp_path / file_name).write_text((REPO / "schemas" / file_name).read_text())
+        (tmp_path / file_name).write_text((REPO / "connector" / "avro" / "schemas" / file_name).read_text())
     code = "from connector.avro.fixed import schemas_dir; print(schemas_dir())"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={"PGCDC_SCHEMAS_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
