@@ -111,9 +111,11 @@ def _conf_pair(text: str) -> tuple[str, str]:
 
 
 def spark_options_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pgcdc merge", add_help=False,
-                                description="Spark options of `pgcdc merge`; the rest go to the job.")
-    p.add_argument("--master", default=DEFAULT_MASTER, help=f"Spark master (default {DEFAULT_MASTER})")
+    p = argparse.ArgumentParser(
+        prog="pgcdc merge", add_help=False,
+        description="Spark options of `pgcdc merge`; the rest go to the job.")
+    p.add_argument("--master", default=DEFAULT_MASTER,
+                   help=f"Spark master (default {DEFAULT_MASTER})")
     p.add_argument("--conf", action="append", type=_conf_pair, default=[], metavar="KEY=VALUE",
                    help="a Spark property (repeatable)")
     p.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY,

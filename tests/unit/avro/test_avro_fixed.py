@@ -1,4 +1,5 @@
-"""The fixed records load from the package data connector/avro/schemas/ and are valid, standalone Avro."""
+"""The fixed records load from the package data (connector/avro/schemas/) and are valid,
+standalone Avro."""
 
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def test_unknown_record() -> None:
 
 def test_env_override_and_missing_dir(tmp_path: Path) -> None:
     for file_name in FIXED_FILES.values():
-        (tmp_path / file_name).write_text((REPO / "connector" / "avro" / "schemas" / file_name).read_text())
+        packaged = REPO / "connector" / "avro" / "schemas" / file_name
+        (tmp_path / file_name).write_text(packaged.read_text())
     code = "from connector.avro.fixed import schemas_dir; print(schemas_dir())"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={"PGCDC_SCHEMAS_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},

@@ -36,8 +36,9 @@ def test_main_passes_spark_options_through(monkeypatch: pytest.MonkeyPatch) -> N
     ran: list[list[str]] = []
     monkeypatch.setattr(submit, "run", lambda cmd, env: ran.append(list(cmd)) or 0)
     monkeypatch.setenv("PGCDC_SPARK_JARS", "")
-    assert submit.main(["--master", "spark://h:7077", "--conf", "spark.a=1", "--conf", "spark.b=x=y",
-                        "--driver-memory", "1g", "--target", "/t", "--trigger", "available-now"]) == 0
+    assert submit.main(["--master", "spark://h:7077", "--conf", "spark.a=1",
+                        "--conf", "spark.b=x=y", "--driver-memory", "1g",
+                        "--target", "/t", "--trigger", "available-now"]) == 0
     cmd = ran[0]
     assert cmd[cmd.index("--master") + 1] == "spark://h:7077"
     assert cmd[cmd.index("--driver-memory") + 1] == "1g"
