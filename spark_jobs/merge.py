@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         spark.stop()
     print(f"merge: {stats.batches} batch(es), {stats.events} event(s), "
-          f"{stats.dead_letters} dead letter(s) to {config.dead_letter_dir}")
+          f"{stats.dead_letters} dead letter(s) to {config.dead_letter_dir}", file=sys.stderr)
     if stats.dead_letters:
         print(f"merge: WARNING: {stats.dead_letters} undecodable event(s); see "
               f"{config.dead_letter_dir}", file=sys.stderr)
