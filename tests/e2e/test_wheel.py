@@ -34,7 +34,7 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None,
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The `pgcdc` script of a clean venv holding only the wheel and its dependencies."""
     work = tmp_path_factory.mktemp("wheel")
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
          "-w", str(work / "dist"), str(REPO)], cwd=work)
     wheel = next((work / "dist").glob("pgcdc-*.whl"))
     venv.create(work / "venv", with_pip=True)
