@@ -12,6 +12,7 @@ the jars instead and no resolution happens.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import signal
@@ -95,9 +96,19 @@ def spark_submit_command(job_args: Sequence[str], jars: Sequence[str] | None = N
     return [*cmd, str(MERGE_SCRIPT), *job_args]
 
 
+def pyspark_home() -> str | None:
+    """pyspark's own Spark distribution, found without importing pyspark."""
+    spec = importlib.util.find_spec("pyspark")
+    return str(Path(spec.origin).parent) if spec and spec.origin else None
+
+
 def submit_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment: Python workers run the same interpreter as this process."""
+    """The environment: Python workers run the same interpreter as this process, and
+    spark-submit finds its distribution even when this venv's bin/ is not on PATH."""
     out = dict(os.environ if env is None else env)
+    home = pyspark_home()
+    if home and not out.get("SPARK_HOME"):
+        out["SPARK_HOME"] = home
     out.setdefault("PYSPARK_PYTHON", sys.executable)
     out.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     return out
