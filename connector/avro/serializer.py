@@ -73,7 +73,7 @@ def parse_frame(data: bytes) -> tuple[int, memoryview]:
 
 
 class SourceInfo(NamedTuple):
-    """The per-event fields of the Envelope's ``source`` block (connector/avro/schemas/source.avsc)."""
+    """The per-event fields of the Envelope's ``source`` block (avro/schemas/source.avsc)."""
 
     commit_lsn: int  # LSN of the commit record (snapshot: the consistent point)
     txn_index: int  # 0-based position of the change in its transaction (snapshot: row number)
