@@ -9,17 +9,17 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import fastavro
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 
+from connector.avro.fixed import schemas_dir
 from connector.names import table_topic
 
 from .wire import frame_bytes
 
-SOURCE_AVSC = Path(__file__).resolve().parent.parent / "schemas" / "source.avsc"
+SOURCE_AVSC = schemas_dir() / "source.avsc"
 Column = tuple[str, Any]  # (column name, Avro type of its non-null branch)
 
 

@@ -1,14 +1,8 @@
-"""The fixed records (`schemas/*.avsc`), loaded once at import.
+"""The fixed records (`connector/avro/schemas/*.avsc`, package data), loaded once at import.
 
-Where the files are found, first hit wins:
-
-1. ``$PGCDC_SCHEMAS_DIR`` if set (a deployment may pin its own copy);
-2. ``<repo>/schemas`` next to the ``connector`` package -- the editable install the project
-   uses (``pip install -e .``) and any checkout;
-3. ``connector/avro/schemas`` as package data (importlib.resources), for a wheel that ships
-   copies there.
-
-The repository's ``schemas/`` directory is the single source: nothing is copied by hand.
+They are read from ``$PGCDC_SCHEMAS_DIR`` if set (a deployment may pin its own copy), else from
+the package itself, so a checkout, an editable install and a wheel read the same single copy.
+The contract around them is documented in the top-level ``schemas/README.md``.
 
 A file may name another fixed record by its full name (``"type": "pgcdc.Source"``);
 `fixed_schema` returns standalone JSON with the first use replaced by the definition, because a
@@ -21,7 +15,6 @@ import copy
 import json
 import os
 from collections.abc import Iterator
-from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,10 +36,7 @@ def _candidates() -> Iterator[Path]:
     env = os.environ.get("PGCDC_SCHEMAS_DIR")
     if env:
         yield Path(env)
-    yield Path(__file__).resolve().parents[2] / "schemas"
-    packaged = resources.files("connector.avro").joinpath("schemas")
-    if isinstance(packaged, Path):
-        yield packaged
+    yield Path(__file__).resolve().parent / "schemas"
 
 
 def schemas_dir() -> Path:

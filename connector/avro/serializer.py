@@ -73,7 +73,7 @@ def parse_frame(data: bytes) -> tuple[int, memoryview]:
 
 
 class SourceInfo(NamedTuple):
-    """The per-event fields of the Envelope's ``source`` block (schemas/source.avsc)."""
+    """The per-event fields of the Envelope's ``source`` block (avro/schemas/source.avsc)."""
 
     commit_lsn: int  # LSN of the commit record (snapshot: the consistent point)
     txn_index: int  # 0-based position of the change in its transaction (snapshot: row number)
@@ -86,7 +86,7 @@ class SourceInfo(NamedTuple):
 
 
 class TransactionBlock(NamedTuple):
-    """The Envelope's ``transaction`` block (schemas/transaction_block.avsc)."""
+    """The Envelope's ``transaction`` block (connector/avro/schemas/transaction_block.avsc)."""
 
     id: str  # "<xid>:<commit_lsn>"
     total_order: int  # 1-based among all events of the transaction

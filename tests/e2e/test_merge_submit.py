@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -57,3 +58,47 @@ def test_spark_submit_killed_mid_stream_then_resumed(
     assert len(dead) == scenario.CORRUPT_EVENTS
     for table, rows in scenario.EXPECTED.items():
         assert table_rows(spark, f"{target}/{table}", scenario.KEYS[table]) == rows, table
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if text.encode() in cmdline.read_bytes():
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_sigterm_to_pgcdc_merge_stops_the_jvm(
+        kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        prefix: str, tmp_path: Path, spark_jar_paths: list[Path]) -> None:
+    """A service manager stops `pgcdc merge` with SIGTERM: spark-submit's JVM goes too."""
+    scenario.publish(CdcPublisher(kafka.bootstrap, registry_client, prefix))
+    target = tmp_path / "lake-sigterm"
+    env = {**os.environ, "PGCDC_SPARK_JARS": ",".join(map(str, spark_jar_paths))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "connector.cli", "merge", "--driver-memory", "1g",
+         "--bootstrap-servers", kafka.bootstrap, "--schema-registry-url", registry.url,
+         "--topic-prefix", prefix, "--target", str(target), "--trigger", "1s"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    commits = target / "_pgcdc" / "checkpoint" / "commits"
+    try:
+        deadline = time.monotonic() + 240
+        while not (commits / "0").exists():
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert [p for p in _processes_mentioning(str(target)) if p != proc.pid]  # the JVM runs
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 30
+    while _processes_mentioning(str(target)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_mentioning(str(target)) == [], "spark-submit's JVM outlived pgcdc merge"
+    assert err.count("\n") < 50, err[-3000:]  # Spark's INFO chatter stays off

@@ -1,4 +1,5 @@
-"""The fixed records load from schemas/ and are valid, standalone Avro."""
+"""The fixed records load from the package data (connector/avro/schemas/) and are valid,
+standalone Avro."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from connector.errors import SchemaError
 REPO = Path(__file__).resolve().parents[3]
 
 
-def test_found_in_the_repository() -> None:
-    assert schemas_dir() == REPO / "schemas"
+def test_found_in_the_package() -> None:
+    packaged = REPO / "connector" / "avro" / "schemas"
+    assert schemas_dir() == packaged
     for file_name in FIXED_FILES.values():
-        assert (REPO / "schemas" / file_name).is_file()
+        assert (packaged / file_name).is_file()
+    assert not list((REPO / "schemas").glob("*.avsc"))  # one copy only
 
 
 @pytest.mark.parametrize("name", sorted(FIXED_FILES))
@@ -50,7 +53,8 @@ def test_unknown_record() -> None:
 
 def test_env_override_and_missing_dir(tmp_path: Path) -> None:
     for file_name in FIXED_FILES.values():
-        (tmp_path / file_name).write_text((REPO / "schemas" / file_name).read_text())
+        packaged = REPO / "connector" / "avro" / "schemas" / file_name
+        (tmp_path / file_name).write_text(packaged.read_text())
     code = "from connector.avro.fixed import schemas_dir; print(schemas_dir())"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env={"PGCDC_SCHEMAS_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
