@@ -149,13 +149,15 @@ class TopicCreator:
         return sorted(held)
 
     def compacted_topics(self, prefix: str) -> list[str]:
-        """Existing ``<prefix>.*`` topics whose ``cleanup.policy`` includes ``compact``."""
+        """Existing table topics ``<prefix>.<schema>.<table>`` whose ``cleanup.policy``
+        includes ``compact``. pgcdc's own single-part topics (``<prefix>.offsets``, compacted
+        by design, and ``<prefix>.heartbeat``) are not table topics and are left out."""
         try:
             metadata = self._admin.list_topics(timeout=self._timeout)
         except KafkaException as exc:
             raise SinkError(f"cannot list Kafka topics: {exc} (is Kafka reachable?)") from None
         resources = [ConfigResource(ResourceType.TOPIC, name) for name in metadata.topics
-                     if name.startswith(prefix + ".")]
+                     if name.startswith(prefix + ".") and name[len(prefix) + 1:].count(".") == 1]
         if not resources:
             return []
         futures = self._admin.describe_configs(resources, request_timeout=self._timeout)

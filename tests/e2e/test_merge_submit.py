@@ -48,7 +48,8 @@ def test_spark_submit_killed_mid_stream_then_resumed(
     assert not (commits / "9").exists()  # it was stopped well before the end
 
     done = subprocess.run(spark_submit_command([*args, "--trigger", "available-now"],
-                                               driver_memory="1g"),
+                                               driver_memory="1g",
+                                               jars=[str(p) for p in spark_jar_paths]),
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "merge:" in done.stdout and "event(s)" in done.stdout
