@@ -102,9 +102,9 @@ def _table_properties(pairs: Sequence[tuple[str, str]], change_data_feed: bool
     return properties
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="merge.py",
+        prog=prog,
         description="Merge pgcdc change events from Kafka into Delta Lake tables "
                     "(or an append-only Parquet change log).")
     # Same environment variables as `pgcdc run`, so one `eval "$(scripts/stack env)"` serves both.
@@ -141,8 +141,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(argv: Sequence[str] | None = None) -> MergeConfig:
-    p = parser()
+def parse_args(argv: Sequence[str] | None = None, prog: str = "merge.py") -> MergeConfig:
+    p = parser(prog)
     args = p.parse_args(argv)
     try:
         return MergeConfig(

@@ -23,15 +23,31 @@ from pyspark.errors import StreamingQueryException  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
 from spark_jobs.config import parse_args  # noqa: E402
+from spark_jobs.console import (  # noqa: E402
+    SourceUnreachable,
+    check_kafka,
+    check_registry,
+    job_stderr,
+    query_failure,
+    say,
+)
 from spark_jobs.job import ReplayTargetNotEmpty, run_merge  # noqa: E402
 from spark_jobs.session import DELTA_CONF  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: "
-                                                   "%(message)s")
+    err = job_stderr()
+    logging.basicConfig(level=logging.INFO, stream=err,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per registry request
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its callback server's start-up
+    try:  # seconds, not Spark's minutes of retries, to tell a wrong address
+        check_kafka(config.bootstrap_servers)
+        check_registry(config.schema_registry_url)
+    except SourceUnreachable as exc:
+        say(err, str(exc))
+        return 1
     builder = SparkSession.builder.appName("pgcdc-merge")
     for key, value in DELTA_CONF.items():
         builder = builder.config(key, value)
@@ -39,26 +55,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         stats = run_merge(spark, config)
     except ReplayTargetNotEmpty as exc:
-        print(f"merge: {exc}", file=sys.stderr)
+        say(err, str(exc))
         return 2
     except StreamingQueryException as exc:
         # Spark has logged the whole trace; restarting resumes from the checkpoint.
-        reason = str(exc).strip().splitlines()[0][:500]
-        print(f"merge: the streaming query failed (restart resumes from "
-              f"{config.checkpoint_dir}): {reason}", file=sys.stderr)
+        say(err, f"the streaming query failed (restart resumes from {config.checkpoint_dir}): "
+                 f"{query_failure(str(exc), config.bootstrap_servers)}")
         return 1
     finally:
         spark.stop()
-    print(f"merge: {stats.batches} batch(es), {stats.events} event(s), "
-          f"{stats.dead_letters} dead letter(s) to {config.dead_letter_dir}")
+    say(err, f"{stats.batches} batch(es), {stats.events} event(s), "
+             f"{stats.dead_letters} dead letter(s) to {config.dead_letter_dir}")
     for reason in stats.failed_tables.values():
-        print(f"merge: ERROR: {reason}; its events are dead letters in "
-              f"{config.dead_letter_dir} (README: recovering a table)", file=sys.stderr)
+        say(err, f"ERROR: {reason}; its events are dead letters in {config.dead_letter_dir} "
+                 "(README: recovering a table)")
     if stats.dead_letters:
-        print(f"merge: WARNING: {stats.dead_letters} event(s) not merged; see "
-              f"{config.dead_letter_dir}", file=sys.stderr)
+        say(err, f"WARNING: {stats.dead_letters} event(s) not merged; see "
+                 f"{config.dead_letter_dir}")
     return 3 if stats.failed_tables else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

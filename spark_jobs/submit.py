@@ -143,7 +143,7 @@ def print_help() -> None:
 
     spark_options_parser().print_help()
     print()
-    parser().print_help()
+    parser("pgcdc merge").print_help()
 
 
 def run(cmd: Sequence[str], env: Mapping[str, str]) -> int:
@@ -171,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.help:
         print_help()
         return 0
+    from spark_jobs.config import parse_args
+
+    parse_args(job_args, prog="pgcdc merge")  # a usage error in a second, before any JVM
     try:
         jars = options.jars.split(",") if options.jars else resolve_jars()
         packages = options.packages.split(",") if options.packages else None

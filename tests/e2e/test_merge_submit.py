@@ -52,7 +52,9 @@ def test_spark_submit_killed_mid_stream_then_resumed(
                                                jars=[str(p) for p in spark_jar_paths]),
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "merge:" in done.stdout and "event(s)" in done.stdout
+    summary = [line for line in done.stderr.splitlines() if line.startswith("pgcdc merge:")]
+    assert any("event(s)" in line for line in summary), done.stderr[-3000:]
+    assert "pgcdc merge:" not in done.stdout
     # each undecodable event once, though a batch may have been cut by the kill and re-run
     dead = spark.read.parquet(str(target / "_pgcdc" / "dead_letter")).collect()
     assert len({(r["partition"], r["offset"]) for r in dead}) == len(dead)
@@ -103,3 +105,40 @@ def test_sigterm_to_pgcdc_merge_stops_the_jvm(
         time.sleep(0.2)
     assert _processes_mentioning(str(target)) == [], "spark-submit's JVM outlived pgcdc merge"
     assert err.count("\n") < 50, err[-3000:]  # Spark's INFO chatter stays off
+
+
+def _merge(args: list[str], spark_jar_paths: list[Path],
+           tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PGCDC_SPARK_JARS": ",".join(map(str, spark_jar_paths))}
+    return subprocess.run(
+        [sys.executable, "-m", "connector.cli", "merge", "--driver-memory", "1g",
+         "--topic-prefix", "nothing", "--target", str(tmp_path / "lake"),
+         "--trigger", "available-now", *args],
+        env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_unreachable_kafka_or_registry_is_one_line(
+        registry, kafka, tmp_path: Path, spark_jar_paths: list[Path]) -> None:  # type: ignore[no-untyped-def]
+    """Said in seconds, as the last line of stderr, not after Spark's minutes of retries."""
+    from devstack.ports import free_port
+
+    dead = f"127.0.0.1:{free_port()}"
+    for args, needle in (
+            (["--bootstrap-servers", dead, "--schema-registry-url", registry.url],
+             f"pgcdc merge: cannot connect to Kafka at {dead}"),
+            (["--bootstrap-servers", kafka.bootstrap, "--schema-registry-url",
+              f"http://{dead}/apis/ccompat/v7"], f"pgcdc merge: schema registry http://{dead}")):
+        done = _merge(args, spark_jar_paths, tmp_path)
+        assert done.returncode == 1, done.stderr[-3000:]
+        assert done.stderr.strip().splitlines()[-1].startswith(needle), done.stderr[-3000:]
+        assert "Traceback" not in done.stderr + done.stdout
+        assert done.stderr.count("\n") < 30, done.stderr[-3000:]
+    assert not (tmp_path / "lake").exists()  # nothing was started
+
+
+def test_usage_error_before_any_jvm(tmp_path: Path, spark_jar_paths: list[Path]) -> None:
+    done = _merge(["--bootstrap-servers", "k:1", "--schema-registry-url", "http://r",
+                   "--format", "csv"], spark_jar_paths, tmp_path)
+    assert done.returncode == 2
+    assert "pgcdc merge: error: argument --format" in done.stderr
+    assert "WARN" not in done.stderr  # no Spark was started

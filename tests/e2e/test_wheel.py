@@ -68,7 +68,9 @@ def test_merge_short_real_run(installed: Path, tmp_path: Path, kafka, registry, 
                 "--bootstrap-servers", kafka.bootstrap, "--schema-registry-url", registry.url,
                 "--topic-prefix", prefix, "--target", str(target), "--trigger", "available-now"],
                cwd=tmp_path, env=outside_env())
-    assert "event(s)" in done.stdout  # spark-submit's PythonRunner merges the driver's streams
+    # The job's own lines on stderr, though spark-submit merges the driver's streams.
+    assert "pgcdc merge:" in done.stderr and "event(s)" in done.stderr, done.stderr[-3000:]
+    assert "pgcdc merge:" not in done.stdout
     assert "Warning" not in done.stderr, done.stderr[-3000:]
     for table in scenario.EXPECTED:
         assert (target / table / "_delta_log").is_dir(), table

@@ -38,13 +38,13 @@ def test_main_passes_spark_options_through(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("PGCDC_SPARK_JARS", "")
     assert submit.main(["--master", "spark://h:7077", "--conf", "spark.a=1",
                         "--conf", "spark.b=x=y", "--driver-memory", "1g",
-                        "--target", "/t", "--trigger", "available-now"]) == 0
+                        *JOB, "--target", "/t", "--trigger", "available-now"]) == 0
     cmd = ran[0]
     assert cmd[cmd.index("--master") + 1] == "spark://h:7077"
     assert cmd[cmd.index("--driver-memory") + 1] == "1g"
     assert "spark.a=1" in cmd and "spark.b=x=y" in cmd and "--packages" in cmd
     assert cmd[-4:] == ["--target", "/t", "--trigger", "available-now"]
-    assert submit.main(["--jars", "/a.jar,/b.jar", "--target", "/t"]) == 0
+    assert submit.main(["--jars", "/a.jar,/b.jar", *JOB, "--target", "/t"]) == 0
     assert ran[1][1:3] == ["--jars", "/a.jar,/b.jar"]
 
 
@@ -68,10 +68,23 @@ def test_spark_submit_binary() -> None:
     assert Path(submit.spark_submit_binary({})).name == "spark-submit"
 
 
+# The job's required arguments: `pgcdc merge` checks them before starting spark-submit.
+JOB = ["--bootstrap-servers", "k:9092", "--schema-registry-url", "http://r", "--topic-prefix", "p"]
+
+
+def test_main_refuses_a_usage_error_before_spark_submit(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(submit, "run", lambda cmd, env: pytest.fail("spark-submit started"))
+    with pytest.raises(SystemExit) as exited:
+        submit.main([*JOB, "--target", "/t", "--trigger", "soon"])
+    assert exited.value.code == 2
+    assert "pgcdc merge: error: --trigger must be an interval" in capsys.readouterr().err
+
+
 def test_main_reports_a_missing_spark_submit(monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     def fail(env: object = None) -> str:
         raise submit.SubmitError("spark-submit not found: install pyspark or set SPARK_HOME")
     monkeypatch.setattr(submit, "spark_submit_binary", fail)
-    assert submit.main(["--target", "/t"]) == 2
+    assert submit.main([*JOB, "--target", "/t"]) == 2
     assert "pgcdc merge: spark-submit not found" in capsys.readouterr().err
