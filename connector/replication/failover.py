@@ -36,15 +36,18 @@ _RESNAPSHOT = ("take a new snapshot into a new slot (pgcdc run --snapshot initia
 
 
 def check_slot_continuity(slot: str, found_confirmed: int | None, exists: bool,
-                          sent_flush: int | None) -> None:
+                          sent_flush: int | None, server: str = "the server") -> None:
     """Raise a non-transient SourceError when streaming from the slot would skip changes.
 
-    `sent_flush` is None before this process confirmed anything (no progress to compare).
+    `sent_flush` is None before this process confirmed anything (no progress to compare);
+    `server` names the server reached (host:port: after a failover, the promoted standby).
     """
     if not exists:
-        raise SourceError(f"replication slot {slot!r} is gone (dropped, or not synced to the "
-                          f"promoted standby); changes after {lsn_to_str(sent_flush or 0)} "
-                          f"cannot be recovered: {_RESNAPSHOT}")
+        raise SourceError(f"replication slot {slot!r} does not exist on the primary now reached "
+                          f"({server}): it was dropped, or this is a promoted standby that did "
+                          "not sync it (a failover slot, and sync_replication_slots = on on the "
+                          f"standby); changes after {lsn_to_str(sent_flush or 0)} cannot be "
+                          f"recovered: {_RESNAPSHOT}")
     if sent_flush is None or found_confirmed is None:
         return
     if found_confirmed > sent_flush:
