@@ -267,7 +267,10 @@ def wait_synced(standby: Postgres, slot: str, producer: Producer, timeout: float
 
 def test_failover_continues_from_the_synced_slot(pair_factory, kafka, registry, spark,
                                                  tmp_path: Path) -> None:
+    began = time.monotonic()
+    phases: dict[str, float] = {}
     pair: StandbyPair = pair_factory(sync_slots=True)
+    phases["pair"] = time.monotonic() - began
     with psycopg.connect(pair.dsn, autocommit=True) as conn:
         for statement in DDL:
             conn.execute(statement)  # type: ignore[arg-type]
@@ -279,12 +282,15 @@ def test_failover_continues_from_the_synced_slot(pair_factory, kafka, registry, 
         assert _one(pair.primary.dsn, "SELECT failover FROM pg_replication_slots"
                     " WHERE slot_name = %s", producer.slot) is True
         workload.start()
+        phases["streaming"] = time.monotonic() - began
         synced = wait_synced(pair.standby, producer.slot, producer)
+        phases["synced"] = time.monotonic() - began
         time.sleep(1.0)  # more changes in flight at the crash
         pair.crash_primary()
         pair.promote()
         before = workload.commits.get(pair.standby.port, 0)
         producer.wait_active(pair.standby)  # reconnected by itself to the new primary
+        phases["reconnected"] = time.monotonic() - began
         deadline = time.monotonic() + 60
         while workload.commits.get(pair.standby.port, 0) < before + 100:
             assert workload.error is None and time.monotonic() < deadline, workload.error
@@ -300,6 +306,7 @@ def test_failover_continues_from_the_synced_slot(pair_factory, kafka, registry, 
     finally:
         workload.done.set()
         producer.kill()
+    phases["stopped"] = time.monotonic() - began
     out = producer.output()
     assert "reconnecting" in out and "Traceback" not in out, out[-4000:]
     assert workload.commits.get(pair.primary.port, 0) > 0
@@ -318,10 +325,13 @@ def test_failover_continues_from_the_synced_slot(pair_factory, kafka, registry, 
             f"in PostgreSQL {sorted(expected.keys() - folded.keys())[:10]}, different "
             f"{[k for k in folded.keys() & expected.keys() if folded[k] != expected[k]][:10]}")
 
+    phases["folded"] = time.monotonic() - began
     target = tmp_path / "lake"
     stats = run_merge(spark, MergeConfig(bootstrap_servers=kafka.bootstrap,
                                          schema_registry_url=registry.url, target=str(target),
                                          topic_prefix=producer.prefix, trigger="available-now"))
+    phases["merged"] = time.monotonic() - began
+    print("phases (s since start):", {k: round(v, 1) for k, v in phases.items()})
     assert stats.dead_letters == 0
     for table, key in TABLES.items():
         result = compare(f"{SCHEMA}.{table}", pg_rows(new_primary, SCHEMA, table),
