@@ -62,14 +62,19 @@ def failover_state(conn: psycopg.Connection[tuple], slot: str) -> str:  # type: 
     if conn.info.server_version < 170000:
         return "not available (PostgreSQL 17+ has failover slots)"
     row = conn.execute(
-        "SELECT failover, synced, pg_is_in_recovery(),"
+        "SELECT failover, synced, temporary, pg_is_in_recovery(),"
         " pg_wal_lsn_diff(pg_last_wal_replay_lsn(), confirmed_flush_lsn)::bigint"
         " FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", (slot,)).fetchone()
     if row is None:
         return "-"
-    failover, synced, standby, behind = row
+    failover, synced, temporary, standby, behind = row
     text = "on" if failover else "off"
-    if standby:
+    if standby and synced and temporary:
+        # The first synced copy stays temporary until the primary's slot has advanced past
+        # what this standby can decode from; a promotion drops a temporary slot.
+        text += ("; synced copy still temporary (a promotion now would lose it): wait until "
+                 "the producer has confirmed progress on the primary")
+    elif standby:
         text += (f"; synced from the primary, {behind if behind is not None else '?'} bytes "
                  "behind this standby's replay" if synced else "; NOT synced from the primary")
     return text

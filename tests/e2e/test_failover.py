@@ -285,6 +285,9 @@ def test_failover_continues_from_the_synced_slot(pair_factory, kafka, registry, 
         phases["streaming"] = time.monotonic() - began
         synced = wait_synced(pair.standby, producer.slot, producer)
         phases["synced"] = time.monotonic() - began
+        status = subprocess.run([PGCDC, "status", "--dsn", pair.standby.dsn, "--slot",
+                                 producer.slot], capture_output=True, text=True, timeout=60)
+        assert "failover: on; synced from the primary" in status.stdout, status
         time.sleep(1.0)  # more changes in flight at the crash
         pair.crash_primary()
         pair.promote()
