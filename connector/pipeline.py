@@ -241,8 +241,9 @@ class Pipeline:
     def _session(self, proto: int) -> None:
         """One replication connection, from the slot's confirmed position to a stop."""
         slot = self.admin.slot(self.cfg.slot)
+        info = self.admin.conn.info  # with a multi-host DSN, the host libpq chose
         check_slot_continuity(self.cfg.slot, slot.confirmed_flush_lsn if slot else None,
-                              slot is not None, self.sent_flush)
+                              slot is not None, self.sent_flush, f"{info.host}:{info.port}")
         assert slot is not None
         self.admin.check_slot(slot)
         ensure_failover(self.cfg.dsn, self.admin.conn, self.cfg.slot, self.cfg.failover_slot)

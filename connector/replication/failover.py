@@ -36,15 +36,18 @@ _RESNAPSHOT = ("take a new snapshot into a new slot (pgcdc run --snapshot initia
 
 
 def check_slot_continuity(slot: str, found_confirmed: int | None, exists: bool,
-                          sent_flush: int | None) -> None:
+                          sent_flush: int | None, server: str = "the server") -> None:
     """Raise a non-transient SourceError when streaming from the slot would skip changes.
 
-    `sent_flush` is None before this process confirmed anything (no progress to compare).
+    `sent_flush` is None before this process confirmed anything (no progress to compare);
+    `server` names the server reached (host:port: after a failover, the promoted standby).
     """
     if not exists:
-        raise SourceError(f"replication slot {slot!r} is gone (dropped, or not synced to the "
-                          f"promoted standby); changes after {lsn_to_str(sent_flush or 0)} "
-                          f"cannot be recovered: {_RESNAPSHOT}")
+        raise SourceError(f"replication slot {slot!r} does not exist on the primary now reached "
+                          f"({server}): it was dropped, or this is a promoted standby that did "
+                          "not sync it (a failover slot, and sync_replication_slots = on on the "
+                          f"standby); changes after {lsn_to_str(sent_flush or 0)} cannot be "
+                          f"recovered: {_RESNAPSHOT}")
     if sent_flush is None or found_confirmed is None:
         return
     if found_confirmed > sent_flush:
@@ -59,14 +62,19 @@ def failover_state(conn: psycopg.Connection[tuple], slot: str) -> str:  # type: 
     if conn.info.server_version < 170000:
         return "not available (PostgreSQL 17+ has failover slots)"
     row = conn.execute(
-        "SELECT failover, synced, pg_is_in_recovery(),"
+        "SELECT failover, synced, temporary, pg_is_in_recovery(),"
         " pg_wal_lsn_diff(pg_last_wal_replay_lsn(), confirmed_flush_lsn)::bigint"
         " FROM pg_catalog.pg_replication_slots WHERE slot_name = %s", (slot,)).fetchone()
     if row is None:
         return "-"
-    failover, synced, standby, behind = row
+    failover, synced, temporary, standby, behind = row
     text = "on" if failover else "off"
-    if standby:
+    if standby and synced and temporary:
+        # The first synced copy stays temporary until the primary's slot has advanced past
+        # what this standby can decode from; a promotion drops a temporary slot.
+        text += ("; synced copy still temporary (a promotion now would lose it): wait until "
+                 "the producer has confirmed progress on the primary")
+    elif standby:
         text += (f"; synced from the primary, {behind if behind is not None else '?'} bytes "
                  "behind this standby's replay" if synced else "; NOT synced from the primary")
     return text

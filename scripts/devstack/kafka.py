@@ -92,7 +92,9 @@ class Kafka:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         config = self._config()
         if not (self.base_dir / "data" / "meta.properties").exists():
-            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster_id = "-"
+            while cluster_id.startswith("-"):  # StorageTool would read "-..." as an option
+                cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             process.run(self._java("kafka.tools.StorageTool", "format", "--standalone",
                                    "-t", cluster_id, "-c", str(config)),
                         "Kafka storage format", log=self.base_dir / "format.log")

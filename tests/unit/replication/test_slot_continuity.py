@@ -7,8 +7,9 @@ from connector.replication.failover import check_slot_continuity
 
 
 def test_missing_slot_is_refused_with_what_to_do() -> None:
-    with pytest.raises(SourceError, match="is gone.*--snapshot initial") as info:
-        check_slot_continuity("pgcdc", None, False, 0x1000)
+    with pytest.raises(SourceError, match="does not exist on the primary now reached "
+                       r"\(db2:5433\).*sync_replication_slots.*--snapshot initial") as info:
+        check_slot_continuity("pgcdc", None, False, 0x1000, "db2:5433")
     assert not info.value.transient
     assert "\n" not in str(info.value)
 
