@@ -37,7 +37,7 @@ def test_spark_submit_killed_mid_stream_then_resumed(
                                 start_new_session=True)
     commits = target / "_pgcdc" / "checkpoint" / "commits"
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 420  # a loaded machine starts the JVM slowly
         while not (commits / "1").exists():
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, log.read_text()[-3000:]
@@ -88,7 +88,7 @@ def test_sigterm_to_pgcdc_merge_stops_the_jvm(
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     commits = target / "_pgcdc" / "checkpoint" / "commits"
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 420  # a loaded machine starts the JVM slowly
         while not (commits / "0").exists():
             assert proc.poll() is None, proc.communicate()[1][-3000:]
             assert time.monotonic() < deadline
