@@ -40,8 +40,8 @@ from connector.names import namespace_of, table_topic, to_avro_name
 from connector.pgoutput.messages import Relation
 from connector.pgtypes import TypeCatalog
 
-from .columns import ColumnCodec, Converter, column_codec
 from .fixed import fixed_schema
+from .typemap import ColumnCodec, Converter, column_codec
 
 __all__ = ["ARRAY_DIMS_QUERY", "ColumnSpec", "TableSchemas", "derive_table_schemas",
            "envelope_schema", "render"]

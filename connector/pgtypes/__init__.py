@@ -1,5 +1,6 @@
-"""PostgreSQL type OID -> Python value, for pgoutput's text and binary tuple formats, and the
-Avro type each maps to. Pure: no IO.
+"""PostgreSQL type OID -> Python value, for pgoutput's text and binary tuple formats. Pure: no
+IO, and no output format: the Avro type of each is `connector.avro.typemap`'s (which also
+holds the "adding a type" checklist).
 
 Typical use, once per Relation message::
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 from . import oids
 from ._base import BinaryLoader, TextLoader
-from .avro import MAX_DECIMAL_PRECISION, AvroSchema, Converter, avro_converter, avro_schema
 from .catalog import (
     CATALOG_QUERY,
     ColumnType,
@@ -48,12 +48,9 @@ __all__ = [
     "INFINITY",
     "INTERVAL_INFINITY",
     "INTERVAL_NEG_INFINITY",
-    "MAX_DECIMAL_PRECISION",
     "NEG_INFINITY",
-    "AvroSchema",
     "BinaryLoader",
     "ColumnType",
-    "Converter",
     "Infinity",
     "Interval",
     "OutOfRange",
@@ -64,8 +61,6 @@ __all__ = [
     "TypeCatalog",
     "TypeKind",
     "Unknown",
-    "avro_converter",
-    "avro_schema",
     "numeric_precision_scale",
     "oids",
     "to_jsonable",

@@ -1,10 +1,12 @@
-"""PostgreSQL's text of IPv6 inet/cidr values (outputs taken from PostgreSQL 15 and 18)."""
+"""PostgreSQL's text of IPv6 inet/cidr values, as their Avro strings (outputs taken from
+PostgreSQL 15 and 18)."""
 
 from __future__ import annotations
 
 import pytest
 
-from connector.pgtypes import TypeCatalog, avro_converter, oids
+from connector.avro.typemap import column_codec
+from connector.pgtypes import TypeCatalog, oids
 from connector.pgtypes.net import load_cidr_text, load_inet_binary, load_inet_text
 
 # PostgreSQL's output for each input (SELECT '<input>'::inet / ::cidr)
@@ -20,7 +22,8 @@ CIDR = {"::ffff:1.2.3.0/120": "::ffff:1.2.3.0/120", "2001:db8::/32": "2001:db8::
 
 @pytest.mark.parametrize(("text", "expected"), INET.items())
 def test_inet_avro_string_is_postgres_text(text: str, expected: str) -> None:
-    convert = avro_converter(TypeCatalog(), oids.INET)
+    convert = column_codec(TypeCatalog(), oids.INET).convert
+    assert convert is not None
     assert convert(load_inet_text(expected)) == expected
     value = load_inet_text(text)
     assert convert(value) == expected
@@ -33,5 +36,6 @@ def test_inet_avro_string_is_postgres_text(text: str, expected: str) -> None:
 
 @pytest.mark.parametrize(("text", "expected"), CIDR.items())
 def test_cidr_avro_string_is_postgres_text(text: str, expected: str) -> None:
-    convert = avro_converter(TypeCatalog(), oids.CIDR)
+    convert = column_codec(TypeCatalog(), oids.CIDR).convert
+    assert convert is not None
     assert convert(load_cidr_text(text)) == expected

@@ -1,5 +1,6 @@
-"""Avro schema fragments and converters: every loaded value encodes with fastavro and reads
-back as the documented datum."""
+"""The PostgreSQL -> Avro type mapping (connector/avro/typemap.py): every column type's Avro
+type is the contract's, and every loaded value encodes with fastavro and reads back as the
+documented datum; arrays take their declared dimensions."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from uuid import UUID
 
 import fastavro
 import pytest
+from avro_helpers import ENUM_ARRAY_OID, catalog
 
+from connector.avro.typemap import JSON_CONNECT_NAME, Converter, column_codec
 from connector.pgtypes import (
     INFINITY,
     NEG_INFINITY,
@@ -21,8 +24,6 @@ from connector.pgtypes import (
     OutOfRange,
     TypeCatalog,
     Unknown,
-    avro_converter,
-    avro_schema,
     oids,
 )
 
@@ -45,9 +46,18 @@ def _round_trip(schema: Any, datum: Any) -> Any:
     return fastavro.schemaless_reader(buffer, parsed, parsed)["v"]  # type: ignore[call-overload, index]
 
 
+def avro_type(oid: int, mod: int = -1) -> Any:
+    return column_codec(CATALOG, oid, mod).avro_type
+
+
+def converter(oid: int, mod: int = -1) -> Converter:
+    """The column's converter; identity where the loaded value is the datum already."""
+    convert = column_codec(CATALOG, oid, mod).convert
+    return (lambda value: value) if convert is None else convert
+
+
 def encode(oid: int, value: Any, mod: int = -1) -> Any:
-    schema = avro_schema(CATALOG, oid, mod)
-    return _round_trip(schema, avro_converter(CATALOG, oid, mod)(value))
+    return _round_trip(avro_type(oid, mod), converter(oid, mod)(value))
 
 
 @pytest.mark.parametrize(
@@ -77,16 +87,17 @@ def encode(oid: int, value: Any, mod: int = -1) -> Any:
             {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 5},
         ),
         (oids.NUMERIC, typmod(39, 2), "string"),
-        (oids.MONEY, -1, {"type": "bytes", "logicalType": "decimal", "precision": 19, "scale": 2}),
+        (oids.MONEY, -1, "string"),
         (oids.DATE, -1, {"type": "int", "logicalType": "date"}),
         (oids.TIME, -1, {"type": "long", "logicalType": "time-micros"}),
-        (oids.TIMESTAMP, -1, {"type": "long", "logicalType": "timestamp-micros"}),
+        (oids.TIMESTAMP, -1, {"type": "long", "logicalType": "local-timestamp-micros"}),
         (oids.TIMESTAMPTZ, -1, {"type": "long", "logicalType": "timestamp-micros"}),
         (oids.TIMETZ, -1, "string"),
         (oids.INTERVAL, -1, "string"),
         (oids.UUID, -1, {"type": "string", "logicalType": "uuid"}),
         (oids.BYTEA, -1, "bytes"),
-        (oids.JSONB, -1, "string"),
+        (oids.JSON, -1, {"type": "string", "connect.name": JSON_CONNECT_NAME}),
+        (oids.JSONB, -1, {"type": "string", "connect.name": JSON_CONNECT_NAME}),
         (oids.INET, -1, "string"),
         (oids.VARBIT, -1, "string"),
         (16400, -1, "string"),
@@ -97,7 +108,7 @@ def encode(oid: int, value: Any, mod: int = -1) -> Any:
     ],
 )
 def test_schema_fragments(oid: int, mod: int, schema: Any) -> None:
-    assert avro_schema(CATALOG, oid, mod) == schema
+    assert avro_type(oid, mod) == schema
     fastavro.parse_schema(
         {"type": "record", "name": "r", "fields": [{"name": "v", "type": schema}]}
     )
@@ -115,9 +126,9 @@ def test_scalars_round_trip_through_fastavro() -> None:
     assert encode(oids.NUMERIC, Decimal("NaN"), typmod(10, 2)) is None
     assert encode(oids.NUMERIC, Decimal("12000"), typmod(3, -3)) == Decimal("12000")
     assert encode(16410, Decimal("-0.01")) == Decimal("-0.01")
-    assert encode(oids.MONEY, Decimal("-92233720368547758.08")) == Decimal("-92233720368547758.08")
+    assert encode(oids.MONEY, Decimal("-92233720368547758.08")) == "-92233720368547758.08"
     assert encode(oids.BYTEA, b"\x00") == b"\x00"
-    assert avro_converter(CATALOG, oids.UUID)(UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
+    assert converter(oids.UUID)(UUID(int=1)) == "00000000-0000-0000-0000-000000000001"
     assert encode(oids.UUID, UUID(int=1)) == UUID(int=1)  # fastavro reads logicalType uuid back
     assert encode(oids.INET, ip_interface("10.1.2.3/8")) == "10.1.2.3/8"
     assert encode(oids.CIDR, ip_network("::/0")) == "::/0"
@@ -126,13 +137,14 @@ def test_scalars_round_trip_through_fastavro() -> None:
     assert encode(16400, "happy") == "happy"
     assert encode(99999, Unknown(99999, "(1,x)")) == "(1,x)"
     assert encode(99999, Unknown(99999, b"\x01\xff")) == "\\x01ff"
-    assert avro_converter(CATALOG, oids.INT4)(None) is None
+    assert column_codec(CATALOG, oids.INT4).convert is None  # identity: no call per value
+    assert converter(oids.UUID)(None) is None
 
 
 def test_dates_and_times() -> None:
     assert encode(oids.DATE, dt.date(1970, 1, 2)) == dt.date(1970, 1, 2)
-    assert avro_converter(CATALOG, oids.DATE)(dt.date(1969, 12, 31)) == -1
-    to_micros = avro_converter(CATALOG, oids.TIMESTAMP)
+    assert converter(oids.DATE)(dt.date(1969, 12, 31)) == -1
+    to_micros = converter(oids.TIMESTAMP)
     # naive timestamps are the wall clock read as UTC, never the host's time zone
     assert to_micros(dt.datetime(1970, 1, 1, 0, 0, 1)) == 1_000_000
     assert to_micros(dt.datetime(2024, 1, 1, tzinfo=UTC)) == 1_704_067_200_000_000
@@ -148,13 +160,15 @@ def test_values_outside_0001_to_9999_are_clamped_to_what_readers_hold() -> None:
         assert encode(oids.DATE, value) == dt.date.min
     # timestamptz a day inside: it stays in range shown in any time zone
     zoned_top, zoned_bottom = top - dt.timedelta(days=1), bottom + dt.timedelta(days=2)
+    # timestamp is a local-timestamp-micros: it reads back naive
     for oid, high, low in ((oids.TIMESTAMP, top, bottom),
-                           (oids.TIMESTAMPTZ, zoned_top, zoned_bottom)):
+                           (oids.TIMESTAMPTZ, zoned_top.replace(tzinfo=UTC),
+                            zoned_bottom.replace(tzinfo=UTC))):
         for value in (INFINITY, OutOfRange("timestamp", 2**63 + 5),
                       OutOfRange("timestamp", 253_402_300_800_000_000)):
-            assert encode(oid, value) == high.replace(tzinfo=UTC)
+            assert encode(oid, value) == high
         for value in (NEG_INFINITY, OutOfRange("timestamp", -(10**17))):
-            assert encode(oid, value) == low.replace(tzinfo=UTC)
+            assert encode(oid, value) == low
     assert encode(oids.TIMESTAMPTZ, dt.datetime(1, 1, 2, tzinfo=UTC)) == zoned_bottom.replace(
         tzinfo=UTC)
     assert encode(oids.TIMESTAMPTZ, dt.datetime(9999, 12, 31, tzinfo=UTC)) == zoned_top.replace(
@@ -176,7 +190,7 @@ def test_arrays() -> None:
     assert encode(1007, [1, None, 3]) == [1, None, 3]
     assert encode(1007, [[1, 2], [None, 4]]) == [1, 2, None, 4]  # flattened, row-major
     assert encode(oids.ARRAY_OF[oids.TIMESTAMP], [dt.datetime(1970, 1, 1), None]) == [
-        dt.datetime(1970, 1, 1, tzinfo=UTC), None]  # fmt: skip
+        dt.datetime(1970, 1, 1), None]  # fmt: skip
     assert encode(oids.ARRAY_OF[oids.NUMERIC], [[Decimal("1.5")], [Decimal("NaN")]]) == [
         "1.5",
         "NaN",
@@ -193,8 +207,51 @@ def test_loaded_values_from_both_formats_encode_identically() -> None:
         (oids.TIMESTAMPTZ, "2024-01-01 05:30:00+05:30", struct.pack(">q", 757_382_400_000_000)),
         (oids.NUMERIC, "1.50", struct.pack(">hhHHHH", 2, 0, 0, 2, 1, 5000)),
     ]:
-        schema = avro_schema(catalog, oid)
-        convert = avro_converter(catalog, oid)
+        codec = column_codec(catalog, oid)
+        schema = codec.avro_type
+        convert = codec.convert or (lambda value: value)
         from_text = convert(catalog.text_loader(oid)(text))
         from_binary = convert(catalog.binary_loader(oid)(binary))
         assert _round_trip(schema, from_text) == _round_trip(schema, from_binary)
+
+
+def test_contract_types() -> None:
+    cat = catalog()
+    assert column_codec(cat, oids.TIMESTAMP).avro_type == {
+        "type": "long", "logicalType": "local-timestamp-micros"}
+    assert column_codec(cat, oids.JSONB).avro_type == {
+        "type": "string", "connect.name": JSON_CONNECT_NAME}
+    money = column_codec(cat, oids.MONEY)
+    assert money.avro_type == "string"
+    assert money.convert is not None
+    assert column_codec(cat, oids.INT4).convert is None  # identity: no call per value
+
+
+def test_timestamp_datum_is_wall_clock_micros() -> None:
+    codec = column_codec(catalog(), oids.TIMESTAMP)
+    assert codec.convert is not None
+    assert codec.convert(dt.datetime(1970, 1, 1, 0, 0, 1)) == 1_000_000
+    assert codec.convert(INFINITY) == 253_402_300_799_999_999  # 9999-12-31 23:59:59.999999
+
+
+def test_array_shapes() -> None:
+    cat = catalog()
+    two = column_codec(cat, oids.ARRAY_OF[oids.INT4], dims=2).convert
+    assert two is not None
+    assert two([[1, 2], [3, None]]) == [[1, 2], [3, None]]
+    assert two([[[1, 2], [3]], [[4]]]) == [[1, 2, 3], [4]]  # deeper than declared: flattened
+    assert two([1, 2]) == [[1, 2]]  # shallower: wrapped
+    assert two([]) == []
+    one = column_codec(cat, oids.ARRAY_OF[oids.INT4]).convert
+    assert one is not None
+    same = [1, None, 3]
+    assert one(same) is same  # nothing to convert: the list itself
+    assert one([[1, 2], [3, 4]]) == [1, 2, 3, 4]
+    dates = column_codec(cat, oids.ARRAY_OF[oids.DATE], dims=2).convert
+    assert dates is not None
+    assert dates([[dt.date(1970, 1, 3), None], [INFINITY]]) == [[2, None], [2_932_896]]
+
+
+def test_enum_array_is_array_of_strings() -> None:
+    codec = column_codec(catalog(), ENUM_ARRAY_OID)
+    assert codec.avro_type == {"type": "array", "items": ["null", "string"]}
