@@ -12,6 +12,8 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from .names import q as q  # re-exported: the SQL quoting the job's modules use
+
 OP = "_cdc_op"
 LSN = "_cdc_commit_lsn"
 IDX = "_cdc_txn_index"
@@ -26,11 +28,6 @@ class Position(NamedTuple):
 
     commit_lsn: int
     txn_index: int
-
-
-def q(name: str) -> str:
-    """Backtick-quote a column name for SQL expressions."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def row_columns(df: DataFrame) -> list[str]:

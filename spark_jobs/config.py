@@ -31,6 +31,8 @@ class MergeConfig:
     kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* passed through
     parallel_tables: int = 2  # tables of a batch written concurrently
     table_properties: dict[str, str] = field(default_factory=dict)  # of new Delta tables
+    column_mapping: bool = False  # new Delta tables: column mapping, PostgreSQL column names
+    database: str | None = None  # register each Delta table in this catalog database
 
     def __post_init__(self) -> None:
         if bool(self.topic_prefix) == bool(self.topics):
@@ -48,6 +50,11 @@ class MergeConfig:
         if any(not k.startswith("delta.") for k in self.table_properties):
             raise ValueError("--table-property keys must start with 'delta.': "
                              f"{sorted(self.table_properties)}")
+        if self.format == "parquet" and (self.column_mapping or self.database):
+            raise ValueError("--column-mapping and --database apply to Delta tables, not to "
+                             "--format parquet")
+        if self.database is not None and not self.database.strip():
+            raise ValueError("--database needs a name")
         bad = [k for k in self.kafka_options if not k.startswith("kafka.")]
         if bad:
             raise ValueError(f"Kafka options must start with 'kafka.': {bad}")
@@ -138,6 +145,13 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     p.add_argument("--change-data-feed", action="store_true",
                    help="new Delta tables record their Change Data Feed "
                         "(delta.enableChangeDataFeed=true)")
+    p.add_argument("--column-mapping", action="store_true",
+                   help="new Delta tables use column mapping (delta.columnMapping.mode=name) "
+                        "and keep the PostgreSQL column names (spaces, punctuation, any "
+                        "letters); existing tables keep theirs")
+    p.add_argument("--database", metavar="NAME",
+                   help="register each Delta table in the Spark catalog as "
+                        "NAME.<schema>__<table> (created if missing)")
     return p
 
 
@@ -161,6 +175,8 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "merge.py") -> Mer
             kafka_options=dict(args.kafka_option),
             parallel_tables=args.parallel_tables,
             table_properties=_table_properties(args.table_property, args.change_data_feed),
+            column_mapping=args.column_mapping,
+            database=args.database,
         )
     except ValueError as exc:
         p.error(str(exc))

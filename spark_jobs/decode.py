@@ -29,14 +29,20 @@ class NotAnEnvelope(ValueError):
 @dataclass
 class TopicPlan:
     """What one topic's rows in a batch need: the decodable writer schemas, the rejected ids
-    with their reasons, and the key columns (from the newest key schema seen)."""
+    with their reasons, and the key record (the newest key schema seen)."""
 
     schemas: dict[int, dict[str, Any]] = field(default_factory=dict)
     rejected: dict[int, str] = field(default_factory=dict)
-    key: list[str] | None = None
+    key_record: dict[str, Any] | None = None
     key_schema_id: int = -1
     events: int = 0
     framing_problems: int = 0
+
+    def key_columns(self, original: bool = False) -> list[str] | None:
+        """The table's key columns, named like its other columns (`column_names`)."""
+        if self.key_record is None:
+            return None
+        return list(column_names(self.key_record, original).values())
 
 
 def _record(schema: Any, named: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -71,10 +77,6 @@ def value_record(envelope: dict[str, Any]) -> dict[str, Any]:
     raise NotAnEnvelope("Envelope without a Value record")
 
 
-def key_columns(key_schema: dict[str, Any]) -> list[str]:
-    return list(column_names(key_schema).values())
-
-
 def plan_batch(summary: list[Any], cache: SchemaCache) -> dict[str, TopicPlan]:
     """From the batch summary rows (topic, problem, sid, key_sid, n), per topic: fetch each
     writer schema once (cached across batches) and sort ids into decodable and rejected."""
@@ -97,16 +99,16 @@ def plan_batch(summary: list[Any], cache: SchemaCache) -> dict[str, TopicPlan]:
         key_sid = row[KEY_SCHEMA_ID]
         if key_sid is not None and int(key_sid) > plan.key_schema_id:
             try:
-                plan.key = key_columns(cache.get(int(key_sid)))
+                plan.key_record = cache.get(int(key_sid))
                 plan.key_schema_id = int(key_sid)
             except SchemaLookupError:
                 pass  # keys are only read for their column names; the value decides
     return dict(plans)
 
 
-def _flatten(decoded: Column, schema: dict[str, Any]) -> list[Column]:
+def _flatten(decoded: Column, schema: dict[str, Any], original: bool) -> list[Column]:
     """Row columns (from `after`, or `before` for a delete) + metadata, named per the table."""
-    mapping = column_names(value_record(schema))
+    mapping = column_names(value_record(schema), original)
     row = F.coalesce(decoded["after"], decoded["before"])
     has_toast = any(f["name"] == "unchanged_toast" for f in schema["fields"])
     toast: Column = decoded["unchanged_toast"] if has_toast else F.array().cast("array<string>")
@@ -123,10 +125,12 @@ def _flatten(decoded: Column, schema: dict[str, Any]) -> list[Column]:
     ]
 
 
-def decode_topic(frames: DataFrame, topic: str, plan: TopicPlan) -> DataFrame:
+def decode_topic(frames: DataFrame, topic: str, plan: TopicPlan, original: bool = False
+                 ) -> DataFrame:
     """Decoded changes of one topic, one `from_avro` per writer schema, unioned by column name
     (a column missing from a schema — added later or dropped — is NULL there). A body Avro
-    cannot read leaves every column NULL and `_cdc_op` NULL: see `split_corrupt`."""
+    cannot read leaves every column NULL and `_cdc_op` NULL: see `split_corrupt`.
+    `original`: columns take the PostgreSQL names (a table with column mapping)."""
     parts = []
     for sid, schema in sorted(plan.schemas.items()):
         rows = frames.where((F.col("topic") == topic) & (F.col(SCHEMA_ID) == sid)
@@ -135,7 +139,7 @@ def decode_topic(frames: DataFrame, topic: str, plan: TopicPlan) -> DataFrame:
         parts.append(rows.select(
             "topic", F.col("partition").alias(PARTITION), F.col("offset").alias(OFFSET),
             "timestamp", "key", "value", decoded.alias("_e"),
-        ).select("*", *_flatten(F.col("_e"), schema)).drop("_e"))
+        ).select("*", *_flatten(F.col("_e"), schema, original)).drop("_e"))
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part, allowMissingColumns=True)

@@ -27,12 +27,20 @@ from .changes import (
     row_columns,
     truncate_position,
 )
-from .plan import MergePlan, merge_plan, not_deleted_later
+from .files import HadoopFs
+from .plan import MergePlan, merge_plan, not_deleted_later, sql_string
 from .widening import widened
 
 log = logging.getLogger(__name__)
 
 TRUNCATE_LSN, TRUNCATE_IDX = "pgcdc.truncate.commitLsn", "pgcdc.truncate.txnIndex"
+COLUMN_MAPPING = "delta.columnMapping.mode"
+# Name mode and the lowest protocol that has it (reader 2: Delta 1.2+; spark_jobs/README.md).
+MAPPING_PROPERTIES = {COLUMN_MAPPING: "name", "delta.minReaderVersion": "2",
+                      "delta.minWriterVersion": "5"}
+# Delta's MERGE repartitions by the partition columns' unquoted names before writing, so a
+# partition column with a dot (`a.b`) is taken for a nested field (UNRESOLVED_COLUMN).
+REPARTITION_BEFORE_WRITE = "spark.databricks.delta.merge.repartitionBeforeWrite.enabled"
 META_FIELDS = [StructField(OP, StringType()), StructField(LSN, LongType()),
                StructField(IDX, LongType()), StructField(TS, LongType())]
 
@@ -52,17 +60,21 @@ class BatchFacts:
 
 
 @contextmanager
-def idempotent(spark: SparkSession, app_id: str, version: int) -> Iterator[None]:
+def idempotent(spark: SparkSession, app_id: str, version: int,
+               extra: Mapping[str, str] | None = None) -> Iterator[None]:
     """Delta skips a commit whose (txnAppId, txnVersion) it has already recorded: a batch that
     Spark re-runs after a crash does not apply its MERGE twice (the LSN guard would make the
-    second one a no-op anyway; this skips the work)."""
-    spark.conf.set("spark.databricks.delta.write.txnAppId", app_id)
-    spark.conf.set("spark.databricks.delta.write.txnVersion", str(version))
+    second one a no-op anyway; this skips the work). `extra`: more session settings for the
+    same span."""
+    settings = {"spark.databricks.delta.write.txnAppId": app_id,
+                "spark.databricks.delta.write.txnVersion": str(version), **(extra or {})}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        spark.conf.unset("spark.databricks.delta.write.txnAppId")
-        spark.conf.unset("spark.databricks.delta.write.txnVersion")
+        for key in settings:
+            spark.conf.unset(key)
 
 
 def _run(target: DeltaTable, source: DataFrame, plan: MergePlan) -> None:
@@ -81,12 +93,22 @@ class DeltaTableSink:
 
     def __init__(self, root: str, rel_path: str, app_id: str,
                  partition_by: Sequence[str] = (),
-                 properties: Mapping[str, str] | None = None) -> None:
+                 properties: Mapping[str, str] | None = None,
+                 column_mapping: bool = False,
+                 catalog_name: str | None = None) -> None:
         self.path = f"{root.rstrip('/')}/{rel_path}"
         self.tomb_path = f"{root.rstrip('/')}/_pgcdc/tombstones/{rel_path}"
         self.app_id = app_id
         self.partition_by = list(partition_by)
-        self.properties = dict(properties or {})  # set on creation only
+        # Set on creation only; column mapping as asked, unless the user chose the versions.
+        self.properties = {**(MAPPING_PROPERTIES if column_mapping else {}),
+                           **(properties or {})}
+        # New tables with mapping (also when asked with --table-property) take original names.
+        self.column_mapping = self.properties.get(COLUMN_MAPPING, "none") != "none"
+        self.catalog_name = catalog_name  # `db`.`name` to register the table as, or None
+        self._mapped = False  # the table has column mapping (known once loaded or created)
+        self._partitions: list[str] = []
+        self._registered = False
         self._columns: list[str] | None = None  # row columns, None = not loaded yet
         self._types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
         self._has_tombstones = False
@@ -99,6 +121,11 @@ class DeltaTableSink:
             detail = DeltaTable.forPath(spark, self.path).detail().first()
             assert detail is not None
             props = detail["properties"] or {}
+            self._mapped = props.get(COLUMN_MAPPING, "none") != "none"
+            self._partitions = list(detail["partitionColumns"] or [])
+            if self.column_mapping and not self._mapped:
+                log.warning("%s: an existing table without column mapping keeps its column "
+                            "names (--column-mapping applies to new tables)", self.path)
             if TRUNCATE_LSN in props:
                 self._watermark = Position(int(props[TRUNCATE_LSN]), int(props[TRUNCATE_IDX]))
             schema = spark.read.format("delta").load(self.path).schema
@@ -121,6 +148,25 @@ class DeltaTableSink:
         builder.execute()
         self._columns = [f.name for f in fields]
         self._types = {f.name.lower(): f.dataType for f in fields}
+        self._mapped = self.column_mapping
+        self._partitions = list(self.partition_by)
+
+    def original_names(self, spark: SparkSession) -> bool:
+        """Whether the table's columns carry the PostgreSQL names (`names.column_names`): a
+        table with column mapping does, one without keeps the names it has; a table still to
+        be created follows --column-mapping."""
+        return self._mapped if self._load(spark) else self.column_mapping
+
+    def _register(self, spark: SparkSession) -> None:
+        """Register the table in the session catalog (once per run; IF NOT EXISTS, so a name
+        already registered is left as it is)."""
+        if self.catalog_name is None or self._registered:
+            return
+        location = HadoopFs(spark, self.path).qualified(self.path)
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {self.catalog_name} USING DELTA "
+                  f"LOCATION '{sql_string(location)}'")
+        self._registered = True
+        log.info("%s: registered as %s", self.path, self.catalog_name)
 
     def _evolve(self, spark: SparkSession, changes: DataFrame) -> None:
         """Add the columns the source has and the table lacks (a column dropped upstream stays:
@@ -176,10 +222,14 @@ class DeltaTableSink:
     def _create_tombstones(self, spark: SparkSession, key: Sequence[str],
                            latest: DataFrame) -> None:
         fields = [latest.schema[k] for k in key]
-        (DeltaTable.createIfNotExists(spark).location(self.tomb_path)
-         .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
-                                + [StructField(LSN, LongType()), StructField(IDX, LongType())]))
-         .execute())
+        builder = (DeltaTable.createIfNotExists(spark).location(self.tomb_path)
+                   .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
+                                          + [StructField(LSN, LongType()),
+                                             StructField(IDX, LongType())])))
+        if self._mapped:  # the key columns have the table's names
+            for key_, value in MAPPING_PROPERTIES.items():
+                builder = builder.property(key_, value)
+        builder.execute()
         self._has_tombstones = True
         log.info("%s: tombstones at %s", self.path, self.tomb_path)
 
@@ -189,6 +239,7 @@ class DeltaTableSink:
         fresh = not self._load(spark)
         if fresh:
             self._create(spark, changes)
+        self._register(spark)
         self._evolve(spark, changes)
         self._widen(spark, changes)
         assert self._columns is not None
@@ -202,7 +253,8 @@ class DeltaTableSink:
         # A table without replica identity has no key: each change is its own row, and
         # its position makes a replayed insert match itself instead of duplicating.
         merge_key = list(key) if key else [LSN, IDX]
-        latest = latest_per_key(rows.select(*row_columns(rows), *META, TOAST),
+        latest = latest_per_key(rows.select(*[F.col(q(c)) for c in row_columns(rows)],
+                                            *META, TOAST),
                                 merge_key, facts.toast)
         if self._has_tombstones:
             tombstones = spark.read.format("delta").load(self.tomb_path)
@@ -216,7 +268,9 @@ class DeltaTableSink:
                     *[F.col(q(c)) for c in self._columns], *META)
                 _append(live, self.path, f"{self.app_id}:{self.path}", batch_id)
             else:
-                with idempotent(spark, f"{self.app_id}:{self.path}", batch_id):
+                dotted = any("." in c or "`" in c for c in self._partitions)
+                with idempotent(spark, f"{self.app_id}:{self.path}", batch_id,
+                                {REPARTITION_BEFORE_WRITE: "false"} if dotted else None):
                     _run(DeltaTable.forPath(spark, self.path), latest, merge_plan(
                         merge_key, row_columns(rows), self._columns, facts.toast))
             if facts.deletes > 0:

@@ -20,6 +20,10 @@ class HadoopFs:
     def _p(self, path: str) -> Any:
         return self._jvm.org.apache.hadoop.fs.Path(path)
 
+    def qualified(self, path: str) -> str:
+        """`path` absolute, with its scheme (`file:/...`, `s3a://...`): a catalog location."""
+        return str(self._fs.makeQualified(self._p(path)).toString())
+
     def exists(self, path: str) -> bool:
         return bool(self._fs.exists(self._p(path)))
 

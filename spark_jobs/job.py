@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from .changes import IDX, LSN, OP, TOAST, Position
+from .changes import IDX, LSN, OP, TOAST, Position, q
 from .config import MergeConfig
 from .dead_letter import write_dead_letters
 from .decode import (
@@ -27,7 +27,7 @@ from .decode import (
 )
 from .delta_sink import BatchFacts, DeltaTableSink
 from .files import HadoopFs
-from .names import table_of
+from .names import TableId, table_of
 from .parquet_sink import append_change_log
 from .registry import SchemaCache
 from .wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
@@ -114,13 +114,15 @@ class BatchProcessor:
             self._local.spark = session
         return session
 
-    def _sink(self, rel_path: str) -> DeltaTableSink:
+    def _sink(self, table: TableId) -> DeltaTableSink:
         with self._lock:
-            if rel_path not in self._sinks:
-                self._sinks[rel_path] = DeltaTableSink(self.config.target, rel_path, self.app_id,
-                                                       self.config.partition_by,
-                                                       self.config.table_properties)
-            return self._sinks[rel_path]
+            if table.path not in self._sinks:
+                database = self.config.database
+                self._sinks[table.path] = DeltaTableSink(
+                    self.config.target, table.path, self.app_id, self.config.partition_by,
+                    self.config.table_properties, self.config.column_mapping,
+                    f"{q(database)}.{q(table.catalog_name)}" if database else None)
+            return self._sinks[table.path]
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -183,17 +185,21 @@ class BatchProcessor:
                ) -> list[DataFrame]:
         table = table_of(topic)
         started = time.monotonic()
-        decoded = decode_topic(frames, topic, plan).persist()
+        delta = self.config.format == "delta"
+        sink = self._sink(table) if delta else None
+        # The table's naming is fixed when it is created: column mapping, original names.
+        original = sink.original_names(self._session()) if sink else False
+        decoded = decode_topic(frames, topic, plan, original).persist()
         try:
             corrupt, facts = table_facts(decoded)
             decoded_at = time.monotonic()
             changes, dead = split_corrupt(decoded)
-            if self.config.format == "parquet":
+            if sink is None:
                 append_change_log(changes, f"{self.config.target.rstrip('/')}/{table.path}",
                                   batch_id, self.config.partition_by)
             else:
-                self._sink(table.path).apply(self._session(), changes, facts, plan.key,
-                                             batch_id)
+                sink.apply(self._session(), changes, facts, plan.key_columns(original),
+                           batch_id)
             with self._lock:
                 self.stats.tables[table.path] = (self.stats.tables.get(table.path, 0)
                                                  + facts.events)
@@ -276,6 +282,11 @@ def start_merge(spark: SparkSession, config: MergeConfig,
     """Start the streaming query; the caller waits on or stops it."""
     if config.replay:
         _check_replay(spark, config)
+    if config.database:
+        # Here, not per table: concurrent CREATE DATABASE calls may race in a Hive metastore.
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {q(config.database)}")
+        log.info("registering Delta tables in database %s (catalog: %s)", config.database,
+                 spark.conf.get("spark.sql.catalogImplementation", "in-memory"))
     processor = BatchProcessor(spark, config, app_id(spark, config.checkpoint_dir), schemas)
     writer = (kafka_stream(spark, config).writeStream.foreachBatch(processor)
               .option("checkpointLocation", config.checkpoint_dir)

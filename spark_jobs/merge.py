@@ -4,6 +4,7 @@
         --bootstrap-servers HOST:9092 --schema-registry-url URL --topic-prefix P \\
         --target DIR [--checkpoint DIR] [--format delta|parquet] [--trigger 10s|available-now]
         [--replay] [--max-offsets-per-trigger N] [--dead-letter DIR] [--partition-by a,b]
+        [--table-property delta.K=V] [--change-data-feed] [--column-mapping] [--database NAME]
 
 `python -m spark_jobs.submit ...` (and `pgcdc merge`) build that command with the jars.
 """

@@ -47,7 +47,7 @@ def merge_plan(key: Sequence[str], source_columns: Iterable[str], target_columns
         if c not in source:
             update[q(c)] = "NULL"
         elif c in toast:
-            update[q(c)] = (f"CASE WHEN array_contains({SOURCE}.{TOAST}, '{_lit(c)}') "
+            update[q(c)] = (f"CASE WHEN array_contains({SOURCE}.{TOAST}, '{sql_string(c)}') "
                             f"THEN {TARGET}.{q(c)} ELSE {SOURCE}.{q(c)} END")
         else:
             update[q(c)] = f"{SOURCE}.{q(c)}"
@@ -71,5 +71,6 @@ def not_deleted_later(key: Sequence[str]) -> str:
     return f"{key_condition(key)} AND NOT {newer_expr(SOURCE, TARGET)}"
 
 
-def _lit(name: str) -> str:
-    return name.replace("\\", "\\\\").replace("'", "\\'")
+def sql_string(text: str) -> str:
+    """`text` for the inside of a single-quoted Spark SQL string literal."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")

@@ -19,6 +19,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from .names import q
+
 METADATA_PREFIX = "_cdc_"
 
 
@@ -66,7 +68,8 @@ def lake_rows(spark: Any, path: str, key: Sequence[str]) -> TableRows:
     frame = spark.read.format("delta").load(path)
     columns = [c for c in frame.columns if not c.startswith(METADATA_PREFIX)]
     rows = {}
-    for record in frame.select(*columns).collect():
+    # Quoted: lake column names may hold dots or backticks (column mapping).
+    for record in frame.select(*map(q, columns)).collect():
         row = record.asDict(recursive=True)
         rows[tuple(normalize(row[k]) for k in key)] = row
     return TableRows(columns, rows)

@@ -99,7 +99,7 @@ def test_plan_fetches_each_schema_once_and_sorts_out_bad_ids() -> None:
     ]
     plans = plan_batch(summary, schemas)
     t = plans["p.s.t"]
-    assert set(t.schemas) == {1} and t.key == ["id"] and t.events == 9
+    assert set(t.schemas) == {1} and t.key_columns() == ["id"] and t.events == 9
     assert t.rejected == {9: "unknown schema id 9"} and t.framing_problems == 1
     assert "not a pgcdc change event" in plans["p.s.u"].rejected[3]
     assert schemas.lookups.count(1) == 1
