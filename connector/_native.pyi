@@ -13,6 +13,7 @@ def decode_change(buf: bytes, streaming: bool) -> Insert | Update | Delete | Non
 def read_change(buf: bytes, streaming: bool) -> Insert | Update | Delete: ...
 
 # rowenc.c: pgoutput text values / COPY text lines -> Avro row fields
+ROW_KINDS: dict[str, int]  # its parsers by name (connector/avro/native_rows.py plans with them)
 class RowPlan:
     def __init__(self, kinds: bytes, scales: tuple[int, ...], int_digits: tuple[int, ...],
                  fallbacks: tuple[Callable[[Any], bytes], ...], names: tuple[str, ...],
@@ -32,6 +33,7 @@ class RowPlan:
                with_key: bool) -> tuple[bytes | None, bytes] | None: ...
 
 # envelope.c: the Envelope around encoded rows
+SOURCE_FIELDS: tuple[str, ...]  # the SourceInfo positions it reads, in order
 class EnvelopeFrame:
     def __init__(self, header: bytes, source_head: bytes, db: bytes,
                  schema_table: bytes) -> None: ...

@@ -25,21 +25,18 @@ from .schema import ColumnSpec
 
 __all__ = ["row_plan"]
 
-# The kinds of connector/native/rowenc.c
-_FALLBACK, _STRING, _BOOL, _INT, _DOUBLE, _FLOAT, _DECIMAL = 0, 1, 2, 3, 4, 5, 6
-_DATE, _TIME, _TIMESTAMP, _TIMESTAMPTZ, _UUID = 7, 8, 9, 10, 11
-_INT2, _INT4, _OID, _JSONB = 12, 13, 14, 15
-
-_KINDS: Final = {
-    oids.TEXT: _STRING, oids.VARCHAR: _STRING, oids.BPCHAR: _STRING, oids.NAME: _STRING,
-    oids.JSON: _STRING, oids.JSONB: _JSONB,
-    oids.BOOL: _BOOL,
-    oids.INT2: _INT2, oids.INT4: _INT4, oids.INT8: _INT, oids.OID: _OID,
-    oids.FLOAT8: _DOUBLE, oids.FLOAT4: _FLOAT,
-    oids.NUMERIC: _DECIMAL,
-    oids.DATE: _DATE, oids.TIME: _TIME, oids.TIMESTAMP: _TIMESTAMP,
-    oids.TIMESTAMPTZ: _TIMESTAMPTZ,
-    oids.UUID: _UUID,
+# Which C parser of connector/native/rowenc.c takes a type, by the name of its kind: the
+# numbers come from the extension itself (its ROW_KINDS), never a copy of them.
+_KIND_NAMES: Final = {
+    oids.TEXT: "STRING", oids.VARCHAR: "STRING", oids.BPCHAR: "STRING", oids.NAME: "STRING",
+    oids.JSON: "STRING", oids.JSONB: "JSONB",
+    oids.BOOL: "BOOL",
+    oids.INT2: "INT2", oids.INT4: "INT4", oids.INT8: "INT", oids.OID: "OID",
+    oids.FLOAT8: "DOUBLE", oids.FLOAT4: "FLOAT",
+    oids.NUMERIC: "DECIMAL",
+    oids.DATE: "DATE", oids.TIME: "TIME", oids.TIMESTAMP: "TIMESTAMP",
+    oids.TIMESTAMPTZ: "TIMESTAMPTZ",
+    oids.UUID: "UUID",
 }  # fmt: skip
 _MAX_NATIVE_SCALE: Final = 18  # the C decimal works in int64
 
@@ -47,19 +44,19 @@ Encoder = Callable[[Any], bytes]
 Loader = Callable[[Any], Any]
 
 
-def _kind(column: ColumnSpec) -> tuple[int, int, int]:
+def _kind(column: ColumnSpec, kinds: dict[str, int]) -> tuple[int, int, int]:
     """(kind, decimal scale, decimal integer digits) of a column; the fallback kind for
-    anything not listed."""
-    kind = _KINDS.get(column.type_oid, _FALLBACK)
-    if kind == _DECIMAL:
+    anything not listed. `kinds`: the extension's ROW_KINDS."""
+    name = _KIND_NAMES.get(column.type_oid, "FALLBACK")
+    if name == "DECIMAL":
         avro = column.avro_type
         if not (isinstance(avro, dict) and avro.get("logicalType") == "decimal"):
-            return _FALLBACK, 0, 0  # unbounded numeric: a string in the contract
+            return kinds["FALLBACK"], 0, 0  # unbounded numeric: a string in the contract
         scale, precision = int(avro.get("scale", 0)), int(avro["precision"])
         if 0 <= scale <= _MAX_NATIVE_SCALE:
-            return _DECIMAL, scale, precision - scale
-        return _FALLBACK, 0, 0
-    return kind, 0, 0
+            return kinds["DECIMAL"], scale, precision - scale
+        return kinds["FALLBACK"], 0, 0
+    return kinds[name], 0, 0
 
 
 def _piece(text: Loader, binary: Loader, encode: Encoder) -> Callable[[Any], bytes]:
@@ -81,7 +78,7 @@ def row_plan(columns: Sequence[ColumnSpec], key_columns: Sequence[ColumnSpec],
     `encoders`: per column, the hand encoder of its Avro type (None: fastavro's)."""
     if native is None or not columns or any(encode is None for encode in encoders):
         return None
-    kinds = [_kind(column) for column in columns]
+    kinds = [_kind(column, native.ROW_KINDS) for column in columns]
     return native.RowPlan(
         bytes(kind for kind, _, _ in kinds),
         tuple(scale for _, scale, _ in kinds),

@@ -201,6 +201,15 @@ static PyTypeObject EnvelopeFrameType = {
 };
 
 int pgcdc_add_envelope(PyObject *module) {
+    /* The SourceInfo positions write() reads, in order: a unit test holds them equal to
+     * connector.avro.serializer.SourceInfo._fields. */
+    PyObject *fields = Py_BuildValue("(ssssssss)", "commit_lsn", "txn_index", "ts_ms", "xid",
+                                     "lsn", "snapshot", "xmin", "sequence");
+    if (fields == NULL) return -1;
+    if (PyModule_AddObject(module, "SOURCE_FIELDS", fields) < 0) {
+        Py_DECREF(fields);
+        return -1;
+    }
     if (PyType_Ready(&EnvelopeFrameType) < 0) return -1;
     Py_INCREF(&EnvelopeFrameType);
     if (PyModule_AddObject(module, "EnvelopeFrame", (PyObject *)&EnvelopeFrameType) < 0) {

@@ -862,7 +862,35 @@ static PyTypeObject RowPlanType = {
     .tp_new = RowPlan_new,
 };
 
+/* ROW_KINDS: the kinds above by name, the one table Python plans with (native_rows.py). */
+static int add_row_kinds(PyObject *module) {
+    static const struct { const char *name; int kind; } kinds[] = {
+        {"FALLBACK", K_FALLBACK}, {"STRING", K_STRING}, {"BOOL", K_BOOL}, {"INT", K_INT},
+        {"DOUBLE", K_DOUBLE}, {"FLOAT", K_FLOAT}, {"DECIMAL", K_DECIMAL}, {"DATE", K_DATE},
+        {"TIME", K_TIME}, {"TIMESTAMP", K_TIMESTAMP}, {"TIMESTAMPTZ", K_TIMESTAMPTZ},
+        {"UUID", K_UUID}, {"INT2", K_INT2}, {"INT4", K_INT4}, {"OID", K_OID},
+        {"JSONB", K_JSONB},
+    };
+    PyObject *table = PyDict_New();
+    if (table == NULL) return -1;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        PyObject *value = PyLong_FromLong(kinds[i].kind);
+        if (value == NULL || PyDict_SetItemString(table, kinds[i].name, value) < 0) {
+            Py_XDECREF(value);
+            Py_DECREF(table);
+            return -1;
+        }
+        Py_DECREF(value);
+    }
+    if (PyModule_AddObject(module, "ROW_KINDS", table) < 0) {
+        Py_DECREF(table);
+        return -1;
+    }
+    return 0;
+}
+
 int pgcdc_add_rowenc(PyObject *module) {
+    if (add_row_kinds(module) < 0) return -1;
     if (PyType_Ready(&RowPlanType) < 0) return -1;
     Py_INCREF(&RowPlanType);
     if (PyModule_AddObject(module, "RowPlan", (PyObject *)&RowPlanType) < 0) {

@@ -36,6 +36,18 @@ def test_the_extension_is_built() -> None:
     assert native is not None, "connector._native is not built: run `pip install -e .`"
 
 
+def test_c_and_python_share_their_constants() -> None:
+    """The envelope reads SourceInfo by position and the plans name the C parsers: both sides
+    must mean the same fields and kinds (one source each: the extension's own tables)."""
+    if native is None:
+        pytest.skip("the pure-Python path: no C constants to agree with")
+    assert native.SOURCE_FIELDS == SourceInfo._fields
+    from connector.avro.native_rows import _KIND_NAMES
+
+    assert set(_KIND_NAMES.values()) <= set(native.ROW_KINDS)
+    assert sorted(native.ROW_KINDS.values()) == list(range(len(native.ROW_KINDS)))
+
+
 def _pg_time(value: dt.time) -> str:
     text = value.strftime("%H:%M:%S")
     if value.microsecond:
