@@ -50,7 +50,7 @@ from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from connector.avro import SchemaRegistry, decode  # noqa: E402
-from connector.replication import protocol_version_for  # noqa: E402
+from connector.replication import ServerFeatures  # noqa: E402
 
 PGCDC = str(Path(sys.executable).parent / "pgcdc")
 COLUMNS = ("id bigint PRIMARY KEY, qty int, price numeric(12,2), score float8, flag smallint, "
@@ -112,7 +112,8 @@ def servers(args: argparse.Namespace) -> Iterator[Stack]:
         registry.start()
         with psycopg.connect(pg.dsn) as conn:
             version = int(conn.execute("SHOW server_version_num").fetchone()[0])  # type: ignore[index]
-        yield Stack(pg.dsn, kafka.bootstrap, registry.url, bin_dir, protocol_version_for(version))
+        yield Stack(pg.dsn, kafka.bootstrap, registry.url, bin_dir,
+                    ServerFeatures(version).protocol_version)
     finally:
         registry.stop()
         kafka.stop()

@@ -38,7 +38,6 @@ from connector.replication import (
     ReplicationAdmin,
     ReplicationStream,
     StreamOptions,
-    protocol_version_for,
 )
 from connector.replication.failover import check_slot_continuity, ensure_failover
 from connector.replication.health import lag_warning
@@ -98,9 +97,10 @@ class Pipeline:
         changes between the lost slot and now are gone, and a new slot would hide that.
         Otherwise the snapshot creates it (`needs_snapshot` tells whether one is due)."""
         self.admin.check_wal_level()
-        if self.cfg.failover_slot and self.admin.server_version_num < 170000:
+        features = self.admin.features
+        if self.cfg.failover_slot and not features.failover_slots:
             raise ConfigError(f"--failover-slot needs PostgreSQL 17+, the server is "
-                              f"{self.admin.server_version_num // 10000}")
+                              f"{features.major}")
         self._check_topic_names()
         self._refuse_compacted_topics()
         if self.cfg.create_publication:
@@ -123,7 +123,7 @@ class Pipeline:
                 slot = self.admin.create_slot(self.cfg.slot)
         if slot is not None:
             self.admin.check_slot(slot)
-        return protocol_version_for(self.admin.server_version_num)
+        return features.protocol_version
 
     def _check_topic_names(self) -> None:
         """Every table to publish gets a topic Kafka accepts (raises before anything exists)."""

@@ -14,6 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests judge results, not speed: a loaded CI machine must not fail them on time.
+settings.register_profile("pgcdc", deadline=None)
+settings.load_profile("pgcdc")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 

@@ -17,18 +17,9 @@ from psycopg import sql
 from connector.errors import ConfigError, SourceError, connection_gone
 from connector.pgoutput.lsn import str_to_lsn
 
+from .features import ServerFeatures
+
 log = logging.getLogger(__name__)
-
-
-def protocol_version_for(server_version_num: int) -> int:
-    """Highest pgoutput protocol the server accepts: 16+ → 4, 15 → 3, 14 → 2, else 1."""
-    if server_version_num >= 160000:
-        return 4
-    if server_version_num >= 150000:
-        return 3
-    if server_version_num >= 140000:
-        return 2
-    return 1
 
 
 @dataclass(frozen=True)
@@ -70,6 +61,10 @@ class ReplicationAdmin:
     @property
     def server_version_num(self) -> int:
         return int(self._one("SHOW server_version_num")[0])
+
+    @property
+    def features(self) -> ServerFeatures:
+        return ServerFeatures(self.server_version_num)
 
     def check_wal_level(self) -> None:
         level = self._one("SHOW wal_level")[0]

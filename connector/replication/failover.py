@@ -29,6 +29,8 @@ from psycopg import sql
 from connector.errors import SourceError
 from connector.pgoutput.lsn import lsn_to_str
 
+from .features import ServerFeatures
+
 __all__ = ["check_slot_continuity", "ensure_failover", "failover_state"]
 
 _RESNAPSHOT = ("take a new snapshot into a new slot (pgcdc run --snapshot initial with a new "
@@ -59,7 +61,7 @@ def check_slot_continuity(slot: str, found_confirmed: int | None, exists: bool,
 
 def failover_state(conn: psycopg.Connection[tuple], slot: str) -> str:  # type: ignore[type-arg]
     """One line for `pgcdc status`: failover flag; on a standby, synced and bytes behind replay."""
-    if conn.info.server_version < 170000:
+    if not ServerFeatures(conn.info.server_version).failover_slots:
         return "not available (PostgreSQL 17+ has failover slots)"
     row = conn.execute(
         "SELECT failover, synced, temporary, pg_is_in_recovery(),"
@@ -87,10 +89,11 @@ def ensure_failover(dsn: str, conn: psycopg.Connection[tuple], slot: str,  # typ
     replication connection and an inactive slot, so this runs before START_REPLICATION."""
     if wanted is False:
         return
-    if conn.info.server_version < 170000:
+    features = ServerFeatures(conn.info.server_version)
+    if not features.failover_slots:
         if wanted:
             raise SourceError(f"--failover-slot needs PostgreSQL 17+, the server is "
-                              f"{conn.info.server_version // 10000}")
+                              f"{features.major}")
         return
     row = conn.execute("SELECT failover FROM pg_catalog.pg_replication_slots"
                        " WHERE slot_name = %s AND NOT pg_is_in_recovery()", (slot,)).fetchone()

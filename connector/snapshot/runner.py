@@ -81,20 +81,20 @@ def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry:
     until Kafka acknowledged all of them, then (`keep_slot`) create the permanent slot at the
     consistent point. The temporary slot is gone when this returns, whatever happened."""
     started = time.monotonic()
-    version = admin.server_version_num
+    features = admin.features
     check_free_slots(admin.conn, 2 if keep_slot else 1)
-    exported = ExportedSnapshot.create(settings.dsn, snapshot_slot_name(settings.slot), version)
+    exported = ExportedSnapshot.create(settings.dsn, snapshot_slot_name(settings.slot), features)
     lsn = exported.consistent_point
     log.info("snapshot consistent at %s (exported snapshot %s)", lsn_to_str(lsn),
              exported.snapshot_name)
     try:
         guard = open_in_snapshot(settings.dsn, exported.snapshot_name, "pgcdc-snapshot")
         try:
-            tables = published_tables(guard, settings.publication, version)
+            tables = published_tables(guard, settings.publication, features)
             lock_tables(guard, tables, LOCK_TIMEOUT_S)
             check_unchanged(guard, admin.conn, tables)
             job = _Job(settings, admin, registry, kafka_settings, topics, should_stop, lsn,
-                       exported.snapshot_name, tables, tid_range_scans=version >= 140000,
+                       exported.snapshot_name, tables, tid_range_scans=features.tid_range_scans,
                        stream=progress_stream)
             completed = job.run()
             if completed and keep_slot:

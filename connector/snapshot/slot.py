@@ -1,6 +1,6 @@
 """The snapshot's slot: a TEMPORARY logical slot created with an exported snapshot.
 
-    exported = ExportedSnapshot.create(dsn, "pgcdc_snapshot", server_version_num)
+    exported = ExportedSnapshot.create(dsn, "pgcdc_snapshot", features)
     exported.consistent_point, exported.snapshot_name     # read the tables in that snapshot
     exported.persist(admin_conn, "pgcdc")                 # all events acknowledged: keep it
     exported.close()                                      # the temporary slot goes away
@@ -22,6 +22,7 @@ from psycopg import sql
 
 from connector.errors import SourceError
 from connector.pgoutput.lsn import lsn_to_str, str_to_lsn
+from connector.replication.features import ServerFeatures
 
 __all__ = ["ExportedSnapshot", "check_free_slots", "snapshot_slot_name"]
 
@@ -63,14 +64,14 @@ class ExportedSnapshot:
         self.snapshot_name = snapshot_name
 
     @classmethod
-    def create(cls, dsn: str, slot: str, server_version_num: int) -> ExportedSnapshot:
+    def create(cls, dsn: str, slot: str, features: ServerFeatures) -> ExportedSnapshot:
         try:
             conn = psycopg.connect(dsn, autocommit=True, replication="database",
                                    application_name="pgcdc-snapshot")
         except psycopg.OperationalError as exc:
             raise SourceError(f"cannot open a replication connection: {_first_line(exc)}") \
                 from None
-        if server_version_num >= 150000:
+        if features.slot_option_list:
             options = sql.SQL("(SNAPSHOT 'export')")
         else:
             options = sql.SQL("EXPORT_SNAPSHOT")

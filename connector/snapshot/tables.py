@@ -25,6 +25,7 @@ from psycopg import sql
 
 from connector.errors import SourceError
 from connector.pgoutput.messages import COLUMN_KEY, Relation, RelationColumn
+from connector.replication.features import ServerFeatures
 
 __all__ = ["SnapshotTable", "build_relation", "check_unchanged", "lock_tables",
            "published_tables"]
@@ -107,7 +108,7 @@ class SnapshotTable:
 
 def build_relation(oid: int, schema: str, name: str, replica_identity: str,
                    columns: Sequence[tuple[str, int, int, bool, bool]],
-                   published: Sequence[str] | None, server_version_num: int) -> Relation:
+                   published: Sequence[str] | None, features: ServerFeatures) -> Relation:
     """The Relation pgoutput sends for a table (pure; see the module docstring).
 
     `columns`: (name, type OID, typmod, in the replica identity, generated) in attnum order;
@@ -115,7 +116,7 @@ def build_relation(oid: int, schema: str, name: str, replica_identity: str,
     wanted = None if published is None else set(published)
     out = []
     for col_name, type_oid, typmod, key, generated in columns:
-        if generated and server_version_num < 180000:
+        if generated and not features.publishes_generated_columns:
             continue  # pgoutput before 18 never sends generated columns
         if wanted is not None and col_name not in wanted:
             continue
@@ -130,9 +131,9 @@ def _query(conn: Conn, query: str | sql.Composed, params: Sequence[object]) -> l
         raise SourceError(f"snapshot catalog query failed: {_first_line(exc)}") from None
 
 
-def published_tables(conn: Conn, publication: str, server_version_num: int) -> list[SnapshotTable]:
+def published_tables(conn: Conn, publication: str, features: ServerFeatures) -> list[SnapshotTable]:
     """Every table of `publication`, as of the snapshot `conn`'s transaction imported."""
-    modern = server_version_num >= 150000
+    modern = features.publication_column_lists
     query = _TABLES_QUERY.format(attnames="p.attnames::text[]" if modern else "NULL::text[]",
                                  rowfilter="p.rowfilter" if modern else "NULL::text")
     block_size = int(_query(conn, "SELECT current_setting('block_size')::int", ())[0][0])
@@ -140,8 +141,7 @@ def published_tables(conn: Conn, publication: str, server_version_num: int) -> l
     for oid, schema, name, relkind, ident, attnames, row_filter, reltuples in _query(
             conn, query, (publication,)):
         columns = _query(conn, _COLUMNS_QUERY, (oid,))
-        relation = build_relation(oid, schema, name, ident, columns, attnames,
-                                  server_version_num)
+        relation = build_relation(oid, schema, name, ident, columns, attnames, features)
         if relkind == "p":
             leaves = tuple(Leaf(r[0], r[1], r[2], -(-r[3] // block_size), r[4])
                            for r in _query(conn, _LEAVES_QUERY, (oid,)))

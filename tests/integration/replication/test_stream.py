@@ -14,7 +14,6 @@ from connector.replication import (
     ReplicationAdmin,
     ReplicationStream,
     StreamOptions,
-    protocol_version_for,
 )
 
 pytestmark = pytest.mark.integration
@@ -59,7 +58,7 @@ def test_streams_changes_and_feedback_advances_the_slot(postgres, admin, names) 
         admin.ensure_publication(pub, ['odd-Schema.Weird*'])
         info = admin.create_slot(slot)
         admin.check_slot(info)
-        proto = protocol_version_for(admin.server_version_num)
+        proto = admin.features.protocol_version
         stream = ReplicationStream(postgres.dsn, StreamOptions(slot, pub, proto))
         try:
             conn.execute('INSERT INTO "odd-Schema"."Weird Table" VALUES (1, \'x\')')

@@ -14,6 +14,7 @@ from psycopg import sql
 from snapshot_support import launch, read_events, slots, table_rows, wait_exit
 
 from connector.pgoutput import Decoder, Insert, Relation
+from connector.replication.features import ServerFeatures
 from connector.snapshot import published_tables
 from connector.snapshot.chunks import ROW_NUMBER_SHIFT
 
@@ -82,7 +83,7 @@ def _stream_relations(conn: psycopg.Connection[Any], slot: str, publication: str
 def test_relations_are_the_ones_pgoutput_sends(postgres, schema) -> None:
     leaves, root, slot = f"{schema}_leaves", f"{schema}_root", f"{schema}_slot"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        version = int(conn.execute("SHOW server_version_num").fetchone()[0])
+        features = ServerFeatures(int(conn.execute("SHOW server_version_num").fetchone()[0]))
         conn.execute(f"CREATE PUBLICATION {leaves} FOR TABLES IN SCHEMA {schema}")
         conn.execute(f"CREATE PUBLICATION {root} FOR TABLE {schema}.cols (id, keep, n)"
                      f" WHERE (id % 2 = 0), {schema}.parted"
@@ -93,7 +94,7 @@ def test_relations_are_the_ones_pgoutput_sends(postgres, schema) -> None:
             for publication, count in ((leaves, 10), (root, 2)):
                 streamed = _stream_relations(conn, slot, publication)
                 synthesized = {t.relation.relation_id: t.relation
-                               for t in published_tables(conn, publication, version)}
+                               for t in published_tables(conn, publication, features)}
                 assert len(streamed) == count
                 assert synthesized == streamed
         finally:
