@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -39,12 +39,13 @@ from connector.config import Config
 from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
-from .producer import KafkaSink
+from .producer import KafkaSink, producer_config
 from .topics import TopicCreator
 
 __all__ = ["SNAPSHOT_TRANSACTION_DEFAULTS", "BatchLimits", "SnapshotTransaction",
            "TransactionalSink", "TransactionalTracker", "committed_lsn", "ensure_offsets_topic",
-           "exactly_once_sink", "offsets_topic", "snapshot_transactional_id", "transactional_id"]
+           "exactly_once_sink", "fence", "offsets_topic", "snapshot_transactional_id",
+           "transactional_id"]
 
 log = logging.getLogger(__name__)
 
@@ -382,6 +383,19 @@ class SnapshotTransaction:
             method(*args)
         except KafkaException as exc:
             raise SinkError(f"{what}: {exc.args[0].str()}") from None
+
+
+def fence(kafka_config: Mapping[str, Any], tid: str, timeout_s: float = 60.0) -> None:
+    """Abort whatever an earlier producer with `tid` left open (and fence it), produce nothing."""
+    config = producer_config({**SNAPSHOT_TRANSACTION_DEFAULTS, **kafka_config})
+    config["transactional.id"] = tid
+    producer = Producer(config)
+    try:
+        producer.init_transactions(timeout_s)
+    except KafkaException as exc:
+        raise SinkError(f"cannot fence transactional id {tid}: {exc.args[0].str()}") from None
+    finally:
+        producer.flush(0)
 
 
 def exactly_once_sink(cfg: Config, kafka_settings: Mapping[str, Any], topics: TopicCreator,

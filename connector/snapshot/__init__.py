@@ -77,9 +77,10 @@ abandoned attempt is made invisible to ``read_committed`` consumers:
   at a chunk boundary (logged as a warning), so a crash after that leaves those rows visible
   in the same way. In both cases the truncate makes the folded state and the merge job's
   tables exact; only a consumer ignoring truncates sees rows twice.
-- A re-run with fewer ``--snapshot-workers`` than the killed attempt does not reuse the
-  surplus readers' ids: their open transactions hold ``read_committed`` consumers of those
-  partitions until ``transaction.timeout.ms`` aborts them (a delay, no duplicate).
+- Readers a re-run does not start (fewer chunks than ``--snapshot-workers``) are fenced by the
+  coordinator, but a re-run with a lower ``--snapshot-workers`` than the killed attempt does
+  not know the surplus readers' ids: their open transactions hold ``read_committed`` consumers
+  of those partitions until ``transaction.timeout.ms`` aborts them (a delay, no duplicate).
 - The cost: ``read_committed`` consumers see a snapshot only once it is complete (it is one
   transaction per producer), and ``read_uncommitted`` ones also see the aborted attempts.
 

@@ -35,6 +35,7 @@ from connector.sink import AckTracker, KafkaSink, TopicCreator
 from connector.sink.transactional import (
     SNAPSHOT_TRANSACTION_DEFAULTS,
     SnapshotTransaction,
+    fence,
     snapshot_transactional_id,
 )
 from connector.source_catalog import PostgresCatalog
@@ -184,6 +185,7 @@ class _Job:
         try:
             self._truncates()
             workers = max(1, min(self.settings.workers, len(self.chunks)))
+            self._fence_unused(workers if self.chunks else 0)
             log.info("snapshot of %d tables in %d chunks, %d reader%s", len(self.tables),
                      len(self.chunks), workers, "" if workers == 1 else " processes")
             if self.chunks:
@@ -195,6 +197,16 @@ class _Job:
         except BaseException:
             self._abort_own()
             raise
+
+    def _fence_unused(self, used: int) -> None:
+        """--exactly-once: readers this attempt does not start (fewer chunks than workers)
+        may have been started by a killed attempt; abort what they left open now, or
+        read_committed consumers would wait for it until transaction.timeout.ms."""
+        if self.txn is None:
+            return
+        db = str(self.spec.db)
+        for index in range(used, self.settings.workers):
+            fence(self.kafka_settings, snapshot_transactional_id(db, self.settings.slot, index))
 
     def _commit_own(self) -> None:
         """--exactly-once: the coordinator's truncates are delivered, then committed (first:
