@@ -12,6 +12,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -100,3 +101,14 @@ def registry(work_dir: Path) -> Iterator[Registry]:
 @pytest.fixture(scope="session")
 def spark_jar_paths() -> list[Path]:
     return spark_jars(cache_dir())
+
+
+@pytest.fixture(scope="session")
+def spark(spark_jar_paths: list[Path]) -> Iterator[Any]:
+    """One local Spark session (the job's jars, Delta) for every test that merges: unit tests of
+    spark_jobs, e2e tests and the producer's acceptance tests. Started on first use only."""
+    from spark_jobs.session import local_session
+
+    session = local_session(spark_jar_paths, extra={"spark.driver.memory": "2g"})
+    session.sparkContext.setLogLevel("ERROR")
+    yield session

@@ -17,6 +17,9 @@ A failed commit (broker restart, abortable error) aborts the Kafka transaction, 
 of it, and raises a transient `SinkError`: the pipeline drops the session and streams again from
 the slot, skipping what the offsets topic says is committed. A fenced or otherwise fatal producer
 raises a non-transient `SinkError`.
+
+The initial snapshot's producers use `SnapshotTransaction` instead: one Kafka transaction per
+producer for the whole snapshot, committed together at its end (connector/snapshot/__init__.py).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -36,11 +39,13 @@ from connector.config import Config
 from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
-from .producer import KafkaSink
+from .producer import KafkaSink, producer_config
 from .topics import TopicCreator
 
-__all__ = ["BatchLimits", "TransactionalSink", "TransactionalTracker", "committed_lsn",
-           "ensure_offsets_topic", "exactly_once_sink", "offsets_topic", "transactional_id"]
+__all__ = ["SNAPSHOT_TRANSACTION_DEFAULTS", "BatchLimits", "SnapshotTransaction",
+           "TransactionalSink", "TransactionalTracker", "committed_lsn", "ensure_offsets_topic",
+           "exactly_once_sink", "fence", "offsets_topic", "snapshot_transactional_id",
+           "transactional_id"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +76,13 @@ def offsets_topic(prefix: str) -> str:
 def transactional_id(db: str, slot: str) -> str:
     """Stable across restarts, so a restarted instance fences a zombie one."""
     return f"pgcdc-{db}-{slot}"
+
+
+def snapshot_transactional_id(db: str, slot: str, reader: int | None) -> str:
+    """The snapshot coordinator's (`reader` None) and each reader's id: stable across restarts,
+    so a re-run's init_transactions aborts what the killed attempt left open at once."""
+    base = f"{transactional_id(db, slot)}-snapshot"
+    return base if reader is None else f"{base}-{reader}"
 
 
 def _progress_key(db: str, slot: str) -> bytes:
@@ -303,6 +315,87 @@ class TransactionalSink(KafkaSink):
             self.commit()
         elif self._in_txn:
             self._abort()
+
+
+#: A snapshot's transaction stays open while the snapshot runs: as long as a broker allows by
+#: default (transaction.max.timeout.ms = 15 min); user settings win.
+SNAPSHOT_TRANSACTION_DEFAULTS: Mapping[str, Any] = {"transaction.timeout.ms": 900_000}
+
+
+class SnapshotTransaction:
+    """The Kafka transaction of one snapshot producer (coordinator or reader), `--exactly-once`.
+
+    Everything a snapshot producer writes stays in one open transaction until the coordinator
+    commits them all together (`connector/snapshot/__init__.py`, "Exactly-once"), so a killed
+    attempt leaves only aborted records. `commit_if_old` commits early, at a chunk boundary,
+    once the transaction is half as old as transaction.timeout.ms: the broker would otherwise
+    abort it. Errors are `SinkError`s (never transient here: the snapshot restarts anyway)."""
+
+    def __init__(self, producer: Any, kafka_config: Mapping[str, Any],
+                 timeout_s: float = 60.0) -> None:
+        self._producer = producer
+        self._timeout_s = timeout_s
+        settings = {**SNAPSHOT_TRANSACTION_DEFAULTS, **kafka_config}
+        self._max_age_s = int(settings["transaction.timeout.ms"]) / 2000
+        self._open = False
+        self._started = 0.0
+        self.early_commits = 0
+        self._call("cannot start the snapshot's transactional producer",
+                   producer.init_transactions, timeout_s)
+
+    def begin(self) -> None:
+        if not self._open:
+            self._call("cannot begin a Kafka transaction", self._producer.begin_transaction)
+            self._open = True
+            self._started = time.monotonic()
+
+    def commit(self) -> None:
+        if self._open:
+            self._call("snapshot: Kafka transaction not committed",
+                       self._producer.commit_transaction, self._timeout_s)
+            self._open = False
+
+    def commit_if_old(self) -> bool:
+        if self._open and time.monotonic() - self._started >= self._max_age_s:
+            log.warning("snapshot: committing a Kafka transaction early (open %.0f s, half of "
+                        "transaction.timeout.ms): a crash from now on leaves this attempt's "
+                        "committed rows visible to read_committed consumers until the next "
+                        "attempt's truncate", time.monotonic() - self._started)
+            self.commit()
+            self.early_commits += 1
+            self.begin()
+            return True
+        return False
+
+    def abort(self) -> None:
+        """Best effort (a stop or error path): a re-run's init_transactions aborts it anyway."""
+        if self._open:
+            self._open = False
+            try:
+                self._producer.abort_transaction(self._timeout_s)
+            except KafkaException as exc:
+                log.warning("aborting the snapshot's Kafka transaction failed: %s",
+                            exc.args[0].str())
+
+    @staticmethod
+    def _call(what: str, method: Any, *args: Any) -> None:
+        try:
+            method(*args)
+        except KafkaException as exc:
+            raise SinkError(f"{what}: {exc.args[0].str()}") from None
+
+
+def fence(kafka_config: Mapping[str, Any], tid: str, timeout_s: float = 60.0) -> None:
+    """Abort whatever an earlier producer with `tid` left open (and fence it), produce nothing."""
+    config = producer_config({**SNAPSHOT_TRANSACTION_DEFAULTS, **kafka_config})
+    config["transactional.id"] = tid
+    producer = Producer(config)
+    try:
+        producer.init_transactions(timeout_s)
+    except KafkaException as exc:
+        raise SinkError(f"cannot fence transactional id {tid}: {exc.args[0].str()}") from None
+    finally:
+        producer.flush(0)
 
 
 def exactly_once_sink(cfg: Config, kafka_settings: Mapping[str, Any], topics: TopicCreator,

@@ -49,6 +49,41 @@ not be consistent with any slot. The same truncate makes a deliberate re-snapsho
 dropped after its WAL was lost) replace the old contents. A topic deleted by hand while its
 Delta table was kept is the one case it cannot cover: the new topic has no truncate.
 
+Exactly-once (``--exactly-once``). Resuming an interrupted snapshot (skip the chunks an earlier
+attempt committed, read the rest) is not sound: the committed chunks show the tables at the old
+point P, but a re-run can only read at a new point P' and stream from P' (the exported snapshot
+and the temporary slot at P died with their connection, and with them the WAL between P and
+P'). Every change between P and P' to a row of a skipped chunk would be lost (an update even
+moves a row to another ctid range, so it could be in neither chunk or in both). Keeping a
+permanent slot at P to stream P..P' closes the gap but re-delivers what the re-read chunks
+already show and holds WAL after every failed attempt: that is the watermark scheme of an
+incremental snapshot, not a resume. So the snapshot is still restarted, and instead the
+abandoned attempt is made invisible to ``read_committed`` consumers:
+
+- every snapshot producer -- the coordinator (truncates) and each reader (rows) -- writes into
+  one Kafka transaction (``transactional.id`` ``pgcdc-<db>-<slot>-snapshot`` and ``...-<n>``
+  for reader n, `connector.sink.transactional.SnapshotTransaction`) that stays open until every
+  reader has all its events in Kafka; then the coordinator commits (truncates first) and tells
+  the readers to commit. A crash before that point leaves only open transactions, which the
+  re-run's producers abort when they start (same ids; a killed reader dies with the
+  coordinator), so a ``read_committed`` consumer sees, per table, one truncate (the topic
+  existed) and exactly one ``r`` event per row, all from the new attempt, then the stream.
+- Where duplicates remain for ``read_committed`` consumers: (1) a crash between the first of
+  these commits and the creation of the permanent slot (the readers exiting and
+  ``pg_copy_logical_replication_slot``: about a second) -- the next run snapshots again, and a
+  consumer sees the committed attempt's rows, then the new truncate and the new rows; (2) a
+  snapshot producer whose transaction reaches half of ``transaction.timeout.ms`` (15 min for
+  the snapshot unless set: the broker's default ``transaction.max.timeout.ms``) commits early
+  at a chunk boundary (logged as a warning), so a crash after that leaves those rows visible
+  in the same way. In both cases the truncate makes the folded state and the merge job's
+  tables exact; only a consumer ignoring truncates sees rows twice.
+- Readers a re-run does not start (fewer chunks than ``--snapshot-workers``) are fenced by the
+  coordinator, but a re-run with a lower ``--snapshot-workers`` than the killed attempt does
+  not know the surplus readers' ids: their open transactions hold ``read_committed`` consumers
+  of those partitions until ``transaction.timeout.ms`` aborts them (a delay, no duplicate).
+- The cost: ``read_committed`` consumers see a snapshot only once it is complete (it is one
+  transaction per producer), and ``read_uncommitted`` ones also see the aborted attempts.
+
 ``--snapshot initial_only`` takes the same snapshot and exits 0 without keeping a slot (nothing
 would consume it); use ``--snapshot initial`` to continue with streaming.
 

@@ -32,6 +32,12 @@ from connector.pgtypes import TypeCatalog
 from connector.publisher import Publisher
 from connector.replication import ReplicationAdmin
 from connector.sink import AckTracker, KafkaSink, TopicCreator
+from connector.sink.transactional import (
+    SNAPSHOT_TRANSACTION_DEFAULTS,
+    SnapshotTransaction,
+    fence,
+    snapshot_transactional_id,
+)
 from connector.source_catalog import PostgresCatalog
 
 from .chunks import plan_chunks
@@ -62,6 +68,7 @@ class SnapshotSettings:
     workers: int = 2
     chunk_rows: int = 250_000
     binary: bool = False
+    exactly_once: bool = False  # transactional producers, committed together at the end
 
 
 @dataclass(frozen=True)
@@ -126,11 +133,18 @@ class _Job:
         self.lsn = lsn
         self.tables = list(tables)
         self.ts_ms = time.time_ns() // 1_000_000
-        self.kafka_settings = {**SNAPSHOT_PRODUCER_DEFAULTS, **kafka_settings}
+        eo_defaults = SNAPSHOT_TRANSACTION_DEFAULTS if settings.exactly_once else {}
+        self.kafka_settings = {**SNAPSHOT_PRODUCER_DEFAULTS, **eo_defaults, **kafka_settings}
         self.tracker = AckTracker(None)
-        self.sink = KafkaSink(self.kafka_settings, self.tracker, topics=topics)
-        types = TypeCatalog()
         db = str(admin.conn.info.dbname)
+        self.sink = KafkaSink(self.kafka_settings, self.tracker, topics=topics,
+                              transactional_id=snapshot_transactional_id(db, settings.slot, None)
+                              if settings.exactly_once else None)
+        # --exactly-once: the truncates, then every reader's rows, commit together at the end.
+        self.txn = (SnapshotTransaction(self.sink.producer, self.kafka_settings)
+                    if settings.exactly_once else None)
+        self.own_committed = False
+        types = TypeCatalog()
         encoder = AvroEncoder(registry, types, prefix=settings.topic_prefix, db=db)
         # The stream's own codec path: same catalog lookups, same schemas, same registry ids.
         publisher = Publisher(encoder, self.sink, self.tracker, PostgresCatalog(admin.conn, types))
@@ -156,7 +170,8 @@ class _Job:
             settings.dsn, snapshot_name, lsn, self.ts_ms, settings.binary,
             settings.topic_prefix, db, self.kafka_settings, self.tables,
             [TableIds(c.schemas.key_json, c.schemas.value_json, c.key_id, c.value_id)
-             for c in self.codecs], log_level=logging.getLogger().getEffectiveLevel())
+             for c in self.codecs], log_level=logging.getLogger().getEffectiveLevel(),
+            slot=settings.slot, transactional=settings.exactly_once)
 
     def _chunk_done(self, table: int) -> None:
         state = self.progress.tables[table]
@@ -167,15 +182,45 @@ class _Job:
 
     def run(self) -> bool:
         """True when every row was produced and acknowledged; False when stopped."""
-        self._truncates()
-        workers = max(1, min(self.settings.workers, len(self.chunks)))
-        log.info("snapshot of %d tables in %d chunks, %d reader%s", len(self.tables),
-                 len(self.chunks), workers, "" if workers == 1 else " processes")
-        if self.chunks:
-            completed = self._read(workers)
-            if not completed:
-                return False
-        return self._drain()
+        try:
+            self._truncates()
+            workers = max(1, min(self.settings.workers, len(self.chunks)))
+            self._fence_unused(workers if self.chunks else 0)
+            log.info("snapshot of %d tables in %d chunks, %d reader%s", len(self.tables),
+                     len(self.chunks), workers, "" if workers == 1 else " processes")
+            if self.chunks:
+                completed = self._read(workers)
+                if not completed:
+                    self._abort_own()
+                    return False
+            return self._drain()
+        except BaseException:
+            self._abort_own()
+            raise
+
+    def _fence_unused(self, used: int) -> None:
+        """--exactly-once: readers this attempt does not start (fewer chunks than workers)
+        may have been started by a killed attempt; abort what they left open now, or
+        read_committed consumers would wait for it until transaction.timeout.ms."""
+        if self.txn is None:
+            return
+        db = str(self.spec.db)
+        for index in range(used, self.settings.workers):
+            fence(self.kafka_settings, snapshot_transactional_id(db, self.settings.slot, index))
+
+    def _commit_own(self) -> None:
+        """--exactly-once: the coordinator's truncates are delivered, then committed (first:
+        they precede every row in their partitions)."""
+        if self.txn is None or self.own_committed:
+            return
+        while len(self.sink) > 0:
+            self.sink.poll(POLL_S)
+        self.txn.commit()
+        self.own_committed = True
+
+    def _abort_own(self) -> None:
+        if self.txn is not None and not self.own_committed:
+            self.txn.abort()
 
     def _truncates(self) -> None:
         """The snapshot of a table whose topic already existed starts with a truncate just
@@ -183,6 +228,8 @@ class _Job:
         abandoned snapshot attempt's rows, an older slot's history -- is replaced by the
         snapshot, rows deleted meanwhile included (and a table without a key does not get its
         rows twice). A topic created now has no past to replace."""
+        if self.txn is not None:
+            self.txn.begin()
         ticket = self.tracker.begin(self.lsn)
         source = SourceInfo(self.lsn, TRUNCATE_INDEX, self.ts_ms, None, self.lsn, "true")
         for codec in self.replaced:
@@ -196,16 +243,20 @@ class _Job:
         chunks: Any
         reports: Any
         stop: Any
+        commit: Any
         if workers == 1:
             chunks, reports, stop = queue.SimpleQueue(), queue.SimpleQueue(), threading.Event()
+            commit = threading.Event()
             readers = [threading.Thread(target=reader_main, args=(self.spec, chunks, reports,
-                                                                  stop),
+                                                                  stop, None, 0, commit),
                                         name="pgcdc-snapshot", daemon=True)]
         else:
             context = multiprocessing.get_context("spawn")
             chunks, reports, stop = context.Queue(), context.Queue(), context.Event()
+            commit = context.Event()
             readers = [context.Process(target=reader_main,
-                                       args=(self.spec, chunks, reports, stop, os.getpid()),
+                                       args=(self.spec, chunks, reports, stop, os.getpid(), i,
+                                             commit),
                                        name=f"pgcdc-snapshot-{i}", daemon=True)
                        for i in range(workers)]
         for chunk in self.chunks:
@@ -214,7 +265,7 @@ class _Job:
             chunks.put(None)
         for reader in readers:
             reader.start()
-        pending, stopped = len(readers), False
+        pending, stopped, flushed = len(readers), False, 0
         errors: list[CdcError] = []
         rendered = 0.0
         try:
@@ -223,6 +274,8 @@ class _Job:
                     stop.set()
                 if time.monotonic() - rendered >= POLL_S:
                     self.sink.poll(0)
+                    if self.txn is not None and not self.own_committed:
+                        self.txn.commit_if_old()
                     self.progress.render()
                     rendered = time.monotonic()
                 report = self._next_report(reports, readers if workers > 1 else [])
@@ -236,6 +289,11 @@ class _Job:
                 elif kind == "chunk":
                     metrics.BYTES.inc(second)
                     self._chunk_done(first)
+                elif kind == "flushed":  # --exactly-once: all in Kafka, waiting for `commit`
+                    flushed += 1
+                    if flushed == len(readers) and not stop.is_set():
+                        self._commit_own()
+                        commit.set()
                 else:
                     pending -= 1
                     if kind == "error":
@@ -273,6 +331,8 @@ class _Job:
 
     def _drain(self) -> bool:
         """The coordinator's own events (truncates): wait for their delivery reports."""
+        if not self.chunks:
+            self._commit_own()
         deadline: float | None = None
         while len(self.sink) > 0:
             self.sink.poll(POLL_S)

@@ -10,6 +10,10 @@ turns), in a thread of the coordinator when there is one.
 the key + value bytes it produced), and
 exactly one ``("done", rows, 0)`` -- sent only after the reader's producer has delivered every
 event and Kafka acknowledged it -- or ``("error", kind, message)`` or ``("stopped", 0, 0)``.
+With ``--exactly-once`` (`ReaderSpec.transactional`) the reader's events are in one open Kafka
+transaction (`SnapshotTransaction`): once all are delivered it reports ``("flushed", 0, 0)``,
+waits for the coordinator's `commit` event (set when every reader flushed), commits, then
+reports "done". Stopped or failed, it aborts.
 
 The coordinator registered every table's schemas; a reader derives the same schemas again (same
 catalog lookups, deterministic text), checks the text is identical and uses the coordinator's
@@ -32,6 +36,7 @@ from connector.avro import TableCodec, derive_table_schemas
 from connector.errors import CdcError, SchemaError, SinkError, SourceError
 from connector.pgtypes import TypeCatalog
 from connector.sink import AckTracker, KafkaSink
+from connector.sink.transactional import SnapshotTransaction, snapshot_transactional_id
 from connector.source_catalog import PostgresCatalog
 
 from .chunks import Chunk
@@ -72,6 +77,8 @@ class ReaderSpec:
     tables: Sequence[SnapshotTable]
     ids: Sequence[TableIds]
     log_level: int = logging.INFO
+    slot: str = ""
+    transactional: bool = False  # --exactly-once: see the module docstring
 
 
 class _Queue(Protocol):
@@ -83,6 +90,8 @@ class _Queue(Protocol):
 class _Event(Protocol):
     def is_set(self) -> bool: ...
 
+    def wait(self, timeout: float | None = None) -> bool: ...
+
 
 def error_from_report(kind: str, message: str) -> CdcError:
     """The coordinator's side of an ``("error", kind, message)`` report."""
@@ -90,7 +99,8 @@ def error_from_report(kind: str, message: str) -> CdcError:
 
 
 def reader_main(spec: ReaderSpec, chunks: _Queue, reports: _Queue, stop: _Event,
-                parent_pid: int | None = None) -> None:
+                parent_pid: int | None = None, index: int = 0,
+                commit: _Event | None = None) -> None:
     """The reader loop (see the module docstring). Never raises: everything is a report."""
     if parent_pid is not None:  # a process of its own
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -103,7 +113,7 @@ def reader_main(spec: ReaderSpec, chunks: _Queue, reports: _Queue, stop: _Event,
         return stop.is_set() or (parent_pid is not None and os.getppid() != parent_pid)
 
     try:
-        rows = _read(spec, chunks, reports, should_stop)
+        rows = _read(spec, chunks, reports, should_stop, index, commit)
     except Stopped:
         reports.put(("stopped", 0, 0))
     except CdcError as exc:
@@ -126,13 +136,21 @@ def _die_with_parent() -> None:
         pass
 
 
-def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any) -> int:
+def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any, index: int,
+          commit: _Event | None) -> int:
     conn = open_in_snapshot(spec.dsn, spec.snapshot_name, "pgcdc-snapshot")
+    txn: SnapshotTransaction | None = None
     try:
         tracker = AckTracker(None)
         # acknowledgement is all-or-nothing at the end of a reader: failures are reported, each
         # success is not (see KafkaSink); "done" is sent only after close() drained the queue
-        sink = KafkaSink(spec.kafka_settings, tracker, report_successes=False)
+        tid = snapshot_transactional_id(spec.db, spec.slot, index) if spec.transactional \
+            else None
+        sink = KafkaSink(spec.kafka_settings, tracker, report_successes=False,
+                         transactional_id=tid)
+        if tid is not None:
+            txn = SnapshotTransaction(sink.producer, spec.kafka_settings)
+            txn.begin()
         types = TypeCatalog()
         catalog = PostgresCatalog(conn, types)
         codecs: dict[int, TableCodec] = {}
@@ -153,6 +171,8 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any) -
             bytes_before = sink.bytes
             total += reader.read(spec.tables[chunk.table], codec, chunk)
             reports.put(("chunk", chunk.table, sink.bytes - bytes_before))
+            if txn is not None:
+                txn.commit_if_old()
         while len(sink) > 0:  # every delivery report, however long Kafka takes
             sink.poll(0.2)
             if should_stop():
@@ -160,7 +180,19 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any) -
         sink.close(30.0)
         if tracker.open_transactions:
             raise SinkError("snapshot: not every event was acknowledged by Kafka")
+        if txn is not None and commit is not None:
+            # Commit only when every reader has its events in Kafka: a crash before that
+            # leaves no reader's rows visible to read_committed consumers.
+            reports.put(("flushed", 0, 0))
+            while not commit.wait(0.2):
+                if should_stop():
+                    raise Stopped
+            txn.commit()
         return total
+    except BaseException:
+        if txn is not None:
+            txn.abort()
+        raise
     finally:
         conn.close()
 

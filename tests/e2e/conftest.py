@@ -1,30 +1,17 @@
-"""Spark for the merge job's end-to-end tests: one local session per test session (the same
-settings as tests/unit/spark_jobs, so whichever starts it first serves both)."""
+"""Fixtures of the merge job's end-to-end tests (the `spark` session is in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import itertools
 import os
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from pyspark.sql import SparkSession
-
-from spark_jobs.session import local_session
 
 _prefixes = itertools.count()
 os.environ["TZ"] = "UTC"  # PySpark turns timestamps into naive local datetimes
 time.tzset()
-
-
-@pytest.fixture(scope="session")
-def spark(spark_jar_paths: list[Path]) -> Iterator[SparkSession]:
-    session = local_session(spark_jar_paths, extra={"spark.driver.memory": "2g"})
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
 
 
 @pytest.fixture(scope="session")

@@ -38,13 +38,14 @@ class Record(NamedTuple):
 
 def read_records(bootstrap: str, registry_url: str, topic: str, *, min_count: int = 0,
                  timeout: float = 60.0, logical_types: bool = True,
-                 idle_s: float = 1.5) -> list[Record]:
+                 idle_s: float = 1.5, isolation: str = "read_committed") -> list[Record]:
     """Every record of `topic`, decoded with its writer schema (raw Avro data when
-    `logical_types` is False); waits for `min_count`, then until `idle_s` pass with nothing new."""
+    `logical_types` is False); waits for `min_count`, then until `idle_s` pass with nothing new.
+    `isolation="read_uncommitted"` also returns records of aborted Kafka transactions."""
     registry = SchemaRegistry(registry_url)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed"})
+                         "isolation.level": isolation})
     records: list[Record] = []
     deadline = time.monotonic() + timeout
     try:

@@ -47,11 +47,12 @@ class ProducerRun:
                 "--slot", self.slot, "--publication", f"pub_{self.tag}", "--tables",
                 self.tables, *self.extra]
 
-    def start(self, log_dir: Path) -> None:
+    def start(self, log_dir: Path, *, wait: bool = True) -> None:
         self.log = log_dir / f"pgcdc-{self.tag}-{time.monotonic_ns()}.log"
         self.proc = subprocess.Popen(self.command(), stdout=open(self.log, "w"),  # noqa: SIM115
                                      stderr=subprocess.STDOUT, text=True)
-        self.wait_streaming()
+        if wait:
+            self.wait_streaming()
 
     def wait_streaming(self, timeout: float = 60.0) -> None:
         """Until the slot exists and a walsender is attached to it."""

@@ -139,8 +139,10 @@ def read_events(bootstrap: str, registry_url: str, topic: str, *, min_count: int
 
 
 def wait_records(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> None:
-    """Until `topic` (partition 0) holds at least `count` records."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}"})
+    """Until `topic` (partition 0) holds at least `count` records, committed or not
+    (read_uncommitted: the high watermark, not the last stable offset)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
+                         "isolation.level": "read_uncommitted"})
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:

@@ -14,6 +14,7 @@ from decimal import Decimal
 
 import psycopg
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from devstack.ports import free_port
 from producer_support import ProducerRun, current_lsn
 from snapshot_support import (
@@ -205,11 +206,13 @@ def test_interrupted_snapshot_is_restarted(postgres, producer_run, log_dir) -> N
     assert {k: s["v"] for k, s in state.items()} == {k: r["v"] for k, r in expected.items()}
 
 
-@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("workers", ["1", "2", "1-exactly-once", "2-exactly-once"])
 def test_sigterm_during_the_snapshot_exits_0_and_keeps_no_slot(postgres, producer_run, log_dir,
                                                                workers: str) -> None:
-    run = producer_run("public.snapterm_*", "--snapshot-workers", workers,
-                       "--snapshot-chunk-rows", "20000")
+    exactly_once = workers.endswith("-exactly-once")
+    run = producer_run("public.snapterm_*", "--snapshot-workers", workers[0],
+                       "--snapshot-chunk-rows", "20000",
+                       *(["--exactly-once"] if exactly_once else []))
     table = f"snapterm_{run.tag}"
     _execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, note text)",
              f"INSERT INTO {table} SELECT g, 'x' FROM generate_series(1, 200000) g")
@@ -218,6 +221,22 @@ def test_sigterm_during_the_snapshot_exits_0_and_keeps_no_slot(postgres, produce
     assert run.stop(signal.SIGTERM) == 0
     assert "snapshot stopped before it completed" in run.output()
     wait_no_slots(postgres.dsn, run.slot)
+    if exactly_once:  # the stopped attempt was aborted: read_committed sees none of it
+        partition = TopicPartition(f"{run.prefix}.public.{table}", 0, 0)
+        ends = {}
+        for isolation in ("read_committed", "read_uncommitted"):
+            consumer = Consumer({"bootstrap.servers": run.bootstrap, "group.id": "t-eo-term",
+                                 "isolation.level": isolation})
+            try:
+                ends[isolation] = consumer.get_watermark_offsets(partition, timeout=10)[1]
+                consumer.assign([partition])
+                seen = [m for m in consumer.consume(1000, 3.0) if m.error() is None]
+            finally:
+                consumer.close()
+            if isolation == "read_committed":
+                assert seen == []
+        # the transaction was aborted on the way out, not left open (the stable offset is the end)
+        assert ends["read_committed"] == ends["read_uncommitted"] > 1000
 
 
 def test_initial_only_exits_0_without_a_slot_and_never_skips_the_snapshot(postgres, producer_run,
