@@ -16,7 +16,10 @@ Starts its own throwaway PostgreSQL 15 (or 18), Kafka and Schema Registry (scrip
   first and last record (the producer's CreateTime timestamps), start-up excluded.
 - **Latency**: a writer commits 50-row transactions at `--rate` changes/s for
   `--latency-seconds` while pgcdc streams; the topic uses LogAppendTime, so latency = broker
-  append time - commit time (source.ts_ms), per event, same clock.
+  append time - commit time (source.ts_ms), per event, same clock. Then the same rate end to end,
+  for at-least-once and `--exactly-once`: a `read_committed` consumer running throughout records
+  when each event reaches it (a transactional event is visible only once its Kafka transaction
+  commits), latency = that wall-clock time - commit time.
 - **Memory**: one transaction of `--big-rows` inserts is committed, then pgcdc streams it
   (PostgreSQL streams it in progress: logical_decoding_work_mem is 64MB); the peak RSS is the
   kernel's high-water mark (VmHWM) of the pgcdc process.
@@ -335,10 +338,21 @@ def latency(stack: Stack, args: argparse.Namespace) -> None:
         latencies, result, late = _latency_run(stack, args, kind)
         what = "commit -> Kafka append" if kind == "LogAppendTime" else \
             "commit -> pgcdc produce()"
-        print(f"{what:<26} {_pct(latencies, 50):>5.0f} / {_pct(latencies, 90):>5.0f} / "
-              f"{_pct(latencies, 99):>5.0f} / {latencies[-1]:>5.0f}   ({len(latencies):,} events; "
-              f"pgcdc CPU {result.cpu_seconds / result.seconds:.0%} of a core; writer at most "
-              f"{late * 1000:.0f} ms behind schedule)")
+        _print_latencies(what, latencies, f"pgcdc CPU {result.cpu_seconds / result.seconds:.0%} "
+                         f"of a core; writer at most {late * 1000:.0f} ms behind schedule")
+    for name, mode, extra in (
+            ("alo", "at-least-once", ()),
+            ("eo", "exactly-once", ("--exactly-once",)),
+            ("eo20", "exactly-once, 20 ms", ("--exactly-once", "--exactly-once-batch-ms", "20"))):
+        latencies, late = _consumed_latency_run(stack, args, name, extra)
+        _print_latencies(f"commit -> consumer, {mode}", latencies,
+                         f"read_committed; writer at most {late * 1000:.0f} ms behind schedule")
+
+
+def _print_latencies(what: str, latencies: list[float], notes: str) -> None:
+    print(f"{what:<40} {_pct(latencies, 50):>5.0f} / {_pct(latencies, 90):>5.0f} / "
+          f"{_pct(latencies, 99):>5.0f} / {latencies[-1]:>5.0f}   ({len(latencies):,} events; "
+          f"{notes})")
 
 
 def _latency_run(stack: Stack, args: argparse.Namespace,
@@ -356,24 +370,8 @@ def _latency_run(stack: Stack, args: argparse.Namespace,
     events = txns * batch
     errors: list[BaseException] = []
     behind: list[float] = []
-
-    def writer() -> None:
-        try:
-            with psycopg.connect(stack.dsn, autocommit=True) as conn:
-                start = time.perf_counter() + 1.5  # pgcdc is streaming by then
-                for t in range(txns):
-                    due = start + t * batch / args.rate
-                    delay = due - time.perf_counter()
-                    if delay > 0:
-                        time.sleep(delay)
-                    else:
-                        behind.append(-delay)
-                    conn.execute(f"INSERT INTO {table} SELECT {ROW} FROM "  # type: ignore[arg-type]
-                                 f"generate_series({t * batch}, {t * batch + batch - 1}) i")
-        except BaseException as exc:  # reported by the main thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=writer)
+    thread = threading.Thread(target=_write_at_rate, args=(stack, args, table, txns, batch,
+                                                           behind, errors))
     thread.start()
     result = pgcdc(stack, table, table, prefix, events)
     thread.join()
@@ -381,6 +379,93 @@ def _latency_run(stack: Stack, args: argparse.Namespace,
         raise errors[0]
     drop_slot(stack.dsn, table)
     return sorted(_latencies(stack, topic, events)), result, max(behind, default=0.0)
+
+
+def _consumed_latency_run(stack: Stack, args: argparse.Namespace, name: str,
+                          extra: tuple[str, ...]) -> tuple[list[float], float]:
+    """Commit -> seen by a read_committed consumer, `pgcdc run ... *extra` streaming at `--rate`
+    (table, slot and topic prefix `lat_<name>`).
+    The consumer polls throughout with a 10 ms fetch wait, so it adds little of its own."""
+    table = prefix = f"lat_{name}"
+    create_table(stack.dsn, table)
+    create_slots(stack.dsn, [table])
+    batch = 50
+    txns = int(args.rate * args.latency_seconds) // batch
+    events = txns * batch
+    topic = f"{prefix}.public.{table}"
+    admin = AdminClient({"bootstrap.servers": stack.bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)  # created up front and assigned, so no metadata or group delay counts
+    registry = SchemaRegistry(stack.registry)
+    consumer = Consumer({"bootstrap.servers": stack.bootstrap, "group.id": "lat",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "fetch.wait.max.ms": 10})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    command = [PGCDC, "run", "--dsn", stack.dsn, "--bootstrap-servers", stack.bootstrap,
+               "--schema-registry-url", stack.registry, "--topic-prefix", prefix, "--slot", table,
+               "--publication", table, "--tables", f"public.{table}", "--snapshot", "never",
+               "--log-level", "WARNING", *extra]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    behind: list[float] = []
+    errors: list[BaseException] = []
+    thread = threading.Thread(target=_write_at_rate, args=(stack, args, table, txns, batch,
+                                                           behind, errors))
+    thread.start()
+    seen: list[tuple[float, bytes]] = []  # (arrival ms, value): decoded after the run
+    deadline = time.time() + args.latency_seconds + 300
+    try:
+        while len(seen) < events:
+            if proc.poll() is not None:
+                raise RuntimeError(f"pgcdc exited {proc.returncode}: {proc.stdout.read()}")  # type: ignore[union-attr]
+            if time.time() > deadline:
+                raise RuntimeError(f"{' '.join(extra)}: {len(seen)} of {events} events seen")
+            msg = consumer.poll(0.05)  # returns at the first record: consume(n) would wait for n
+            if msg is not None and msg.error() is None:
+                seen.append((time.time() * 1000, msg.value()))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+        consumer.close()
+        thread.join()
+    if errors:
+        raise errors[0]
+    drop_slot(stack.dsn, table)
+    latencies = [arrived - decode(value, registry.schema, logical_types=False)
+                 .value["source"]["ts_ms"] for arrived, value in seen]
+    return sorted(latencies), max(behind, default=0.0)
+
+
+def _wait_streaming(stack: Stack, slot: str) -> None:
+    """Until a pgcdc streams from `slot`, so its start-up (longer with --exactly-once) is not
+    counted as latency."""
+    deadline = time.time() + 120
+    while not sql(stack.dsn, f"SELECT 1 FROM pg_replication_slots WHERE slot_name = '{slot}' "
+                  "AND active"):
+        if time.time() > deadline:
+            raise RuntimeError(f"nothing streams from slot {slot} after 120 s")
+        time.sleep(0.1)
+
+
+def _write_at_rate(stack: Stack, args: argparse.Namespace, table: str, txns: int, batch: int,
+                   behind: list[float], errors: list[BaseException]) -> None:
+    """Commit `txns` transactions of `batch` inserts at `--rate` changes/s into `table`, from
+    0.5 s after pgcdc streams from the slot of the same name; how late each one was goes to
+    `behind`."""
+    try:
+        _wait_streaming(stack, table)
+        with psycopg.connect(stack.dsn, autocommit=True) as conn:
+            start = time.perf_counter() + 0.5
+            for t in range(txns):
+                due = start + t * batch / args.rate
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                else:
+                    behind.append(-delay)
+                conn.execute(f"INSERT INTO {table} SELECT {ROW} FROM "  # type: ignore[arg-type]
+                             f"generate_series({t * batch}, {t * batch + batch - 1}) i")
+    except BaseException as exc:  # reported by the main thread
+        errors.append(exc)
 
 
 def _latencies(stack: Stack, topic: str, events: int) -> list[float]:
