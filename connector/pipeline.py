@@ -27,7 +27,7 @@ from confluent_kafka import KafkaException, Producer
 
 from connector import metrics
 from connector.assembler import Assembler, LogicalMessage
-from connector.avro import AvroEncoder, SchemaRegistry
+from connector.avro import AvroEncoder, CodecFactory, SchemaRegistry, registry_ids
 from connector.config import Config
 from connector.errors import CdcError, ConfigError, SinkError, SourceError
 from connector.names import table_topic
@@ -258,8 +258,11 @@ class Pipeline:
             sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
                              tombstones=self.cfg.tombstones)
         types = TypeCatalog()
-        encoder = AvroEncoder(self.registry, types, prefix=self.cfg.topic_prefix, db=self.db)
-        publisher = Publisher(encoder, sink, tracker, PostgresCatalog(self.admin.conn, types),
+        codecs = CodecFactory(types, PostgresCatalog(self.admin.conn, types),
+                              registry_ids(self.registry), prefix=self.cfg.topic_prefix,
+                              db=self.db)
+        encoder = AvroEncoder(self.registry, prefix=self.cfg.topic_prefix, db=self.db)
+        publisher = Publisher(codecs, encoder, sink, tracker,
                               transaction_topic=self.cfg.transaction_topic)
         stream = ReplicationStream(self.cfg.dsn, StreamOptions(
             self.cfg.slot, self.cfg.publication, proto, binary=self.cfg.binary,

@@ -1,7 +1,8 @@
 """Committed transactions → Kafka records: the mapping of schemas/README.md, in one place.
 
-One `Publisher` per replication session. It asks the source catalog (an IO edge) about types,
-array dimensions and primary keys once per Relation version, then turns each change into
+One `Publisher` per replication session. Its `CodecFactory` (connector/avro/codecs.py) makes
+each table version's codec once per Relation version, asking the source catalog (an IO edge)
+about types, array dimensions and primary keys; the publisher turns each change into
 Confluent-framed Avro records handed to the sink under the transaction's delivery ticket.
 """
 
@@ -10,12 +11,18 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from typing import Protocol
 
 from connector import metrics
 from connector.assembler import LogicalMessage, Transaction
 from connector.assembler.transaction import ChangeMessage
-from connector.avro import AvroEncoder, Encoded, SourceInfo, TableCodec, TransactionBlock
+from connector.avro import (
+    AvroEncoder,
+    CodecFactory,
+    Encoded,
+    SourceInfo,
+    TableCodec,
+    TransactionBlock,
+)
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -54,16 +61,6 @@ _Entry = tuple[Relation, TableCodec, str, str, tuple[str, str], tuple[str, str],
                tuple[str, str], tuple[str, str]]
 
 
-class SourceCatalog(Protocol):
-    """What the publisher needs to know about a table beyond its Relation message."""
-
-    def prepare_types(self, relation: Relation) -> None: ...
-
-    def array_dims(self, relation: Relation) -> dict[str, int]: ...
-
-    def key_columns(self, relation: Relation) -> list[str] | None: ...
-
-
 def pg_ts_to_ms(micros: int) -> int:
     return _PG_EPOCH_MS + micros // 1000
 
@@ -78,22 +75,18 @@ def fill_unchanged_toast(new: TupleData, old: TupleData | None) -> TupleData:
 
 
 class Publisher:
-    def __init__(self, encoder: AvroEncoder, sink: KafkaSink, tracker: DeliveryTracker,
-                 catalog: SourceCatalog, *, transaction_topic: bool = False) -> None:
+    def __init__(self, codecs: CodecFactory, encoder: AvroEncoder, sink: KafkaSink,
+                 tracker: DeliveryTracker, *, transaction_topic: bool = False) -> None:
+        self.codecs = codecs
         self.encoder = encoder
         self.sink = sink
         self.tracker = tracker
-        self.catalog = catalog
         self.transaction_topic = transaction_topic
         self._toast_warned: set[int] = set()
-        self._codecs: dict[Relation, TableCodec] = {}
         # The hot path's cache: a Relation's hash walks every column, so changes look their
         # codec up by the identity of the (shared) Relation object; the entry keeps it alive.
         self._by_identity: dict[int, _Entry] = {}
         self._events: Counter[tuple[str, str]] = Counter()  # metrics, flushed per transaction
-
-    def codec(self, relation: Relation) -> TableCodec:
-        return self._lookup(relation)[1]
 
     def _lookup(self, relation: Relation) -> _Entry:
         """(relation, its codec, "schema.table", topic, metrics keys), built once per Relation
@@ -101,12 +94,7 @@ class Publisher:
         entry = self._by_identity.get(id(relation))
         if entry is not None and entry[0] is relation:
             return entry
-        codec = self._codecs.get(relation)
-        if codec is None:
-            self.catalog.prepare_types(relation)
-            codec = self.encoder.table(relation, array_dims=self.catalog.array_dims(relation),
-                                       key_columns=self.catalog.key_columns(relation))
-            self._codecs[relation] = codec
+        codec = self.codecs.codec(relation)
         topic = codec.topic
         name = f"{relation.namespace}.{relation.name}"
         entry = (relation, codec, name, topic,

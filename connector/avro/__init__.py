@@ -1,14 +1,17 @@
 """Avro for change events: names, schemas derived from Relation messages, the fixed records,
 the Schema Registry, and the Confluent wire format. See schemas/README.md for the contract.
 
-    registry = SchemaRegistry(url)                                  # registry.py
-    encoder = AvroEncoder(registry, catalog, prefix="shop", db="shopdb")   # encoder.py
-    codec = encoder.table(relation)                                 # once per Relation version
-    key, value = codec.key_from_tuple(new), codec.value_from_tuples("c", None, new, source)
+    registry = SchemaRegistry(url)                                          # registry.py
+    codecs = CodecFactory(types, catalog, registry_ids(registry), prefix="shop",
+                          db="shopdb")                                      # codecs.py
+    codec = codecs.codec(relation)                          # once per Relation version
+    key, value = codec.change_from_tuples("c", None, new, source)         # serializer.py
+    encoder = AvroEncoder(registry, prefix="shop", db="shopdb")   # control topics: encoder.py
 """
 
 from connector.names import from_avro_name, namespace_of, table_topic, to_avro_name, topic_part
 
+from .codecs import CodecFactory, SchemaIds, SourceFacts, registry_ids
 from .encoder import AvroEncoder, Encoded, pg_timestamp_to_ms, transaction_id
 from .fixed import fixed_schema, schemas_dir
 from .registry import SchemaRegistry, key_subject, value_subject
@@ -33,11 +36,14 @@ from .serializer import (
 __all__ = [
     "ARRAY_DIMS_QUERY",
     "AvroEncoder",
+    "CodecFactory",
     "ColumnSpec",
     "Decoded",
     "Encoded",
     "FixedCodec",
+    "SchemaIds",
     "SchemaRegistry",
+    "SourceFacts",
     "SourceInfo",
     "TableCodec",
     "TableSchemas",
@@ -51,6 +57,7 @@ __all__ = [
     "namespace_of",
     "parse_frame",
     "pg_timestamp_to_ms",
+    "registry_ids",
     "render",
     "schemas_dir",
     "table_topic",

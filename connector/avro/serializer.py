@@ -6,17 +6,15 @@ rows by per-type encoders chosen once per codec -- and by fastavro ``schemaless_
 column type those encoders do not handle; both give the same bytes (property-tested against
 fastavro in tests/unit/avro/test_avro_envelope_bytes.py). Decoding is fastavro's.
 
-    codec = TableCodec(schemas, key_id, value_id, catalog)       # once per schema version
+    codec = CodecFactory(...).codec(relation)   # codecs.py: once per table version
+    key, value = codec.change_from_tuples("c", None, insert.new, SourceInfo(...))
     key = codec.key_from_tuple(insert.new)                        # None: table without key
-    value = codec.value_from_tuples("c", None, insert.new, SourceInfo(...))
-    value = codec.value("u", before_values, after_values, SourceInfo(...))  # loaded values
     value = codec.truncate(SourceInfo(...))
 
-Values: `value`/`key` take rows of values as pgtypes loaders return them (one per column, in
-column order); `*_from_tuples` take pgoutput TupleData (str / BinaryValue / None /
-UNCHANGED_TOAST) and load them with the catalog's loaders chosen once per codec. Per column a
-converter chosen once (see `columns`) turns the value into the Avro datum: Decimal, datetime,
-date, time, UUID, Interval, Infinity, OutOfRange, addresses, nested lists...
+Rows are pgoutput TupleData (str / BinaryValue / None / UNCHANGED_TOAST), loaded with the
+catalog's loaders chosen once per codec. Per column a converter chosen once (see `typemap`)
+turns the loaded value into the Avro datum: Decimal, datetime, date, time, UUID, Interval,
+Infinity, OutOfRange, addresses, nested lists...
 Dates and timestamps outside 0001-01-01 .. 9999-12-31 (``infinity``, BC, years after 9999)
 are clamped to that range (pgtypes' rule, schemas/README.md); numeric(p,s) NaN is null.
 
@@ -353,7 +351,7 @@ class TableCodec:
     """
 
     def __init__(self, schemas: TableSchemas, key_id: int | None, value_id: int,
-                 catalog: TypeCatalog | None = None) -> None:
+                 catalog: TypeCatalog) -> None:
         if (key_id is None) != (schemas.key_schema is None):
             raise SchemaError(f"{schemas.topic}: key schema id {key_id} does not match "
                               f"{'no' if schemas.key_schema is None else 'a'} key schema")
@@ -365,7 +363,6 @@ class TableCodec:
         self._ncols = len(columns)
         self._names = tuple(c.avro_name for c in columns)
         self._branches = tuple(_branch(c.avro_type) for c in columns)
-        self._converts = tuple(c.convert for c in columns)
         self._keys = tuple((c.index, c.avro_name) for c in schemas.key_columns)
         _parse(schemas.value_schema, schemas.topic)  # the whole Envelope must be valid Avro
         value_record = schemas.value_schema["fields"][0]["type"][1]  # before: ["null", Value]
@@ -380,18 +377,15 @@ class TableCodec:
             else:
                 key_header = _HEADER.pack(MAGIC, key_id)
                 self._write_key = lambda datum: key_header + encode_key(datum)
-        self._text: tuple[Callable[[str], Any], ...] = ()
-        self._binary: tuple[Callable[[bytes], Any], ...] = ()
+        loaders = catalog.row_loaders(schemas.relation.columns)
+        self._text: tuple[Callable[[str], Any], ...] = tuple(
+            _compose(load, c.convert) for load, c in zip(loaders.text, columns, strict=True))
+        self._binary: tuple[Callable[[bytes], Any], ...] = tuple(
+            _compose(load, c.convert) for load, c in zip(loaders.binary, columns, strict=True))
         self._plan: Any = None  # the C row encoder (connector.avro.native_rows), if any
-        if catalog is not None:
-            loaders = catalog.row_loaders(schemas.relation.columns)
-            self._text = tuple(_compose(load, c.convert) for load, c in
-                               zip(loaders.text, columns, strict=True))
-            self._binary = tuple(_compose(load, c.convert) for load, c in
-                                 zip(loaders.binary, columns, strict=True))
-            if self._frame.native is not None:
-                self._plan = row_plan(columns, schemas.key_columns, self._text, self._binary,
-                                      [_type_encoder(c.avro_type) for c in columns])
+        if self._frame.native is not None:
+            self._plan = row_plan(columns, schemas.key_columns, self._text, self._binary,
+                                  [_type_encoder(c.avro_type) for c in columns])
         self._key_header = b"" if key_id is None else _HEADER.pack(MAGIC, key_id)
 
     @property
@@ -401,32 +395,8 @@ class TableCodec:
 
     # ------------------------------------------------------------------ rows
 
-    def _row(self, values: Sequence[Any], toast: list[str] | None) -> dict[str, Any]:
-        """Loaded values -> {field: None | (branch, datum)}."""
-        if len(values) != self._ncols:
-            raise SchemaError(f"{self.topic}: row of {len(values)} values for "
-                              f"{self._ncols} columns")
-        row: dict[str, Any] = {}
-        for name, branch, convert, value in zip(self._names, self._branches, self._converts,
-                                                values, strict=True):
-            if value is None:
-                row[name] = None
-            elif value is UNCHANGED_TOAST:
-                row[name] = None
-                if toast is not None:
-                    toast.append(name)
-            elif convert is None:
-                row[name] = (branch, value)
-            else:
-                datum = convert(value)
-                row[name] = None if datum is None else (branch, datum)
-        return row
-
     def _row_from_tuple(self, data: TupleData, toast: list[str] | None) -> dict[str, Any]:
         """pgoutput TupleData -> {field: None | (branch, datum)}."""
-        if not self._text:
-            raise SchemaError(f"{self.topic}: this codec was built without a type catalog, "
-                              "so it cannot load pgoutput tuples")
         if len(data) != self._ncols:
             raise SchemaError(f"{self.topic}: tuple of {len(data)} columns for "
                               f"{self._ncols} columns")
@@ -457,12 +427,6 @@ class TableCodec:
 
     # ------------------------------------------------------------------ keys
 
-    def key(self, values: Sequence[Any]) -> bytes | None:
-        """The framed key of a row of loaded values (None: the table has no key)."""
-        if self._write_key is None:
-            return None
-        return self._key_of(self._row(values, None))
-
     def key_from_tuple(self, data: TupleData) -> bytes | None:
         """The framed key of a pgoutput tuple (new row, or the old key/row)."""
         if self._write_key is None:
@@ -475,9 +439,6 @@ class TableCodec:
                 fields = None
             if fields is not None:
                 return self._key_header + fields
-        if not self._text:
-            raise SchemaError(f"{self.topic}: this codec was built without a type catalog, "
-                              "so it cannot load pgoutput tuples")
         if len(data) != self._ncols:
             raise SchemaError(f"{self.topic}: tuple of {len(data)} columns for "
                               f"{self._ncols} columns")
@@ -505,15 +466,6 @@ class TableCodec:
             raise self._explain(exc, datum, self.schemas.key_columns, "key") from None
 
     # ------------------------------------------------------------------ values
-
-    def value(self, op: str, before: Sequence[Any] | None, after: Sequence[Any] | None,
-              source: SourceInfo, *, ts_ms: int | None = None,
-              transaction: TransactionBlock | None = None) -> bytes:
-        """The framed Envelope of a change, from rows of loaded values."""
-        toast: list[str] = []
-        return self._envelope(op, None if before is None else self._row(before, None),
-                              None if after is None else self._row(after, toast), toast,
-                              source, ts_ms, transaction)
 
     def value_from_tuples(self, op: str, old: TupleData | None, new: TupleData | None,
                           source: SourceInfo, *, ts_ms: int | None = None,

@@ -25,11 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from connector import metrics
-from connector.avro import AvroEncoder, SchemaRegistry, SourceInfo, TableCodec
+from connector.avro import CodecFactory, SchemaRegistry, SourceInfo, TableCodec, registry_ids
 from connector.errors import CdcError, SinkError, SourceError
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgtypes import TypeCatalog
-from connector.publisher import Publisher
 from connector.replication import ReplicationAdmin
 from connector.sink import AckTracker, KafkaSink, TopicCreator
 from connector.sink.transactional import (
@@ -145,10 +144,10 @@ class _Job:
                     if settings.exactly_once else None)
         self.own_committed = False
         types = TypeCatalog()
-        encoder = AvroEncoder(registry, types, prefix=settings.topic_prefix, db=db)
-        # The stream's own codec path: same catalog lookups, same schemas, same registry ids.
-        publisher = Publisher(encoder, self.sink, self.tracker, PostgresCatalog(admin.conn, types))
-        self.codecs: list[TableCodec] = [publisher.codec(t.relation) for t in self.tables]
+        # The stream's own codec factory: same catalog lookups, same schemas, same registry ids.
+        codecs = CodecFactory(types, PostgresCatalog(admin.conn, types), registry_ids(registry),
+                              prefix=settings.topic_prefix, db=db)
+        self.codecs: list[TableCodec] = [codecs.codec(t.relation) for t in self.tables]
         created = set(topics.ensure(c.topic for c in self.codecs))
         # A topic that existed may hold an abandoned attempt's rows or an older history.
         self.replaced = [c for c in self.codecs if c.topic not in created]

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from connector.avro import TableCodec, derive_table_schemas
+from connector.avro import CodecFactory, SchemaIds, TableSchemas
 from connector.errors import CdcError, SchemaError, SinkError, SourceError
 from connector.pgtypes import TypeCatalog
 from connector.sink import AckTracker, KafkaSink
@@ -152,8 +152,9 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any, i
             txn = SnapshotTransaction(sink.producer, spec.kafka_settings)
             txn.begin()
         types = TypeCatalog()
-        catalog = PostgresCatalog(conn, types)
-        codecs: dict[int, TableCodec] = {}
+        # The coordinator's factory, with its ids: the same catalog lookups and schemas.
+        codecs = CodecFactory(types, PostgresCatalog(conn, types), _coordinator_ids(spec),
+                              prefix=spec.prefix, db=spec.db)
         reader = ChunkReader(conn, sink, tracker, spec.consistent_point, spec.ts_ms,
                              binary=spec.binary,
                              on_rows=lambda table, n: reports.put(("rows", table, n)),
@@ -165,11 +166,9 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any, i
                 break
             if should_stop():
                 raise Stopped
-            codec = codecs.get(chunk.table)
-            if codec is None:
-                codec = codecs[chunk.table] = _codec(spec, chunk.table, catalog, types)
+            table = spec.tables[chunk.table]
             bytes_before = sink.bytes
-            total += reader.read(spec.tables[chunk.table], codec, chunk)
+            total += reader.read(table, codecs.codec(table.relation), chunk)
             reports.put(("chunk", chunk.table, sink.bytes - bytes_before))
             if txn is not None:
                 txn.commit_if_old()
@@ -197,16 +196,16 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any, i
         conn.close()
 
 
-def _codec(spec: ReaderSpec, index: int, catalog: PostgresCatalog,
-           types: TypeCatalog) -> TableCodec:
-    """The table's codec as the coordinator made it (`Publisher.codec`), ids included."""
-    relation = spec.tables[index].relation
-    ids = spec.ids[index]
-    catalog.prepare_types(relation)
-    schemas = derive_table_schemas(relation, types, prefix=spec.prefix, db=spec.db,
-                                   array_dims=catalog.array_dims(relation),
-                                   key_columns=catalog.key_columns(relation))
-    if (schemas.key_json, schemas.value_json) != (ids.key_json, ids.value_json):
-        raise SchemaError(f"snapshot reader derived another schema for {schemas.topic} than "
-                          "the coordinator registered (did the table change?)")
-    return TableCodec(schemas, ids.key_id, ids.value_id, types)
+def _coordinator_ids(spec: ReaderSpec) -> SchemaIds:
+    """The ids the coordinator registered, once the reader derived the very same schema text:
+    a reader makes no registry calls."""
+    registered = {table.relation: ids for table, ids in zip(spec.tables, spec.ids, strict=True)}
+
+    def ids(schemas: TableSchemas) -> tuple[int | None, int]:
+        table = registered[schemas.relation]
+        if (schemas.key_json, schemas.value_json) != (table.key_json, table.value_json):
+            raise SchemaError(f"snapshot reader derived another schema for {schemas.topic} "
+                              "than the coordinator registered (did the table change?)")
+        return table.key_id, table.value_id
+
+    return ids

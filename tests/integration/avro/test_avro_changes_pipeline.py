@@ -1,5 +1,6 @@
-"""The path the pipeline takes, on real Kafka and registry: assembler Changes -> AvroEncoder ->
-KafkaSink (by op) -> AckTracker watermark; consumed back and decoded by schema id."""
+"""The path the pipeline takes, on real Kafka and registry: an assembler Transaction ->
+Publisher (CodecFactory's codecs, AvroEncoder's control records) -> KafkaSink -> AckTracker
+watermark; consumed back and decoded by schema id."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from typing import Any
 import pytest
 from avro_kafka_helpers import consume, unique
 
-from connector.assembler.transaction import Change
-from connector.avro import AvroEncoder, SchemaRegistry, TransactionBlock, decode
-from connector.avro.encoder import pg_timestamp_to_ms, transaction_id
+from connector.assembler.transaction import Change, Changes, Transaction
+from connector.avro import AvroEncoder, CodecFactory, SchemaRegistry, decode, registry_ids
+from connector.avro.encoder import pg_timestamp_to_ms
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -22,6 +23,7 @@ from connector.pgoutput.messages import (
     Update,
 )
 from connector.pgtypes import TypeCatalog, oids
+from connector.publisher import Publisher
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec
 
 pytestmark = pytest.mark.integration
@@ -51,44 +53,63 @@ def changes() -> list[Change]:
             for i, (rel, msg) in enumerate(messages)]
 
 
-def test_changes_through_encoder_and_sink(kafka: Any, registry: Any) -> None:
+class Facts:
+    """The catalog facts PostgreSQL would give (this test has no database): grid is int[][]."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def prepare_types(self, relation: Relation) -> None:
+        self.asked.append(relation.name)
+
+    def array_dims(self, relation: Relation) -> dict[str, int]:
+        return {"grid": 2} if relation.name == "items" else {}
+
+    def key_columns(self, relation: Relation) -> list[str] | None:
+        return None
+
+
+def test_changes_through_publisher_and_sink(kafka: Any, registry: Any) -> None:
     prefix = unique("pipe")
     settings = {"bootstrap.servers": kafka.bootstrap}
-    encoder = AvroEncoder(SchemaRegistry(registry.url), TypeCatalog(), prefix=prefix, db="app",
-                          array_dims=lambda rel: {"grid": 2} if rel.name == "items" else {})
+    registry_client = SchemaRegistry(registry.url)
+    facts = Facts()
+    codecs = CodecFactory(TypeCatalog(), facts, registry_ids(registry_client), prefix=prefix,
+                          db="app")
     tracker = AckTracker(start_lsn=0x5_0000_0000)
     sink = KafkaSink(settings, tracker, topics=TopicCreator(settings, TopicSpec(partitions=3)),
                      tombstones=True)
+    publisher = Publisher(codecs, AvroEncoder(registry_client, prefix=prefix, db="app"), sink,
+                          tracker)
 
-    txn = tracker.begin(END_LSN)
-    for total, change in enumerate(changes(), start=1):
-        block = TransactionBlock(transaction_id(XID, COMMIT_LSN), total, total)
-        record = encoder.change(change, transaction=block)
-        if record.op == "t":
-            sink.produce_to_all_partitions(record.topic, record.key, record.value or b"", txn)
-        elif record.op == "d":
-            sink.produce_delete(record.topic, record.key, record.value or b"", txn)
-        else:
-            sink.produce(record.topic, record.key, record.value, txn)
-    txn.seal()
+    publisher.publish(Transaction(XID, COMMIT_LSN, END_LSN, COMMIT_TS, Changes(changes()),
+                                  COMMIT_LSN - 0x100))
     sink.close()
     assert tracker.watermark() == END_LSN
+    assert facts.asked == ["items", "logs"]  # once per Relation version
 
     reader = SchemaRegistry(registry.url)
-    items = consume(kafka.bootstrap, f"{prefix}.public.items", 5 + 1 + 3)  # + tombstone + 3 t
+    # 2 c, u, the key change as d + tombstone + c, d + tombstone, t on each of 3 partitions
+    items = consume(kafka.bootstrap, f"{prefix}.public.items", 2 + 1 + 3 + 2 + 3)
     events = [(decode(r.key(), reader.schema).value if r.key() else None,
                decode(r.value(), reader.schema).value if r.value() else None, r.partition())
               for r in items]
-    by_index = {e[1]["source"]["txn_index"]: e for e in events if e[1] is not None}
-    assert by_index[0][0] == {"id": 1}
-    assert by_index[0][1]["after"] == {"id": 1, "body": "hello", "grid": [[1, 2], [3, 4]]}
-    assert by_index[3][1]["op"] == "u" and by_index[3][1]["unchanged_toast"] == ["body"]
-    assert by_index[3][1]["after"]["grid"] == [[5, 6]]
-    assert by_index[4][0] == {"id": 20}  # keyed by the new key
-    assert by_index[4][1]["before"] == {"id": 2, "body": None, "grid": None}
-    assert by_index[5][1]["op"] == "d" and by_index[5][1]["after"] is None
+    by_index: dict[int, list[Any]] = {}
+    for event in events:
+        if event[1] is not None and event[1]["op"] != "t":
+            by_index.setdefault(event[1]["source"]["txn_index"], []).append(event)
+    assert by_index[0][0][0] == {"id": 1}
+    assert by_index[0][0][1]["after"] == {"id": 1, "body": "hello", "grid": [[1, 2], [3, 4]]}
+    assert by_index[3][0][1]["op"] == "u" and by_index[3][0][1]["unchanged_toast"] == ["body"]
+    assert by_index[3][0][1]["after"]["grid"] == [[5, 6]]
+    # the key changed: the old key's row is deleted, the new key's row created
+    moved = {e[1]["op"]: e for e in by_index[4]}
+    assert moved["d"][0] == {"id": 2} and moved["c"][0] == {"id": 20}
+    assert moved["d"][1]["before"] == {"id": 2, "body": None, "grid": None}
+    assert moved["c"][1]["after"] == {"id": 20, "body": "moved", "grid": None}
+    assert by_index[5][0][1]["op"] == "d" and by_index[5][0][1]["after"] is None
     tombstones = [e for e in events if e[1] is None]
-    assert [t[0] for t in tombstones] == [{"id": 1}]
+    assert sorted(t[0]["id"] for t in tombstones) == [1, 2]
     truncates = [e for e in events if e[1] is not None and e[1]["op"] == "t"]
     assert sorted(t[2] for t in truncates) == [0, 1, 2]
     assert all(t[0] is None and t[1]["source"]["txn_index"] == 7 for t in truncates)

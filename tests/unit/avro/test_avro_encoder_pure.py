@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from connector.avro.encoder import Encoded, pg_timestamp_to_ms, transaction_id
+from connector.avro.encoder import pg_timestamp_to_ms, transaction_id
 
 
 def test_pg_timestamp_to_ms() -> None:
@@ -14,6 +14,3 @@ def test_pg_timestamp_to_ms() -> None:
 def test_transaction_id() -> None:
     assert transaction_id(731, 0x5_0000_1000) == f"731:{0x5_0000_1000}"
 
-
-def test_encoded_op_defaults_to_none() -> None:
-    assert Encoded("t", None, b"v").op is None

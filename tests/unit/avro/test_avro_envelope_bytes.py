@@ -9,6 +9,7 @@ import io
 from decimal import Context, Decimal
 from typing import Any
 
+import loaded_rows
 import pytest
 from avro_helpers import catalog, column, numeric_typmod, relation
 from fastavro import parse_schema, schemaless_writer
@@ -141,13 +142,13 @@ def test_rows_and_keys_written_by_hand_equal_fastavro(after: Any, before: Any) -
     codec = _typed_codec()
     assert codec._frame._encode_row is not None  # every column type here is written by hand
     source = SourceInfo(1, 2, 3, 4, 5)
-    ours = codec.value("u", before, after, source, ts_ms=9)
+    ours = loaded_rows.value(codec, "u", before, after, source, ts_ms=9)
     assert ours == _fastavro(codec, "u", _plain(codec, before), _plain(codec, after), [],
                              source, 9, None)
     key = {"id": after[0], "k2": _plain(codec, after)["k2"]}
     buf = io.BytesIO()
     schemaless_writer(buf, parse_schema(codec.schemas.key_schema), key)
-    assert codec.key(after) == frame(11, buf.getvalue())
+    assert loaded_rows.key(codec, after) == frame(11, buf.getvalue())
 
 
 def test_unhandled_types_are_left_to_fastavro() -> None:
@@ -162,4 +163,4 @@ def test_a_wrong_datum_names_its_column() -> None:
     row = [1, Decimal("1.5")] + [None] * 18
     row[5] = "not a float"
     with pytest.raises(SchemaError, match="column 'f8'"):
-        codec.value("c", None, row, SourceInfo(1, 2, 3), ts_ms=0)
+        loaded_rows.value(codec, "c", None, row, SourceInfo(1, 2, 3), ts_ms=0)

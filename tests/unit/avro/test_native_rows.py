@@ -28,6 +28,9 @@ from connector.pgtypes import oids
 from connector.snapshot.copytext import parse_copy_text
 from connector.speedups import NO_NATIVE_ENV, native
 
+# This module compares the C writer with the Python one itself (conftest.py runs it once).
+COMPARES_BOTH_WRITERS = True
+
 
 def test_the_extension_is_built() -> None:
     """CI builds the extension; a silently missing one would leave only the slow path."""
@@ -164,7 +167,8 @@ def _codecs() -> tuple[TableCodec, TableCodec]:
     schemas = derive_table_schemas(rel, catalog(), prefix="p", db="d")
     fast = TableCodec(schemas, 21, 22, catalog())
     reference = TableCodec(schemas, 21, 22, catalog())
-    reference._plan = None
+    reference._plan = None  # the Python writer throughout: rows and envelope
+    reference._frame.native = None
     return fast, reference
 
 
