@@ -44,6 +44,7 @@ from connector.replication.health import lag_warning
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
 from connector.sink.transactional import TransactionalTracker, exactly_once_sink
 from connector.snapshot import SnapshotSettings, take_snapshot
+from connector.snapshot.resnapshot import IncrementalSnapshots
 from connector.source_catalog import PostgresCatalog
 
 log = logging.getLogger(__name__)
@@ -264,6 +265,10 @@ class Pipeline:
         encoder = AvroEncoder(self.registry, prefix=self.cfg.topic_prefix, db=self.db)
         publisher = Publisher(codecs, encoder, sink, tracker,
                               transaction_topic=self.cfg.transaction_topic)
+        snapshots = IncrementalSnapshots(
+            self.cfg.dsn, self.cfg.slot, self.cfg.publication, self.admin.features,
+            publisher.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
+        publisher.watermarks = snapshots
         stream = ReplicationStream(self.cfg.dsn, StreamOptions(
             self.cfg.slot, self.cfg.publication, proto, binary=self.cfg.binary,
             origin=self.cfg.origin))
@@ -306,6 +311,7 @@ class Pipeline:
                         reply = reply or frame.reply_requested
                 self.streaming = True
                 sink.poll(0)
+                snapshots.tick()
                 flush = self._confirmable(tracker, assembler, server_end)
                 now = time.monotonic()
                 if reply or (flush > confirmed and now - stream.last_status_sent
@@ -342,6 +348,7 @@ class Pipeline:
             metrics.CONNECTED.set(0)
             assembler.close()
             stream.close()
+            snapshots.close()
 
     @staticmethod
     def _confirmable(tracker: AckTracker | TransactionalTracker, assembler: Assembler,

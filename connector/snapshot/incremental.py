@@ -10,8 +10,8 @@ order, at most ``chunk_rows``), on a normal connection to the source:
 
 1. emit the low watermark: ``pg_logical_emit_message(false, 'pgcdc.snapshot', '<run>:<n>:low')``
    at WAL position l (non-transactional, so it is decoded where it was written);
-2. take S0 = ``pg_current_snapshot()`` and wait until every transaction in S0's xip list has
-   ended (``pg_xact_status``): see "The visibility race" below;
+2. take S0 = ``txid_current_snapshot()`` and wait until every transaction in S0's xip list
+   has ended (``txid_status``): see "The visibility race" below;
 3. read the chunk, one statement (its own snapshot S):
    ``COPY (SELECT <published columns> FROM t WHERE (k1, k2) > (...) ORDER BY k1, k2 LIMIT n)``;
 4. emit the high watermark ``'<run>:<n>:high'`` at WAL position h, and hold the chunk's rows
@@ -92,14 +92,14 @@ class Watermark:
 
 @dataclass
 class ChunkWindow:
-    """One chunk between its watermarks: the rows read (key bytes -> row, in key order) and,
+    """One chunk between its watermarks: the rows read (key -> COPY line, in key order) and,
     once the low watermark went by, the keys the stream changed. Pure: keys are whatever the
     caller compares them as (the encoded Kafka key)."""
 
     watermark_run: str
     chunk: int
     relation_id: int
-    rows: dict[bytes, tuple[str | None, ...]] = field(default_factory=dict)
+    rows: dict[bytes, bytes] = field(default_factory=dict)  # key -> the row's COPY line
     open: bool = False  # the low watermark has been seen in the stream
 
     def low_seen(self) -> None:
@@ -111,7 +111,12 @@ class ChunkWindow:
         if self.open and relation_id == self.relation_id:
             self.rows.pop(key, None)
 
-    def high_seen(self) -> list[tuple[str | None, ...]]:
+    def truncated(self, relation_id: int) -> None:
+        """A streamed truncate of the table: every row read is older than it."""
+        if self.open and relation_id == self.relation_id:
+            self.rows.clear()
+
+    def high_seen(self) -> list[bytes]:
         """The rows to publish at the high watermark, in key order."""
         if not self.open:
             raise RuntimeError(f"chunk {self.chunk}: high watermark before the low one")
@@ -126,7 +131,7 @@ def chunk_copy_statement(schema: str, table: str, columns: Sequence[str],
     order, `limit` rows at most. `key` is (column, type as ``format_type`` spells it) per key
     column: each bound is cast to its column's type, so it compares as the index does."""
     key_list = sql.SQL(", ").join(sql.Identifier(name) for name, _ in key)
-    where = sql.SQL("")
+    where: sql.Composable = sql.SQL("")
     if after is not None:
         if len(after) != len(key):
             raise ValueError(f"{len(after)} bound values for {len(key)} key columns")

@@ -1,0 +1,240 @@
+"""Runs the signal table's incremental snapshot requests inside a streaming session.
+
+The algorithm and why it is correct: `connector.snapshot.incremental`. This is its IO: the
+pipeline calls `tick` between reads of the stream (it reads the next chunk when none is in
+flight, and records the progress of chunks Kafka acknowledged), and the publisher calls
+`watermark` for each of our watermark messages it meets in a transaction, and keeps
+`window.changed` informed while a window is open.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from connector.avro import SourceInfo, TableCodec
+from connector.errors import SourceError
+from connector.pgoutput.messages import COLUMN_KEY
+from connector.replication.features import ServerFeatures
+from connector.sink import DeliveryTracker, KafkaSink, Ticket
+
+from . import signals
+from .copytext import parse_copy_text
+from .incremental import WATERMARK_PREFIX, ChunkWindow, Watermark, chunk_copy_statement
+from .tables import SnapshotTable, published_tables
+
+log = logging.getLogger(__name__)
+
+__all__ = ["IncrementalSnapshots"]
+
+POLL_INTERVAL_S = 1.0
+XIP_WAIT_LOG_S = 10.0
+
+
+@dataclass
+class _Chunk:
+    """A chunk read and waiting for its watermarks in the stream."""
+
+    request: int
+    table_index: int
+    table: SnapshotTable
+    codec: TableCodec
+    window: ChunkWindow
+    last_key: tuple[str, ...] | None  # None: the table is exhausted
+
+
+class IncrementalSnapshots:
+    def __init__(self, dsn: str, slot: str, publication: str, features: ServerFeatures,
+                 codec_for: Any, sink: KafkaSink, tracker: DeliveryTracker, *,
+                 chunk_rows: int) -> None:
+        self.slot = slot
+        self.publication = publication
+        self.features = features
+        self.codec_for = codec_for  # Relation -> TableCodec: the stream's own codecs
+        self.sink = sink
+        self.tracker = tracker
+        self.chunk_rows = chunk_rows
+        self.run = uuid.uuid4().hex[:12]
+        self.conn = psycopg.connect(dsn, autocommit=True,
+                                    application_name="pgcdc incremental snapshot")
+        self.chunk: _Chunk | None = None  # read, its watermarks not yet streamed
+        self.open_window: ChunkWindow | None = None  # the publisher drops keys from it
+        self.sequence = 0
+        self.request: signals.SnapshotRequest | None = None
+        self.table_index = 0
+        self.last_key: tuple[str, ...] | None = None
+        self.unacked: list[tuple[int, int, int, tuple[str, ...] | None, int]] = []
+        self.next_poll = 0.0
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # ------------------------------------------------------------------ pipeline side
+
+    def tick(self) -> None:
+        """Record acknowledged chunks; read the next chunk if none is in flight."""
+        try:
+            self._record_acknowledged()
+            if self.chunk is not None:
+                return
+            now = time.monotonic()
+            if now < self.next_poll:
+                return
+            self.next_poll = now + POLL_INTERVAL_S
+            if not signals.table_exists(self.conn) or not self._current_request():
+                return
+            self._read_chunk()
+        except psycopg.Error as exc:
+            raise SourceError(f"incremental snapshot: {str(exc).strip().splitlines()[0]}",
+                              transient=True) from None
+
+    def _current_request(self) -> bool:
+        """Whether there is a request to work on (a new one, or the current one not cancelled)."""
+        if self.request is not None:
+            if signals.state_of(self.conn, self.request.id) in ("pending", "running"):
+                return True
+            log.info("incremental snapshot %d cancelled", self.request.id)
+            self.request = None
+        found = signals.next_request(self.conn, self.slot)
+        if found is None:
+            return False
+        self.request = found
+        self.table_index, self.last_key = found.table_index, found.last_key
+        log.info("incremental snapshot %d of %s: %s", found.id, ", ".join(found.tables),
+                 "resuming" if found.state == "running" else "starting")
+        signals.record_progress(self.conn, found.id, self.table_index, self.last_key, 0)
+        return True
+
+    def _read_chunk(self) -> None:
+        request = self.request
+        assert request is not None
+        if self.table_index >= len(request.tables):
+            signals.set_state(self.conn, request.id, "done")
+            log.info("incremental snapshot %d done", request.id)
+            self.request = None
+            return
+        name = request.tables[self.table_index]
+        table = self._table(name)
+        if table is None:
+            self._fail(request.id, f"{name} is not in publication {self.publication}")
+            return
+        key = self._key(table)
+        if key is None:
+            self._fail(request.id, f"{name} has no primary key (or replica identity index): "
+                       "an incremental snapshot needs one to tell its rows from newer changes")
+            return
+        codec = self.codec_for(table.relation)
+        self.sequence += 1
+        window = ChunkWindow(self.run, self.sequence, table.relation.relation_id)
+        self._emit(Watermark(self.run, self.sequence, high=False))
+        self._wait_for_running_transactions()
+        columns = [c.name for c in table.relation.columns]
+        statement = chunk_copy_statement(table.relation.namespace, table.relation.name,
+                                         columns, key, self.last_key, self.chunk_rows)
+        positions = [columns.index(k) for k, _ in key]
+        last: tuple[str | None, ...] | None = None
+        with self.conn.cursor().copy(statement) as copy:
+            for line in copy:
+                row = parse_copy_text(bytes(line))
+                row_key = codec.key_from_tuple(row)
+                assert row_key is not None  # a key was checked above
+                window.rows[row_key] = bytes(line)
+                last = row
+        self._emit(Watermark(self.run, self.sequence, high=True))
+        next_key = None if last is None or len(window.rows) < self.chunk_rows else \
+            tuple(str(last[i]) for i in positions)
+        self.chunk = _Chunk(request.id, self.table_index, table, codec, window, next_key)
+
+    def _table(self, name: str) -> SnapshotTable | None:
+        for table in published_tables(self.conn, self.publication, self.features):
+            if table.name == name:
+                return table
+        return None
+
+    def _key(self, table: SnapshotTable) -> list[tuple[str, str]] | None:
+        """(column, type) of the key the chunks are ordered by: the replica identity's columns
+        unless that is FULL or NOTHING."""
+        relation = table.relation
+        if relation.replica_identity in ("f", "n"):
+            return None
+        names = [c.name for c in relation.columns if c.flags & COLUMN_KEY]
+        if not names:
+            return None
+        types: dict[str, str] = dict(self.conn.execute(
+            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+            (relation.relation_id,)).fetchall())
+        return [(n, types[n]) for n in names]
+
+    def _emit(self, mark: Watermark) -> None:
+        # Transactional: the commit flushes WAL, so the walsender sends it at once.
+        self.conn.execute("SELECT pg_logical_emit_message(true, %s, %s)",
+                          (WATERMARK_PREFIX, mark.content()))
+
+    def _wait_for_running_transactions(self) -> None:
+        """Until every transaction running now has ended (see "The visibility race")."""
+        # The txid_* spelling exists on every supported server (pg_current_snapshot: 13+).
+        snapshot = self.conn.execute("SELECT txid_current_snapshot()::text").fetchone()
+        assert snapshot is not None
+        started = time.monotonic()
+        logged = False
+        while self.conn.execute(
+                "SELECT count(*) FROM txid_snapshot_xip(%s::txid_snapshot) x "
+                "WHERE txid_status(x) = 'in progress'", (snapshot[0],)).fetchone() != (0,):
+            if not logged and time.monotonic() - started > XIP_WAIT_LOG_S:
+                log.warning("incremental snapshot: waiting for transactions older than the "
+                            "chunk to end (long-running or idle in transaction?)")
+                logged = True
+            time.sleep(0.005)
+
+    def _fail(self, request_id: int, message: str) -> None:
+        log.error("incremental snapshot %d failed: %s", request_id, message)
+        signals.set_state(self.conn, request_id, "failed", message)
+        self.request = None
+
+    def _record_acknowledged(self) -> None:
+        acked = self.tracker.watermark() or 0
+        while self.unacked and self.unacked[0][0] <= acked:
+            _, request_id, table_index, last_key, rows = self.unacked.pop(0)
+            signals.record_progress(self.conn, request_id, table_index, last_key, rows)
+
+    # ------------------------------------------------------------------ publisher side
+
+    def watermark(self, content: bytes, commit_lsn: int, end_lsn: int, ts_ms: int,
+                  ticket: Ticket) -> None:
+        """One of our watermark messages, met in the stream inside the transaction that
+        committed at `commit_lsn`; a high one publishes the chunk's remaining rows under
+        `ticket`. Watermarks of another run (a killed producer's, replayed) are ignored."""
+        mark = Watermark.parse(content)
+        chunk = self.chunk
+        if mark is None or chunk is None or mark.run != self.run or \
+                mark.chunk != chunk.window.chunk:
+            return
+        if not mark.high:
+            chunk.window.low_seen()
+            self.open_window = chunk.window
+            return
+        self.open_window = None
+        lines = chunk.window.high_seen()
+        codec = chunk.codec
+        encode = codec.copy_encoder("r")
+        for number, line in enumerate(lines):
+            source = SourceInfo(commit_lsn, number, ts_ms, None, commit_lsn, "incremental")
+            event = None if encode is None else encode(line, source, None, None)
+            if event is None:
+                event = codec.change_from_tuples("r", None, parse_copy_text(line), source)
+            self.sink.produce(codec.topic, event[0], event[1], ticket)
+        self.chunk = None
+        if chunk.last_key is None:
+            self.table_index, self.last_key = chunk.table_index + 1, None
+        else:
+            self.table_index, self.last_key = chunk.table_index, chunk.last_key
+        self.unacked.append((end_lsn, chunk.request, self.table_index, self.last_key,
+                             len(lines)))
+        self.next_poll = 0.0  # the next chunk at once
+
