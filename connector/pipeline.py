@@ -267,7 +267,7 @@ class Pipeline:
                               transaction_topic=self.cfg.transaction_topic)
         snapshots = IncrementalSnapshots(
             self.cfg.dsn, self.cfg.slot, self.cfg.publication, self.admin.features,
-            publisher.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
+            codecs.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
         publisher.watermarks = snapshots
         stream = ReplicationStream(self.cfg.dsn, StreamOptions(
             self.cfg.slot, self.cfg.publication, proto, binary=self.cfg.binary,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from typing import Protocol
 
 from connector import metrics
 from connector.assembler import LogicalMessage, Transaction
