@@ -60,8 +60,8 @@ class IncrementalSnapshots:
         self.tracker = tracker
         self.chunk_rows = chunk_rows
         self.run = uuid.uuid4().hex[:12]
-        self.conn = psycopg.connect(dsn, autocommit=True,
-                                    application_name="pgcdc incremental snapshot")
+        self.dsn = dsn
+        self._conn: psycopg.Connection[tuple] | None = None  # type: ignore[type-arg]
         self.chunk: _Chunk | None = None  # read, its watermarks not yet streamed
         self.open_window: ChunkWindow | None = None  # the publisher drops keys from it
         self.sequence = 0
@@ -71,8 +71,17 @@ class IncrementalSnapshots:
         self.unacked: list[tuple[int, int, int, tuple[str, ...] | None, int]] = []
         self.next_poll = 0.0
 
+    @property
+    def conn(self) -> psycopg.Connection[tuple]:  # type: ignore[type-arg]
+        """Opened at the first poll; reopened after a failure (the next tick retries)."""
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.dsn, autocommit=True,
+                                         application_name="pgcdc incremental snapshot")
+        return self._conn
+
     def close(self) -> None:
-        self.conn.close()
+        if self._conn is not None:
+            self._conn.close()
 
     # ------------------------------------------------------------------ pipeline side
 
@@ -107,7 +116,7 @@ class IncrementalSnapshots:
         self.table_index, self.last_key = found.table_index, found.last_key
         log.info("incremental snapshot %d of %s: %s", found.id, ", ".join(found.tables),
                  "resuming" if found.state == "running" else "starting")
-        signals.record_progress(self.conn, found.id, self.table_index, self.last_key, 0)
+        signals.mark_running(self.conn, found.id)
         return True
 
     def _read_chunk(self) -> None:

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-__all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "next_request",
-           "record_progress", "request", "requests", "set_state", "state_of", "table_exists"]
+__all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "mark_running",
+           "next_request", "record_progress", "request", "requests", "set_state", "state_of",
+           "table_exists"]
 
 SIGNAL_TABLE = ("public", "pgcdc_signal")
 _TABLE = sql.Identifier(*SIGNAL_TABLE)
@@ -36,6 +37,7 @@ _DDL = sql.SQL("""CREATE TABLE IF NOT EXISTS {} (
     rows bigint NOT NULL DEFAULT 0,
     message text,
     requested_at timestamptz NOT NULL DEFAULT now(),
+    started_at timestamptz,
     updated_at timestamptz NOT NULL DEFAULT now())""").format(_TABLE)
 
 Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
@@ -52,6 +54,7 @@ class SnapshotRequest:
     chunks: int
     rows: int
     message: str | None
+    rate: float | None  # rows per second since it started (restarts included)
 
 
 def create_table(conn: Conn) -> None:
@@ -83,10 +86,11 @@ def cancel(conn: Conn, slot: str) -> int:
 
 def _requests(conn: Conn, where: sql.Composable, params: Sequence[object]) -> list[SnapshotRequest]:
     rows = conn.execute(sql.SQL(
-        "SELECT id, slot, tables, state, table_index, last_key, chunks, rows, message "
+        "SELECT id, slot, tables, state, table_index, last_key, chunks, rows, message, "
+        "rows / greatest(extract(epoch FROM updated_at - started_at), 0.001)::float8 "
         "FROM {} WHERE {} ORDER BY id").format(_TABLE, where), params).fetchall()
     return [SnapshotRequest(r[0], r[1], tuple(r[2]), r[3], r[4],
-                            None if r[5] is None else tuple(r[5]), r[6], r[7], r[8])
+                            None if r[5] is None else tuple(r[5]), r[6], r[7], r[8], r[9])
             for r in rows]
 
 
@@ -115,9 +119,16 @@ def record_progress(conn: Conn, request_id: int, table_index: int,
     cancel is not undone."""
     conn.execute(sql.SQL(
         "UPDATE {} SET state = 'running', table_index = %s, last_key = %s, "
-        "chunks = chunks + 1, rows = rows + %s, updated_at = now() "
+        "chunks = chunks + 1, rows = rows + %s, updated_at = now(), "
+        "started_at = coalesce(started_at, now()) "
         "WHERE id = %s AND state IN ('pending', 'running')").format(_TABLE),
         (table_index, None if last_key is None else list(last_key), rows, request_id))
+
+
+def mark_running(conn: Conn, request_id: int) -> None:
+    conn.execute(sql.SQL(
+        "UPDATE {} SET state = 'running', started_at = coalesce(started_at, now()), "
+        "updated_at = now() WHERE id = %s AND state = 'pending'").format(_TABLE), (request_id,))
 
 
 def set_state(conn: Conn, request_id: int, state: str, message: str | None = None) -> None:
