@@ -44,6 +44,7 @@ from connector.replication.health import lag_warning
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
 from connector.sink.transactional import TransactionalTracker, exactly_once_sink
 from connector.snapshot import SnapshotSettings, take_snapshot
+from connector.snapshot.lifecycle import TableWatcher
 from connector.snapshot.resnapshot import IncrementalSnapshots
 from connector.source_catalog import PostgresCatalog
 
@@ -269,6 +270,8 @@ class Pipeline:
             self.cfg.dsn, self.cfg.slot, self.cfg.publication, self.admin.features,
             codecs.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
         publisher.watermarks = snapshots
+        watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
+                               manage_publication=self.cfg.create_publication)
         stream = ReplicationStream(self.cfg.dsn, StreamOptions(
             self.cfg.slot, self.cfg.publication, proto, binary=self.cfg.binary,
             origin=self.cfg.origin))
@@ -311,6 +314,7 @@ class Pipeline:
                         reply = reply or frame.reply_requested
                 self.streaming = True
                 sink.poll(0)
+                watcher.tick()
                 snapshots.tick()
                 flush = self._confirmable(tracker, assembler, server_end)
                 now = time.monotonic()
