@@ -17,6 +17,10 @@ import psycopg
 from producer_support import current_lsn
 from snapshot_support import final_state, read_events, table_rows
 
+from spark_jobs.config import MergeConfig
+from spark_jobs.job import run_merge
+from spark_jobs.verify import compare, lake_rows, pg_rows
+
 PGCDC = str(Path(sys.executable).parent / "pgcdc")
 ROWS = 20_000
 
@@ -86,7 +90,8 @@ def _fold_in_offset_order(events: list[Any]) -> dict[int, dict[str, Any]]:
     return state
 
 
-def test_busy_table_resnapshotted_with_a_kill_midway(postgres, producer_run, log_dir) -> None:
+def test_busy_table_resnapshotted_with_a_kill_midway(postgres, producer_run, log_dir, spark,
+                                                     tmp_path) -> None:
     run = producer_run("public.incbusy_*", "--snapshot", "never",
                        "--incremental-chunk-rows", "500")
     table = f"incbusy_{run.tag}"
@@ -123,6 +128,16 @@ def test_busy_table_resnapshotted_with_a_kill_midway(postgres, producer_run, log
     assert _fold_in_offset_order(events) == expected
     assert final_state([e.value for e in events]) == expected
     assert chunks >= before_kill[1]
+
+    # The merge job orders by (commit_lsn, txn_index) too: its Delta table is PostgreSQL's.
+    stats = run_merge(spark, MergeConfig(bootstrap_servers=run.bootstrap,
+                                         schema_registry_url=run.registry_url,
+                                         target=str(tmp_path), topic_prefix=run.prefix,
+                                         trigger="available-now"))
+    assert stats.dead_letters == 0
+    result = compare(f"public.{table}", pg_rows(postgres.dsn, "public", table),
+                     lake_rows(spark, str(tmp_path / "public" / table), ["id"]))
+    assert result.equal, result.differences
 
 
 def test_a_table_created_while_streaming_is_published_with_all_its_rows(
