@@ -12,6 +12,10 @@ unconfirmed work); a Kafka delivery failure stops the run without advancing the 
 Before the first session, a new slot (or --snapshot initial_only) gets the initial snapshot
 (connector/snapshot): the slot is created at the snapshot's consistent point once every row
 event is acknowledged, and streaming resumes from there.
+
+While streaming, between reads, `TableWatcher` adds new tables matching --tables to the
+publication and `IncrementalSnapshots` runs the requests of `pgcdc snapshot` (and of new
+tables) in watermarked chunks (connector/snapshot/incremental.py).
 """
 
 from __future__ import annotations
