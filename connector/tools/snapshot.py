@@ -1,6 +1,6 @@
 """pgcdc snapshot: ask the running producer of a slot to re-publish tables (incremental snapshot).
 
-    pgcdc snapshot --dsn ... --slot pgcdc --tables 'public.orders' 'sales.*'
+    pgcdc snapshot --dsn ... --slot pgcdc --tables 'public.orders,sales.*'
     pgcdc snapshot --dsn ... --slot pgcdc --cancel
 
 The request goes into the signal table (`connector.snapshot.signals`, created on first use);
@@ -28,8 +28,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dsn", help="libpq connection string (env PGCDC_DSN)")
     p.add_argument("--slot", help="the producer's replication slot (default pgcdc)")
     p.add_argument("--publication", help="its publication (default pgcdc)")
-    p.add_argument("--tables", nargs="+", metavar="PATTERN",
-                   help="schema.table patterns (* and ? allowed) of published tables")
+    p.add_argument("--tables", metavar="PATTERNS",
+                   help="comma-separated schema.table patterns (* allowed) of published tables")
     p.add_argument("--cancel", action="store_true",
                    help="cancel the slot's unfinished snapshot requests")
     p.set_defaults(handler=handle)
@@ -37,7 +37,7 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     if bool(args.tables) == bool(args.cancel):
-        raise ConfigError("give --tables PATTERN... or --cancel")
+        raise ConfigError("give --tables PATTERNS or --cancel")
     cfg = config_mod.load(args.config, {"dsn": args.dsn, "slot": args.slot,
                                         "publication": args.publication}, validate=False)
     if not cfg.dsn:
@@ -52,7 +52,8 @@ def handle(args: argparse.Namespace) -> int:
             print(f"slot {cfg.slot}: {signals.cancel(admin.conn, cfg.slot)} request(s) cancelled")
             return 0
         published = {f"{s}.{t}" for s, t, _, _ in admin.published_tables(cfg.publication)}
-        tables = [f"{s}.{t}" for s, t in admin.resolve_tables(args.tables)]
+        patterns = [p.strip() for p in args.tables.split(",") if p.strip()]
+        tables = [f"{s}.{t}" for s, t in admin.resolve_tables(patterns)]
         missing = [t for t in tables if t not in published]
         if missing:
             raise ConfigError(f"not in publication {cfg.publication}: {', '.join(missing)}")
