@@ -81,8 +81,7 @@ class Watermarks(Protocol):
 
     open_window: ChunkWindow | None  # keys the stream changes are dropped from it
 
-    def watermark(self, content: bytes, commit_lsn: int, end_lsn: int, ts_ms: int,
-                  ticket: Ticket) -> None: ...
+    def watermark(self, content: bytes, end_lsn: int, ticket: Ticket) -> None: ...
 
 
 class Publisher:
@@ -148,8 +147,7 @@ class Publisher:
                 elif msg.prefix == WATERMARK_PREFIX:
                     heartbeats += 1  # not a change either
                     if self.watermarks is not None:
-                        self.watermarks.watermark(msg.content, commit_lsn, txn.end_lsn, ts_ms,
-                                                  ticket)
+                        self.watermarks.watermark(msg.content, txn.end_lsn, ticket)
                 else:
                     self._send(self.encoder.message(msg, source), ticket)
                 continue
@@ -248,11 +246,15 @@ class Publisher:
         self.sink.produce(record.topic, record.key, record.value, ticket)
 
     def publish_message(self, item: LogicalMessage, confirm_lsn: int) -> None:
-        """A non-transactional logical decoding message (ours are transactional, see
-        `Pipeline._heartbeat`: one with our heartbeat prefix here is not published)."""
+        """A non-transactional logical decoding message (our heartbeats are transactional, see
+        `Pipeline._heartbeat`: one with our heartbeat prefix here is not published; an
+        incremental snapshot's low watermark is one)."""
         ticket = self.tracker.begin(confirm_lsn)
         msg = item.message
-        if msg.prefix != HEARTBEAT_PREFIX:
+        if msg.prefix == WATERMARK_PREFIX:
+            if self.watermarks is not None:
+                self.watermarks.watermark(msg.content, confirm_lsn, ticket)
+        elif msg.prefix != HEARTBEAT_PREFIX:
             source = SourceInfo(msg.lsn, 0, time.time_ns() // 1_000_000, None, msg.lsn)
             self._send(self.encoder.message(msg, source), ticket)
         ticket.seal()

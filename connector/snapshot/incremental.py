@@ -1,44 +1,44 @@
 """Incremental snapshots: a table's rows re-read in key-ordered chunks while streaming goes on.
 
-STATUS: the pure core of issue 11 (watermark messages, the chunk window, the chunk query).
-The pipeline wiring, the signal table, `pgcdc snapshot`, resumption and new-table detection
-are not built yet; nothing in the product calls this module.
-
 The algorithm is DBLog's (Netflix, 2020): no lock, no long transaction, no pause of the
 stream. For each chunk of a table (rows with key > the previous chunk's last key, in key
-order, at most ``chunk_rows``), on a normal connection to the source:
+order, at most ``chunk_rows``), on a normal connection to the source (`resnapshot`):
 
 1. emit the low watermark: ``pg_logical_emit_message(false, 'pgcdc.snapshot', '<run>:<n>:low')``
-   at WAL position l (non-transactional, so it is decoded where it was written);
+   at WAL position l (non-transactional: it is decoded where it was written, so the stream
+   sends every transaction committed before l ahead of it and every later one after it);
 2. take S0 = ``txid_current_snapshot()`` and wait until every transaction in S0's xip list
    has ended (``txid_status``): see "The visibility race" below;
 3. read the chunk, one statement (its own snapshot S):
-   ``COPY (SELECT <published columns> FROM t WHERE (k1, k2) > (...) ORDER BY k1, k2 LIMIT n)``;
-4. emit the high watermark ``'<run>:<n>:high'`` at WAL position h, and hold the chunk's rows
-   in memory (the chunk window).
+   ``COPY (SELECT <published columns> FROM t WHERE (k1, k2) > (...) ORDER BY k1, k2 LIMIT n)``,
+   and encode each row as an ``r`` event with ``source.snapshot = "incremental"``,
+   ``source.commit_lsn = source.lsn = l`` and ``source.txn_index`` = its number in the chunk;
+4. emit the high watermark ``'<run>:<n>:high'`` in a transaction of its own, committing at h
+   (its commit flushes the WAL, so both watermarks reach the walsender at once), and hold the
+   chunk's events in memory (the chunk window).
 
-The stream, meanwhile: between the low and the high watermark messages, every change of the
-table removes its key (old and new key of an update) from the window. At the high watermark
-the rows still in the window are published as ``r`` events, in key order, with
-``source.snapshot = "incremental"``, ``source.commit_lsn = source.lsn = h`` and
-``source.txn_index`` = the row's number in the chunk; their delivery ticket confirms h.
+The stream, meanwhile: between the low and the high watermark, every change of the table
+removes its key (old and new key of an update) from the window, and a truncate empties it. At
+the high watermark the events still in the window are produced, in key order, under the
+delivery ticket of the high watermark's transaction (it confirms h once Kafka has them all).
 
 Why a snapshot row never overwrites a newer change. Take a key k of the chunk and a transaction
 X that changed k, with commit record at c (its events carry commit_lsn = c):
 
-* c < l: X committed before the low watermark, so X is visible in S (the race below is closed
-  by step 2), and the chunk row already shows X's effect; publishing it after X's events
-  repeats the same state.
-* l <= c < h: X's events arrive inside the window, so k is dropped from the chunk: the stream
-  itself carries k's newer state (and a delete leaves nothing to re-insert).
-* c >= h: X's events arrive after the snapshot row, in Kafka offset order per key (one
-  partition per key, the publisher produces in stream order), and in the merge job's order,
-  since (commit_lsn, txn_index) = (c, ...) > (h, ...).
+* c < l: X is visible in S (step 2 closes the race below), so the chunk row already shows X's
+  effect. X's events come before the row in Kafka offset order (the stream sent X before l,
+  the row goes out at h) and in the merge job's order ((c, ...) < (l, ...)): the row repeats
+  the state X left.
+* l <= c < h: X's events arrive inside the window, so k's row is dropped: the stream itself
+  carries k's newer state (and a delete leaves nothing to re-insert).
+* c > h: X's events come after the row in offset order (one partition per key, the publisher
+  produces in stream order) and in the merge job's order ((c, ...) > (l, ...)).
 
-So, per key, the last event in offset order and in (commit_lsn, txn_index) order is the row's
-current state, and every key the chunk reads is published, by the snapshot or by the stream.
-A key inserted after S with a value below the chunk's last key is published by the stream
-(c > l). Keys above the last key belong to later chunks.
+So for every key the chunk publishes, every event of it in Kafka is either older than the
+row in both orders, or newer in both: the last event per key is the row's current state, and
+every key the chunk reads is published, by the snapshot or by the stream. A key inserted after
+S with a value below the chunk's last key is published by the stream (c > l). Keys above the
+last key belong to later chunks.
 
 The visibility race. PostgreSQL writes a commit record to WAL before it removes the
 transaction from the proc array, and a snapshot treats a transaction as running until it is
@@ -92,14 +92,14 @@ class Watermark:
 
 @dataclass
 class ChunkWindow:
-    """One chunk between its watermarks: the rows read (key -> COPY line, in key order) and,
+    """One chunk between its watermarks: the rows read (key -> event, in key order) and,
     once the low watermark went by, the keys the stream changed. Pure: keys are whatever the
     caller compares them as (the encoded Kafka key)."""
 
     watermark_run: str
     chunk: int
     relation_id: int
-    rows: dict[bytes, bytes] = field(default_factory=dict)  # key -> the row's COPY line
+    rows: dict[bytes, bytes] = field(default_factory=dict)  # key -> the row's event value
     open: bool = False  # the low watermark has been seen in the stream
 
     def low_seen(self) -> None:
@@ -116,11 +116,11 @@ class ChunkWindow:
         if self.open and relation_id == self.relation_id:
             self.rows.clear()
 
-    def high_seen(self) -> list[bytes]:
-        """The rows to publish at the high watermark, in key order."""
+    def high_seen(self) -> list[tuple[bytes, bytes]]:
+        """The (key, value) events to publish at the high watermark, in key order."""
         if not self.open:
             raise RuntimeError(f"chunk {self.chunk}: high watermark before the low one")
-        return list(self.rows.values())
+        return list(self.rows.items())
 
 
 def chunk_copy_statement(schema: str, table: str, columns: Sequence[str],

@@ -140,24 +140,37 @@ class IncrementalSnapshots:
         codec = self.codec_for(table.relation)
         self.sequence += 1
         window = ChunkWindow(self.run, self.sequence, table.relation.relation_id)
-        self._emit(Watermark(self.run, self.sequence, high=False))
+        low = self._emit(Watermark(self.run, self.sequence, high=False))
         self._wait_for_running_transactions()
         columns = [c.name for c in table.relation.columns]
         statement = chunk_copy_statement(table.relation.namespace, table.relation.name,
                                          columns, key, self.last_key, self.chunk_rows)
-        positions = [columns.index(k) for k, _ in key]
-        last: tuple[str | None, ...] | None = None
-        with self.conn.cursor().copy(statement) as copy:
-            for line in copy:
-                row = parse_copy_text(bytes(line))
-                row_key = codec.key_from_tuple(row)
-                assert row_key is not None  # a key was checked above
-                window.rows[row_key] = bytes(line)
-                last = row
+        last = self._read_events(statement, codec, window.rows, low)
         self._emit(Watermark(self.run, self.sequence, high=True))
-        next_key = None if last is None or len(window.rows) < self.chunk_rows else \
-            tuple(str(last[i]) for i in positions)
+        next_key = None
+        if len(window.rows) >= self.chunk_rows:
+            row = parse_copy_text(last)
+            next_key = tuple(str(row[columns.index(k)]) for k, _ in key)
         self.chunk = _Chunk(request.id, self.table_index, table, codec, window, next_key)
+
+    def _read_events(self, statement: Any, codec: TableCodec, events: dict[bytes, bytes],
+                     low: int) -> bytes:
+        """COPY the chunk into `events` (key -> value, each row an ``r`` event at (low, n));
+        returns the last COPY line (the next chunk's bound)."""
+        encode = codec.copy_encoder("r")  # one C call per line where it serves the table
+        ts_ms = time.time_ns() // 1_000_000
+        last = b""
+        with self.conn.cursor().copy(statement) as copy:
+            for number, data in enumerate(copy):
+                line = bytes(data)
+                source = SourceInfo(low, number, ts_ms, None, low, "incremental")
+                event = None if encode is None else encode(line, source, None, None)
+                if event is None:
+                    event = codec.change_from_tuples("r", None, parse_copy_text(line), source)
+                assert event[0] is not None  # the table has a key (checked by the caller)
+                events[event[0]] = event[1]
+                last = line
+        return last
 
     def _table(self, name: str) -> SnapshotTable | None:
         for table in published_tables(self.conn, self.publication, self.features):
@@ -180,10 +193,13 @@ class IncrementalSnapshots:
             (relation.relation_id,)).fetchall())
         return [(n, types[n]) for n in names]
 
-    def _emit(self, mark: Watermark) -> None:
-        # Transactional: the commit flushes WAL, so the walsender sends it at once.
-        self.conn.execute("SELECT pg_logical_emit_message(true, %s, %s)",
-                          (WATERMARK_PREFIX, mark.content()))
+    def _emit(self, mark: Watermark) -> int:
+        """Write a watermark into the WAL; its LSN. The low one is non-transactional (decoded
+        where it was written), the high one transactional (its commit flushes both)."""
+        row = self.conn.execute("SELECT pg_logical_emit_message(%s, %s, %s) - '0/0'",
+                                (mark.high, WATERMARK_PREFIX, mark.content())).fetchone()
+        assert row is not None
+        return int(row[0])
 
     def _wait_for_running_transactions(self) -> None:
         """Until every transaction running now has ended (see "The visibility race")."""
@@ -214,11 +230,11 @@ class IncrementalSnapshots:
 
     # ------------------------------------------------------------------ publisher side
 
-    def watermark(self, content: bytes, commit_lsn: int, end_lsn: int, ts_ms: int,
-                  ticket: Ticket) -> None:
-        """One of our watermark messages, met in the stream inside the transaction that
-        committed at `commit_lsn`; a high one publishes the chunk's remaining rows under
-        `ticket`. Watermarks of another run (a killed producer's, replayed) are ignored."""
+    def watermark(self, content: bytes, end_lsn: int, ticket: Ticket) -> None:
+        """One of our watermark messages, met in the stream: the low one (non-transactional)
+        opens the chunk's window, the high one (in a transaction ending at `end_lsn`) produces
+        the window's events under that transaction's `ticket`. Watermarks of another run (a
+        killed producer's, replayed after a restart) are ignored."""
         mark = Watermark.parse(content)
         chunk = self.chunk
         if mark is None or chunk is None or mark.run != self.run or \
@@ -229,21 +245,17 @@ class IncrementalSnapshots:
             self.open_window = chunk.window
             return
         self.open_window = None
-        lines = chunk.window.high_seen()
-        codec = chunk.codec
-        encode = codec.copy_encoder("r")
-        for number, line in enumerate(lines):
-            source = SourceInfo(commit_lsn, number, ts_ms, None, commit_lsn, "incremental")
-            event = None if encode is None else encode(line, source, None, None)
-            if event is None:
-                event = codec.change_from_tuples("r", None, parse_copy_text(line), source)
-            self.sink.produce(codec.topic, event[0], event[1], ticket)
+        events = chunk.window.high_seen()
+        topic = chunk.codec.topic
+        produce = self.sink.produce
+        for key, value in events:
+            produce(topic, key, value, ticket)
         self.chunk = None
         if chunk.last_key is None:
             self.table_index, self.last_key = chunk.table_index + 1, None
         else:
             self.table_index, self.last_key = chunk.table_index, chunk.last_key
         self.unacked.append((end_lsn, chunk.request, self.table_index, self.last_key,
-                             len(lines)))
+                             len(events)))
         self.next_poll = 0.0  # the next chunk at once
 

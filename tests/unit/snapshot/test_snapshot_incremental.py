@@ -28,7 +28,7 @@ def test_changes_inside_the_window_drop_their_rows() -> None:
     window.low_seen()
     window.changed(42, b"k2")
     window.changed(42, b"k9")  # a key the chunk did not read: nothing to drop
-    assert window.high_seen() == [b"1\ta", b"3\tc"]
+    assert window.high_seen() == [(b"k1", b"1\ta"), (b"k3", b"3\tc")]
 
 
 def test_changes_before_the_low_watermark_or_to_other_tables_keep_rows() -> None:
@@ -36,7 +36,8 @@ def test_changes_before_the_low_watermark_or_to_other_tables_keep_rows() -> None
     window.changed(42, b"k1")  # committed before l: the chunk row already shows it
     window.low_seen()
     window.changed(7, b"k3")  # another table's key that happens to encode alike
-    assert window.high_seen() == [b"1\ta", b"2\tb", b"3\tc"]
+    assert window.high_seen() == [(b"k1", b"1\ta"), (b"k2", b"2\tb"),
+                                  (b"k3", b"3\tc")]
 
 
 def test_high_watermark_before_low_is_refused() -> None:
