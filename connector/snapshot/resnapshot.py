@@ -98,9 +98,13 @@ class IncrementalSnapshots:
             if not signals.table_exists(self.conn) or not self._current_request():
                 return
             self._read_chunk()
-        except psycopg.Error as exc:
-            raise SourceError(f"incremental snapshot: {str(exc).strip().splitlines()[0]}",
+        except psycopg.OperationalError as exc:  # the connection: the session reconnects
+            raise SourceError(f"incremental snapshot: {_first_line(exc)}",
                               transient=True) from None
+        except psycopg.Error as exc:  # the request (a table dropped, no privilege, ...)
+            if self.request is None:
+                raise SourceError(f"incremental snapshot: {_first_line(exc)}") from None
+            self._fail(self.request.id, _first_line(exc))
 
     def _current_request(self) -> bool:
         """Whether there is a request to work on (a new one, or the current one not cancelled)."""
@@ -259,3 +263,6 @@ class IncrementalSnapshots:
                              len(events)))
         self.next_poll = 0.0  # the next chunk at once
 
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0]

@@ -182,3 +182,45 @@ def test_a_table_created_while_streaming_is_published_with_all_its_rows(
     assert _fold_in_offset_order(events) == expected
     assert final_state([e.value for e in events]) == expected
     assert sum(e.value["op"] == "r" for e in events) <= 3000
+
+
+def _pgcdc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PGCDC, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_refusals_are_one_line_and_streaming_goes_on(postgres, producer_run, log_dir) -> None:
+    run = producer_run("public.increfuse_*", "--snapshot", "never")
+    keyless = f"increfuse_{run.tag}_nokey"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {keyless} (v int)")
+        conn.execute(f"CREATE TABLE other_{run.tag} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    common = ["--dsn", run.dsn, "--slot", run.slot, "--publication", f"pub_{run.tag}"]
+
+    refused = _pgcdc("snapshot", *common, "--tables", f"public.other_{run.tag}")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        f"pgcdc snapshot: not in publication pub_{run.tag}: public.other_{run.tag}"]
+
+    request = _request(run, keyless)
+    state = _wait_state(run, request, lambda s: s[0] != "pending", timeout=60)
+    deadline = time.monotonic() + 30
+    while state[0] == "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        state = _request_state(run.dsn, request)
+    assert state[0] == "failed"
+    status = _pgcdc("status", *common)
+    assert f"incremental snapshot {request}: failed, public.{keyless}" in status.stdout
+    assert "has no primary key" in status.stdout
+
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:  # the stream goes on
+        conn.execute(f"INSERT INTO {keyless} VALUES (1)")
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{keyless}",
+                         min_count=1)
+    assert [e.value["op"] for e in events] == ["c"]
+    assert run.proc.poll() is None
+
+    second = _request(run, keyless)
+    cancelled = _pgcdc("snapshot", *common, "--cancel")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert _request_state(run.dsn, second)[0] in ("cancelled", "failed")
