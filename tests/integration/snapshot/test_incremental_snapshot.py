@@ -1,6 +1,7 @@
 """`pgcdc snapshot`: a table re-published in key-ordered chunks while the producer streams a
-busy workload (PostgreSQL 15/18, Kafka, registry): no stale row wins, in Kafka offset order
-or in (commit_lsn, txn_index) order, a killed producer resumes at its last chunk."""
+busy workload (PostgreSQL 15/18, Kafka, registry, Spark): no stale row wins, in Kafka offset
+order or in (commit_lsn, txn_index) order or in the merge job's Delta table; a killed producer
+resumes at its last chunk; a table created while streaming arrives with all its rows."""
 
 from __future__ import annotations
 
@@ -95,6 +96,7 @@ def test_busy_table_resnapshotted_with_a_kill_midway(postgres, producer_run, log
     run = producer_run("public.incbusy_*", "--snapshot", "never",
                        "--incremental-chunk-rows", "500")
     table = f"incbusy_{run.tag}"
+    added = f"incbusy_{run.tag}_added"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v int, note text)")
         conn.execute(f"INSERT INTO {table} SELECT i, 0, 'old' FROM generate_series(1, {ROWS}) i")
@@ -109,9 +111,19 @@ def test_busy_table_resnapshotted_with_a_kill_midway(postgres, producer_run, log
         before_kill = _request_state(run.dsn, request)
         assert before_kill[0] == "running"
         run.start(log_dir)
+        with psycopg.connect(postgres.dsn, autocommit=True) as conn:  # a table comes along
+            conn.execute(f"CREATE TABLE {added} (id int PRIMARY KEY, v int, note text)")
+            conn.execute(f"INSERT INTO {added} SELECT i, i, 'early' "
+                         "FROM generate_series(1, 2000) i")
         state, chunks, _ = _wait_state(run, request, lambda s: s[0] != "running")
         assert state == "done", run.output()
-        time.sleep(1)
+        with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+            deadline = time.monotonic() + 120
+            while conn.execute("SELECT count(*) FROM public.pgcdc_signal WHERE slot = %s AND "
+                               "state = 'done'", (run.slot,)).fetchone() != (2,):
+                assert time.monotonic() < deadline, run.output()
+                time.sleep(0.2)
+            conn.execute(f"UPDATE {added} SET note = 'late' WHERE id % 3 = 0")
     finally:
         stop.set()
         writer.join()
@@ -135,9 +147,10 @@ def test_busy_table_resnapshotted_with_a_kill_midway(postgres, producer_run, log
                                          target=str(tmp_path), topic_prefix=run.prefix,
                                          trigger="available-now"))
     assert stats.dead_letters == 0
-    result = compare(f"public.{table}", pg_rows(postgres.dsn, "public", table),
-                     lake_rows(spark, str(tmp_path / "public" / table), ["id"]))
-    assert result.equal, result.differences
+    for name in (table, added):
+        result = compare(f"public.{name}", pg_rows(postgres.dsn, "public", name),
+                         lake_rows(spark, str(tmp_path / "public" / name), ["id"]))
+        assert result.equal, result.differences
 
 
 def test_a_table_created_while_streaming_is_published_with_all_its_rows(
