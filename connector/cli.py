@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from connector import __version__
 from connector.errors import CdcError
 from connector.redact import redact
-from connector.tools import decode, merge, run, status
+from connector.tools import decode, merge, run, snapshot, status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     run.register(subparsers)
     status.register(subparsers)
+    snapshot.register(subparsers)
     merge.register(subparsers)
     decode.register(subparsers)
     return parser

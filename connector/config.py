@@ -58,6 +58,7 @@ class Config:
     snapshot: str = "initial"  # initial (when the slot is new) | never | initial_only
     snapshot_workers: int = 2  # parallel snapshot readers (connections)
     snapshot_chunk_rows: int = 250_000  # rows per snapshot chunk (ctid range), about
+    incremental_chunk_rows: int = 10_000  # rows per incremental snapshot chunk (by key)
     exactly_once: bool = False  # transactional producer + <prefix>.offsets (sink/transactional.py)
     exactly_once_batch_transactions: int = 1000  # PostgreSQL transactions per Kafka transaction
     exactly_once_batch_bytes: int = 16 * 1024 * 1024  # ... or this many event bytes
@@ -77,7 +78,8 @@ class Config:
         if self.snapshot not in SNAPSHOT_MODES:
             raise ConfigError(f"snapshot must be one of {', '.join(SNAPSHOT_MODES)}, "
                               f"not {self.snapshot!r}")
-        if self.snapshot_workers < 1 or self.snapshot_chunk_rows < 1:
+        if self.snapshot_workers < 1 or self.snapshot_chunk_rows < 1 or \
+                self.incremental_chunk_rows < 1:
             raise ConfigError("snapshot workers and chunk rows must be >= 1")
         if self.origin not in (None, "none", "any"):
             raise ConfigError(f"origin must be 'none' or 'any', not {self.origin!r}")

@@ -12,6 +12,10 @@ unconfirmed work); a Kafka delivery failure stops the run without advancing the 
 Before the first session, a new slot (or --snapshot initial_only) gets the initial snapshot
 (connector/snapshot): the slot is created at the snapshot's consistent point once every row
 event is acknowledged, and streaming resumes from there.
+
+While streaming, between reads, `TableWatcher` adds new tables matching --tables to the
+publication and `IncrementalSnapshots` runs the requests of `pgcdc snapshot` (and of new
+tables) in watermarked chunks (connector/snapshot/incremental.py).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from connector.replication.health import lag_warning
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
 from connector.sink.transactional import TransactionalTracker, exactly_once_sink
 from connector.snapshot import SnapshotSettings, take_snapshot
+from connector.snapshot.lifecycle import TableWatcher
+from connector.snapshot.resnapshot import IncrementalSnapshots
 from connector.source_catalog import PostgresCatalog
 
 log = logging.getLogger(__name__)
@@ -264,6 +270,12 @@ class Pipeline:
         encoder = AvroEncoder(self.registry, prefix=self.cfg.topic_prefix, db=self.db)
         publisher = Publisher(codecs, encoder, sink, tracker,
                               transaction_topic=self.cfg.transaction_topic)
+        snapshots = IncrementalSnapshots(
+            self.cfg.dsn, self.cfg.slot, self.cfg.publication, self.admin.features,
+            codecs.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
+        publisher.watermarks = snapshots
+        watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
+                               manage_publication=self.cfg.create_publication)
         stream = ReplicationStream(self.cfg.dsn, StreamOptions(
             self.cfg.slot, self.cfg.publication, proto, binary=self.cfg.binary,
             origin=self.cfg.origin))
@@ -306,6 +318,8 @@ class Pipeline:
                         reply = reply or frame.reply_requested
                 self.streaming = True
                 sink.poll(0)
+                watcher.tick()
+                snapshots.tick()
                 flush = self._confirmable(tracker, assembler, server_end)
                 now = time.monotonic()
                 if reply or (flush > confirmed and now - stream.last_status_sent
@@ -342,6 +356,7 @@ class Pipeline:
             metrics.CONNECTED.set(0)
             assembler.close()
             stream.close()
+            snapshots.close()
 
     @staticmethod
     def _confirmable(tracker: AckTracker | TransactionalTracker, assembler: Assembler,

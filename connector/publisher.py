@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from typing import Protocol
 
 from connector import metrics
 from connector.assembler import LogicalMessage, Transaction
@@ -35,6 +36,7 @@ from connector.pgoutput.messages import (
 )
 from connector.pgoutput.timestamps import PG_EPOCH
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
+from connector.snapshot.incremental import WATERMARK_PREFIX, ChunkWindow
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,14 @@ def fill_unchanged_toast(new: TupleData, old: TupleData | None) -> TupleData:
                  for n, o in zip(new, old, strict=True))
 
 
+class Watermarks(Protocol):
+    """The incremental snapshot's side of the stream (`connector.snapshot.resnapshot`)."""
+
+    open_window: ChunkWindow | None  # keys the stream changes are dropped from it
+
+    def watermark(self, content: bytes, end_lsn: int, ticket: Ticket) -> None: ...
+
+
 class Publisher:
     def __init__(self, codecs: CodecFactory, encoder: AvroEncoder, sink: KafkaSink,
                  tracker: DeliveryTracker, *, transaction_topic: bool = False) -> None:
@@ -87,6 +97,8 @@ class Publisher:
         # codec up by the identity of the (shared) Relation object; the entry keeps it alive.
         self._by_identity: dict[int, _Entry] = {}
         self._events: Counter[tuple[str, str]] = Counter()  # metrics, flushed per transaction
+        self.watermarks: Watermarks | None = None
+        self._window: ChunkWindow | None = None  # the open chunk window, for this transaction
 
     def _lookup(self, relation: Relation) -> _Entry:
         """(relation, its codec, "schema.table", topic, metrics keys), built once per Relation
@@ -120,6 +132,9 @@ class Publisher:
         produce = self.sink.produce
         events = self._events
         heartbeats = 0
+        # Our watermarks are transactions of their own: a window opens or closes only between
+        # the transactions that change tables.
+        window = self._window = self.watermarks.open_window if self.watermarks else None
         for total, change in enumerate(txn.changes, start=1):
             relation, msg, wal_lsn, position, _, _, _ = change
             source = _new_tuple(SourceInfo, (commit_lsn, position, ts_ms, xid, wal_lsn,
@@ -129,6 +144,10 @@ class Publisher:
                 if msg.prefix == HEARTBEAT_PREFIX:
                     heartbeats += 1
                     self._send(self.encoder.heartbeat(self.tracker.watermark() or 0), ticket)
+                elif msg.prefix == WATERMARK_PREFIX:
+                    heartbeats += 1  # not a change either
+                    if self.watermarks is not None:
+                        self.watermarks.watermark(msg.content, txn.end_lsn, ticket)
                 else:
                     self._send(self.encoder.message(msg, source), ticket)
                 continue
@@ -144,6 +163,8 @@ class Publisher:
                                                          transaction=block)
                 produce(entry[3], key, value, ticket)
                 events[entry[4]] += 1
+                if window is not None and key is not None:
+                    window.changed(relation.relation_id, key)
             else:
                 self._publish_change(entry, msg, source, block, ticket)
         if self.transaction_topic:
@@ -171,6 +192,7 @@ class Publisher:
             key, value = codec.change_from_tuples("c", None, msg.new, source, transaction=block)
             self.sink.produce(topic, key, value, ticket)
             events[entry[4]] += 1
+            self._changed(codec, key)
         elif isinstance(msg, Update):
             new = fill_unchanged_toast(msg.new, msg.old if msg.old_kind == "O" else None)
             new_key = codec.key_from_tuple(new)
@@ -186,18 +208,27 @@ class Publisher:
                     "c", None, new, source, transaction=block), ticket)
                 events[entry[6]] += 1
                 events[entry[4]] += 1
+                self._changed(codec, old_key)
             else:
                 self.sink.produce(topic, new_key, codec.value_from_tuples(
                     "u", msg.old, new, source, transaction=block), ticket)
                 events[entry[5]] += 1
+            self._changed(codec, new_key)
         elif isinstance(msg, Delete):
             key, value = codec.change_from_tuples("d", msg.old, None, source, transaction=block)
             self.sink.produce_delete(topic, key, value, ticket)
             events[entry[6]] += 1
+            self._changed(codec, key)
         elif isinstance(msg, Truncate):
             self.sink.produce_to_all_partitions(
                 topic, None, codec.truncate(source, transaction=block), ticket)
             events[entry[7]] += 1
+            if self._window is not None:
+                self._window.truncated(codec.schemas.relation.relation_id)
+
+    def _changed(self, codec: TableCodec, key: bytes | None) -> None:
+        if self._window is not None and key is not None:
+            self._window.changed(codec.schemas.relation.relation_id, key)
 
     def _warn_toast_across_key_change(self, relation: Relation) -> None:
         """PostgreSQL does not re-send an unchanged TOASTed value, and with a key change no
@@ -215,11 +246,15 @@ class Publisher:
         self.sink.produce(record.topic, record.key, record.value, ticket)
 
     def publish_message(self, item: LogicalMessage, confirm_lsn: int) -> None:
-        """A non-transactional logical decoding message (ours are transactional, see
-        `Pipeline._heartbeat`: one with our heartbeat prefix here is not published)."""
+        """A non-transactional logical decoding message (our heartbeats are transactional, see
+        `Pipeline._heartbeat`: one with our heartbeat prefix here is not published; an
+        incremental snapshot's low watermark is one)."""
         ticket = self.tracker.begin(confirm_lsn)
         msg = item.message
-        if msg.prefix != HEARTBEAT_PREFIX:
+        if msg.prefix == WATERMARK_PREFIX:
+            if self.watermarks is not None:
+                self.watermarks.watermark(msg.content, confirm_lsn, ticket)
+        elif msg.prefix != HEARTBEAT_PREFIX:
             source = SourceInfo(msg.lsn, 0, time.time_ns() // 1_000_000, None, msg.lsn)
             self._send(self.encoder.message(msg, source), ticket)
         ticket.seal()

@@ -126,7 +126,13 @@ class ReplicationAdmin:
                                  (name,)).fetchone() is not None
 
     def resolve_tables(self, patterns: Sequence[str]) -> list[tuple[str, str]]:
-        """`schema.table` patterns (`*` and `?` allowed; no schema means `public`) → tables."""
+        """`schema.table` patterns (`*` and `?` allowed; no schema means `public`) → tables;
+        a pattern matching nothing is an error."""
+        return self.matching_tables(patterns, require_each=True)
+
+    def matching_tables(self, patterns: Sequence[str], *,
+                        require_each: bool = False) -> list[tuple[str, str]]:
+        """The tables `patterns` match now, in pattern order."""
         tables = self.conn.execute(
             "SELECT n.nspname, c.relname FROM pg_class c"
             " JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -139,10 +145,14 @@ class ReplicationAdmin:
             schema_pat = schema_pat or "public"
             matches = [t for t in tables if fnmatch.fnmatchcase(t[0], schema_pat)
                        and fnmatch.fnmatchcase(t[1], table_pat)]
-            if not matches:
+            if not matches and require_each:
                 raise ConfigError(f"--tables pattern {pattern!r} matches no table")
             chosen.extend(m for m in matches if m not in chosen)
         return chosen
+
+    def add_to_publication(self, name: str, tables: Sequence[tuple[str, str]]) -> None:
+        self.conn.execute(sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
+            sql.Identifier(name), sql.SQL(", ").join(sql.Identifier(*t) for t in tables)))
 
     def ensure_publication(self, name: str, patterns: Sequence[str]) -> bool:
         """Create the publication (or set its tables) for `patterns`; `*` alone = all tables.
@@ -158,7 +168,7 @@ class ReplicationAdmin:
                     sql.Identifier(name), target))
                 log.info("created publication %s", name)
                 return True
-            if table_list is not None and not self._is_all_tables(name):
+            if table_list is not None and not self.is_all_tables(name):
                 self.conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
                     sql.Identifier(name), table_list))
             return False
@@ -167,7 +177,7 @@ class ReplicationAdmin:
             raise SourceError(f"cannot create publication {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
 
-    def _is_all_tables(self, name: str) -> bool:
+    def is_all_tables(self, name: str) -> bool:
         return bool(self._one("SELECT puballtables FROM pg_publication WHERE pubname = %s",
                               (name,))[0])
 

@@ -69,6 +69,8 @@ def register(subparsers: Any) -> None:
                    help="parallel snapshot readers, one connection each (default 2)")
     p.add_argument("--snapshot-chunk-rows", type=int,
                    help="rows per snapshot chunk, about (default 250000)")
+    p.add_argument("--incremental-chunk-rows", type=int,
+                   help="rows per incremental snapshot chunk (`pgcdc snapshot`; default 10000)")
     p.add_argument("--exactly-once", action="store_true", default=None,
                    help="transactional producer: each change once in Kafka for read_committed "
                         "consumers, even after a crash (streaming; see README)")
@@ -92,9 +94,8 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
              "publication", "tables", "binary", "failover_slot", "origin", "topic_partitions",
              "topic_replication_factor", "tombstones", "transaction_topic",
              "heartbeat_interval_s", "metrics_port", "wal_warn_bytes", "snapshot",
-             "snapshot_workers",
-             "snapshot_chunk_rows", "exactly_once", "exactly_once_batch_transactions",
-             "exactly_once_batch_bytes", "exactly_once_batch_ms"]
+             "snapshot_workers", "snapshot_chunk_rows", "incremental_chunk_rows", "exactly_once",
+             "exactly_once_batch_transactions", "exactly_once_batch_bytes", "exactly_once_batch_ms"]
     overrides = {name: getattr(args, name) for name in names}
     cfg = config_mod.load(args.config, overrides)
     if args.kafka:

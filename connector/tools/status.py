@@ -11,6 +11,7 @@ from connector.pgoutput.lsn import lsn_to_str
 from connector.replication import ReplicationAdmin
 from connector.replication.failover import failover_state
 from connector.replication.health import size, slot_warnings
+from connector.snapshot import signals
 
 
 def register(subparsers: Any) -> None:
@@ -48,6 +49,7 @@ def handle(args: argparse.Namespace) -> int:
             print(f"  failover: {failover_state(admin.conn, slot.name)}")
             for warning in slot_warnings(slot, cfg.wal_warn_bytes):
                 print(f"  warning: {warning}")
+        _print_snapshot_requests(admin, cfg.slot)
         if not admin.publication_exists(cfg.publication):
             print(f"publication {cfg.publication}: does not exist")
             return 1 if slot is None else 0
@@ -63,3 +65,21 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         admin.close()
     return 0 if slot is not None else 1
+
+
+def _print_snapshot_requests(admin: ReplicationAdmin, slot: str) -> None:
+    """The slot's incremental snapshots (`pgcdc snapshot`): unfinished ones, and the last
+    finished one."""
+    if not signals.table_exists(admin.conn):
+        return
+    found = signals.requests(admin.conn, slot)
+    unfinished = [r for r in found if r.state in ("pending", "running")]
+    finished = [r for r in found if r.state not in ("pending", "running")]
+    for request in unfinished + finished[-1:]:
+        table = request.tables[min(request.table_index, len(request.tables) - 1)]
+        where = f"at {table}, table {min(request.table_index + 1, len(request.tables))} of " \
+            f"{len(request.tables)}" if request.state == "running" else ", ".join(request.tables)
+        print(f"incremental snapshot {request.id}: {request.state}, {where}; "
+              f"{request.chunks} chunk(s), {request.rows} rows"
+              f"{f' ({request.rate:,.0f} rows/s)' if request.rate else ''}"
+              f"{'; ' + request.message if request.message else ''}")

@@ -1,0 +1,80 @@
+"""Tables that come and go while `pgcdc run` streams.
+
+pgoutput sends no DDL, so the producer polls the catalog (every `WATCH_INTERVAL_S`; an event
+trigger would need superuser rights to install):
+
+* A new table matching ``--tables``, when pgcdc manages the publication (``--tables`` names
+  patterns, not ``*``): it is added to the publication (its changes are streamed from that
+  commit on) and an incremental snapshot of it is requested (`signals`), which publishes the
+  rows written before, in the window argument of `incremental`: no row is missed or
+  overwritten by an older one.
+* A ``FOR ALL TABLES`` publication includes a new table from its creation, so every row of it
+  is streamed and no snapshot is needed; the table is only logged.
+* A table that left the publication (dropped, or removed by hand) is logged; its topic stays.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import psycopg
+
+from connector.errors import SourceError
+from connector.replication import ReplicationAdmin
+
+from . import signals
+
+log = logging.getLogger(__name__)
+
+__all__ = ["TableWatcher"]
+
+WATCH_INTERVAL_S = 2.0
+
+
+class TableWatcher:
+    def __init__(self, admin: ReplicationAdmin, publication: str, patterns: list[str],
+                 slot: str, *, manage_publication: bool) -> None:
+        self.admin = admin
+        self.publication = publication
+        self.patterns = patterns
+        self.slot = slot
+        self.manage = manage_publication and patterns != ["*"]
+        self.published = self._published()
+        self.next_check = time.monotonic() + WATCH_INTERVAL_S
+
+    def _published(self) -> set[str]:
+        return {f"{s}.{t}" for s, t, _, _ in self.admin.published_tables(self.publication)}
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now < self.next_check:
+            return
+        self.next_check = now + WATCH_INTERVAL_S
+        try:
+            self._check()
+        except psycopg.Error as exc:
+            raise SourceError(f"watching the catalog for new tables: "
+                              f"{str(exc).strip().splitlines()[0]}", transient=True) from None
+
+    def _check(self) -> None:
+        if self.manage and not self.admin.is_all_tables(self.publication):
+            new = [t for t in self.admin.matching_tables(self.patterns)
+                   if f"{t[0]}.{t[1]}" not in self.published]
+            if new:
+                names = [f"{s}.{t}" for s, t in new]
+                # One transaction: the table joins the publication and its snapshot is asked
+                # for together, so a crash cannot leave it streamed without its earlier rows.
+                with self.admin.conn.transaction():
+                    self.admin.add_to_publication(self.publication, new)
+                    signals.create_table(self.admin.conn)
+                    signals.request(self.admin.conn, self.slot, names)
+                log.info("new table(s) %s added to publication %s; their existing rows follow "
+                         "as an incremental snapshot", ", ".join(names), self.publication)
+        published = self._published()
+        for name in sorted(published - self.published):
+            log.info("table %s is now published", name)
+        for name in sorted(self.published - published):
+            log.info("table %s is no longer published (dropped, or removed from publication "
+                     "%s); its topic is kept", name, self.publication)
+        self.published = published

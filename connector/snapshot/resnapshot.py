@@ -1,0 +1,268 @@
+"""Runs the signal table's incremental snapshot requests inside a streaming session.
+
+The algorithm and why it is correct: `connector.snapshot.incremental`. This is its IO: the
+pipeline calls `tick` between reads of the stream (it reads the next chunk when none is in
+flight, and records the progress of chunks Kafka acknowledged), and the publisher calls
+`watermark` for each of our watermark messages it meets in a transaction, and keeps
+`window.changed` informed while a window is open.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from connector.avro import SourceInfo, TableCodec
+from connector.errors import SourceError
+from connector.pgoutput.messages import COLUMN_KEY
+from connector.replication.features import ServerFeatures
+from connector.sink import DeliveryTracker, KafkaSink, Ticket
+
+from . import signals
+from .copytext import parse_copy_text
+from .incremental import WATERMARK_PREFIX, ChunkWindow, Watermark, chunk_copy_statement
+from .tables import SnapshotTable, published_tables
+
+log = logging.getLogger(__name__)
+
+__all__ = ["IncrementalSnapshots"]
+
+POLL_INTERVAL_S = 1.0
+XIP_WAIT_LOG_S = 10.0
+
+
+@dataclass
+class _Chunk:
+    """A chunk read and waiting for its watermarks in the stream."""
+
+    request: int
+    table_index: int
+    table: SnapshotTable
+    codec: TableCodec
+    window: ChunkWindow
+    last_key: tuple[str, ...] | None  # None: the table is exhausted
+
+
+class IncrementalSnapshots:
+    def __init__(self, dsn: str, slot: str, publication: str, features: ServerFeatures,
+                 codec_for: Any, sink: KafkaSink, tracker: DeliveryTracker, *,
+                 chunk_rows: int) -> None:
+        self.slot = slot
+        self.publication = publication
+        self.features = features
+        self.codec_for = codec_for  # Relation -> TableCodec: the stream's own codecs
+        self.sink = sink
+        self.tracker = tracker
+        self.chunk_rows = chunk_rows
+        self.run = uuid.uuid4().hex[:12]
+        self.dsn = dsn
+        self._conn: psycopg.Connection[tuple] | None = None  # type: ignore[type-arg]
+        self.chunk: _Chunk | None = None  # read, its watermarks not yet streamed
+        self.open_window: ChunkWindow | None = None  # the publisher drops keys from it
+        self.sequence = 0
+        self.request: signals.SnapshotRequest | None = None
+        self.table_index = 0
+        self.last_key: tuple[str, ...] | None = None
+        self.unacked: list[tuple[int, int, int, tuple[str, ...] | None, int]] = []
+        self.next_poll = 0.0
+
+    @property
+    def conn(self) -> psycopg.Connection[tuple]:  # type: ignore[type-arg]
+        """Opened at the first poll; reopened after a failure (the next tick retries)."""
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.dsn, autocommit=True,
+                                         application_name="pgcdc incremental snapshot")
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+
+    # ------------------------------------------------------------------ pipeline side
+
+    def tick(self) -> None:
+        """Record acknowledged chunks; read the next chunk if none is in flight."""
+        try:
+            self._record_acknowledged()
+            if self.chunk is not None:
+                return
+            now = time.monotonic()
+            if now < self.next_poll:
+                return
+            self.next_poll = now + POLL_INTERVAL_S
+            if not signals.table_exists(self.conn) or not self._current_request():
+                return
+            self._read_chunk()
+        except psycopg.OperationalError as exc:  # the connection: the session reconnects
+            raise SourceError(f"incremental snapshot: {_first_line(exc)}",
+                              transient=True) from None
+        except psycopg.Error as exc:  # the request (a table dropped, no privilege, ...)
+            if self.request is None:
+                raise SourceError(f"incremental snapshot: {_first_line(exc)}") from None
+            self._fail(self.request.id, _first_line(exc))
+
+    def _current_request(self) -> bool:
+        """Whether there is a request to work on (a new one, or the current one not cancelled)."""
+        if self.request is not None:
+            if signals.state_of(self.conn, self.request.id) in ("pending", "running"):
+                return True
+            log.info("incremental snapshot %d cancelled", self.request.id)
+            self.request = None
+        found = signals.next_request(self.conn, self.slot)
+        if found is None:
+            return False
+        self.request = found
+        self.table_index, self.last_key = found.table_index, found.last_key
+        log.info("incremental snapshot %d of %s: %s", found.id, ", ".join(found.tables),
+                 "resuming" if found.state == "running" else "starting")
+        signals.mark_running(self.conn, found.id)
+        return True
+
+    def _read_chunk(self) -> None:
+        request = self.request
+        assert request is not None
+        if self.table_index >= len(request.tables):
+            signals.set_state(self.conn, request.id, "done")
+            log.info("incremental snapshot %d done", request.id)
+            self.request = None
+            return
+        name = request.tables[self.table_index]
+        table = self._table(name)
+        if table is None:
+            self._fail(request.id, f"{name} is not in publication {self.publication}")
+            return
+        key = self._key(table)
+        if key is None:
+            self._fail(request.id, f"{name} has no primary key (or replica identity index): "
+                       "an incremental snapshot needs one to tell its rows from newer changes")
+            return
+        codec = self.codec_for(table.relation)
+        self.sequence += 1
+        window = ChunkWindow(self.run, self.sequence, table.relation.relation_id)
+        low = self._emit(Watermark(self.run, self.sequence, high=False))
+        self._wait_for_running_transactions()
+        columns = [c.name for c in table.relation.columns]
+        statement = chunk_copy_statement(table.relation.namespace, table.relation.name,
+                                         columns, key, self.last_key, self.chunk_rows)
+        last = self._read_events(statement, codec, window.rows, low)
+        self._emit(Watermark(self.run, self.sequence, high=True))
+        next_key = None
+        if len(window.rows) >= self.chunk_rows:
+            row = parse_copy_text(last)
+            next_key = tuple(str(row[columns.index(k)]) for k, _ in key)
+        self.chunk = _Chunk(request.id, self.table_index, table, codec, window, next_key)
+
+    def _read_events(self, statement: Any, codec: TableCodec, events: dict[bytes, bytes],
+                     low: int) -> bytes:
+        """COPY the chunk into `events` (key -> value, each row an ``r`` event at (low, n));
+        returns the last COPY line (the next chunk's bound)."""
+        encode = codec.copy_encoder("r")  # one C call per line where it serves the table
+        ts_ms = time.time_ns() // 1_000_000
+        last = b""
+        with self.conn.cursor().copy(statement) as copy:
+            for number, data in enumerate(copy):
+                line = bytes(data)
+                source = SourceInfo(low, number, ts_ms, None, low, "incremental")
+                event = None if encode is None else encode(line, source, None, None)
+                if event is None:
+                    event = codec.change_from_tuples("r", None, parse_copy_text(line), source)
+                assert event[0] is not None  # the table has a key (checked by the caller)
+                events[event[0]] = event[1]
+                last = line
+        return last
+
+    def _table(self, name: str) -> SnapshotTable | None:
+        for table in published_tables(self.conn, self.publication, self.features):
+            if table.name == name:
+                return table
+        return None
+
+    def _key(self, table: SnapshotTable) -> list[tuple[str, str]] | None:
+        """(column, type) of the key the chunks are ordered by: the replica identity's columns
+        unless that is FULL or NOTHING."""
+        relation = table.relation
+        if relation.replica_identity in ("f", "n"):
+            return None
+        names = [c.name for c in relation.columns if c.flags & COLUMN_KEY]
+        if not names:
+            return None
+        types: dict[str, str] = dict(self.conn.execute(
+            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+            (relation.relation_id,)).fetchall())
+        return [(n, types[n]) for n in names]
+
+    def _emit(self, mark: Watermark) -> int:
+        """Write a watermark into the WAL; its LSN. The low one is non-transactional (decoded
+        where it was written), the high one transactional (its commit flushes both)."""
+        row = self.conn.execute("SELECT pg_logical_emit_message(%s, %s, %s) - '0/0'",
+                                (mark.high, WATERMARK_PREFIX, mark.content())).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def _wait_for_running_transactions(self) -> None:
+        """Until every transaction running now has ended (see "The visibility race")."""
+        # The txid_* spelling exists on every supported server (pg_current_snapshot: 13+).
+        snapshot = self.conn.execute("SELECT txid_current_snapshot()::text").fetchone()
+        assert snapshot is not None
+        started = time.monotonic()
+        logged = False
+        while self.conn.execute(
+                "SELECT count(*) FROM txid_snapshot_xip(%s::txid_snapshot) x "
+                "WHERE txid_status(x) = 'in progress'", (snapshot[0],)).fetchone() != (0,):
+            if not logged and time.monotonic() - started > XIP_WAIT_LOG_S:
+                log.warning("incremental snapshot: waiting for transactions older than the "
+                            "chunk to end (long-running or idle in transaction?)")
+                logged = True
+            time.sleep(0.005)
+
+    def _fail(self, request_id: int, message: str) -> None:
+        log.error("incremental snapshot %d failed: %s", request_id, message)
+        signals.set_state(self.conn, request_id, "failed", message)
+        self.request = None
+
+    def _record_acknowledged(self) -> None:
+        acked = self.tracker.watermark() or 0
+        while self.unacked and self.unacked[0][0] <= acked:
+            _, request_id, table_index, last_key, rows = self.unacked.pop(0)
+            signals.record_progress(self.conn, request_id, table_index, last_key, rows)
+
+    # ------------------------------------------------------------------ publisher side
+
+    def watermark(self, content: bytes, end_lsn: int, ticket: Ticket) -> None:
+        """One of our watermark messages, met in the stream: the low one (non-transactional)
+        opens the chunk's window, the high one (in a transaction ending at `end_lsn`) produces
+        the window's events under that transaction's `ticket`. Watermarks of another run (a
+        killed producer's, replayed after a restart) are ignored."""
+        mark = Watermark.parse(content)
+        chunk = self.chunk
+        if mark is None or chunk is None or mark.run != self.run or \
+                mark.chunk != chunk.window.chunk:
+            return
+        if not mark.high:
+            chunk.window.low_seen()
+            self.open_window = chunk.window
+            return
+        self.open_window = None
+        events = chunk.window.high_seen()
+        topic = chunk.codec.topic
+        produce = self.sink.produce
+        for key, value in events:
+            produce(topic, key, value, ticket)
+        self.chunk = None
+        if chunk.last_key is None:
+            self.table_index, self.last_key = chunk.table_index + 1, None
+        else:
+            self.table_index, self.last_key = chunk.table_index, chunk.last_key
+        self.unacked.append((end_lsn, chunk.request, self.table_index, self.last_key,
+                             len(events)))
+        self.next_poll = 0.0  # the next chunk at once
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0]

@@ -1,0 +1,239 @@
+"""`pgcdc snapshot`: a table re-published in key-ordered chunks while the producer streams a
+busy workload (PostgreSQL 15/18, Kafka, registry, Spark): no stale row wins, in Kafka offset
+order or in (commit_lsn, txn_index) order or in the merge job's Delta table; a killed producer
+resumes at its last chunk; a table created while streaming arrives with all its rows."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from producer_support import current_lsn
+from snapshot_support import final_state, read_events, table_rows
+
+from spark_jobs.config import MergeConfig
+from spark_jobs.job import run_merge
+from spark_jobs.verify import compare, lake_rows, pg_rows
+
+PGCDC = str(Path(sys.executable).parent / "pgcdc")
+ROWS = 20_000
+
+
+def _busy_writer(dsn: str, table: str, stop: threading.Event) -> None:
+    """Random inserts, updates (some of the key) and deletes until `stop`."""
+    rng = random.Random(7)
+    next_id = ROWS + 1
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while not stop.is_set():
+            with conn.transaction():
+                for _ in range(5):
+                    pick = rng.randrange(1, next_id)
+                    action = rng.random()
+                    if action < 0.5:
+                        conn.execute(f"UPDATE {table} SET v = v + 1, note = %s WHERE id = %s",
+                                     (f"u{next_id}", pick))
+                    elif action < 0.6:
+                        conn.execute(f"UPDATE {table} SET id = %s WHERE id = %s",
+                                     (next_id, pick))
+                        next_id += 1
+                    elif action < 0.8:
+                        conn.execute(f"DELETE FROM {table} WHERE id = %s", (pick,))
+                    else:
+                        conn.execute(f"INSERT INTO {table} VALUES (%s, 0, 'new')", (next_id,))
+                        next_id += 1
+            time.sleep(0.001)
+
+
+def _request(run: Any, table: str) -> int:
+    out = subprocess.run([PGCDC, "snapshot", "--dsn", run.dsn, "--slot", run.slot,
+                          "--publication", f"pub_{run.tag}", "--tables", f"public.{table}"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.split()[2])
+
+
+def _request_state(dsn: str, request: int) -> tuple[str, int, int]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT state, chunks, rows FROM public.pgcdc_signal WHERE id = %s",
+                           (request,)).fetchone()
+    assert row is not None
+    return row[0], row[1], row[2]
+
+
+def _wait_state(run: Any, request: int, done: Any, timeout: float = 240.0) -> tuple[str, int, int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = _request_state(run.dsn, request)
+        if done(state):
+            return state
+        assert run.proc.poll() is None, run.output()
+        time.sleep(0.2)
+    raise AssertionError(f"request {request} still {state} after {timeout} s: {run.output()}")
+
+
+def _fold_in_offset_order(events: list[Any]) -> dict[int, dict[str, Any]]:
+    state: dict[int, dict[str, Any]] = {}
+    for event in events:  # one partition: read in offset order
+        value = event.value
+        if value["op"] == "d":
+            state.pop(value["before"]["id"], None)
+        elif value["op"] == "t":
+            state.clear()
+        else:
+            state[value["after"]["id"]] = value["after"]
+    return state
+
+
+def test_busy_table_resnapshotted_with_a_kill_midway(postgres, producer_run, log_dir, spark,
+                                                     tmp_path) -> None:
+    run = producer_run("public.incbusy_*", "--snapshot", "never",
+                       "--incremental-chunk-rows", "500")
+    table = f"incbusy_{run.tag}"
+    added = f"incbusy_{run.tag}_added"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v int, note text)")
+        conn.execute(f"INSERT INTO {table} SELECT i, 0, 'old' FROM generate_series(1, {ROWS}) i")
+    run.start(log_dir)
+    stop = threading.Event()
+    writer = threading.Thread(target=_busy_writer, args=(postgres.dsn, table, stop))
+    writer.start()
+    try:
+        request = _request(run, table)
+        _wait_state(run, request, lambda s: s[1] >= 8)  # some chunks in Kafka
+        run.stop(signal.SIGKILL)
+        before_kill = _request_state(run.dsn, request)
+        assert before_kill[0] == "running"
+        run.start(log_dir)
+        with psycopg.connect(postgres.dsn, autocommit=True) as conn:  # a table comes along
+            conn.execute(f"CREATE TABLE {added} (id int PRIMARY KEY, v int, note text)")
+            conn.execute(f"INSERT INTO {added} SELECT i, i, 'early' "
+                         "FROM generate_series(1, 2000) i")
+        state, chunks, _ = _wait_state(run, request, lambda s: s[0] != "running")
+        assert state == "done", run.output()
+        with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+            deadline = time.monotonic() + 120
+            while conn.execute("SELECT count(*) FROM public.pgcdc_signal WHERE slot = %s AND "
+                               "state = 'done'", (run.slot,)).fetchone() != (2,):
+                assert time.monotonic() < deadline, run.output()
+                time.sleep(0.2)
+            conn.execute(f"UPDATE {added} SET note = 'late' WHERE id % 3 = 0")
+    finally:
+        stop.set()
+        writer.join()
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=120)
+    assert "resuming" in run.output()
+
+    expected = table_rows(postgres.dsn, f"SELECT id, v, note FROM {table}")
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=1)
+    reads = [e for e in events if e.value["op"] == "r"]
+    assert all(e.value["source"]["snapshot"] == "incremental" for e in reads)
+    # The rows already in Kafka before the kill are not read again: the restart resumed.
+    assert len(reads) < 1.5 * ROWS, (len(reads), ROWS)
+    assert _fold_in_offset_order(events) == expected
+    assert final_state([e.value for e in events]) == expected
+    assert chunks >= before_kill[1]
+
+    # The merge job orders by (commit_lsn, txn_index) too: its Delta table is PostgreSQL's.
+    stats = run_merge(spark, MergeConfig(bootstrap_servers=run.bootstrap,
+                                         schema_registry_url=run.registry_url,
+                                         target=str(tmp_path), topic_prefix=run.prefix,
+                                         trigger="available-now"))
+    assert stats.dead_letters == 0
+    for name in (table, added):
+        result = compare(f"public.{name}", pg_rows(postgres.dsn, "public", name),
+                         lake_rows(spark, str(tmp_path / "public" / name), ["id"]))
+        assert result.equal, result.differences
+
+
+def test_a_table_created_while_streaming_is_published_with_all_its_rows(
+        postgres, producer_run, log_dir) -> None:
+    run = producer_run("public.incnew_*", "--snapshot", "never")
+    first = f"incnew_{run.tag}_a"
+    later = f"incnew_{run.tag}_b"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {first} (id int PRIMARY KEY, v int, note text)")
+    run.start(log_dir)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        # Created and filled in one go, before the producer can notice it: these rows are
+        # not in the publication when written, only the incremental snapshot can bring them.
+        with conn.transaction():
+            conn.execute(f"CREATE TABLE {later} (id int PRIMARY KEY, v int, note text)")
+            conn.execute(f"INSERT INTO {later} SELECT i, i, 'before' "
+                         "FROM generate_series(1, 3000) i")
+        deadline = time.monotonic() + 60
+        while "now published" not in run.output() or later not in run.output():
+            assert time.monotonic() < deadline, run.output()
+            time.sleep(0.2)
+        conn.execute(f"UPDATE {later} SET note = 'after' WHERE id % 10 = 0")
+        conn.execute(f"DELETE FROM {later} WHERE id % 7 = 0")
+        conn.execute(f"INSERT INTO {later} VALUES (5000, 0, 'new')")
+        conn.execute(f"DROP TABLE {first}")
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        deadline = time.monotonic() + 120
+        while conn.execute("SELECT 1 FROM public.pgcdc_signal WHERE slot = %s AND "
+                           "state = 'done'", (run.slot,)).fetchone() is None:
+            assert time.monotonic() < deadline, run.output()
+            time.sleep(0.2)
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=120)
+    deadline = time.monotonic() + 30
+    while "no longer published" not in run.output():
+        assert time.monotonic() < deadline, run.output()
+        time.sleep(0.2)
+    assert first in run.output().split("no longer published")[0].splitlines()[-1]
+
+    expected = table_rows(postgres.dsn, f"SELECT id, v, note FROM {later}")
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{later}",
+                         min_count=len(expected))
+    assert _fold_in_offset_order(events) == expected
+    assert final_state([e.value for e in events]) == expected
+    assert sum(e.value["op"] == "r" for e in events) <= 3000
+
+
+def _pgcdc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PGCDC, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_refusals_are_one_line_and_streaming_goes_on(postgres, producer_run, log_dir) -> None:
+    run = producer_run("public.increfuse_*", "--snapshot", "never")
+    keyless = f"increfuse_{run.tag}_nokey"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {keyless} (v int)")
+        conn.execute(f"CREATE TABLE other_{run.tag} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    common = ["--dsn", run.dsn, "--slot", run.slot, "--publication", f"pub_{run.tag}"]
+
+    refused = _pgcdc("snapshot", *common, "--tables", f"public.other_{run.tag}")
+    assert refused.returncode == 1 and refused.stdout == ""
+    assert refused.stderr.strip().splitlines() == [
+        f"pgcdc snapshot: not in publication pub_{run.tag}: public.other_{run.tag}"]
+
+    request = _request(run, keyless)
+    state = _wait_state(run, request, lambda s: s[0] != "pending", timeout=60)
+    deadline = time.monotonic() + 30
+    while state[0] == "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        state = _request_state(run.dsn, request)
+    assert state[0] == "failed"
+    status = _pgcdc("status", *common)
+    assert f"incremental snapshot {request}: failed, public.{keyless}" in status.stdout
+    assert "has no primary key" in status.stdout
+
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:  # the stream goes on
+        conn.execute(f"INSERT INTO {keyless} VALUES (1)")
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{keyless}",
+                         min_count=1)
+    assert [e.value["op"] for e in events] == ["c"]
+    assert run.proc.poll() is None
+
+    second = _request(run, keyless)
+    cancelled = _pgcdc("snapshot", *common, "--cancel")
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert _request_state(run.dsn, second)[0] in ("cancelled", "failed")
