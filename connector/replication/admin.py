@@ -151,8 +151,16 @@ class ReplicationAdmin:
         return chosen
 
     def add_to_publication(self, name: str, tables: Sequence[tuple[str, str]]) -> None:
-        self.conn.execute(sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
-            sql.Identifier(name), sql.SQL(", ").join(sql.Identifier(*t) for t in tables)))
+        self._alter_publication(name, "ADD", tables)
+
+    def drop_from_publication(self, name: str, tables: Sequence[tuple[str, str]]) -> None:
+        self._alter_publication(name, "DROP", tables)
+
+    def _alter_publication(self, name: str, action: str,
+                           tables: Sequence[tuple[str, str]]) -> None:
+        self.conn.execute(sql.SQL("ALTER PUBLICATION {} {} TABLE {}").format(
+            sql.Identifier(name), sql.SQL(action),
+            sql.SQL(", ").join(sql.Identifier(*t) for t in tables)))
 
     def ensure_publication(self, name: str, patterns: Sequence[str]) -> bool:
         """Create the publication (or set its tables) for `patterns`; `*` alone = all tables.

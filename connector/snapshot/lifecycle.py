@@ -10,7 +10,9 @@ trigger would need superuser rights to install):
   overwritten by an older one.
 * A ``FOR ALL TABLES`` publication includes a new table from its creation, so every row of it
   is streamed and no snapshot is needed; the table is only logged.
-* A table that left the publication (dropped, or removed by hand) is logged; its topic stays.
+* A table that no longer matches ``--tables`` (renamed, moved to another schema) is removed
+  from the publication when pgcdc manages it; one that left the publication (dropped, removed
+  by hand, or so) is logged. Its topic stays.
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ class TableWatcher:
         self.published = self._published()
         self.next_check = time.monotonic() + WATCH_INTERVAL_S
 
+    def _published_pairs(self) -> list[tuple[str, str]]:
+        return [(s, t) for s, t, _, _ in self.admin.published_tables(self.publication)]
+
     def _published(self) -> set[str]:
-        return {f"{s}.{t}" for s, t, _, _ in self.admin.published_tables(self.publication)}
+        return {f"{s}.{t}" for s, t in self._published_pairs()}
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -59,8 +64,12 @@ class TableWatcher:
 
     def _check(self) -> None:
         if self.manage and not self.admin.is_all_tables(self.publication):
-            new = [t for t in self.admin.matching_tables(self.patterns)
-                   if f"{t[0]}.{t[1]}" not in self.published]
+            matching = self.admin.matching_tables(self.patterns)
+            wanted = {f"{s}.{t}" for s, t in matching}
+            gone = [t for t in self._published_pairs() if f"{t[0]}.{t[1]}" not in wanted]
+            if gone:  # renamed (or moved) out of the patterns: the publication follows them
+                self.admin.drop_from_publication(self.publication, gone)
+            new = [t for t in matching if f"{t[0]}.{t[1]}" not in self.published]
             if new:
                 names = [f"{s}.{t}" for s, t in new]
                 # One transaction: the table joins the publication and its snapshot is asked
@@ -75,6 +84,6 @@ class TableWatcher:
         for name in sorted(published - self.published):
             log.info("table %s is now published", name)
         for name in sorted(self.published - published):
-            log.info("table %s is no longer published (dropped, or removed from publication "
-                     "%s); its topic is kept", name, self.publication)
+            log.info("table %s is no longer published (dropped, renamed, or removed from "
+                     "publication %s); its topic is kept", name, self.publication)
         self.published = published

@@ -158,6 +158,7 @@ def test_a_table_created_while_streaming_is_published_with_all_its_rows(
     run = producer_run("public.incnew_*", "--snapshot", "never")
     first = f"incnew_{run.tag}_a"
     later = f"incnew_{run.tag}_b"
+    renamed = f"incnew_{run.tag}_c"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {first} (id int PRIMARY KEY, v int, note text)")
     run.start(log_dir)
@@ -176,6 +177,7 @@ def test_a_table_created_while_streaming_is_published_with_all_its_rows(
         conn.execute(f"DELETE FROM {later} WHERE id % 7 = 0")
         conn.execute(f"INSERT INTO {later} VALUES (5000, 0, 'new')")
         conn.execute(f"DROP TABLE {first}")
+        conn.execute(f"CREATE TABLE {renamed} (id int PRIMARY KEY)")
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         deadline = time.monotonic() + 120
         while conn.execute("SELECT 1 FROM public.pgcdc_signal WHERE slot = %s AND "
@@ -188,6 +190,19 @@ def test_a_table_created_while_streaming_is_published_with_all_its_rows(
         assert time.monotonic() < deadline, run.output()
         time.sleep(0.2)
     assert first in run.output().split("no longer published")[0].splitlines()[-1]
+    # A table renamed out of the patterns leaves the publication: its changes stop.
+    deadline = time.monotonic() + 30
+    while f"{renamed} is now published" not in run.output():
+        assert time.monotonic() < deadline, run.output()
+        time.sleep(0.2)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {renamed} RENAME TO elsewhere_{run.tag}")
+        deadline = time.monotonic() + 30
+        while conn.execute("SELECT 1 FROM pg_publication_tables WHERE pubname = %s AND "
+                           "tablename = %s", (f"pub_{run.tag}", f"elsewhere_{run.tag}")
+                           ).fetchone() is not None:
+            assert time.monotonic() < deadline, run.output()
+            time.sleep(0.2)
 
     expected = table_rows(postgres.dsn, f"SELECT id, v, note FROM {later}")
     events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{later}",
