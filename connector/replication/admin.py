@@ -150,6 +150,15 @@ class ReplicationAdmin:
             chosen.extend(m for m in matches if m not in chosen)
         return chosen
 
+    def listed_tables(self, publication: str) -> list[tuple[str, str]]:
+        """The tables named in `publication` itself (not the partitions they publish)."""
+        return [(r[0], r[1]) for r in self.conn.execute(
+            "SELECT n.nspname::text, c.relname::text FROM pg_publication_rel pr"
+            " JOIN pg_publication p ON p.oid = pr.prpubid"
+            " JOIN pg_class c ON c.oid = pr.prrelid"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE p.pubname = %s ORDER BY 1, 2", (publication,)).fetchall()]
+
     def add_to_publication(self, name: str, tables: Sequence[tuple[str, str]]) -> None:
         self._alter_publication(name, "ADD", tables)
 

@@ -45,11 +45,8 @@ class TableWatcher:
         self.published = self._published()
         self.next_check = time.monotonic() + WATCH_INTERVAL_S
 
-    def _published_pairs(self) -> list[tuple[str, str]]:
-        return [(s, t) for s, t, _, _ in self.admin.published_tables(self.publication)]
-
     def _published(self) -> set[str]:
-        return {f"{s}.{t}" for s, t in self._published_pairs()}
+        return {f"{s}.{t}" for s, t, _, _ in self.admin.published_tables(self.publication)}
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -63,13 +60,18 @@ class TableWatcher:
                               f"{str(exc).strip().splitlines()[0]}", transient=True) from None
 
     def _check(self) -> None:
+        published = self._published()
         if self.manage and not self.admin.is_all_tables(self.publication):
             matching = self.admin.matching_tables(self.patterns)
             wanted = {f"{s}.{t}" for s, t in matching}
-            gone = [t for t in self._published_pairs() if f"{t[0]}.{t[1]}" not in wanted]
+            # Listed: the tables the publication names (a partitioned table, not the
+            # partitions pg_publication_tables shows in its place).
+            listed = self.admin.listed_tables(self.publication)
+            gone = [t for t in listed if f"{t[0]}.{t[1]}" not in wanted]
             if gone:  # renamed (or moved) out of the patterns: the publication follows them
                 self.admin.drop_from_publication(self.publication, gone)
-            new = [t for t in matching if f"{t[0]}.{t[1]}" not in self.published]
+            known = published | {f"{s}.{t}" for s, t in listed}
+            new = [t for t in matching if f"{t[0]}.{t[1]}" not in known]
             if new:
                 names = [f"{s}.{t}" for s, t in new]
                 # One transaction: the table joins the publication and its snapshot is asked
@@ -80,7 +82,8 @@ class TableWatcher:
                     signals.request(self.admin.conn, self.slot, names)
                 log.info("new table(s) %s added to publication %s; their existing rows follow "
                          "as an incremental snapshot", ", ".join(names), self.publication)
-        published = self._published()
+            if gone or new:
+                published = self._published()
         for name in sorted(published - self.published):
             log.info("table %s is now published", name)
         for name in sorted(self.published - published):

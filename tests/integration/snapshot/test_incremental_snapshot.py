@@ -252,3 +252,26 @@ def test_refusals_are_one_line_and_streaming_goes_on(postgres, producer_run, log
     cancelled = _pgcdc("snapshot", *common, "--cancel")
     assert cancelled.returncode == 0, cancelled.stderr
     assert _request_state(run.dsn, second)[0] in ("cancelled", "failed")
+
+
+def test_partitioned_tables_are_left_alone(postgres, producer_run, log_dir) -> None:
+    """The publication names the partitioned table while pg_publication_tables lists its
+    partitions: the watcher must neither re-add the one nor drop the others."""
+    run = producer_run("public.incpart_*", "--snapshot", "never")
+    parent = f"incpart_{run.tag}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {parent} (id int PRIMARY KEY, v int) "
+                     "PARTITION BY RANGE (id)")
+        conn.execute(f"CREATE TABLE {parent}_low PARTITION OF {parent} "
+                     "FOR VALUES FROM (0) TO (100)")
+    run.start(log_dir)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {parent}_high PARTITION OF {parent} "
+                     "FOR VALUES FROM (100) TO (200)")
+        time.sleep(6)  # a few rounds of the catalog watch
+        conn.execute(f"INSERT INTO {parent} VALUES (1, 1), (150, 2)")
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{parent}_low",
+                         min_count=1)
+    assert [e.value["op"] for e in events] == ["c"]
+    assert run.proc.poll() is None, run.output()
+    assert "added to publication" not in run.output()
