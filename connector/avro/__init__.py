@@ -9,7 +9,7 @@ the Schema Registry, and the Confluent wire format. See schemas/README.md for th
 
 from connector.names import from_avro_name, namespace_of, table_topic, to_avro_name, topic_part
 
-from .encoder import AvroEncoder, Encoded, pg_timestamp_to_ms, transaction_id
+from .encoder import AvroEncoder, Encoded, transaction_id
 from .fixed import fixed_schema, schemas_dir
 from .registry import SchemaRegistry, key_subject, value_subject
 from .schema import (
@@ -50,7 +50,6 @@ __all__ = [
     "key_subject",
     "namespace_of",
     "parse_frame",
-    "pg_timestamp_to_ms",
     "render",
     "schemas_dir",
     "table_topic",

@@ -29,6 +29,7 @@ from connector.assembler.transaction import Change
 from connector.errors import SchemaError
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.messages import Delete, Insert, Message, Relation, TupleData, Update
+from connector.pgoutput.timestamps import pg_timestamp_to_ms
 from connector.pgtypes import TypeCatalog
 
 from .fixed import fixed_schema
@@ -36,7 +37,7 @@ from .registry import SchemaRegistry
 from .schema import derive_table_schemas, render
 from .serializer import FixedCodec, SourceInfo, TableCodec, TransactionBlock
 
-__all__ = ["AvroEncoder", "Encoded", "pg_timestamp_to_ms", "transaction_id"]
+__all__ = ["AvroEncoder", "Encoded", "transaction_id"]
 
 MESSAGE: Final = "pgcdc.Message"
 HEARTBEAT: Final = "pgcdc.Heartbeat"
@@ -63,14 +64,6 @@ def transaction_id(xid: int, commit_lsn: int) -> str:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def pg_timestamp_to_ms(micros: int) -> int:
-    """A pgoutput timestamp (microseconds since 2000-01-01 UTC) as ms since the Unix epoch."""
-    return (micros + _PG_EPOCH_UNIX_MICROS) // 1000
-
-
-_PG_EPOCH_UNIX_MICROS: Final = 946_684_800_000_000
 
 
 class AvroEncoder:

@@ -60,6 +60,7 @@ from .timestamps import (
     PG_EPOCH,
     datetime_to_pg_timestamp,
     pg_timestamp_to_datetime,
+    pg_timestamp_to_ms,
     unix_to_pg_timestamp,
 )
 
@@ -115,6 +116,7 @@ __all__ = [
     "parse_standby_status_update",
     "parse_xlogdata",
     "pg_timestamp_to_datetime",
+    "pg_timestamp_to_ms",
     "read_tuple",
     "str_to_lsn",
     "unix_to_pg_timestamp",

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import pq, sql
 
-from connector.errors import SourceError, connection_gone
+from connector.errors import SourceError, connection_gone, first_line
 from connector.pgoutput.framing import (
     XLOGDATA_HEADER,
     XLOGDATA_HEADER_SIZE,
@@ -140,7 +140,7 @@ class ReplicationStream:
                 try:
                     self._pg.consume_input()
                 except psycopg.OperationalError as exc:
-                    raise SourceError(f"replication connection lost: {_first(exc)}",
+                    raise SourceError(f"replication connection lost: {first_line(exc)}",
                                       transient=True) from None
 
     def send_status(self, flush_lsn: int, reply_requested: bool = False) -> None:
@@ -153,7 +153,7 @@ class ReplicationStream:
                 raise SourceError(f"cannot send standby status update: {detail}",
                                   transient=connection_gone(detail))
         except psycopg.OperationalError as exc:
-            raise SourceError(f"replication connection lost: {_first(exc)}",
+            raise SourceError(f"replication connection lost: {first_line(exc)}",
                               transient=True) from None
         self.last_status_sent = time.monotonic()
 
@@ -170,7 +170,7 @@ _REFUSED = ("must be superuser or replication role", "permission denied",
 
 
 def _connect_error(exc: psycopg.OperationalError) -> SourceError:
-    detail = _first(exc)
+    detail = first_line(exc)
     if not any(text in detail for text in _REFUSED):
         return SourceError(f"cannot open a replication connection: {detail}", transient=True)
     hint = ""
@@ -184,8 +184,3 @@ def _connect_error(exc: psycopg.OperationalError) -> SourceError:
 def _message(result: pq.abc.PGresult) -> str:
     text = (result.error_message or b"").decode(errors="replace").strip()
     return text.splitlines()[0] if text else str(result.status)
-
-
-def _first(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

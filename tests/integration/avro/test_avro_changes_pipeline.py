@@ -10,7 +10,7 @@ from avro_kafka_helpers import consume, unique
 
 from connector.assembler.transaction import Change
 from connector.avro import AvroEncoder, SchemaRegistry, TransactionBlock, decode
-from connector.avro.encoder import pg_timestamp_to_ms, transaction_id
+from connector.avro.encoder import transaction_id
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -21,6 +21,7 @@ from connector.pgoutput.messages import (
     Truncate,
     Update,
 )
+from connector.pgoutput.timestamps import pg_timestamp_to_ms
 from connector.pgtypes import TypeCatalog, oids
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec
 
