@@ -31,7 +31,7 @@ from connector.avro import AvroEncoder, SchemaRegistry
 from connector.config import Config
 from connector.errors import CdcError, ConfigError, SinkError, SourceError, first_line
 from connector.names import table_topic
-from connector.pgoutput import Decoder, PrimaryKeepalive, Type, XLogData, lsn_to_str
+from connector.pgoutput import PrimaryKeepalive, Type, XLogData, lsn_to_str
 from connector.pgtypes import TypeCatalog
 from connector.publisher import HEARTBEAT_PREFIX, Publisher
 from connector.replication import (
@@ -262,12 +262,12 @@ class Pipeline:
         encoder = AvroEncoder(self.registry, types, prefix=self.cfg.topic_prefix, db=self.db)
         publisher = Publisher(encoder, sink, tracker, PostgresCatalog(self.admin.conn, types),
                               transaction_topic=self.cfg.transaction_topic)
-        stream = ReplicationStream(self.cfg.dsn, StreamOptions(
-            self.cfg.slot, self.cfg.publication, proto, binary=self.cfg.binary,
-            origin=self.cfg.origin))
+        options = StreamOptions(self.cfg.slot, self.cfg.publication, proto,
+                                binary=self.cfg.binary, origin=self.cfg.origin)
+        stream = ReplicationStream(self.cfg.dsn, options)
         log.info("streaming slot %s from %s (protocol %d) to %s", self.cfg.slot,
                  lsn_to_str(slot.confirmed_flush_lsn or 0), proto, self.cfg.bootstrap_servers)
-        decoder = Decoder()
+        decoder = options.decoder()
         assembler = Assembler(spill_bytes=self.cfg.spill_bytes)
         confirmed = slot.confirmed_flush_lsn or 0
         server_end = confirmed

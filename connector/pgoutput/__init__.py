@@ -1,7 +1,7 @@
 """pgoutput protocol layer (pure: bytes in, objects out; no sockets, no database calls).
 
     decode_message(buf, streaming=..., lsn=...)   one message -> object (DecodeError if malformed)
-    Decoder().decode(buf, lsn=...)               same, tracking Stream Start/Stop blocks
+    Decoder(proto_version).decode(buf, lsn=...)  same, tracking Stream Start/Stop blocks
     encode_message(msg)                          object -> bytes (exact inverse)
     parse_frame / build_standby_status_update    walsender COPY BOTH framing
 """

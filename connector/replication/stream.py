@@ -16,6 +16,7 @@ import psycopg
 from psycopg import pq, sql
 
 from connector.errors import SourceError, connection_gone, first_line
+from connector.pgoutput.decoder import Decoder
 from connector.pgoutput.framing import (
     XLOGDATA_HEADER,
     XLOGDATA_HEADER_SIZE,
@@ -59,6 +60,11 @@ class StreamOptions:
             sql.Identifier(self.slot), sql.SQL(lsn_to_str(self.start_lsn)),
             sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(k), sql.Literal(v))
                                for k, v in opts))
+
+    def decoder(self) -> Decoder:
+        """A decoder for the stream `command` asks for: its protocol, and streaming 'true'
+        (never 'parallel', so a Stream Abort carries no abort LSN and time)."""
+        return Decoder(self.proto_version, parallel_streaming=False)
 
 
 class ReplicationStream:

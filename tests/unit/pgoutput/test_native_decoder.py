@@ -202,7 +202,7 @@ def test_values_built_in_c_behave_like_python_ones() -> None:
 def test_decoder_class_routes_changes_through_c_and_reports_errors() -> None:
     msgs = [Insert(None, 1, ("a",)), Update(None, 1, None, None, ("b",)),
             Delete(None, 1, "K", ("a",))]
-    dec = Decoder()
+    dec = Decoder(4)
     for msg in msgs:
         assert dec.decode(encode_message(msg)) == msg
     with pytest.raises(DecodeError, match="trailing"):
