@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from avro_kafka_helpers import consume, unique
 
 from connector.assembler.transaction import Change
 from connector.avro import AvroEncoder, SchemaRegistry, TransactionBlock, decode
@@ -24,6 +23,7 @@ from connector.pgoutput.messages import (
 from connector.pgoutput.timestamps import pg_timestamp_to_ms
 from connector.pgtypes import TypeCatalog, oids
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec
+from tests.support.kafka import consume, unique
 
 pytestmark = pytest.mark.integration
 

@@ -11,15 +11,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import capture_pgoutput
 import pytest
 
 from connector.pgoutput import Decoder, str_to_lsn
 
 ROOT = Path(__file__).resolve().parents[3]
 CAPTURES = ROOT / "tests" / "data" / "captures"
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import capture_pgoutput  # noqa: E402
 
 
 def pgcdc() -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pgoutput_strategies import STRATEGIES, any_message, parallel, streamed
 
 from connector.errors import DecodeError
 from connector.pgoutput import (
@@ -15,6 +14,7 @@ from connector.pgoutput import (
     decode_message,
     encode_message,
 )
+from tests.support.pgoutput_strategies import STRATEGIES, any_message, parallel, streamed
 
 TAGS = b"BMCORYIUDTSEcAbPKrp"
 

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pgoutput_strategies import STRATEGIES, streamed
 
 from connector.errors import DecodeError
 from connector.pgoutput import (
@@ -33,6 +32,7 @@ from connector.pgoutput import (
     encode_message,
 )
 from connector.speedups import NO_NATIVE_ENV, native
+from tests.support.pgoutput_strategies import STRATEGIES, streamed
 
 CHANGES = st.one_of(STRATEGIES[Insert], STRATEGIES[Update], STRATEGIES[Delete])
 needs_native = pytest.mark.skipif(native is None,
