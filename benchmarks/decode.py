@@ -45,6 +45,8 @@ from connector.pgoutput import Decoder, Delete, Insert, Relation, Update, decode
 from connector.pgtypes import RowLoaders, TypeCatalog  # noqa: E402
 from connector.speedups import native  # noqa: E402
 
+# The captures ask for protocol 1 (no streaming): the decoders are told the same.
+PROTO = 1
 TABLE = """CREATE TABLE bench (
     id bigint PRIMARY KEY, account int NOT NULL, amount numeric(12,2), price float8,
     qty smallint, name text, email varchar(100), active boolean, created timestamptz,
@@ -82,8 +84,8 @@ def capture(dsn: str, txns: int) -> tuple[list[bytes], list[bytes]]:
             for binary in ("false", "true"):
                 rows = conn.execute(
                     "SELECT data FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL, "
-                    "'proto_version', '1', 'publication_names', %s, 'binary', %s)",
-                    (schema, schema, binary)).fetchall()
+                    "'proto_version', %s, 'publication_names', %s, 'binary', %s)",
+                    (schema, str(PROTO), schema, binary)).fetchall()
                 out.append([bytes(r[0]) for r in rows])
             return out[0], out[1]
         finally:
@@ -96,7 +98,7 @@ def capture(dsn: str, txns: int) -> tuple[list[bytes], list[bytes]]:
 # --- the decoders under test -------------------------------------------------------------------
 
 def ours_structural(messages: Sequence[bytes]) -> int:
-    decode = Decoder().decode
+    decode = Decoder(PROTO).decode
     for buf in messages:
         decode(buf)
     return len(messages)
@@ -104,7 +106,7 @@ def ours_structural(messages: Sequence[bytes]) -> int:
 
 def ours_typed(messages: Sequence[bytes]) -> int:
     """Decode, choose loaders once per Relation, convert every value (text or binary)."""
-    decode = Decoder().decode
+    decode = Decoder(PROTO).decode
     catalog = TypeCatalog()
     loaders: dict[int, RowLoaders] = {}
     for buf in messages:
@@ -148,10 +150,10 @@ def check_same(messages: Sequence[bytes]) -> None:
     def shapes(decoded: list[Any]) -> list[Any]:
         return [(type(m), [type(v) for v in getattr(m, "new", None) or ()]) for m in decoded]
 
-    dec = Decoder()
+    dec = Decoder(PROTO)
     fast = [dec.decode(buf) for buf in messages]
     with python_readers():
-        dec = Decoder()
+        dec = Decoder(PROTO)
         slow = [dec.decode(buf) for buf in messages]
     if fast != slow or shapes(fast) != shapes(slow):
         raise SystemExit("native and pure-Python decoding differ on the capture")

@@ -12,7 +12,7 @@ import psycopg
 import yaml
 from psycopg.conninfo import conninfo_to_dict
 
-from connector.errors import ConfigError
+from connector.errors import ConfigError, first_line
 
 ENV_DEFAULTS = {
     "dsn": "PGCDC_DSN",
@@ -113,7 +113,7 @@ def check_dsn(dsn: str) -> None:
     try:
         conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
-        raise ConfigError(f"malformed dsn: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(f"malformed dsn: {first_line(exc)}") from None
 
 
 def load(config_file: str | None, overrides: dict[str, Any],

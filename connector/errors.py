@@ -54,6 +54,13 @@ def connection_gone(detail: str) -> bool:
     return any(text in detail for text in _CONNECTION_GONE)
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (psycopg appends DETAIL/HINT/CONTEXT lines),
+    or its class name when it has none: error messages stay one line."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class SchemaError(CdcError):
     """An Avro schema could not be derived, registered or fetched."""
 

@@ -33,9 +33,9 @@ from connector import metrics
 from connector.assembler import Assembler, LogicalMessage
 from connector.avro import AvroEncoder, CodecFactory, SchemaRegistry, registry_ids
 from connector.config import Config
-from connector.errors import CdcError, ConfigError, SinkError, SourceError
+from connector.errors import CdcError, ConfigError, SinkError, SourceError, first_line
 from connector.names import table_topic
-from connector.pgoutput import Decoder, PrimaryKeepalive, Type, XLogData, lsn_to_str
+from connector.pgoutput import PrimaryKeepalive, Type, XLogData, lsn_to_str
 from connector.pgtypes import TypeCatalog
 from connector.publisher import HEARTBEAT_PREFIX, Publisher
 from connector.replication import (
@@ -154,7 +154,7 @@ class Pipeline:
                          self.cfg.publication)
         except (CdcError, psycopg.Error) as exc:
             log.warning("could not undo this failed start (%s): check for replication slot %s "
-                        "and publication %s", str(exc).splitlines()[0], self.cfg.slot,
+                        "and publication %s", first_line(exc), self.cfg.slot,
                         self.cfg.publication)
 
     def _refuse_compacted_topics(self) -> None:
@@ -227,9 +227,10 @@ class Pipeline:
         while not self.stopping:
             try:
                 if attempt:
-                    # Inside the try: while the server is still down this fails with a
-                    # transient SourceError and counts as an attempt (the old admin
-                    # connection is closed; using it raised OperationalError and exited).
+                    # A fresh admin connection: the lost session's one is dead (using it
+                    # would raise OperationalError). Inside the try, so while the server is
+                    # still down this fails with a transient SourceError and counts as an
+                    # attempt.
                     self.admin.close()
                     self.admin = ReplicationAdmin.connect(self.cfg.dsn)
                 self._session(proto)
@@ -276,12 +277,12 @@ class Pipeline:
         publisher.watermarks = snapshots
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication)
-        stream = ReplicationStream(self.cfg.dsn, StreamOptions(
-            self.cfg.slot, self.cfg.publication, proto, binary=self.cfg.binary,
-            origin=self.cfg.origin))
+        options = StreamOptions(self.cfg.slot, self.cfg.publication, proto,
+                                binary=self.cfg.binary, origin=self.cfg.origin)
+        stream = ReplicationStream(self.cfg.dsn, options)
         log.info("streaming slot %s from %s (protocol %d) to %s", self.cfg.slot,
                  lsn_to_str(slot.confirmed_flush_lsn or 0), proto, self.cfg.bootstrap_servers)
-        decoder = Decoder()
+        decoder = options.decoder()
         assembler = Assembler(spill_bytes=self.cfg.spill_bytes)
         confirmed = slot.confirmed_flush_lsn or 0
         server_end = confirmed
@@ -376,7 +377,7 @@ class Pipeline:
             self.admin.conn.execute("SELECT pg_logical_emit_message(true, %s, '')",
                                     (HEARTBEAT_PREFIX,))
         except psycopg.Error as exc:
-            log.warning("heartbeat failed: %s", str(exc).strip().splitlines()[0])
+            log.warning("heartbeat failed: %s", first_line(exc))
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -34,13 +34,12 @@ from connector.pgoutput.messages import (
     TupleData,
     Update,
 )
-from connector.pgoutput.timestamps import PG_EPOCH
+from connector.pgoutput.timestamps import pg_timestamp_to_ms
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
 from connector.snapshot.incremental import WATERMARK_PREFIX, ChunkWindow
 
 log = logging.getLogger(__name__)
 
-_PG_EPOCH_MS = int(PG_EPOCH.timestamp() * 1000)
 HEARTBEAT_PREFIX = "pgcdc.heartbeat"
 
 # Builds a NamedTuple (SourceInfo, TransactionBlock) from a tuple of all its fields without
@@ -63,8 +62,6 @@ _Entry = tuple[Relation, TableCodec, str, str, tuple[str, str], tuple[str, str],
                tuple[str, str], tuple[str, str]]
 
 
-def pg_ts_to_ms(micros: int) -> int:
-    return _PG_EPOCH_MS + micros // 1000
 
 
 def fill_unchanged_toast(new: TupleData, old: TupleData | None) -> TupleData:
@@ -119,7 +116,7 @@ class Publisher:
         ticket = self.tracker.begin(txn.end_lsn)
         xid = txn.xid
         commit_lsn = txn.commit_lsn
-        ts_ms = pg_ts_to_ms(txn.commit_timestamp)
+        ts_ms = pg_timestamp_to_ms(txn.commit_timestamp)
         block_id = f"{xid}:{commit_lsn}"
         per_table: dict[str, int] = {}
         bytes_before = self.sink.bytes

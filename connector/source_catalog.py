@@ -8,7 +8,7 @@ import logging
 import psycopg
 
 from connector.avro import ARRAY_DIMS_QUERY
-from connector.errors import SourceError, connection_gone
+from connector.errors import SourceError, connection_gone, first_line
 from connector.pgoutput.messages import Relation
 from connector.pgtypes import CATALOG_QUERY, TypeCatalog
 
@@ -30,7 +30,7 @@ class PostgresCatalog:
         try:
             return self.conn.execute(query, params).fetchall()
         except psycopg.Error as exc:
-            detail = str(exc).strip().splitlines()[0]
+            detail = first_line(exc)
             raise SourceError(f"catalog lookup failed: {detail}",
                               transient=connection_gone(detail)) from None
 

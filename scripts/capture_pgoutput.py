@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Capture real pgoutput messages as JSON lines, the input format of `pgcdc decode`.
 
-Each line is PostgreSQL's own `row_to_json` of one `pg_logical_slot_peek_binary_changes` row:
-{"lsn": "0/16B3748", "xid": "740", "data": "\\x42..."}.
+The first line records the options the capture was taken with, which decoding depends on
+(``streaming 'parallel'`` adds the abort LSN and time to Stream Abort):
+{"options": {"proto_version": "4", "publication_names": "...", "streaming": "parallel"}}.
+Each further line is PostgreSQL's own `row_to_json` of one `pg_logical_slot_peek_binary_changes`
+row: {"lsn": "0/16B3748", "xid": "740", "data": "\\x42..."}.
 
     scripts/capture_pgoutput.py --server pg15 --scenario basic --out basic.jsonl
     scripts/capture_pgoutput.py --dsn "host=... dbname=..." --scenario all --out-dir DIR
@@ -15,6 +18,7 @@ in a schema of their own and dropped afterwards). Scenarios are listed in SCENAR
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import uuid
@@ -54,6 +58,7 @@ class Capture:
         return 4 if self.conn.info.server_version >= 160000 else 3
 
     def peek(self, **options: str) -> list[str]:
+        """The options line, then one line per message."""
         target = self.conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()
         while not self.conn.execute("SELECT pg_current_wal_flush_lsn() >= %s",
                                     target).fetchone()[0]:  # type: ignore[index]
@@ -63,7 +68,7 @@ class Capture:
         rows = self.conn.execute(
             "SELECT row_to_json(c)::text FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL"
             + ", %s" * len(flat) + ") c", (self.slot, *flat)).fetchall()
-        return [r[0] for r in rows]
+        return [json.dumps({"options": opts}, separators=(",", ":")), *(r[0] for r in rows)]
 
     def drop(self) -> None:
         self.conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "

@@ -14,6 +14,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from connector.errors import first_line
+
 from .changes import IDX, LSN, OP, TOAST, Position, q
 from .config import MergeConfig
 from .dead_letter import write_dead_letters
@@ -171,7 +173,7 @@ class BatchProcessor:
         (the batch's other tables are written, and the checkpoint moves on), so nothing is
         lost and nothing else waits. Events already dead for their own reason stay so."""
         table = table_of(topic)
-        reason = f"table {table.path} not written: {_first_line(exc)}"
+        reason = f"table {table.path} not written: {_error_class_line(exc)}"
         log.error("batch %d: %s; its events go to the dead letters at %s", batch_id, reason,
                   self.config.dead_letter_dir)
         with self._lock:
@@ -226,11 +228,11 @@ def table_failure(exc: Exception) -> bool:
     return not any(marker in text for marker in _STOPPING)
 
 
-def _first_line(exc: Exception) -> str:
-    """The error's own message (Spark's first line names the error class), not its trace."""
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    text = next((line for line in lines if "[" in line and "]" in line), lines[0] if lines
-                else type(exc).__name__)
+def _error_class_line(exc: Exception) -> str:
+    """The error's own message, not its trace: the line naming Spark's error class
+    (``[DELTA_...]``) when there is one, else the first line."""
+    lines = (line.strip() for line in str(exc).strip().splitlines())
+    text = next((line for line in lines if "[" in line and "]" in line), first_line(exc))
     return text[:300]
 
 

@@ -8,28 +8,24 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from devstack.kafka import Kafka
+from devstack.maven import resolve_archive, resolve_pom
+from devstack.ports import free_port
+from devstack.postgres import Postgres, default_bin, embedded_pg18_bin
+from devstack.registry import Registry
+from devstack.spark import spark_jars
+from devstack.stack import APICURIO, cache_dir
 from hypothesis import settings
 
 # Property tests judge results, not speed: a loaded CI machine must not fail them on time.
 settings.register_profile("pgcdc", deadline=None)
 settings.load_profile("pgcdc")
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-
-from devstack.kafka import Kafka  # noqa: E402
-from devstack.maven import resolve_archive, resolve_pom  # noqa: E402
-from devstack.ports import free_port  # noqa: E402
-from devstack.postgres import Postgres, default_bin, embedded_pg18_bin  # noqa: E402
-from devstack.registry import Registry  # noqa: E402
-from devstack.spark import spark_jars  # noqa: E402
-from devstack.stack import APICURIO, cache_dir  # noqa: E402
 
 # Small enough that a few thousand rows make PostgreSQL stream a transaction in progress.
 # synchronous_commit stays on: logical decoding only reads WAL that is flushed.

@@ -12,7 +12,7 @@ the Schema Registry, and the Confluent wire format. See schemas/README.md for th
 from connector.names import from_avro_name, namespace_of, table_topic, to_avro_name, topic_part
 
 from .codecs import CodecFactory, SchemaIds, SourceFacts, registry_ids
-from .encoder import AvroEncoder, Encoded, pg_timestamp_to_ms, transaction_id
+from .encoder import AvroEncoder, Encoded, transaction_id
 from .fixed import fixed_schema, schemas_dir
 from .registry import SchemaRegistry, key_subject, value_subject
 from .schema import (
@@ -56,7 +56,6 @@ __all__ = [
     "key_subject",
     "namespace_of",
     "parse_frame",
-    "pg_timestamp_to_ms",
     "registry_ids",
     "render",
     "schemas_dir",

@@ -27,7 +27,7 @@ from .registry import SchemaRegistry
 from .schema import render
 from .serializer import FixedCodec, SourceInfo
 
-__all__ = ["AvroEncoder", "Encoded", "pg_timestamp_to_ms", "transaction_id"]
+__all__ = ["AvroEncoder", "Encoded", "transaction_id"]
 
 MESSAGE: Final = "pgcdc.Message"
 HEARTBEAT: Final = "pgcdc.Heartbeat"
@@ -49,14 +49,6 @@ def transaction_id(xid: int, commit_lsn: int) -> str:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def pg_timestamp_to_ms(micros: int) -> int:
-    """A pgoutput timestamp (microseconds since 2000-01-01 UTC) as ms since the Unix epoch."""
-    return (micros + _PG_EPOCH_UNIX_MICROS) // 1000
-
-
-_PG_EPOCH_UNIX_MICROS: Final = 946_684_800_000_000
 
 
 class AvroEncoder:

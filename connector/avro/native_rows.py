@@ -3,7 +3,7 @@
 Per column the plan has a kind -- which C parser turns PostgreSQL's canonical text straight
 into Avro bytes -- and a Python fallback giving the same column's union field the Python way
 (load, convert, encode). The C side uses the fallback for anything but canonical text, so the
-bytes are always those of `TableCodec`'s Python path (tests/unit/avro/test_native_rows.py).
+bytes are always those of `TableCodec`'s Python path (tests/unit/avro/test_avro_native_rows.py).
 
     plan = row_plan(columns, key_columns, text_loaders, binary_loaders, encoders)
     row_fields, key_fields = plan.encode(tuple_data, toast_list, True)

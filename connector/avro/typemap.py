@@ -26,7 +26,7 @@ Adding a PostgreSQL type (in this order; each step has its test next to the othe
    its text), and a converter in ``_CONVERTERS`` if the loaded value is not the datum; its row
    in schemas/README.md (tests/unit/avro/test_avro_typemap.py).
 4. Optional C fast path: a kind in ``connector/avro/native_rows.py`` and its parser in
-   ``connector/native/rowenc.c`` (tests/unit/avro/test_native_rows.py proves the same bytes
+   ``connector/native/rowenc.c`` (tests/unit/avro/test_avro_native_rows.py proves the same bytes
    as the Python path); without it the column takes the Python path, same bytes.
 5. The merge job reads the Avro type with Spark's own mapping; an Avro type Spark reads but
    Delta cannot store needs a rule in ``spark_jobs/lake_types.py`` (as ``time-micros`` has).

@@ -1,7 +1,7 @@
 """pgoutput protocol layer (pure: bytes in, objects out; no sockets, no database calls).
 
     decode_message(buf, streaming=..., lsn=...)   one message -> object (DecodeError if malformed)
-    Decoder().decode(buf, lsn=...)               same, tracking Stream Start/Stop blocks
+    Decoder(proto_version).decode(buf, lsn=...)  same, tracking Stream Start/Stop blocks
     encode_message(msg)                          object -> bytes (exact inverse)
     parse_frame / build_standby_status_update    walsender COPY BOTH framing
 """
@@ -60,6 +60,7 @@ from .timestamps import (
     PG_EPOCH,
     datetime_to_pg_timestamp,
     pg_timestamp_to_datetime,
+    pg_timestamp_to_ms,
     unix_to_pg_timestamp,
 )
 
@@ -115,6 +116,7 @@ __all__ = [
     "parse_standby_status_update",
     "parse_xlogdata",
     "pg_timestamp_to_datetime",
+    "pg_timestamp_to_ms",
     "read_tuple",
     "str_to_lsn",
     "unix_to_pg_timestamp",

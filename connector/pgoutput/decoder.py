@@ -6,7 +6,10 @@ struct/index/unicode errors never escape (a last-resort guard in `decode_message
 that a check missed).
 
 Messages inside a Stream Start/Stop block carry an extra xid, which the bytes alone cannot
-tell: pass `streaming=True` for those, or let `Decoder` track the blocks.
+tell: pass `streaming=True` for those, or let `Decoder` track the blocks. Nor can the bytes tell
+whether a Stream Abort carries the abort LSN and time: the server adds them exactly when the
+client asked for ``streaming 'parallel'`` (protocol 4), so the caller says what it asked for
+(`Decoder(proto_version, parallel_streaming=...)`, `decode_message(..., parallel_streaming=)`).
 
 When the C extension is built (`connector.speedups.native`), Insert, Update and Delete (most of
 a stream) are decoded by its `read_change` (connector/native/tuple.c), which declines anything
@@ -360,13 +363,21 @@ def _stream_commit(buf: bytes, streaming: bool) -> StreamCommit:
 
 
 def _stream_abort(buf: bytes, streaming: bool) -> StreamAbort:
-    # Protocol 4 with parallel streaming appends the abort LSN and time: tell by the length.
-    if len(buf) == 25:
-        return StreamAbort(*_STREAM_ABORT_V4.unpack_from(buf, 1))
-    if len(buf) != 9:
-        raise DecodeError(f"Stream Abort must be 9 or 25 bytes, got {len(buf)}",
-                          offset=min(len(buf), 9 if len(buf) < 9 else 25))
+    _expect_abort_size(buf, 9, "without parallel streaming")
     return StreamAbort(*_STREAM_ABORT.unpack_from(buf, 1))
+
+
+def _stream_abort_parallel(buf: bytes, streaming: bool) -> StreamAbort:
+    """Protocol 4 with ``streaming 'parallel'``: the abort LSN and time follow the xids."""
+    _expect_abort_size(buf, 25, "with parallel streaming")
+    return StreamAbort(*_STREAM_ABORT_V4.unpack_from(buf, 1))
+
+
+def _expect_abort_size(buf: bytes, size: int, negotiated: str) -> None:
+    # A length that fits the other mode means the decoder was told the wrong mode: say so.
+    if len(buf) != size:
+        raise DecodeError(f"Stream Abort {negotiated} must be {size} bytes, got {len(buf)}",
+                          offset=min(len(buf), size))
 
 
 def _with_gid(buf: bytes, fixed: struct.Struct) -> tuple[Any, ...]:
@@ -409,6 +420,7 @@ _READERS: Final[dict[int, _Reader]] = {
 
 # The pure-Python readers, whatever `_READERS` ends up holding (tests compare against these).
 PYTHON_READERS: Final[dict[int, _Reader]] = dict(_READERS)
+_ABORT: Final = ord("A")
 
 # Insert, Update and Delete through the C extension when it is built: `read_change` decodes
 # a well-formed message itself and hands anything else to the Python reader above for its type
@@ -421,17 +433,21 @@ if native is not None:
 # --- public API --------------------------------------------------------------------------------
 
 def decode_message(buf: bytes | bytearray | memoryview, *, streaming: bool = False,
-                   lsn: int | None = None) -> PgOutputMessage:
+                   lsn: int | None = None, parallel_streaming: bool = False) -> PgOutputMessage:
     """Decode one pgoutput message.
 
     streaming: the message sits inside a Stream Start/Stop block (its changes carry an xid).
     lsn: where the message came from, only to label a DecodeError.
+    parallel_streaming: the stream was started with ``streaming 'parallel'`` (protocol 4), so
+    a Stream Abort carries the abort LSN and time.
     """
     if type(buf) is not bytes:
         buf = bytes(buf)  # one copy, then every slice below is a cheap bytes slice
     try:
         if not buf:
             raise DecodeError("empty message", offset=0)
+        if parallel_streaming and buf[0] == _ABORT:
+            return _stream_abort_parallel(buf, streaming)
         reader = _READERS.get(buf[0])
         if reader is None:
             raise DecodeError(f"unknown message type byte {buf[:1]!r}", offset=0)
@@ -448,22 +464,35 @@ def decode_message(buf: bytes | bytearray | memoryview, *, streaming: bool = Fal
 class Decoder:
     """Decodes a message sequence, tracking Stream Start/Stop so streamed xids are read.
 
-    One per replication stream (or capture file); not thread-safe, not shared.
+    One per replication stream (or capture file); not thread-safe, not shared. Told what the
+    stream was started with: `proto_version` (1-4) and whether ``streaming 'parallel'`` was
+    asked for (protocol 4 only; then Stream Abort carries the abort LSN and time).
     """
 
-    __slots__ = ("in_stream",)
+    __slots__ = ("in_stream", "parallel_streaming", "proto_version", "_readers")
 
-    def __init__(self) -> None:
+    def __init__(self, proto_version: int, *, parallel_streaming: bool = False) -> None:
+        if not 1 <= proto_version <= 4:
+            raise ValueError(f"pgoutput protocol version {proto_version} is not 1-4")
+        if parallel_streaming and proto_version < 4:
+            raise ValueError(f"parallel streaming needs protocol 4, not {proto_version}")
+        self.proto_version = proto_version
+        self.parallel_streaming = parallel_streaming
         self.in_stream = False
+        # The module's table itself (tests swap the C readers in and out of it), or a copy
+        # with the parallel Stream Abort reader.
+        self._readers = ({**_READERS, _ABORT: _stream_abort_parallel} if parallel_streaming
+                         else _READERS)
 
     def decode(self, buf: bytes | bytearray | memoryview, lsn: int | None = None
                ) -> PgOutputMessage:
         if type(buf) is not bytes:
             buf = bytes(buf)
         try:  # fast path: straight to the reader
-            msg = _READERS[buf[0]](buf, self.in_stream)
+            msg = self._readers[buf[0]](buf, self.in_stream)
         except Exception:  # noqa: BLE001 - re-decoded below to raise the one proper DecodeError
-            msg = decode_message(buf, streaming=self.in_stream, lsn=lsn)
+            msg = decode_message(buf, streaming=self.in_stream, lsn=lsn,
+                                 parallel_streaming=self.parallel_streaming)
         cls = type(msg)
         if cls is StreamStart:
             if self.in_stream:

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 PG_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
 # Seconds between the Unix epoch and PostgreSQL's epoch.
 _PG_EPOCH_UNIX = 946_684_800
+_PG_EPOCH_UNIX_MICROS = _PG_EPOCH_UNIX * 1_000_000
 
 
 def pg_timestamp_to_datetime(micros: int) -> datetime:
@@ -16,6 +17,12 @@ def pg_timestamp_to_datetime(micros: int) -> datetime:
     only produces for 'infinity'-like sentinels, never for commit or prepare times.
     """
     return PG_EPOCH + timedelta(microseconds=micros)
+
+
+def pg_timestamp_to_ms(micros: int) -> int:
+    """Microseconds since 2000-01-01 UTC as milliseconds since the Unix epoch (the events'
+    ``ts_ms``); floors, so a commit never appears later than it happened."""
+    return (micros + _PG_EPOCH_UNIX_MICROS) // 1000
 
 
 def datetime_to_pg_timestamp(value: datetime) -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from connector.errors import ConfigError, SourceError, connection_gone
+from connector.errors import ConfigError, SourceError, connection_gone, first_line
 from connector.pgoutput.lsn import str_to_lsn
 
 from .features import ServerFeatures
@@ -46,7 +46,7 @@ class ReplicationAdmin:
         try:
             conn = psycopg.connect(dsn, autocommit=True, application_name="pgcdc-admin")
         except psycopg.OperationalError as exc:
-            raise SourceError(f"cannot connect to PostgreSQL: {_first_line(exc)}",
+            raise SourceError(f"cannot connect to PostgreSQL: {first_line(exc)}",
                               transient=True) from None
         return cls(conn)
 
@@ -107,7 +107,7 @@ class ReplicationAdmin:
         try:
             self.conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
         except psycopg.Error as exc:
-            detail = _first_line(exc)
+            detail = first_line(exc)
             raise SourceError(f"cannot create replication slot {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
         info = self.slot(name)
@@ -190,7 +190,7 @@ class ReplicationAdmin:
                     sql.Identifier(name), table_list))
             return False
         except psycopg.Error as exc:
-            detail = _first_line(exc)
+            detail = first_line(exc)
             raise SourceError(f"cannot create publication {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
 
@@ -234,8 +234,3 @@ class ReplicationAdmin:
                     "IDENTITY FULL", schema, table, "NOTHING" if ident == "n" else "DEFAULT",
                     "no primary key")
         return weak
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

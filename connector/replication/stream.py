@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import pq, sql
 
-from connector.errors import SourceError, connection_gone
+from connector.errors import SourceError, connection_gone, first_line
+from connector.pgoutput.decoder import Decoder
 from connector.pgoutput.framing import (
     XLOGDATA_HEADER,
     XLOGDATA_HEADER_SIZE,
@@ -59,6 +60,11 @@ class StreamOptions:
             sql.Identifier(self.slot), sql.SQL(lsn_to_str(self.start_lsn)),
             sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(k), sql.Literal(v))
                                for k, v in opts))
+
+    def decoder(self) -> Decoder:
+        """A decoder for the stream `command` asks for: its protocol, and streaming 'true'
+        (never 'parallel', so a Stream Abort carries no abort LSN and time)."""
+        return Decoder(self.proto_version, parallel_streaming=False)
 
 
 class ReplicationStream:
@@ -140,7 +146,7 @@ class ReplicationStream:
                 try:
                     self._pg.consume_input()
                 except psycopg.OperationalError as exc:
-                    raise SourceError(f"replication connection lost: {_first(exc)}",
+                    raise SourceError(f"replication connection lost: {first_line(exc)}",
                                       transient=True) from None
 
     def send_status(self, flush_lsn: int, reply_requested: bool = False) -> None:
@@ -153,7 +159,7 @@ class ReplicationStream:
                 raise SourceError(f"cannot send standby status update: {detail}",
                                   transient=connection_gone(detail))
         except psycopg.OperationalError as exc:
-            raise SourceError(f"replication connection lost: {_first(exc)}",
+            raise SourceError(f"replication connection lost: {first_line(exc)}",
                               transient=True) from None
         self.last_status_sent = time.monotonic()
 
@@ -170,7 +176,7 @@ _REFUSED = ("must be superuser or replication role", "permission denied",
 
 
 def _connect_error(exc: psycopg.OperationalError) -> SourceError:
-    detail = _first(exc)
+    detail = first_line(exc)
     if not any(text in detail for text in _REFUSED):
         return SourceError(f"cannot open a replication connection: {detail}", transient=True)
     hint = ""
@@ -184,8 +190,3 @@ def _connect_error(exc: psycopg.OperationalError) -> SourceError:
 def _message(result: pq.abc.PGresult) -> str:
     text = (result.error_message or b"").decode(errors="replace").strip()
     return text.splitlines()[0] if text else str(result.status)
-
-
-def _first(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

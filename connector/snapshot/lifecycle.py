@@ -22,7 +22,7 @@ import time
 
 import psycopg
 
-from connector.errors import SourceError
+from connector.errors import SourceError, first_line
 from connector.replication import ReplicationAdmin
 
 from . import signals
@@ -57,7 +57,7 @@ class TableWatcher:
             self._check()
         except psycopg.Error as exc:
             raise SourceError(f"watching the catalog for new tables: "
-                              f"{str(exc).strip().splitlines()[0]}", transient=True) from None
+                              f"{first_line(exc)}", transient=True) from None
 
     def _check(self) -> None:
         published = self._published()

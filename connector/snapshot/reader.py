@@ -24,7 +24,7 @@ import psycopg
 from psycopg import sql
 
 from connector.avro import SourceInfo, TableCodec
-from connector.errors import SourceError
+from connector.errors import SourceError, first_line
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
 
 from .chunks import Chunk, copy_statement
@@ -65,7 +65,7 @@ def open_in_snapshot(dsn: str, snapshot_name: str, application_name: str) -> Con
     try:
         conn = psycopg.connect(dsn, autocommit=True, application_name=application_name)
     except psycopg.OperationalError as exc:
-        raise SourceError(f"cannot connect to PostgreSQL: {_first_line(exc)}") from None
+        raise SourceError(f"cannot connect to PostgreSQL: {first_line(exc)}") from None
     try:
         for setting in SESSION_SETTINGS:
             conn.execute(setting)
@@ -74,7 +74,7 @@ def open_in_snapshot(dsn: str, snapshot_name: str, application_name: str) -> Con
     except psycopg.Error as exc:
         conn.close()
         raise SourceError(f"cannot import the exported snapshot {snapshot_name}: "
-                          f"{_first_line(exc)}") from None
+                          f"{first_line(exc)}") from None
     return conn
 
 
@@ -107,7 +107,7 @@ class ChunkReader:
                     copy.set_types(types)
                     count = self._produce_rows(copy, codec, chunk, ticket)
         except psycopg.Error as exc:
-            raise SourceError(f"snapshot of {table.name} failed: {_first_line(exc)}") from None
+            raise SourceError(f"snapshot of {table.name} failed: {first_line(exc)}") from None
         self.on_rows(chunk.table, count % REPORT_EVERY)
         ticket.seal()
         return count
@@ -172,8 +172,3 @@ def _no_gc_pauses() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 
 from connector.avro import SourceInfo, TableCodec
-from connector.errors import SourceError
+from connector.errors import SourceError, first_line
 from connector.pgoutput.messages import COLUMN_KEY
 from connector.replication.features import ServerFeatures
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
@@ -99,12 +99,12 @@ class IncrementalSnapshots:
                 return
             self._read_chunk()
         except psycopg.OperationalError as exc:  # the connection: the session reconnects
-            raise SourceError(f"incremental snapshot: {_first_line(exc)}",
+            raise SourceError(f"incremental snapshot: {first_line(exc)}",
                               transient=True) from None
         except psycopg.Error as exc:  # the request (a table dropped, no privilege, ...)
             if self.request is None:
-                raise SourceError(f"incremental snapshot: {_first_line(exc)}") from None
-            self._fail(self.request.id, _first_line(exc))
+                raise SourceError(f"incremental snapshot: {first_line(exc)}") from None
+            self._fail(self.request.id, first_line(exc))
 
     def _current_request(self) -> bool:
         """Whether there is a request to work on (a new one, or the current one not cancelled)."""
@@ -262,7 +262,3 @@ class IncrementalSnapshots:
         self.unacked.append((end_lsn, chunk.request, self.table_index, self.last_key,
                              len(events)))
         self.next_poll = 0.0  # the next chunk at once
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).strip().splitlines()[0]

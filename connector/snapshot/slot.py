@@ -20,7 +20,7 @@ import logging
 import psycopg
 from psycopg import sql
 
-from connector.errors import SourceError
+from connector.errors import SourceError, first_line
 from connector.pgoutput.lsn import lsn_to_str, str_to_lsn
 from connector.replication.features import ServerFeatures
 
@@ -69,7 +69,7 @@ class ExportedSnapshot:
             conn = psycopg.connect(dsn, autocommit=True, replication="database",
                                    application_name="pgcdc-snapshot")
         except psycopg.OperationalError as exc:
-            raise SourceError(f"cannot open a replication connection: {_first_line(exc)}") \
+            raise SourceError(f"cannot open a replication connection: {first_line(exc)}") \
                 from None
         if features.slot_option_list:
             options = sql.SQL("(SNAPSHOT 'export')")
@@ -85,7 +85,7 @@ class ExportedSnapshot:
             row = conn.execute(command.as_string(conn)).fetchone()
         except psycopg.Error as exc:
             conn.close()
-            raise SourceError(f"cannot create the snapshot slot {slot!r}: {_first_line(exc)}"
+            raise SourceError(f"cannot create the snapshot slot {slot!r}: {first_line(exc)}"
                               f"{_busy_hint(dsn, slot)}") from None
         assert row is not None
         return cls(conn, slot, str_to_lsn(row[1]), str(row[2]))
@@ -97,7 +97,7 @@ class ExportedSnapshot:
                                (self.slot, slot))
         except psycopg.Error as exc:
             raise SourceError(f"cannot create replication slot {slot!r} from the snapshot slot: "
-                              f"{_first_line(exc)}") from None
+                              f"{first_line(exc)}") from None
         log.info("created replication slot %s at the snapshot's consistent point %s", slot,
                  lsn_to_str(self.consistent_point))
 
@@ -118,8 +118,3 @@ def _busy_hint(dsn: str, slot: str) -> str:
         return ""
     return (f" (backend {row[0]} holds it: another pgcdc is taking this snapshot; if that one "
             f"is gone, SELECT pg_terminate_backend({row[0]}) ends it and drops the slot)")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from connector.errors import SourceError
+from connector.errors import SourceError, first_line
 from connector.pgoutput.messages import COLUMN_KEY, Relation, RelationColumn
 from connector.replication.features import ServerFeatures
 
@@ -128,7 +128,7 @@ def _query(conn: Conn, query: str | sql.Composed, params: Sequence[object]) -> l
     try:
         return conn.execute(query, params).fetchall()
     except psycopg.Error as exc:
-        raise SourceError(f"snapshot catalog query failed: {_first_line(exc)}") from None
+        raise SourceError(f"snapshot catalog query failed: {first_line(exc)}") from None
 
 
 def published_tables(conn: Conn, publication: str, features: ServerFeatures) -> list[SnapshotTable]:
@@ -165,7 +165,7 @@ def lock_tables(conn: Conn, tables: Sequence[SnapshotTable], timeout_s: float) -
         conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(names))
     except psycopg.Error as exc:
         raise SourceError(f"cannot lock the published tables for the snapshot: "
-                          f"{_first_line(exc)} (another session holds a conflicting lock, "
+                          f"{first_line(exc)} (another session holds a conflicting lock, "
                           "e.g. a running ALTER TABLE)") from None
 
 
@@ -181,8 +181,3 @@ def check_unchanged(snapshot_conn: Conn, current_conn: Conn,
                 raise SourceError(
                     f"table {leaf.schema}.{leaf.name} was altered, truncated or rewritten while "
                     "the snapshot started; run pgcdc again to take a new snapshot")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -5,6 +5,12 @@ i.e. rows of `pg_logical_slot_peek_binary_changes(...)` with `data` as hex (a le
 PostgreSQL prints bytea, is accepted). Lines must be in capture order: Stream Start/Stop blocks
 decide whether a change carries an xid, and `--typed` needs the Relation messages.
 
+A first line `{"options": {"proto_version": "4", "streaming": "parallel", ...}}` (what
+scripts/capture_pgoutput.py writes) records the options the capture was taken with: with
+``streaming 'parallel'`` a Stream Abort carries the abort LSN and time, which its bytes alone do
+not tell. `--proto-version` and `--streaming` give them for a capture without that line (or
+override it); by default a capture is protocol 4 without parallel streaming.
+
 Output: `{"type": "insert", ...}` with the spec's fields in snake_case, LSNs as "X/Y", timestamps
 as ISO-8601 UTC, tuples as lists in column order (text exactly as sent, null for NULL,
 {"unchanged_toast": true} for 'u', {"binary": "<hex>"} for 'b').
@@ -19,7 +25,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from connector.errors import DecodeError
 from connector.pgoutput import (
@@ -95,6 +101,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--typed", action="store_true",
                         help="convert column values to typed JSON values using the column "
                              "types of the capture's Relation messages")
+    parser.add_argument("--proto-version", type=int, choices=range(1, 5), metavar="{1,2,3,4}",
+                        help="the capture's proto_version (default: its options line, else 4)")
+    parser.add_argument("--streaming", choices=["off", "on", "parallel"],
+                        help="the capture's streaming option (default: its options line, "
+                             "else on)")
     parser.set_defaults(handler=run)
 
 
@@ -103,9 +114,10 @@ def run(args: argparse.Namespace) -> int:
     if hasattr(out, "reconfigure"):
         out.reconfigure(encoding="utf-8")
     name = "<stdin>" if args.file == "-" else args.file
+    given = StreamSettings(args.proto_version, args.streaming)
     try:
         if args.file == "-":
-            _write(decode_lines(sys.stdin, name, typed=args.typed), out)
+            _write(decode_lines(sys.stdin, name, typed=args.typed, settings=given), out)
         else:
             try:
                 fh = open(args.file, encoding="utf-8")  # noqa: SIM115 - closed below
@@ -113,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"pgcdc decode: cannot read {name}: {exc.strerror}", file=sys.stderr)
                 return 1
             with fh:
-                _write(decode_lines(fh, name, typed=args.typed), out)
+                _write(decode_lines(fh, name, typed=args.typed, settings=given), out)
     except CaptureError as exc:
         print(f"pgcdc decode: {exc.describe()}", file=sys.stderr)
         return 1
@@ -129,16 +141,46 @@ def _write(objects: Iterable[dict[str, Any]], out: IO[str]) -> None:
     out.flush()
 
 
-def decode_lines(lines: Iterable[str], name: str = "<input>", *, typed: bool = False
-                 ) -> Iterator[dict[str, Any]]:
-    """Decode capture lines lazily; CaptureError names `name`, the line number and the offset."""
-    decoder = Decoder()
+class StreamSettings(NamedTuple):
+    """What a capture was taken with, as far as decoding depends on it (None: not given)."""
+
+    proto_version: int | None = None
+    streaming: str | None = None  # PostgreSQL's value: off/on/true/false/parallel
+
+    def over(self, other: StreamSettings) -> StreamSettings:
+        """These settings, completed by `other` where not given."""
+        return StreamSettings(
+            other.proto_version if self.proto_version is None else self.proto_version,
+            other.streaming if self.streaming is None else self.streaming)
+
+    def decoder(self) -> Decoder:
+        """Raises ValueError for settings no server accepts (parallel below protocol 4)."""
+        parallel = (self.streaming or "").lower() == "parallel"
+        return Decoder(4 if self.proto_version is None else self.proto_version,
+                       parallel_streaming=parallel)
+
+
+def decode_lines(lines: Iterable[str], name: str = "<input>", *, typed: bool = False,
+                 settings: StreamSettings | None = None) -> Iterator[dict[str, Any]]:
+    """Decode capture lines lazily; CaptureError names `name`, the line number and the offset.
+
+    `settings` (given by the user) take precedence over the capture's options line."""
+    decoder: Decoder | None = None
     typed_values = TypedValues() if typed else None
     render_tuple: TupleRenderer = (
         typed_values.render if typed_values is not None else _render_raw_tuple)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        if decoder is None:
+            header = _parse_options(line, name, number)
+            try:
+                given = settings or StreamSettings()
+                decoder = given.over(header or StreamSettings()).decoder()
+            except ValueError as exc:
+                raise CaptureError(name, number, str(exc)) from None
+            if header is not None:
+                continue
         data, lsn = _parse_record(line, name, number)
         try:
             msg = decoder.decode(data)
@@ -147,6 +189,26 @@ def decode_lines(lines: Iterable[str], name: str = "<input>", *, typed: bool = F
             yield message_to_json(msg, render_tuple)
         except DecodeError as exc:
             raise CaptureError(name, number, exc.reason, offset=exc.offset, lsn=lsn) from None
+
+
+def _parse_options(line: str, source: str, number: int) -> StreamSettings | None:
+    """The settings of a capture's options line, or None when `line` is a record."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        return None  # reported as the record it is meant to be
+    if not isinstance(record, dict) or "options" not in record or "data" in record:
+        return None
+    options = record["options"]
+    if not isinstance(options, dict):
+        raise CaptureError(source, number, '"options" must be an object of pgoutput options')
+    proto = options.get("proto_version")
+    try:
+        proto_version = None if proto is None else int(proto)
+    except (TypeError, ValueError):
+        raise CaptureError(source, number, f"proto_version {proto!r} is not a number") from None
+    streaming = options.get("streaming")
+    return StreamSettings(proto_version, None if streaming is None else str(streaming))
 
 
 def _parse_record(line: str, source: str, number: int) -> tuple[bytes, int | None]:

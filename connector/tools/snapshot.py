@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 
 from connector import config as config_mod
-from connector.errors import ConfigError, SourceError
+from connector.errors import ConfigError, SourceError, first_line
 from connector.replication import ReplicationAdmin
 from connector.snapshot import signals
 
@@ -63,7 +63,7 @@ def handle(args: argparse.Namespace) -> int:
         except psycopg.Error as exc:
             raise SourceError(f"cannot write the signal table "
                               f"{'.'.join(signals.SIGNAL_TABLE)}: "
-                              f"{str(exc).strip().splitlines()[0]}") from None
+                              f"{first_line(exc)}") from None
         print(f"snapshot request {request} for slot {cfg.slot}: {', '.join(tables)}")
     finally:
         admin.close()

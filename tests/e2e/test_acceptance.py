@@ -18,11 +18,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from acceptance_support import SCHEMA, ProducerRun, Workload, differences
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import run_merge, start_merge
+from tests.support.acceptance import SCHEMA, ProducerRun, Workload, differences
 
 pytestmark = pytest.mark.e2e
 

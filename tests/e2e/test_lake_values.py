@@ -15,16 +15,16 @@ from typing import Any
 import psycopg
 import pyarrow.parquet as pq
 import pytest
-from acceptance_support import ProducerRun
 from confluent_kafka import DeserializingConsumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from deltalake import DeltaTable
-from merge_helpers import CdcPublisher
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import MergeStats, run_merge
+from tests.support.acceptance import ProducerRun
+from tests.support.merge import CdcPublisher
 
 pytestmark = pytest.mark.e2e
 

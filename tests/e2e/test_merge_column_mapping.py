@@ -13,12 +13,12 @@ import pyarrow as pa
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from deltalake import DeltaTable, QueryBuilder
-from merge_helpers import CdcPublisher, table_rows
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import parse_args
 from spark_jobs.job import run_merge
 from spark_jobs.names import catalog_table_name
+from tests.support.merge import CdcPublisher, table_rows
 
 pytestmark = pytest.mark.e2e
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import merge_scenario as scenario
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from merge_helpers import CdcPublisher, all_tables, table_rows
 from pyspark.sql import SparkSession
 
 from connector.names import table_topic
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import ReplayTargetNotEmpty, run_merge, start_merge
 from spark_jobs.names import table_of
+from tests.support import merge_scenario as scenario
+from tests.support.merge import CdcPublisher, all_tables, table_rows
 
 pytestmark = pytest.mark.e2e
 

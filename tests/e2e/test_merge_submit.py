@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-import merge_scenario as scenario
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from merge_helpers import CdcPublisher, table_rows
 from pyspark.sql import SparkSession
 
 from spark_jobs.submit import spark_submit_command, submit_env
+from tests.support import merge_scenario as scenario
+from tests.support.merge import CdcPublisher, table_rows
 
 pytestmark = pytest.mark.e2e
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from merge_helpers import CdcPublisher, table_rows
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import run_merge
+from tests.support.merge import CdcPublisher, table_rows
 
 pytestmark = pytest.mark.e2e
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from delta.tables import DeltaTable
-from merge_helpers import CdcPublisher
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import parse_args
 from spark_jobs.job import run_merge
+from tests.support.merge import CdcPublisher
 
 pytestmark = pytest.mark.e2e
 

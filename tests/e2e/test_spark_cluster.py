@@ -11,13 +11,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import merge_scenario as scenario
 import pyspark
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from devstack.ports import free_port
-from merge_helpers import CdcPublisher, table_rows
 from pyspark.sql import SparkSession
+
+from tests.support import merge_scenario as scenario
+from tests.support.merge import CdcPublisher, table_rows
 
 pytestmark = pytest.mark.e2e
 

@@ -10,12 +10,12 @@ import sys
 import venv
 from pathlib import Path
 
-import merge_scenario as scenario
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from merge_helpers import CdcPublisher
 
 from connector import __version__
+from tests.support import merge_scenario as scenario
+from tests.support.merge import CdcPublisher
 
 pytestmark = pytest.mark.e2e
 

@@ -8,8 +8,15 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from assembler_pg import STREAM_CONFIGS, TWO_PHASE_CONFIGS, Db, StreamConfig, drop_everything
 from psycopg import sql
+
+from tests.support.assembler_pg import (
+    STREAM_CONFIGS,
+    TWO_PHASE_CONFIGS,
+    Db,
+    StreamConfig,
+    drop_everything,
+)
 
 
 def _db(request: pytest.FixtureRequest, config: StreamConfig) -> Iterator[Db]:

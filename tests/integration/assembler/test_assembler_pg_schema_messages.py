@@ -4,10 +4,10 @@ real PostgreSQL."""
 from __future__ import annotations
 
 import pytest
-from assembler_pg import Db, assemble, of_type, transactions
 
 from connector.assembler import Assembler, LogicalMessage, Transaction
 from connector.pgoutput import Relation, StreamStart
+from tests.support.assembler_pg import Db, assemble, of_type, transactions
 
 pytestmark = pytest.mark.integration
 

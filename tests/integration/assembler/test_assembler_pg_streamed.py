@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from assembler_pg import Db, assemble, of_type, transactions
 
 from connector.assembler import Assembler
 from connector.pgoutput import (
@@ -17,6 +16,7 @@ from connector.pgoutput import (
     StreamCommit,
     StreamStart,
 )
+from tests.support.assembler_pg import Db, assemble, of_type, transactions
 
 pytestmark = pytest.mark.integration
 

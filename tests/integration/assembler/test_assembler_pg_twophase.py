@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from assembler_pg import Db, assemble, of_type, transactions
 
 from connector.assembler import Assembler, Transaction
 from connector.errors import DecodeError
@@ -18,6 +17,7 @@ from connector.pgoutput import (
     StreamPrepare,
     StreamStart,
 )
+from tests.support.assembler_pg import Db, assemble, of_type, transactions
 
 pytestmark = pytest.mark.integration
 

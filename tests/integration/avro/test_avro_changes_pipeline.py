@@ -7,11 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from avro_kafka_helpers import consume, unique
 
 from connector.assembler.transaction import Change, Changes, Transaction
 from connector.avro import AvroEncoder, CodecFactory, SchemaRegistry, decode, registry_ids
-from connector.avro.encoder import pg_timestamp_to_ms
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -22,9 +20,11 @@ from connector.pgoutput.messages import (
     Truncate,
     Update,
 )
+from connector.pgoutput.timestamps import pg_timestamp_to_ms
 from connector.pgtypes import TypeCatalog, oids
 from connector.publisher import Publisher
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec
+from tests.support.kafka import consume, unique
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from avro_kafka_helpers import consume, unique
 from confluent_kafka import Producer
 
 from connector.avro import (
@@ -29,6 +28,7 @@ from connector.avro import (
 from connector.errors import SchemaError
 from connector.pgoutput.messages import UNCHANGED_TOAST, Message, Relation, RelationColumn
 from connector.pgtypes import TypeCatalog, oids
+from tests.support.kafka import consume, unique
 
 pytestmark = pytest.mark.integration
 

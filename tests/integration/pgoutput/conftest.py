@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from pgoutput_pg import Sandbox, WalSender
 from psycopg import pq, sql
+
+from tests.support.pgoutput_pg import Sandbox, WalSender
 
 
 @pytest.fixture
@@ -28,6 +30,14 @@ def sandbox(postgres: Any) -> Iterator[Sandbox]:
                                      (f"%{schema}%",)).fetchall():
                 conn.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(gid)))
             for slot in box.slots:
+                # A closed walsender's backend may not have exited yet: its slot stays
+                # active (and undroppable) for a moment.
+                deadline = time.monotonic() + 10
+                while conn.execute("SELECT active FROM pg_replication_slots WHERE "
+                                   "slot_name = %s AND active", (slot,)).fetchone():
+                    if time.monotonic() > deadline:
+                        break  # the drop below reports it
+                    time.sleep(0.05)
                 conn.execute("SELECT pg_drop_replication_slot(slot_name) FROM "
                              "pg_replication_slots WHERE slot_name = %s", (slot,))
             for pub in box.publications:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from pgoutput_pg import Sandbox, decode_rows, of_type
 
 from connector.pgoutput import (
     Begin,
@@ -16,6 +15,7 @@ from connector.pgoutput import (
     Update,
     pg_timestamp_to_datetime,
 )
+from tests.support.pgoutput_pg import Sandbox, decode_rows, of_type
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,6 @@ messages, binary tuples."""
 from __future__ import annotations
 
 import pytest
-from pgoutput_pg import Sandbox, decode_rows, of_type
 
 from connector.pgoutput import (
     UNCHANGED_TOAST,
@@ -16,6 +15,7 @@ from connector.pgoutput import (
     Type,
     Update,
 )
+from tests.support.pgoutput_pg import Sandbox, decode_rows, of_type
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from pgoutput_pg import Sandbox, WalSender, decode_rows, of_type
 
 from connector.pgoutput import (
     Begin,
@@ -29,6 +28,7 @@ from connector.pgoutput import (
     pg_timestamp_to_datetime,
     str_to_lsn,
 )
+from tests.support.pgoutput_pg import Sandbox, WalSender, decode_rows, of_type
 
 pytestmark = pytest.mark.integration
 

@@ -11,15 +11,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import capture_pgoutput
 import pytest
 
 from connector.pgoutput import Decoder, str_to_lsn
 
 ROOT = Path(__file__).resolve().parents[3]
 CAPTURES = ROOT / "tests" / "data" / "captures"
-sys.path.insert(0, str(ROOT / "scripts"))
-
-import capture_pgoutput  # noqa: E402
 
 
 def pgcdc() -> str:
@@ -45,7 +43,7 @@ def decoded(path: Path, *flags: str) -> list[dict[str, Any]]:
 def test_basic_capture(major: str) -> None:
     path = CAPTURES / f"{major}_basic.jsonl"
     out = decoded(path)
-    assert len(out) == len(path.read_text().splitlines())
+    assert len(out) == len(path.read_text().splitlines()) - 1  # all but the options line
     assert Counter(o["type"] for o in out) == {
         "message": 2, "begin": 7, "commit": 7, "type": 2, "relation": 4, "insert": 3,
         "update": 3, "delete": 2, "truncate": 1}
@@ -110,6 +108,46 @@ def test_streaming_capture(major: str) -> None:
         assert abort["abort_lsn"] is None and abort["abort_timestamp"] is None
 
 
+def _without_options_line(major: str, tmp_path: Path) -> tuple[Path, int]:
+    """The streaming capture without its options line, and the line number of its abort."""
+    lines = (CAPTURES / f"{major}_streaming.jsonl").read_text().splitlines()[1:]
+    path = tmp_path / f"{major}_bare_streaming.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    abort = next(i for i, line in enumerate(lines, start=1) if '"\\\\x41' in line)
+    return path, abort
+
+
+def test_streaming_mode_comes_from_the_user_without_an_options_line(tmp_path: Path) -> None:
+    """A Stream Abort's length is what the stream was started with: `--streaming` says it when
+    the capture does not, and a length that does not match it is an error naming the line."""
+    bare, abort_line = _without_options_line("pg18", tmp_path)
+    with_flag = decoded(bare, "--streaming", "parallel", "--proto-version", "4")
+    assert with_flag == decoded(CAPTURES / "pg18_streaming.jsonl")
+    result = decode(str(bare))  # default: not parallel, so a 25-byte abort is malformed
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (error,) = result.stderr.splitlines()
+    assert error.startswith(f"pgcdc decode: {bare} line {abort_line} (lsn ")
+    assert "byte offset 9: Stream Abort without parallel streaming must be 9 bytes, got 25" \
+        in error
+
+    bare15, abort15 = _without_options_line("pg15", tmp_path)
+    result = decode("--streaming", "parallel", str(bare15))
+    assert result.returncode == 1
+    assert f"line {abort15} " in result.stderr
+    assert "Stream Abort with parallel streaming must be 25 bytes, got 9" in result.stderr
+
+
+def test_flags_override_the_options_line_and_impossible_settings_are_refused(tmp_path: Path
+                                                                           ) -> None:
+    result = decode("--streaming", "on", str(CAPTURES / "pg18_streaming.jsonl"))
+    assert result.returncode == 1 and "must be 9 bytes, got 25" in result.stderr
+    result = decode("--proto-version", "3", str(CAPTURES / "pg18_streaming.jsonl"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        f"pgcdc decode: {CAPTURES / 'pg18_streaming.jsonl'} line 1: parallel streaming "
+        "needs protocol 4, not 3"]
+
+
 @pytest.mark.parametrize("major", ["pg15", "pg18"])
 def test_two_phase_capture(major: str) -> None:
     out = decoded(CAPTURES / f"{major}_two_phase.jsonl")
@@ -121,9 +159,9 @@ def test_two_phase_capture(major: str) -> None:
 
 
 def test_stdin_and_bare_hex(tmp_path: Path) -> None:
-    lines = (CAPTURES / "pg15_basic.jsonl").read_text().splitlines()
-    bare = [json.dumps({**json.loads(line), "data": json.loads(line)["data"][2:]})
-            for line in lines]
+    options, *lines = (CAPTURES / "pg15_basic.jsonl").read_text().splitlines()
+    bare = [options] + [json.dumps({**json.loads(line), "data": json.loads(line)["data"][2:]})
+                        for line in lines]
     result = decode("-", stdin="\n".join(bare) + "\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout == decode(str(CAPTURES / "pg15_basic.jsonl")).stdout
@@ -150,7 +188,8 @@ def test_corrupt_input_one_line_no_traceback(tmp_path: Path, corrupt: Any, messa
     (error,) = result.stderr.splitlines()
     assert error.startswith(f"pgcdc decode: {path} line {bad_index + 1}")
     assert message in error
-    assert len(result.stdout.splitlines()) == bad_index  # everything before it was printed
+    # everything before it but the options line was printed
+    assert len(result.stdout.splitlines()) == bad_index - 1
 
 
 def test_missing_file_and_usage() -> None:
@@ -169,9 +208,11 @@ def test_fresh_capture_matches_in_process_decoding(postgres: Any, tmp_path: Path
     path = tmp_path / f"{scenario}.jsonl"
     path.write_text("".join(line + "\n" for line in lines))
     out = decoded(path)
-    decoder = Decoder()
+    options = json.loads(lines[0])["options"]
+    decoder = Decoder(int(options["proto_version"]),
+                      parallel_streaming=options.get("streaming") == "parallel")
     expected = [decoder.decode(bytes.fromhex(json.loads(line)["data"][2:]),
-                               lsn=str_to_lsn(json.loads(line)["lsn"])) for line in lines]
+                               lsn=str_to_lsn(json.loads(line)["lsn"])) for line in lines[1:]]
     assert len(out) == len(expected) > 0
     for obj, msg in zip(out, expected, strict=True):
         assert obj["type"].replace("_", "") == type(msg).__name__.lower()

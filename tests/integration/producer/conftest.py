@@ -1,4 +1,4 @@
-"""Fixtures of the producer tests (helpers in producer_support.py)."""
+"""Fixtures of the producer tests (helpers in tests/support/producer.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from producer_support import ProducerRun
+
+from tests.support.producer import ProducerRun
 
 
 @pytest.fixture

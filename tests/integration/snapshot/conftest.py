@@ -1,8 +1,7 @@
-"""Fixtures of the snapshot tests: the producer tests' `pgcdc run` helpers, reused."""
+"""Fixtures of the snapshot tests: `pgcdc run` as the producer tests run it (tests.support)."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,9 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "producer"))
-
-from producer_support import ProducerRun  # noqa: E402
+from tests.support.producer import ProducerRun
 
 
 @pytest.fixture

@@ -16,8 +16,9 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from devstack.ports import free_port
-from producer_support import ProducerRun, current_lsn
-from snapshot_support import (
+
+from tests.support.producer import ProducerRun, current_lsn
+from tests.support.snapshot import (
     consistent_point,
     final_state,
     launch,

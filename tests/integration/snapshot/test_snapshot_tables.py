@@ -11,12 +11,12 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from snapshot_support import launch, read_events, slots, table_rows, wait_exit
 
 from connector.pgoutput import Decoder, Insert, Relation
 from connector.replication.features import ServerFeatures
 from connector.snapshot import published_tables
 from connector.snapshot.chunks import ROW_NUMBER_SHIFT
+from tests.support.snapshot import launch, read_events, slots, table_rows, wait_exit
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +73,7 @@ def _stream_relations(conn: psycopg.Connection[Any], slot: str, publication: str
     rows = conn.execute("SELECT data FROM pg_logical_slot_peek_binary_changes(%s, NULL, NULL,"
                         " 'proto_version', '1', 'publication_names', %s)",
                         (slot, publication)).fetchall()
-    decoder = Decoder()
+    decoder = Decoder(1)
     messages = [decoder.decode(bytes(r[0])) for r in rows]
     used = {m.relation_id for m in messages if isinstance(m, Insert)}
     return {m.relation_id: m for m in messages if isinstance(m, Relation)

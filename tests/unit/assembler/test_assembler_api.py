@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from assembler_script import TS, Script, dele, ins, relation, run, tmsg, upd
 
 from connector.assembler import Assembler, RelationCache, estimate_size
 from connector.errors import DecodeError
@@ -19,6 +18,7 @@ from connector.pgoutput import (
     Truncate,
     Update,
 )
+from tests.support.assembler_script import TS, Script, dele, ins, relation, run, tmsg, upd
 
 
 def test_negative_limits_are_rejected() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from assembler_script import TS, Script, ins, relation
 
 from connector.assembler import Assembler
 from connector.errors import CdcError, DecodeError
@@ -24,6 +23,7 @@ from connector.pgoutput import (
     Truncate,
     lsn_to_str,
 )
+from tests.support.assembler_script import TS, Script, ins, relation
 
 REL = relation(10)
 BAD_LSN = 0x0000_0002_DEAD_BEE0

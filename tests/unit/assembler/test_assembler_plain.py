@@ -4,7 +4,17 @@ relation replacement and the output types."""
 from __future__ import annotations
 
 import pytest
-from assembler_script import (
+
+from connector.assembler import Assembler, Change, LogicalMessage, Transaction
+from connector.pgoutput import (
+    Begin,
+    Commit,
+    Insert,
+    Origin,
+    Truncate,
+    Type,
+)
+from tests.support.assembler_script import (
     TS,
     Script,
     dele,
@@ -16,16 +26,6 @@ from assembler_script import (
     tmsg,
     transactions,
     upd,
-)
-
-from connector.assembler import Assembler, Change, LogicalMessage, Transaction
-from connector.pgoutput import (
-    Begin,
-    Commit,
-    Insert,
-    Origin,
-    Truncate,
-    Type,
 )
 
 

@@ -9,7 +9,6 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from assembler_script import TS, relation
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +24,7 @@ from connector.pgoutput import (
     StreamStart,
     StreamStop,
 )
+from tests.support.assembler_script import TS, relation
 
 REL = relation(10)
 

@@ -7,7 +7,10 @@ import gc
 from pathlib import Path
 
 import pytest
-from assembler_script import (
+
+from connector.assembler import Assembler, SpillFile
+from connector.pgoutput import Insert, Relation, StreamStart, StreamStop, Truncate
+from tests.support.assembler_script import (
     Script,
     change_values,
     ins,
@@ -17,9 +20,6 @@ from assembler_script import (
     tmsg,
     transactions,
 )
-
-from connector.assembler import Assembler, SpillFile
-from connector.pgoutput import Insert, Relation, StreamStart, StreamStop, Truncate
 
 WIDE = "w" * 300
 

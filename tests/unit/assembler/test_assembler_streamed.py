@@ -4,7 +4,9 @@ worker) and whole-transaction aborts."""
 
 from __future__ import annotations
 
-from assembler_script import (
+from connector.assembler import Assembler, Transaction
+from connector.pgoutput import Origin, Truncate
+from tests.support.assembler_script import (
     Script,
     change_values,
     ins,
@@ -13,9 +15,6 @@ from assembler_script import (
     tmsg,
     transactions,
 )
-
-from connector.assembler import Assembler, Transaction
-from connector.pgoutput import Origin, Truncate
 
 
 def test_interleaved_streams_and_plain_transactions() -> None:

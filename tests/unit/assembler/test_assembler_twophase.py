@@ -3,9 +3,16 @@ with its commit LSN) or Rollback Prepared (dropped)."""
 
 from __future__ import annotations
 
-from assembler_script import TS, Script, change_values, ins, relation, run, transactions
-
 from connector.assembler import Assembler
+from tests.support.assembler_script import (
+    TS,
+    Script,
+    change_values,
+    ins,
+    relation,
+    run,
+    transactions,
+)
 
 
 def test_prepared_then_committed_after_other_transactions() -> None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from assembler_script import Script, ins, relation
-
 from connector.assembler import Assembler
 from connector.pgoutput import PgOutputMessage
+from tests.support.assembler_script import Script, ins, relation
 
 
 def feed(asm: Assembler, s: Script, *msgs: PgOutputMessage) -> int:

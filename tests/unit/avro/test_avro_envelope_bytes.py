@@ -11,7 +11,6 @@ from typing import Any
 
 import loaded_rows
 import pytest
-from avro_helpers import catalog, column, numeric_typmod, relation
 from fastavro import parse_schema, schemaless_writer
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +19,7 @@ from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_tabl
 from connector.avro.serializer import _type_encoder
 from connector.errors import SchemaError
 from connector.pgtypes import oids
+from tests.support.avro import catalog, column, numeric_typmod, relation
 
 LONG = st.integers(-(2**63), 2**63 - 1)
 NAMES = st.lists(st.sampled_from(["v", "big", "Größe", "a_x0041"]), max_size=3)

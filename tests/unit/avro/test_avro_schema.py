@@ -11,74 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from avro_helpers import (
-    DOMAIN_OID,
-    DOMAIN_TEXT_OID,
-    ENUM_ARRAY_OID,
-    ENUM_OID,
-    catalog,
-    column,
-    numeric_typmod,
-    relation,
-)
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from connector.avro.fixed import fixed_schema
 from connector.avro.schema import derive_table_schemas, render
 from connector.errors import SchemaError
 from connector.pgtypes import oids
-
-JSON_STRING = {"type": "string", "connect.name": "io.debezium.data.Json"}
-
-# (PostgreSQL type OID, typmod) -> the Avro type of schemas/README.md's table
-CONTRACT: list[tuple[str, int, int, Any]] = [
-    ("bool", oids.BOOL, -1, "boolean"),
-    ("int2", oids.INT2, -1, "int"),
-    ("int4", oids.INT4, -1, "int"),
-    ("int8", oids.INT8, -1, "long"),
-    ("oid", oids.OID, -1, "long"),
-    ("float4", oids.FLOAT4, -1, "float"),
-    ("float8", oids.FLOAT8, -1, "double"),
-    ("numeric(10,2)", oids.NUMERIC, numeric_typmod(10, 2),
-     {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}),
-    ("numeric(38,0)", oids.NUMERIC, numeric_typmod(38, 0),
-     {"type": "bytes", "logicalType": "decimal", "precision": 38, "scale": 0}),
-    ("numeric", oids.NUMERIC, -1, "string"),
-    ("numeric(39,2)", oids.NUMERIC, numeric_typmod(39, 2), "string"),
-    ("text", oids.TEXT, -1, "string"),
-    ("varchar(20)", oids.VARCHAR, 24, "string"),
-    ("bpchar(3)", oids.BPCHAR, 7, "string"),
-    ("name", oids.NAME, -1, "string"),
-    ('"char"', oids.CHAR, -1, "string"),
-    ("xml", oids.XML, -1, "string"),
-    ("inet", oids.INET, -1, "string"),
-    ("cidr", oids.CIDR, -1, "string"),
-    ("macaddr", oids.MACADDR, -1, "string"),
-    ("macaddr8", oids.MACADDR8, -1, "string"),
-    ("money", oids.MONEY, -1, "string"),
-    ("bit(3)", oids.BIT, 3, "string"),
-    ("varbit", oids.VARBIT, -1, "string"),
-    ("timetz", oids.TIMETZ, -1, "string"),
-    ("interval", oids.INTERVAL, -1, "string"),
-    ("unknown type", 987654, -1, "string"),
-    ("json", oids.JSON, -1, JSON_STRING),
-    ("jsonb", oids.JSONB, -1, JSON_STRING),
-    ("uuid", oids.UUID, -1, {"type": "string", "logicalType": "uuid"}),
-    ("bytea", oids.BYTEA, -1, "bytes"),
-    ("date", oids.DATE, -1, {"type": "int", "logicalType": "date"}),
-    ("time", oids.TIME, -1, {"type": "long", "logicalType": "time-micros"}),
-    ("timestamp", oids.TIMESTAMP, -1, {"type": "long", "logicalType": "local-timestamp-micros"}),
-    ("timestamptz", oids.TIMESTAMPTZ, -1, {"type": "long", "logicalType": "timestamp-micros"}),
-    ("enum", ENUM_OID, -1, "string"),
-    ("domain over numeric(12,3)", DOMAIN_OID, -1,
-     {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 3}),
-    ("domain over text", DOMAIN_TEXT_OID, -1, "string"),
-    ("int4[]", oids.ARRAY_OF[oids.INT4], -1, {"type": "array", "items": ["null", "int"]}),
-    ("timestamptz[]", oids.ARRAY_OF[oids.TIMESTAMPTZ], -1,
-     {"type": "array", "items": ["null", {"type": "long", "logicalType": "timestamp-micros"}]}),
-    ("jsonb[]", oids.ARRAY_OF[oids.JSONB], -1, {"type": "array", "items": ["null", JSON_STRING]}),
-    ("mood[]", ENUM_ARRAY_OID, -1, {"type": "array", "items": ["null", "string"]}),
-]
+from tests.support.avro import (
+    CONTRACT,
+    all_types_relation,
+    catalog,
+    column,
+    numeric_typmod,
+    relation,
+)
 
 
 def value_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
@@ -189,14 +135,9 @@ def test_empty_prefix_is_refused() -> None:
         derive_table_schemas(relation(column("a", oids.INT4)), catalog(), prefix="", db="d")
 
 
-def _all_types_relation() -> Any:
-    return relation(*(column(f"c{i}", oid, typmod, key=(i == 0))
-                      for i, (_, oid, typmod, _) in enumerate(CONTRACT)))
-
-
 def test_deterministic_json_in_process() -> None:
-    first = derive_table_schemas(_all_types_relation(), catalog(), prefix="p", db="d")
-    second = derive_table_schemas(_all_types_relation(), catalog(), prefix="p", db="d")
+    first = derive_table_schemas(all_types_relation(), catalog(), prefix="p", db="d")
+    second = derive_table_schemas(all_types_relation(), catalog(), prefix="p", db="d")
     assert first.value_json == second.value_json
     assert first.key_json == second.key_json
     assert json.loads(first.value_json) == first.value_schema
@@ -206,12 +147,11 @@ def test_deterministic_json_in_process() -> None:
 def test_deterministic_json_across_processes() -> None:
     """Different hash seeds (set/dict ordering of anything hashed) give the same bytes."""
     here = Path(__file__).resolve().parent
-    code = (
-        f"import sys; sys.path.insert(0, {str(here)!r})\n"
-        "from test_avro_schema import _all_types_relation\n"
-        "from avro_helpers import catalog\n"
+    code = (  # run from the repository root, where `tests.support` is importable
+        "import sys\n"
+        "from tests.support.avro import all_types_relation, catalog\n"
         "from connector.avro.schema import derive_table_schemas\n"
-        "s = derive_table_schemas(_all_types_relation(), catalog(), prefix='p', db='d')\n"
+        "s = derive_table_schemas(all_types_relation(), catalog(), prefix='p', db='d')\n"
         "sys.stdout.write(s.value_json + '\\n' + str(s.key_json))\n")
     outputs = set()
     for seed in ("1", "2", "3"):

@@ -13,7 +13,6 @@ from typing import Any
 
 import loaded_rows
 import pytest
-from avro_helpers import DOMAIN_OID, ENUM_OID, catalog, column, numeric_typmod, relation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +31,7 @@ from connector.avro.serializer import (
 from connector.errors import DecodeError, SchemaError
 from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import INFINITY, NEG_INFINITY, Interval, OutOfRange, oids
+from tests.support.avro import DOMAIN_OID, ENUM_OID, catalog, column, numeric_typmod, relation
 
 SOURCE = SourceInfo(commit_lsn=0x1_0000_0010, txn_index=3, ts_ms=1_700_000_000_000, xid=777,
                     lsn=0x1_0000_0008)

@@ -14,7 +14,6 @@ from uuid import UUID
 
 import fastavro
 import pytest
-from avro_helpers import ENUM_ARRAY_OID, catalog
 
 from connector.avro.typemap import JSON_CONNECT_NAME, Converter, column_codec
 from connector.pgtypes import (
@@ -26,6 +25,7 @@ from connector.pgtypes import (
     Unknown,
     oids,
 )
+from tests.support.avro import ENUM_ARRAY_OID, catalog
 
 UTC = dt.UTC
 CATALOG = TypeCatalog()

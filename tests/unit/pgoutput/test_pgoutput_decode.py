@@ -186,11 +186,21 @@ def test_stream_commit() -> None:
     assert decode_message(raw) == StreamCommit(XID, 0, LSN1, LSN2, TS)
 
 
-def test_stream_abort_v2_and_v4() -> None:
-    assert decode_message(b"A" + struct.pack("!II", 10, 11)) == StreamAbort(10, 11, None, None)
+def test_stream_abort_as_negotiated() -> None:
+    """The abort LSN and time come exactly with streaming 'parallel' (protocol 4)."""
+    plain = b"A" + struct.pack("!II", 10, 11)
+    assert decode_message(plain) == StreamAbort(10, 11, None, None)
+    assert Decoder(4).decode(plain) == StreamAbort(10, 11, None, None)
     raw = b"A" + struct.pack("!IIQq", 10, 10, LSN1, TS)
-    msg = decode_message(raw)
-    assert msg == StreamAbort(xid=10, subxid=10, abort_lsn=LSN1, abort_timestamp=TS)
+    expected = StreamAbort(xid=10, subxid=10, abort_lsn=LSN1, abort_timestamp=TS)
+    assert decode_message(raw, parallel_streaming=True) == expected
+    assert Decoder(4, parallel_streaming=True).decode(raw) == expected
+
+
+@pytest.mark.parametrize(("proto", "parallel"), [(0, False), (5, False), (3, True), (1, True)])
+def test_decoder_refuses_what_no_server_negotiates(proto: int, parallel: bool) -> None:
+    with pytest.raises(ValueError, match="protocol"):
+        Decoder(proto, parallel_streaming=parallel)
 
 
 def test_two_phase_messages() -> None:
@@ -224,7 +234,7 @@ def test_messages_are_immutable_and_type_aware() -> None:
 
 def test_decoder_tracks_stream_blocks() -> None:
     insert_streamed = b"I" + struct.pack("!II", 77, 5) + b"N" + tup(t("1"))
-    decoder = Decoder()
+    decoder = Decoder(2)
     assert decoder.decode(b"S" + struct.pack("!IB", 77, 1)) == StreamStart(77, True)
     assert decoder.in_stream
     assert decoder.decode(insert_streamed) == Insert(77, 5, ("1",))

@@ -24,9 +24,10 @@ def t(raw: bytes) -> bytes:
     return b"t" + struct.pack("!I", len(raw)) + raw
 
 
-def decode_error(buf: bytes, *, streaming: bool = False) -> DecodeError:
+def decode_error(buf: bytes, *, streaming: bool = False, parallel: bool = False
+                 ) -> DecodeError:
     with pytest.raises(DecodeError) as info:
-        decode_message(buf, streaming=streaming)
+        decode_message(buf, streaming=streaming, parallel_streaming=parallel)
     return info.value
 
 
@@ -64,9 +65,30 @@ def test_stream_stop_with_payload() -> None:
     assert "trailing" in decode_error(b"E\x00").reason
 
 
+@pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("length", [1, 8, 10, 24, 26])
-def test_stream_abort_impossible_length(length: int) -> None:
-    assert "Stream Abort" in decode_error(b"A" + b"\x00" * (length - 1)).reason
+def test_stream_abort_impossible_length(length: int, parallel: bool) -> None:
+    err = decode_error(b"A" + b"\x00" * (length - 1), parallel=parallel)
+    assert "Stream Abort" in err.reason and err.offset == min(length, 25 if parallel else 9)
+
+
+def test_stream_abort_of_the_other_mode_is_malformed() -> None:
+    """A length that fits only the mode the stream was not started with is an error, not a
+    guess: the decoder follows what was negotiated."""
+    plain = b"A" + struct.pack("!II", 10, 11)
+    with_info = b"A" + struct.pack("!IIQq", 10, 10, 0x16B3748, 5)
+    err = decode_error(with_info)
+    assert err.reason == "Stream Abort without parallel streaming must be 9 bytes, got 25"
+    assert err.offset == 9
+    err = decode_error(plain, parallel=True)
+    assert err.reason == "Stream Abort with parallel streaming must be 25 bytes, got 9"
+    assert err.offset == 9
+    with pytest.raises(DecodeError) as info:
+        Decoder(4).decode(with_info, lsn=0x1_016B_3748)
+    assert (info.value.lsn, info.value.offset) == ("1/16B3748", 9)
+    with pytest.raises(DecodeError) as info:
+        Decoder(4, parallel_streaming=True).decode(plain, lsn=0x20)
+    assert (info.value.lsn, info.value.offset) == ("0/20", 9)
 
 
 def test_unterminated_string() -> None:
@@ -179,7 +201,7 @@ def test_lsn_labels_the_error() -> None:
 
 
 def test_decoder_rejects_bad_stream_nesting() -> None:
-    decoder = Decoder()
+    decoder = Decoder(2)
     with pytest.raises(DecodeError, match="outside a stream block"):
         decoder.decode(b"E")
     decoder.decode(b"S" + struct.pack("!IB", 1, 1))

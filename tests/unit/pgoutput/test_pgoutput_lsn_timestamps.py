@@ -13,6 +13,7 @@ from connector.pgoutput import (
     datetime_to_pg_timestamp,
     lsn_to_str,
     pg_timestamp_to_datetime,
+    pg_timestamp_to_ms,
     str_to_lsn,
     unix_to_pg_timestamp,
 )
@@ -54,6 +55,13 @@ def test_timestamp_epoch_and_known_value() -> None:
     assert micros == 762_611_696_789_012
     assert pg_timestamp_to_datetime(micros) == dt
     assert pg_timestamp_to_datetime(-1) == PG_EPOCH - timedelta(microseconds=1)
+
+
+def test_timestamp_to_unix_ms() -> None:
+    assert pg_timestamp_to_ms(0) == 946_684_800_000  # 2000-01-01 UTC
+    assert pg_timestamp_to_ms(1_500) == 946_684_800_001
+    assert pg_timestamp_to_ms(-1_000) == 946_684_799_999
+    assert pg_timestamp_to_ms(-1) == 946_684_799_999  # floors, also before the epoch
 
 
 def test_timestamp_other_zones_and_naive() -> None:

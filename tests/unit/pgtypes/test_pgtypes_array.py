@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pgtypes_encoders import array_out, array_send, numeric_send
 
 from connector.errors import DecodeError
 from connector.pgtypes import TypeCatalog, oids
 from connector.pgtypes.array import array_text_loader
 from connector.pgtypes.text import load_text_text
+from tests.support.pgtypes_encoders import array_out, array_send, numeric_send
 
 CATALOG = TypeCatalog()
 int4_array_text = CATALOG.text_loader(1007)

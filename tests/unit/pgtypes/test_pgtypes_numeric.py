@@ -9,7 +9,6 @@ from decimal import Decimal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pgtypes_encoders import numeric_send
 
 from connector.errors import DecodeError
 from connector.pgtypes import numeric_precision_scale
@@ -31,6 +30,7 @@ from connector.pgtypes.numeric import (
     money_binary_loader,
     money_text_loader,
 )
+from tests.support.pgtypes_encoders import numeric_send
 
 
 @pytest.mark.parametrize(

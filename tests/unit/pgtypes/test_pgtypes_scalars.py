@@ -9,10 +9,10 @@ from uuid import UUID
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from pgtypes_encoders import bytea_escape_out
 
 from connector.errors import DecodeError
 from connector.pgtypes import TypeCatalog, oids
+from tests.support.pgtypes_encoders import bytea_escape_out
 
 CATALOG = TypeCatalog()
 

@@ -97,6 +97,10 @@ class Db:
                 raise AssertionError("WAL was not flushed within 10 s")
             time.sleep(0.02)
 
+    def decoder(self) -> Decoder:
+        """A decoder told what `options` ask the server for."""
+        return Decoder(self.config.proto, parallel_streaming=self.config.streaming == "parallel")
+
     def options(self) -> dict[str, str]:
         return {"proto_version": str(self.config.proto), "publication_names": self.publication,
                 "streaming": self.config.streaming, "messages": "true"}
@@ -109,7 +113,7 @@ class Db:
         placeholders = ", ".join(["%s"] * len(options))
         rows = self.execute(f"SELECT lsn::text, data FROM {fn}(%s, NULL, NULL, {placeholders})",
                             (slot, *options))
-        decoder = Decoder()
+        decoder = self.decoder()
         pairs = []
         for lsn_text, data in rows:
             lsn = str_to_lsn(lsn_text)
@@ -125,7 +129,7 @@ class LiveStream:
     def __init__(self, db: Db, slot: str) -> None:
         self.conn = psycopg.connect(db.dsn + " replication=database", autocommit=True)
         self.pgconn = self.conn.pgconn
-        self.decoder = Decoder()
+        self.decoder = db.decoder()
         self.received = 0
         opts = ", ".join(f'"{k}" \'{v}\'' for k, v in db.options().items())
         self.pgconn.send_query(f'START_REPLICATION SLOT "{slot}" LOGICAL 0/0 ({opts})'.encode())

@@ -9,7 +9,11 @@ import time
 
 import psycopg
 import pytest
-from cdc_checks import (
+from confluent_kafka import Consumer, TopicPartition
+from fastavro import parse_schema, schemaless_reader
+
+from connector.avro import SchemaRegistry, parse_frame
+from tests.support.cdc_checks import (
     execute,
     in_order,
     read_records,
@@ -17,11 +21,7 @@ from cdc_checks import (
     stream_run,
     subject_versions,
 )
-from confluent_kafka import Consumer, TopicPartition
-from fastavro import parse_schema, schemaless_reader
-from producer_support import current_lsn
-
-from connector.avro import SchemaRegistry, parse_frame
+from tests.support.producer import current_lsn
 
 pytestmark = pytest.mark.integration
 

@@ -7,9 +7,8 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
-from merge_helpers import CdcPublisher
-
 from spark_jobs.wire import frame_bytes
+from tests.support.merge import CdcPublisher
 
 UTC = dt.UTC
 DECIMAL = {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}

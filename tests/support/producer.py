@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 from confluent_kafka import Consumer, TopicPartition
 
@@ -148,3 +149,14 @@ def read_topic(bootstrap: str, registry_url: str, topic: str, *, min_count: int 
         consumer.close()
     assert len(records) >= min_count, f"{topic}: {len(records)} < {min_count} records"
     return records
+
+
+def scrape_metrics(port: int) -> dict[str, float]:
+    """The pgcdc_* samples of `pgcdc run --metrics-port` by name."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    samples = {}
+    for line in text.splitlines():
+        if line.startswith("pgcdc_"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples

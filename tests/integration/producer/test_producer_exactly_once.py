@@ -15,13 +15,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_checks import Record, execute, read_records, rows
 from confluent_kafka import Consumer, KafkaException, TopicPartition
-from producer_support import ProducerRun, current_lsn
 
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import run_merge
 from spark_jobs.verify import compare, lake_rows, pg_rows
+from tests.support.cdc_checks import Record, execute, read_records, rows
+from tests.support.producer import ProducerRun, current_lsn
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Helpers of the snapshot tests (on top of the producer tests' `producer_support`)."""
+"""Helpers of the snapshot tests (on top of `tests.support.producer`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any, NamedTuple
 
 import psycopg
 from confluent_kafka import Consumer, TopicPartition
-from producer_support import ProducerRun
 
 from connector.avro import SchemaRegistry, decode
 from connector.pgoutput.lsn import str_to_lsn
+from tests.support.producer import ProducerRun
 
 _CONSISTENT = re.compile(r"snapshot consistent at ([0-9A-F]+/[0-9A-F]+)")
 

@@ -8,10 +8,10 @@ import os
 from typing import Any
 
 import pytest
-from cdc_checks import execute, read_records
-from test_types import ROWS, _create, _has_xml, _insert, columns
 
 from connector.speedups import NO_NATIVE_ENV, native
+from tests.support.cdc_checks import execute, read_records
+from tests.support.contract_table import ROWS, columns, create_table, has_xml, insert_rows
 
 pytestmark = pytest.mark.integration
 
@@ -31,9 +31,9 @@ def test_c_paths_and_python_paths_publish_equal_events(postgres, producer_run, l
     table = f"parity_{fast.tag}"
     fast.tables = f"public.{table}"
     slow = producer_run(fast.tables, *(["--binary"] if binary else []))
-    cols = columns(fast.tag, _has_xml(postgres.dsn))
-    _create(postgres.dsn, fast.tag, table, cols)
-    _insert(postgres.dsn, table, cols)  # read by the snapshots
+    cols = columns(fast.tag, has_xml(postgres.dsn))
+    create_table(postgres.dsn, fast.tag, table, cols)
+    insert_rows(postgres.dsn, table, cols)  # read by the snapshots
     fast.start(log_dir)
     os.environ[NO_NATIVE_ENV] = "1"  # inherited by the second process only
     try:

@@ -1,8 +1,8 @@
 """The acceptance suite's pieces: `pgcdc run` as a subprocess, a seeded random workload over
 four tables with every supported column type, and the Delta-vs-PostgreSQL verdict.
 
-(ProducerRun is a trimmed copy of tests/integration/producer/producer_support.py: pytest
-imports helper modules by name from the test's own directory only.)"""
+Its ProducerRun differs from tests.support.producer's: one log per restart, a fixed table
+pattern, and waiting until the slot caught up with PostgreSQL's WAL."""
 
 from __future__ import annotations
 

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from cdc_checks import (
+from confluent_kafka.admin import AdminClient, NewTopic
+from devstack.ports import free_port
+from devstack.postgres import Postgres, default_bin
+
+from tests.support.cdc_checks import (
     assert_one_clear_line,
     execute,
     exit_of,
@@ -21,10 +25,7 @@ from cdc_checks import (
     start_and_exit,
     stream_run,
 )
-from confluent_kafka.admin import AdminClient, NewTopic
-from devstack.ports import free_port
-from devstack.postgres import Postgres, default_bin
-from producer_support import ProducerRun, current_lsn
+from tests.support.producer import ProducerRun, current_lsn
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_checks import execute, in_order, read_records, stream_run
-from producer_support import current_lsn
+
+from tests.support.cdc_checks import execute, in_order, read_records, stream_run
+from tests.support.producer import current_lsn
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from cdc_checks import execute, in_order, read_records, rows, stream_run
-from producer_support import ProducerRun, current_lsn
+
+from tests.support.cdc_checks import execute, in_order, read_records, rows, stream_run
+from tests.support.producer import ProducerRun, current_lsn
 
 pytestmark = pytest.mark.integration
 

@@ -9,11 +9,17 @@ from pathlib import Path
 import httpx
 import psycopg
 import pytest
-from cdc_checks import assert_one_clear_line, execute, read_records, start_and_exit, stream_run
 from confluent_kafka.admin import AdminClient, NewTopic
-from producer_support import ProducerRun
 
 from connector.names import table_topic
+from tests.support.cdc_checks import (
+    assert_one_clear_line,
+    execute,
+    read_records,
+    start_and_exit,
+    stream_run,
+)
+from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.integration
 

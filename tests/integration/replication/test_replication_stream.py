@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from connector.errors import ConfigError, SourceError
-from connector.pgoutput import Commit, Decoder, Insert, PrimaryKeepalive, Relation, XLogData
+from connector.pgoutput import Commit, Insert, PrimaryKeepalive, Relation, XLogData
 from connector.replication import (
     ReplicationAdmin,
     ReplicationStream,
@@ -33,7 +33,7 @@ def admin(postgres):
 
 
 def _read_until_commit(stream: ReplicationStream, timeout: float = 30.0) -> list:
-    decoder = Decoder()
+    decoder = stream.options.decoder()
     messages = []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 import httpx
 import psycopg
 from confluent_kafka import Consumer, TopicPartition
-from producer_support import ProducerRun
 
 from connector.avro import SchemaRegistry, decode
+from tests.support.producer import ProducerRun
 
 #: `pgcdc run` flags of tests about streaming: no initial snapshot of the (empty) tables.
 STREAM_ONLY = ("--snapshot", "never")

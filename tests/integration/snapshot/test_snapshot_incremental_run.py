@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from producer_support import current_lsn
-from snapshot_support import final_state, read_events, table_rows
 
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import run_merge
 from spark_jobs.verify import compare, lake_rows, pg_rows
+from tests.support.producer import current_lsn
+from tests.support.snapshot import final_state, read_events, table_rows
 
 PGCDC = str(Path(sys.executable).parent / "pgcdc")
 ROWS = 20_000

@@ -92,6 +92,12 @@ STRATEGIES: dict[type, st.SearchStrategy[PgOutputMessage]] = {
 any_message: st.SearchStrategy[PgOutputMessage] = st.one_of(*STRATEGIES.values())
 
 
+def parallel(msg: PgOutputMessage) -> bool:
+    """Whether the message is only sent with streaming 'parallel' (a Stream Abort with its LSN
+    and time), so decode it with parallel_streaming=True."""
+    return isinstance(msg, StreamAbort) and msg.abort_lsn is not None
+
+
 def streamed(msg: PgOutputMessage) -> bool:
     """Whether the message was written with the in-stream xid (so decode with streaming=True)."""
     return getattr(msg, "xid", None) is not None and isinstance(

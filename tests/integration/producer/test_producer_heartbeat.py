@@ -4,10 +4,10 @@ with the LSN confirmed so far, and counts as no transaction of the user's."""
 from __future__ import annotations
 
 import pytest
-from cdc_checks import execute, read_records, stream_run
 from devstack.ports import free_port
-from producer_support import current_lsn
-from test_metrics import _scrape
+
+from tests.support.cdc_checks import execute, read_records, stream_run
+from tests.support.producer import current_lsn, scrape_metrics
 
 pytestmark = pytest.mark.integration
 
@@ -30,5 +30,5 @@ def test_heartbeats_are_written_to_the_heartbeat_topic(postgres, producer_run, l
     assert lsns == sorted(lsns) and lsns[-1] > 0
     execute(postgres.dsn, f"INSERT INTO {table} VALUES (1)")
     run.wait_confirmed(current_lsn(postgres.dsn))
-    assert _scrape(port)["pgcdc_transactions_total"] == 1  # the heartbeats are not counted
+    assert scrape_metrics(port)["pgcdc_transactions_total"] == 1  # the heartbeats are not counted
     assert run.stop() == 0

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pgoutput_strategies import STRATEGIES, streamed
 
 from connector.errors import DecodeError
 from connector.pgoutput import (
@@ -33,6 +32,7 @@ from connector.pgoutput import (
     encode_message,
 )
 from connector.speedups import NO_NATIVE_ENV, native
+from tests.support.pgoutput_strategies import STRATEGIES, streamed
 
 CHANGES = st.one_of(STRATEGIES[Insert], STRATEGIES[Update], STRATEGIES[Delete])
 needs_native = pytest.mark.skipif(native is None,
@@ -202,7 +202,7 @@ def test_values_built_in_c_behave_like_python_ones() -> None:
 def test_decoder_class_routes_changes_through_c_and_reports_errors() -> None:
     msgs = [Insert(None, 1, ("a",)), Update(None, 1, None, None, ("b",)),
             Delete(None, 1, "K", ("a",))]
-    dec = Decoder()
+    dec = Decoder(4)
     for msg in msgs:
         assert dec.decode(encode_message(msg)) == msg
     with pytest.raises(DecodeError, match="trailing"):

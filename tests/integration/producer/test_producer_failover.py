@@ -7,10 +7,11 @@ import sys
 
 import psycopg
 import pytest
-from cdc_checks import assert_one_clear_line, execute, start_and_exit, stream_run
 from devstack.ports import free_port
-from producer_support import current_lsn
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from tests.support.cdc_checks import assert_one_clear_line, execute, start_and_exit, stream_run
+from tests.support.producer import current_lsn
 
 pytestmark = pytest.mark.integration
 

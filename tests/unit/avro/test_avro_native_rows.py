@@ -13,7 +13,6 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from avro_helpers import catalog, column, numeric_typmod, relation
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg._copy_base import _parse_row_text as parse_row_text  # psycopg's Python twin
@@ -27,6 +26,7 @@ from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import oids
 from connector.snapshot.copytext import parse_copy_text
 from connector.speedups import NO_NATIVE_ENV, native
+from tests.support.avro import catalog, column, numeric_typmod, relation
 
 # This module compares the C writer with the Python one itself (conftest.py runs it once).
 COMPARES_BOTH_WRITERS = True

@@ -9,9 +9,10 @@ from decimal import Decimal
 
 import psycopg
 import pytest
-from cdc_checks import assert_one_clear_line, start_and_exit
 from devstack.ports import free_port
-from producer_support import current_lsn, read_topic
+
+from tests.support.cdc_checks import assert_one_clear_line, start_and_exit
+from tests.support.producer import current_lsn, read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -101,8 +102,8 @@ def test_sigkill_and_restart_lose_nothing(postgres, producer_run, log_dir) -> No
 def test_unreachable_kafka_fails_loudly_and_confirms_nothing(postgres, producer_run,
                                                               log_dir) -> None:
     """Kafka is checked before anything is streamed: one line, the slot left where it was.
-    (An outage while streaming: test_exactly_once.py and test_failures.py restart the broker
-    and reject records mid-stream.)"""
+    (An outage while streaming: test_producer_exactly_once.py and test_producer_failures.py
+    restart the broker and reject records mid-stream.)"""
     run = producer_run("public.nokafka_*", "--kafka", "message.timeout.ms=3000",
                        "--kafka", "socket.timeout.ms=2000", "--snapshot", "never")
     run.bootstrap = f"127.0.0.1:{free_port()}"
@@ -110,7 +111,7 @@ def test_unreachable_kafka_fails_loudly_and_confirms_nothing(postgres, producer_
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY)")
         # An existing slot: a missing one would need Kafka to tell a first run from a lost
-        # slot (test_failures.py: test_snapshot_never_new_slot_needs_kafka).
+        # slot (test_producer_failures.py: test_snapshot_never_new_slot_needs_kafka).
         conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (run.slot,))
         conn.execute(f"INSERT INTO {table} VALUES (1)")
     before = run.confirmed_lsn()

@@ -4,23 +4,13 @@ table."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
-from cdc_checks import execute, stream_run
 from devstack.ports import free_port
-from producer_support import current_lsn
+
+from tests.support.cdc_checks import execute, stream_run
+from tests.support.producer import current_lsn, scrape_metrics
 
 pytestmark = pytest.mark.integration
-
-
-def _scrape(port: int) -> dict[str, float]:
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
-    samples = {}
-    for line in text.splitlines():
-        if line.startswith("pgcdc_"):
-            name, _, value = line.rpartition(" ")
-            samples[name] = float(value)
-    return samples
 
 
 def test_metrics_follow_the_stream(postgres, producer_run, log_dir) -> None:
@@ -34,7 +24,7 @@ def test_metrics_follow_the_stream(postgres, producer_run, log_dir) -> None:
             f"UPDATE {table} SET v = 'z' WHERE id = 1", f"DELETE FROM {table} WHERE id = 2")
     end = current_lsn(postgres.dsn)
     run.wait_confirmed(end)
-    samples = _scrape(port)
+    samples = scrape_metrics(port)
     for op, count in (("c", 3), ("u", 1), ("d", 1)):
         assert samples[f'pgcdc_events_total{{op="{op}",table="public.{table}"}}'] == count, \
             samples
@@ -56,7 +46,7 @@ def test_metrics_count_the_snapshot(postgres, producer_run, log_dir) -> None:
     execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)",
             f"INSERT INTO {table} SELECT i, repeat('x', 50) FROM generate_series(1, 200) i")
     run.start(log_dir)  # returns once streaming: the snapshot is done
-    samples = _scrape(port)
+    samples = scrape_metrics(port)
     assert samples[f'pgcdc_events_total{{op="r",table="public.{table}"}}'] == 200, samples
     assert samples["pgcdc_bytes_total"] > 200 * 50
     assert samples["pgcdc_snapshot_tables"] == 1

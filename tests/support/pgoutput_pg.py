@@ -37,8 +37,17 @@ class Row:
     data: bytes
 
 
-def decode_rows(rows: Sequence[Row]) -> list[PgOutputMessage]:
-    decoder = Decoder()
+class Rows(list[Row]):
+    """The rows of one peek, with what it asked the server for (the decoder must be told)."""
+
+    def __init__(self, rows: Sequence[Row], proto: int, streaming: str | None) -> None:
+        super().__init__(rows)
+        self.proto = proto
+        self.parallel = streaming == "parallel"
+
+
+def decode_rows(rows: Rows) -> list[PgOutputMessage]:
+    decoder = Decoder(rows.proto, parallel_streaming=rows.parallel)
     return [decoder.decode(r.data, lsn=r.lsn) for r in rows]
 
 
@@ -100,7 +109,7 @@ class Sandbox:
             time.sleep(0.02)
 
     def peek(self, slot: str, pub: str, proto: int, *, streaming: str | None = None,
-             binary: bool = False, messages: bool = False, two_phase: bool = False) -> list[Row]:
+             binary: bool = False, messages: bool = False, two_phase: bool = False) -> Rows:
         self.wait_for_flush()
         options = ["proto_version", str(proto), "publication_names", pub]
         if streaming is not None:
@@ -115,7 +124,8 @@ class Sandbox:
         rows = self.sql(f"SELECT lsn::text, xid::text::bigint, data FROM "
                         f"pg_logical_slot_peek_binary_changes(%s, NULL, NULL, {placeholders})",
                         (slot, *options))
-        return [Row(str_to_lsn(lsn), xid, bytes(data)) for lsn, xid, data in rows]
+        return Rows([Row(str_to_lsn(lsn), xid, bytes(data)) for lsn, xid, data in rows], proto,
+                    streaming)
 
     def relid(self, table: str) -> int:
         return int(self.one("SELECT %s::regclass::oid", (f"{self.schema}.{table}",)))
@@ -155,7 +165,8 @@ class WalSender:
     def __init__(self, dsn: str, slot: str, options: dict[str, str]) -> None:
         self.conn = psycopg.connect(dsn + " replication=database", autocommit=True)
         self.pgconn = self.conn.pgconn
-        self.decoder = Decoder()
+        self.decoder = Decoder(int(options["proto_version"]),
+                               parallel_streaming=options.get("streaming") == "parallel")
         self.frames: list[XLogData | PrimaryKeepalive] = []
         self.flushed = 0
         opts = ", ".join(f'"{k}" \'{v}\'' for k, v in options.items())
