@@ -8,7 +8,8 @@ order, at most ``chunk_rows``), on a normal connection to the source (`resnapsho
    at WAL position l (non-transactional: it is decoded where it was written, so the stream
    sends every transaction committed before l ahead of it and every later one after it);
 2. take S0 = ``txid_current_snapshot()`` and wait until every transaction in S0's xip list
-   has ended (``txid_status``): see "The visibility race" below;
+   has ended (``txid_status``): see "The visibility race" below. The stream goes on
+   meanwhile: keys it changes after l are remembered and dropped from the rows once read;
 3. read the chunk, one statement (its own snapshot S):
    ``COPY (SELECT <published columns> FROM t WHERE (k1, k2) > (...) ORDER BY k1, k2 LIMIT n)``,
    and encode each row as an ``r`` event with ``source.snapshot = "incremental"``,
@@ -48,7 +49,7 @@ X's events were published, a stale overwrite (DBLog and Debezium leave this open
 closes it: X was still in the proc array when S0 was taken (after l), so X is in S0's xip
 list, and S is taken only once every such transaction has ended. The wait is for
 transactions that were running when the chunk started; a long idle-in-transaction session
-delays the chunk (logged), it does not break it.
+delays the chunk (logged), not the stream, and breaks nothing.
 
 Tables without a primary key (or replica identity index) are refused: without a key neither
 the window nor a consumer can tell a snapshot row from a changed one.
@@ -93,7 +94,9 @@ class Watermark:
 @dataclass
 class ChunkWindow:
     """One chunk between its watermarks: the rows read (key -> event, in key order) and,
-    once the low watermark went by, the keys the stream changed. Pure: keys are whatever the
+    once the low watermark went by, the keys the stream changed. The rows may be read after
+    the stream passed the low watermark (the read waits for older transactions): keys changed
+    before they are loaded are remembered and dropped at `load`. Pure: keys are whatever the
     caller compares them as (the encoded Kafka key)."""
 
     watermark_run: str
@@ -101,25 +104,43 @@ class ChunkWindow:
     relation_id: int
     rows: dict[bytes, bytes] = field(default_factory=dict)  # key -> the row's event value
     open: bool = False  # the low watermark has been seen in the stream
+    loaded: bool = False  # the rows have been read
+    touched: set[bytes] = field(default_factory=set)  # changed in the window before `load`
+    emptied: bool = False  # truncated in the window before `load`
 
     def low_seen(self) -> None:
         self.open = True
+
+    def load(self, rows: dict[bytes, bytes]) -> None:
+        """The chunk as read: rows the stream changed (or truncated) since the low watermark
+        are older than the stream's events, so they are left out."""
+        self.rows = {} if self.emptied else rows
+        for key in self.touched:
+            self.rows.pop(key, None)
+        self.touched.clear()
+        self.loaded = True
 
     def changed(self, relation_id: int, key: bytes) -> None:
         """A streamed change of `key` in table `relation_id`: a chunk row with that key is
         older than the stream's event, so it is not published."""
         if self.open and relation_id == self.relation_id:
-            self.rows.pop(key, None)
+            if self.loaded:
+                self.rows.pop(key, None)
+            else:
+                self.touched.add(key)
 
     def truncated(self, relation_id: int) -> None:
-        """A streamed truncate of the table: every row read is older than it."""
+        """A streamed truncate of the table: every row read is older than it (a read that
+        started before the truncate was visible would return rows it removed)."""
         if self.open and relation_id == self.relation_id:
             self.rows.clear()
+            self.emptied = not self.loaded
 
     def high_seen(self) -> list[tuple[bytes, bytes]]:
         """The (key, value) events to publish at the high watermark, in key order."""
-        if not self.open:
-            raise RuntimeError(f"chunk {self.chunk}: high watermark before the low one")
+        if not self.open or not self.loaded:
+            raise RuntimeError(f"chunk {self.chunk}: high watermark before the low one or "
+                               "before the read")
         return list(self.rows.items())
 
 

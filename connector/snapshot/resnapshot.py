@@ -33,19 +33,26 @@ log = logging.getLogger(__name__)
 __all__ = ["IncrementalSnapshots"]
 
 POLL_INTERVAL_S = 1.0
+XIP_CHECK_S = 0.01  # how often a chunk checks whether older transactions have ended
 XIP_WAIT_LOG_S = 10.0
 
 
 @dataclass
 class _Chunk:
-    """A chunk read and waiting for its watermarks in the stream."""
+    """A chunk from its low watermark on: waiting for older transactions, then read, then
+    waiting for its high watermark in the stream."""
 
     request: int
     table_index: int
     table: SnapshotTable
     codec: TableCodec
+    key: list[tuple[str, str]]
     window: ChunkWindow
-    last_key: tuple[str, ...] | None  # None: the table is exhausted
+    low: int  # the low watermark's LSN: the rows' position
+    running: str  # the transactions running at the low watermark (txid_snapshot text)
+    since: float  # monotonic time of the low watermark
+    read: bool = False
+    last_key: tuple[str, ...] | None = None  # after the read; None: the table is exhausted
 
 
 class IncrementalSnapshots:
@@ -70,6 +77,8 @@ class IncrementalSnapshots:
         self.last_key: tuple[str, ...] | None = None
         self.unacked: list[tuple[int, int, int, tuple[str, ...] | None, int]] = []
         self.next_poll = 0.0
+        self.next_wait_warning = 0.0
+        self.next_check = 0.0
 
     @property
     def conn(self) -> psycopg.Connection[tuple]:  # type: ignore[type-arg]
@@ -89,19 +98,24 @@ class IncrementalSnapshots:
         """Record acknowledged chunks; read the next chunk if none is in flight."""
         try:
             self._record_acknowledged()
-            if self.chunk is not None:
-                return
             now = time.monotonic()
+            chunk = self.chunk
+            if chunk is not None:
+                if not chunk.read and now >= self.next_check:
+                    self.next_check = now + XIP_CHECK_S
+                    self._read_when_ready(chunk, now)
+                return
             if now < self.next_poll:
                 return
             self.next_poll = now + POLL_INTERVAL_S
             if not signals.table_exists(self.conn) or not self._current_request():
                 return
-            self._read_chunk()
+            self._start_chunk()
         except psycopg.OperationalError as exc:  # the connection: the session reconnects
             raise SourceError(f"incremental snapshot: {first_line(exc)}",
                               transient=True) from None
         except psycopg.Error as exc:  # the request (a table dropped, no privilege, ...)
+            self.chunk = self.open_window = None
             if self.request is None:
                 raise SourceError(f"incremental snapshot: {first_line(exc)}") from None
             self._fail(self.request.id, first_line(exc))
@@ -123,7 +137,9 @@ class IncrementalSnapshots:
         signals.mark_running(self.conn, found.id)
         return True
 
-    def _read_chunk(self) -> None:
+    def _start_chunk(self) -> None:
+        """Emit the next chunk's low watermark; the read follows once the transactions running
+        now have ended (at once, usually)."""
         request = self.request
         assert request is not None
         if self.table_index >= len(request.tables):
@@ -136,26 +152,51 @@ class IncrementalSnapshots:
         if table is None:
             self._fail(request.id, f"{name} is not in publication {self.publication}")
             return
+        if table.relation.replica_identity == "f":
+            self._fail(request.id, f"{name} has REPLICA IDENTITY FULL: its events are keyed "
+                       "by the whole row, so a snapshot row cannot be told from a changed one")
+            return
         key = self._key(table)
         if key is None:
             self._fail(request.id, f"{name} has no primary key (or replica identity index): "
                        "an incremental snapshot needs one to tell its rows from newer changes")
             return
-        codec = self.codec_for(table.relation)
         self.sequence += 1
-        window = ChunkWindow(self.run, self.sequence, table.relation.relation_id)
         low = self._emit(Watermark(self.run, self.sequence, high=False))
-        self._wait_for_running_transactions()
-        columns = [c.name for c in table.relation.columns]
-        statement = chunk_copy_statement(table.relation.namespace, table.relation.name,
-                                         columns, key, self.last_key, self.chunk_rows)
-        last = self._read_events(statement, codec, window.rows, low)
-        self._emit(Watermark(self.run, self.sequence, high=True))
-        next_key = None
-        if len(window.rows) >= self.chunk_rows:
+        # The txid_* spelling exists on every supported server (pg_current_snapshot: 13+).
+        running = self.conn.execute("SELECT txid_current_snapshot()::text").fetchone()
+        assert running is not None
+        chunk = _Chunk(request.id, self.table_index, table, self.codec_for(table.relation), key,
+                       ChunkWindow(self.run, self.sequence, table.relation.relation_id), low,
+                       running[0], time.monotonic())
+        self.chunk = chunk
+        self._read_when_ready(chunk, chunk.since)
+
+    def _read_when_ready(self, chunk: _Chunk, now: float) -> None:
+        """Read the chunk once every transaction running at its low watermark has ended (see
+        "The visibility race"); meanwhile the stream goes on and the window remembers the keys
+        it changes."""
+        if self.conn.execute(
+                "SELECT count(*) FROM txid_snapshot_xip(%s::txid_snapshot) x "
+                "WHERE txid_status(x) = 'in progress'", (chunk.running,)).fetchone() != (0,):
+            if now - chunk.since > XIP_WAIT_LOG_S and now >= self.next_wait_warning:
+                log.warning("incremental snapshot: waiting for transactions that were running "
+                            "when the chunk started to end (long-running, or idle in "
+                            "transaction?)")
+                self.next_wait_warning = now + 60
+            return
+        relation = chunk.table.relation
+        columns = [c.name for c in relation.columns]
+        statement = chunk_copy_statement(relation.namespace, relation.name, columns, chunk.key,
+                                         self.last_key, self.chunk_rows)
+        events: dict[bytes, bytes] = {}
+        last = self._read_events(statement, chunk.codec, events, chunk.low)
+        chunk.window.load(events)
+        self._emit(Watermark(self.run, chunk.window.chunk, high=True))
+        if len(events) >= self.chunk_rows:
             row = parse_copy_text(last)
-            next_key = tuple(str(row[columns.index(k)]) for k, _ in key)
-        self.chunk = _Chunk(request.id, self.table_index, table, codec, window, next_key)
+            chunk.last_key = tuple(str(row[columns.index(k)]) for k, _ in chunk.key)
+        chunk.read = True
 
     def _read_events(self, statement: Any, codec: TableCodec, events: dict[bytes, bytes],
                      low: int) -> bytes:
@@ -184,9 +225,9 @@ class IncrementalSnapshots:
 
     def _key(self, table: SnapshotTable) -> list[tuple[str, str]] | None:
         """(column, type) of the key the chunks are ordered by: the replica identity's columns
-        unless that is FULL or NOTHING."""
+        (None for NOTHING, or a missing index)."""
         relation = table.relation
-        if relation.replica_identity in ("f", "n"):
+        if relation.replica_identity == "n":
             return None
         names = [c.name for c in relation.columns if c.flags & COLUMN_KEY]
         if not names:
@@ -204,22 +245,6 @@ class IncrementalSnapshots:
                                 (mark.high, WATERMARK_PREFIX, mark.content())).fetchone()
         assert row is not None
         return int(row[0])
-
-    def _wait_for_running_transactions(self) -> None:
-        """Until every transaction running now has ended (see "The visibility race")."""
-        # The txid_* spelling exists on every supported server (pg_current_snapshot: 13+).
-        snapshot = self.conn.execute("SELECT txid_current_snapshot()::text").fetchone()
-        assert snapshot is not None
-        started = time.monotonic()
-        logged = False
-        while self.conn.execute(
-                "SELECT count(*) FROM txid_snapshot_xip(%s::txid_snapshot) x "
-                "WHERE txid_status(x) = 'in progress'", (snapshot[0],)).fetchone() != (0,):
-            if not logged and time.monotonic() - started > XIP_WAIT_LOG_S:
-                log.warning("incremental snapshot: waiting for transactions older than the "
-                            "chunk to end (long-running or idle in transaction?)")
-                logged = True
-            time.sleep(0.005)
 
     def _fail(self, request_id: int, message: str) -> None:
         log.error("incremental snapshot %d failed: %s", request_id, message)

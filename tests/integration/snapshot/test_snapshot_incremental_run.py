@@ -275,3 +275,36 @@ def test_partitioned_tables_are_left_alone(postgres, producer_run, log_dir) -> N
     assert [e.value["op"] for e in events] == ["c"]
     assert run.proc.poll() is None, run.output()
     assert "added to publication" not in run.output()
+
+
+def test_an_open_transaction_delays_the_snapshot_not_the_stream(postgres, producer_run,
+                                                                log_dir) -> None:
+    run = producer_run("public.incidle_*", "--snapshot", "never")
+    table = f"incidle_{run.tag}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v int)")
+        conn.execute(f"INSERT INTO {table} SELECT i, 0 FROM generate_series(1, 100) i")
+    run.start(log_dir)
+    idle = psycopg.connect(postgres.dsn)  # idle in transaction, holding an xid
+    try:
+        idle.execute(f"UPDATE {table} SET v = -1 WHERE id = 7")
+        request = _request(run, table)
+        with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+            for i in range(101, 111):  # streamed while the snapshot waits
+                conn.execute(f"INSERT INTO {table} VALUES ({i}, 1)")
+        events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                             min_count=10)
+        assert [e.value["op"] for e in events] == ["c"] * 10
+        time.sleep(2)
+        assert _request_state(run.dsn, request)[0] == "running"  # still waiting for `idle`
+        idle.commit()
+    finally:
+        idle.close()
+    _wait_state(run, request, lambda s: s[0] == "done", timeout=60)
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=60)
+    expected = table_rows(postgres.dsn, f"SELECT id, v FROM {table}")
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=111)
+    assert _fold_in_offset_order(events) == expected
+    assert final_state([e.value for e in events]) == expected
+    assert expected[7]["v"] == -1
