@@ -76,7 +76,8 @@ def fill_unchanged_toast(new: TupleData, old: TupleData | None) -> TupleData:
 class Watermarks(Protocol):
     """The incremental snapshot's side of the stream (`connector.snapshot.resnapshot`)."""
 
-    open_window: ChunkWindow | None  # keys the stream changes are dropped from it
+    @property
+    def open_window(self) -> ChunkWindow | None: ...  # keys the stream changes drop from it
 
     def watermark(self, content: bytes, end_lsn: int, ticket: Ticket) -> None: ...
 

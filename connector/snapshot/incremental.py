@@ -99,7 +99,6 @@ class ChunkWindow:
     before they are loaded are remembered and dropped at `load`. Pure: keys are whatever the
     caller compares them as (the encoded Kafka key)."""
 
-    watermark_run: str
     chunk: int
     relation_id: int
     rows: dict[bytes, bytes] = field(default_factory=dict)  # key -> the row's event value

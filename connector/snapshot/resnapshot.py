@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ import psycopg
 
 from connector.avro import SourceInfo, TableCodec
 from connector.errors import SourceError, first_line
-from connector.pgoutput.messages import COLUMN_KEY
+from connector.pgoutput.messages import COLUMN_KEY, Relation
 from connector.replication.features import ServerFeatures
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
 
@@ -57,8 +58,8 @@ class _Chunk:
 
 class IncrementalSnapshots:
     def __init__(self, dsn: str, slot: str, publication: str, features: ServerFeatures,
-                 codec_for: Any, sink: KafkaSink, tracker: DeliveryTracker, *,
-                 chunk_rows: int) -> None:
+                 codec_for: Callable[[Relation], TableCodec], sink: KafkaSink,
+                 tracker: DeliveryTracker, *, chunk_rows: int) -> None:
         self.slot = slot
         self.publication = publication
         self.features = features
@@ -70,7 +71,6 @@ class IncrementalSnapshots:
         self.dsn = dsn
         self._conn: psycopg.Connection[tuple] | None = None  # type: ignore[type-arg]
         self.chunk: _Chunk | None = None  # read, its watermarks not yet streamed
-        self.open_window: ChunkWindow | None = None  # the publisher drops keys from it
         self.sequence = 0
         self.request: signals.SnapshotRequest | None = None
         self.table_index = 0
@@ -79,6 +79,13 @@ class IncrementalSnapshots:
         self.next_poll = 0.0
         self.next_wait_warning = 0.0
         self.next_check = 0.0
+
+    @property
+    def open_window(self) -> ChunkWindow | None:
+        """The window between a low watermark the stream has passed and its high one: the
+        publisher drops the keys it changes from it."""
+        chunk = self.chunk
+        return chunk.window if chunk is not None and chunk.window.open else None
 
     @property
     def conn(self) -> psycopg.Connection[tuple]:  # type: ignore[type-arg]
@@ -115,7 +122,7 @@ class IncrementalSnapshots:
             raise SourceError(f"incremental snapshot: {first_line(exc)}",
                               transient=True) from None
         except psycopg.Error as exc:  # the request (a table dropped, no privilege, ...)
-            self.chunk = self.open_window = None
+            self.chunk = None
             if self.request is None:
                 raise SourceError(f"incremental snapshot: {first_line(exc)}") from None
             self._fail(self.request.id, first_line(exc))
@@ -167,7 +174,7 @@ class IncrementalSnapshots:
         running = self.conn.execute("SELECT txid_current_snapshot()::text").fetchone()
         assert running is not None
         chunk = _Chunk(request.id, self.table_index, table, self.codec_for(table.relation), key,
-                       ChunkWindow(self.run, self.sequence, table.relation.relation_id), low,
+                       ChunkWindow(self.sequence, table.relation.relation_id), low,
                        running[0], time.monotonic())
         self.chunk = chunk
         self._read_when_ready(chunk, chunk.since)
@@ -271,9 +278,7 @@ class IncrementalSnapshots:
             return
         if not mark.high:
             chunk.window.low_seen()
-            self.open_window = chunk.window
             return
-        self.open_window = None
         events = chunk.window.high_seen()
         topic = chunk.codec.topic
         produce = self.sink.produce

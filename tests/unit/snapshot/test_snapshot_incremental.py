@@ -22,7 +22,7 @@ ROWS = {b"k1": b"1\ta", b"k2": b"2\tb", b"k3": b"3\tc"}
 
 
 def _window() -> ChunkWindow:
-    window = ChunkWindow("run", 3, relation_id=42)
+    window = ChunkWindow(3, relation_id=42)
     window.load(dict(ROWS))
     return window
 
@@ -47,14 +47,14 @@ def test_changes_before_the_low_watermark_or_to_other_tables_keep_rows() -> None
 def test_high_watermark_before_low_is_refused() -> None:
     with pytest.raises(RuntimeError, match="high watermark before the low"):
         _window().high_seen()
-    unread = ChunkWindow("run", 3, relation_id=42)
+    unread = ChunkWindow(3, relation_id=42)
     unread.low_seen()
     with pytest.raises(RuntimeError, match="before the read"):
         unread.high_seen()
 
 
 def test_changes_between_the_low_watermark_and_a_late_read_drop_their_rows() -> None:
-    window = ChunkWindow("run", 3, relation_id=42)
+    window = ChunkWindow(3, relation_id=42)
     window.changed(42, b"k3")  # before the low watermark: the read shows it
     window.low_seen()
     window.changed(42, b"k1")  # in the window, before the rows were read
@@ -66,7 +66,7 @@ def test_changes_between_the_low_watermark_and_a_late_read_drop_their_rows() -> 
 
 def test_a_truncate_before_a_late_read_leaves_nothing_of_it() -> None:
     """The read may have started before the truncate was visible to it."""
-    window = ChunkWindow("run", 3, relation_id=42)
+    window = ChunkWindow(3, relation_id=42)
     window.low_seen()
     window.truncated(42)
     window.load(dict(ROWS))
