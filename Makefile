@@ -10,7 +10,7 @@ native:               ## rebuild the C extension after editing connector/native/
 	.venv/bin/pip install -q --no-deps -e .
 
 test: bootstrap       ## the whole suite against real PostgreSQL 15/18, Kafka, registry, Spark
-	$(PYTEST) -q -p no:cacheprovider
+	$(PYTEST) -q -p no:cacheprovider --durations=30
 
 unit: bootstrap       ## pure-code tests only (no servers)
 	$(PYTEST) -q tests/unit
