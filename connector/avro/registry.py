@@ -25,7 +25,9 @@ Deleted subjects (issue 24). A subject deleted from the registry takes its schem
 is undecodable, and a cached id would make every next one undecodable too, with nothing said.
 Asking the registry before each record is out of the question (the hot path), so `watch`
 starts a background thread that asks, every few seconds, whether each id this process
-registered still resolves (``GET /schemas/ids/<id>/subjects``, uncached, its own client).
+registered still resolves (``GET /schemas/ids/<id>``, uncached, its own client). A soft delete
+(Confluent's and Apicurio's default) leaves the ids resolvable and the records decodable: pgcdc
+goes on; a hard delete (``?permanent=true``) makes them answer 404.
 An id answering 404 makes `check_ids` -- which the sink runs from every poll and before an
 exactly-once commit -- raise a `SchemaError` naming the id, subject and topic: pgcdc stops.
 It does not re-register and go on: a new id would make the next records decodable, but the
@@ -71,6 +73,12 @@ T = TypeVar("T")
 
 _RETRIABLE_STATUS: Final = frozenset({408, 429, 500, 502, 503, 504})
 _SUBJECT_NOT_FOUND: Final = 40401
+_WATCH_THREAD: Final = "pgcdc-registry-watch"
+
+
+def _quiet_watch(record: logging.LogRecord) -> bool:
+    """httpx logs each request at INFO: not those of the watch thread's sweeps."""
+    return record.threadName != _WATCH_THREAD or record.levelno > logging.INFO
 
 
 def key_subject(topic: str) -> str:
@@ -249,16 +257,15 @@ class SchemaRegistry:
         """Start the background re-check of every registered id (once; a daemon thread)."""
         if self._watch is not None:
             return
-        client = SchemaRegistryClient(dict(self._conf))  # the main client is not thread-safe
 
         def sweep_forever() -> None:
             while not self._stop_watch.wait(interval_s) and self._gone is None:
-                self._gone = self.verify_ids(client)
+                self._gone = self.verify_ids()
                 if self._gone is not None:
                     log.error("%s", self._gone)
 
-        self._watch = threading.Thread(target=sweep_forever, name="pgcdc-registry-watch",
-                                       daemon=True)
+        self._watch = threading.Thread(target=sweep_forever, name=_WATCH_THREAD, daemon=True)
+        logging.getLogger("httpx").addFilter(_quiet_watch)  # no request line per id per sweep
         self._watch.start()
 
     def check_ids(self) -> None:
@@ -266,22 +273,24 @@ class SchemaRegistry:
         if self._gone is not None:
             raise self._gone
 
-    def verify_ids(self, client: SchemaRegistryClient | None = None) -> SchemaError | None:
-        """One sweep: the error for the first registered id the registry answers 404 for."""
-        client = client or self._client
-        for (subject, _), schema_id in dict(self._ids).items():
-            try:
-                client.get_subjects_by_schema_id(schema_id)
-            except SchemaRegistryError as exc:
-                if exc.http_status_code == 404:
-                    return SchemaError(gone_id_message(self.url, schema_id, subject))
-                log.warning("schema registry %s: cannot check schema id %d: HTTP %s",
-                            self.url, schema_id, exc.http_status_code)
-                return None
-            except httpx.TransportError as exc:
-                log.warning("schema registry %s: cannot check schema id %d: %s", self.url,
-                            schema_id, _one_line(str(exc)) or type(exc).__name__)
-                return None
+    def verify_ids(self) -> SchemaError | None:
+        """One sweep (thread-safe): the error for the first registered id the registry answers
+        404 for (``GET /schemas/ids/<id>`` through a client of its own, so nothing is cached;
+        a soft-deleted subject's ids still resolve, and its records still decode)."""
+        with SchemaRegistryClient(dict(self._conf)) as client:
+            for (subject, _), schema_id in dict(self._ids).items():
+                try:
+                    client.get_schema(schema_id)
+                except SchemaRegistryError as exc:
+                    if exc.http_status_code == 404:
+                        return SchemaError(gone_id_message(self.url, schema_id, subject))
+                    log.warning("schema registry %s: cannot check schema id %d: HTTP %s",
+                                self.url, schema_id, exc.http_status_code)
+                    return None
+                except httpx.TransportError as exc:
+                    log.warning("schema registry %s: cannot check schema id %d: %s", self.url,
+                                schema_id, _one_line(str(exc)) or type(exc).__name__)
+                    return None
         return None
 
     def close(self) -> None:

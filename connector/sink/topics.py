@@ -108,8 +108,11 @@ class TopicSpec:
 def admin_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
     """Producer settings for an AdminClient. librdkafka's admin handle is a producer handle, so
     bootstrap/TLS/SASL keys, producer-only keys and error/oauth/log callbacks are all accepted;
-    only the delivery callbacks, which the admin client rejects, are dropped."""
-    return {k: v for k, v in kafka_config.items() if k not in _DELIVERY_CALLBACKS}
+    only the delivery callbacks, which the admin client rejects, are dropped. Metadata requests
+    never create topics (``allow.auto.create.topics`` off, as for the producer)."""
+    config = {k: v for k, v in kafka_config.items() if k not in _DELIVERY_CALLBACKS}
+    config["allow.auto.create.topics"] = False
+    return config
 
 
 class TopicLedger:
@@ -166,12 +169,21 @@ def read_ledger(kafka_config: Mapping[str, Any], topic: str, timeout_s: float) -
                          "auto.offset.reset": "earliest"})
     found: dict[str, int] = {}
     prefix = LEDGER_KEY_PREFIX.encode()
+    deadline = time.monotonic() + timeout_s
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout_s)
+        while True:  # a topic created a moment ago may be unknown to the metadata for a while
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0),
+                                                           timeout=timeout_s)
+                break
+            except KafkaException as exc:
+                if (exc.args[0].code() != KafkaError._UNKNOWN_PARTITION
+                        or time.monotonic() > deadline):
+                    raise
+                time.sleep(0.2)
         if high <= low:
             return found
         consumer.assign([TopicPartition(topic, 0, low)])
-        deadline = time.monotonic() + timeout_s
         while True:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
@@ -237,7 +249,8 @@ class TopicCreator:
             problem = topic_problem(topic, recorded.get(topic), existing.get(topic))
             if problem is not None:
                 raise SinkError(problem)
-        created = self._create([t for t in wanted if t not in existing])
+        missing = [t for t in wanted if t not in existing]
+        created = self._create(missing) if missing else []
         for topic in wanted:
             if topic in existing:
                 partitions = existing[topic]
