@@ -219,11 +219,13 @@ class KafkaSink:
 
     def _prepare(self, topic: str) -> None:
         if self._topics is not None:
+            ensured_before = self._topics.known(topic)
             self._topics.ensure_one(topic)
             recorded = self._topics.recorded(topic)
             if recorded is not None:
                 self._expected[topic] = recorded
-                self.check_topics()  # the creator may have ensured it in an earlier session
+                if ensured_before:  # in an earlier session: it may be gone since
+                    self.check_topics()
         self._ready.add(topic)
 
     # ------------------------------------------------------------------ guards

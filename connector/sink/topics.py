@@ -15,9 +15,13 @@ first event goes to the topic. Kafka itself is the record, so it survives restar
 the producer, and it is written on the path that creates topics, so every topic pgcdc wrote to
 is in it (the snapshot's topics too). At a restart, a topic that is recorded but missing was
 deleted, not never created; one with another partition count was recreated. `topic_problem`
-(pure) says what is wrong and what to do; the `TopicCreator` refuses to (re)create such a topic,
-and the sink re-checks its topics every few seconds while streaming. The operator acknowledges
-a loss by recreating the topic with the recorded partitions (and re-snapshotting the table).
+(pure) says what is wrong and what to do; the `TopicCreator` refuses to (re)create such a topic
+when pgcdc is about to write to it (the first change of its table after a restart: the slot
+replays whatever was not delivered, so a topic deleted under undelivered changes is refused at
+once; one whose table has no new change is refused at that table's next change, before anything
+is written), and the sink re-checks its topics every few seconds while streaming. The operator
+acknowledges a loss by recreating the topic with the recorded partitions (and re-snapshotting
+the table).
 The ledger itself is not guarded: deleting ``<prefix>.offsets`` forgets what pgcdc created.
 """
 
@@ -221,6 +225,10 @@ class TopicCreator:
         self._known: set[str] = set()
         self._lock = threading.Lock()
         self.ledger = ledger
+
+    def known(self, topic: str) -> bool:
+        """Whether `topic` was ensured (checked, created, recorded) by this creator before."""
+        return topic in self._known
 
     def recorded(self, topic: str) -> int | None:
         """Partitions pgcdc created `topic` with, per the ledger (None: no ledger or record)."""
