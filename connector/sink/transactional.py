@@ -292,7 +292,7 @@ class TransactionalSink(KafkaSink):
         try:
             self._producer.produce(self._offsets, json.dumps(
                 {"end_lsn": end_lsn, "lsn": lsn_to_str(end_lsn)}).encode(), self._key)
-            self._producer.commit_transaction(self._commit_timeout_s)
+            self._producer.commit_transaction(max(1.0, deadline - time.monotonic()))
         except KafkaException as exc:
             self._abort()
             if self._expected:
