@@ -46,7 +46,8 @@ from connector.replication import (
 from connector.replication.failover import check_slot_continuity, ensure_failover
 from connector.replication.health import lag_warning
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
-from connector.sink.transactional import TransactionalTracker, exactly_once_sink
+from connector.sink.topics import TopicLedger
+from connector.sink.transactional import TransactionalTracker, exactly_once_sink, offsets_topic
 from connector.snapshot import SnapshotSettings, take_snapshot
 from connector.snapshot.lifecycle import TableWatcher
 from connector.snapshot.resnapshot import IncrementalSnapshots
@@ -89,7 +90,9 @@ class Pipeline:
             Producer(producer_config(admin_settings))
             self.topics = TopicCreator(admin_settings, TopicSpec(
                 partitions=cfg.topic_partitions, replication_factor=cfg.topic_replication_factor,
-                retention_ms=cfg.topic_retention_ms))
+                retention_ms=cfg.topic_retention_ms), ledger=TopicLedger(
+                admin_settings, offsets_topic(cfg.topic_prefix),
+                replication_factor=cfg.topic_replication_factor))
         except KafkaException as exc:
             raise ConfigError(f"Kafka settings rejected: {exc.args[0].str()}") from None
 
@@ -264,6 +267,8 @@ class Pipeline:
             tracker = AckTracker(slot.confirmed_flush_lsn)
             sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
                              tombstones=self.cfg.tombstones)
+        sink.add_check(self.registry.check_ids)  # a deleted subject stops us (registry.py)
+        self.registry.watch()
         types = TypeCatalog()
         codecs = CodecFactory(types, PostgresCatalog(self.admin.conn, types),
                               registry_ids(self.registry), prefix=self.cfg.topic_prefix,
@@ -390,6 +395,7 @@ class Pipeline:
         self.stopping = True
 
     def close(self) -> None:
+        self.registry.close()
         self.admin.close()
 
 

@@ -20,6 +20,24 @@ Failures become `SchemaError` with one line a user can act on:
 
 The confluent-kafka client is used with its own retries off, so this module alone decides.
 
+Deleted subjects (issue 24). A subject deleted from the registry takes its schema ids with it
+(Apicurio at once; Confluent at a hard delete): every record already written with such an id
+is undecodable, and a cached id would make every next one undecodable too, with nothing said.
+Asking the registry before each record is out of the question (the hot path), so `watch`
+starts a background thread that asks, every few seconds, whether each id this process
+registered still resolves (``GET /schemas/ids/<id>``, uncached, its own client). A soft delete
+(Confluent's and Apicurio's default) leaves the ids resolvable and the records decodable: pgcdc
+goes on; a hard delete (``?permanent=true``) makes them answer 404.
+An id answering 404 makes `check_ids` -- which the sink runs from every poll and before an
+exactly-once commit -- raise a `SchemaError` naming the id, subject and topic: pgcdc stops.
+It does not re-register and go on: a new id would make the next records decodable, but the
+topic's earlier records (all of them, not only the last seconds') stay undecodable, and only
+the operator can repair that (restore the schema under its id, or re-snapshot the table).
+Restarting registers the schema again under a new id: the restart is the acknowledgement.
+What the loop published between the deletion and the next sweep (at most one interval) may
+carry the dead id: the same damage as the earlier records, repaired the same way. A registry
+that cannot be reached is not a deletion: the sweep logs it and tries again.
+
 Registry differences (we test against Apicurio 3's ``/apis/ccompat/v7``; users run Confluent's):
 kept in the functions named ``*_quirk`` below, each with a test. Observed and harmless for us:
 Apicurio's default compatibility is NONE (Confluent's BACKWARD); Apicurio dedupes a re-registered
@@ -32,6 +50,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
@@ -45,7 +64,8 @@ from connector.errors import SchemaError
 
 from .schema import render
 
-__all__ = ["SchemaRegistry", "canonical_json", "key_subject", "redact_url", "value_subject"]
+__all__ = ["SchemaRegistry", "canonical_json", "gone_id_message", "key_subject", "redact_url",
+           "subject_topic", "value_subject"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +73,12 @@ T = TypeVar("T")
 
 _RETRIABLE_STATUS: Final = frozenset({408, 429, 500, 502, 503, 504})
 _SUBJECT_NOT_FOUND: Final = 40401
+_WATCH_THREAD: Final = "pgcdc-registry-watch"
+
+
+def _quiet_watch(record: logging.LogRecord) -> bool:
+    """httpx logs each request at INFO: not those of the watch thread's sweeps."""
+    return record.threadName != _WATCH_THREAD or record.levelno > logging.INFO
 
 
 def key_subject(topic: str) -> str:
@@ -63,6 +89,24 @@ def key_subject(topic: str) -> str:
 def value_subject(topic: str) -> str:
     """TopicNameStrategy subject of a topic's values."""
     return f"{topic}-value"
+
+
+def subject_topic(subject: str) -> str:
+    """The topic of a TopicNameStrategy subject (`key_subject` / `value_subject` undone)."""
+    for suffix in ("-key", "-value"):
+        if subject.endswith(suffix):
+            return subject[: -len(suffix)]
+    return subject
+
+
+def gone_id_message(url: str, schema_id: int, subject: str) -> str:
+    """The one line pgcdc stops with when the registry no longer resolves an id it used."""
+    topic = subject_topic(subject)
+    return (f"schema registry {url} no longer knows schema id {schema_id} (subject {subject}, "
+            f"deleted?): the records of topic {topic} written with it cannot be decoded, so "
+            "pgcdc stops instead of writing more. Restore the schema under the same id, or "
+            f"restart pgcdc (it registers the schema again under a new id) and re-snapshot the "
+            f"table of {topic} (pgcdc snapshot --tables <schema.table>)")
 
 
 def canonical_json(schema: Mapping[str, Any] | str) -> str:
@@ -120,9 +164,13 @@ class SchemaRegistry:
         self._attempts = attempts
         self._backoff_s = backoff_s
         self._max_backoff_s = max_backoff_s
+        self._conf = conf
         self._ids: dict[tuple[str, str], int] = {}
         self._schemas: dict[int, dict[str, Any]] = {}
         self.calls = 0  # HTTP round trips made (for tests and metrics)
+        self._gone: SchemaError | None = None  # set by the watch thread
+        self._watch: threading.Thread | None = None
+        self._stop_watch = threading.Event()
 
     @property
     def client(self) -> SchemaRegistryClient:
@@ -202,6 +250,52 @@ class SchemaRegistry:
         """Set a subject's compatibility level (BACKWARD, FORWARD, FULL, NONE, *_TRANSITIVE)."""
         self._call(f"set compatibility {level} for subject {subject}",
                    lambda: self._client.set_compatibility(subject, level.upper()))
+
+    # --------------------------------------------------------------------- watching ids
+
+    def watch(self, interval_s: float = 5.0) -> None:
+        """Start the background re-check of every registered id (once; a daemon thread)."""
+        if self._watch is not None:
+            return
+
+        def sweep_forever() -> None:
+            while not self._stop_watch.wait(interval_s) and self._gone is None:
+                self._gone = self.verify_ids()
+                if self._gone is not None:
+                    log.error("%s", self._gone)
+
+        self._watch = threading.Thread(target=sweep_forever, name=_WATCH_THREAD, daemon=True)
+        logging.getLogger("httpx").addFilter(_quiet_watch)  # no request line per id per sweep
+        self._watch.start()
+
+    def check_ids(self) -> None:
+        """Raise the `SchemaError` of an id the watch found gone (cheap: an attribute read)."""
+        if self._gone is not None:
+            raise self._gone
+
+    def verify_ids(self) -> SchemaError | None:
+        """One sweep (thread-safe): the error for the first registered id the registry answers
+        404 for (``GET /schemas/ids/<id>`` through a client of its own, so nothing is cached;
+        a soft-deleted subject's ids still resolve, and its records still decode)."""
+        with SchemaRegistryClient(dict(self._conf)) as client:
+            for (subject, _), schema_id in dict(self._ids).items():
+                try:
+                    client.get_schema(schema_id)
+                except SchemaRegistryError as exc:
+                    if exc.http_status_code == 404:
+                        return SchemaError(gone_id_message(self.url, schema_id, subject))
+                    log.warning("schema registry %s: cannot check schema id %d: HTTP %s",
+                                self.url, schema_id, exc.http_status_code)
+                    return None
+                except httpx.TransportError as exc:
+                    log.warning("schema registry %s: cannot check schema id %d: %s", self.url,
+                                schema_id, _one_line(str(exc)) or type(exc).__name__)
+                    return None
+        return None
+
+    def close(self) -> None:
+        """Stop the watch thread (if any)."""
+        self._stop_watch.set()
 
     # --------------------------------------------------------------------- errors & retry
 

@@ -1,7 +1,8 @@
 """Kafka sink: topic creation, the idempotent producer, and delivery (ack) tracking.
 
     tracker = AckTracker(start_lsn)                                  # acks.py
-    topics = TopicCreator(kafka_settings, TopicSpec(partitions=3))  # topics.py
+    topics = TopicCreator(kafka_settings, TopicSpec(partitions=3),  # topics.py
+                          ledger=TopicLedger(kafka_settings, "<prefix>.offsets"))
     sink = KafkaSink(kafka_settings, tracker, topics=topics)         # producer.py
     txn = tracker.begin(end_lsn); sink.produce(topic, key, value, txn); txn.seal()
     sink.poll(); tracker.watermark()                                 # -> flush LSN
@@ -12,7 +13,14 @@ behind the same produce/ticket/watermark calls.
 
 from .acks import AckTracker, DeliveryTracker, PendingTxn, Ticket
 from .producer import PRODUCER_DEFAULTS, KafkaSink, producer_config
-from .topics import TopicCreator, TopicSpec, admin_config, partition_count
+from .topics import (
+    TopicCreator,
+    TopicLedger,
+    TopicSpec,
+    admin_config,
+    partition_count,
+    topic_problem,
+)
 
 __all__ = [
     "PRODUCER_DEFAULTS",
@@ -22,8 +30,10 @@ __all__ = [
     "PendingTxn",
     "Ticket",
     "TopicCreator",
+    "TopicLedger",
     "TopicSpec",
     "admin_config",
     "partition_count",
     "producer_config",
+    "topic_problem",
 ]

@@ -22,14 +22,24 @@ Settings: any librdkafka producer setting passes through (TLS, SASL, ``compressi
 and so is the absence of ``transactional.id`` (the exactly-once mode is a different tracker).
 ``queue.buffering.max.kbytes`` defaults to 64 MiB (librdkafka's is 1 GiB) so a huge
 transaction cannot balloon memory; when the queue is full `produce` serves delivery reports
-until there is room.
+until there is room. ``allow.auto.create.topics`` is forced off: a write to a missing topic
+must never make the broker create it (topics.py says why; pgcdc creates its topics itself).
+
+Deleted topics (issue 24): the sink remembers, for each topic the `TopicCreator`'s ledger
+recorded, the partitions pgcdc created it with, and compares them with the cluster's metadata
+(one request naming no topic) at the topic's first use in a session and then at most every
+`topic_check_interval_s` seconds from `poll`, and whenever a delivery failed. A missing topic or
+another partition count stops the sink for good with `topics.topic_problem`'s line. Until
+then nothing for the missing topic is acknowledged (librdkafka holds the records: it may not
+create the topic), so the watermark stays below it. `add_check` adds other such checks (the
+registry's, connector/avro/registry.py), run from `poll` too.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -39,7 +49,7 @@ from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
 from .acks import DeliveryTracker, Ticket
-from .topics import TopicCreator, partition_count
+from .topics import TopicCreator, partition_count, topic_problem
 
 __all__ = ["PRODUCER_DEFAULTS", "KafkaSink", "producer_config"]
 
@@ -52,7 +62,8 @@ PRODUCER_DEFAULTS: Final[Mapping[str, Any]] = {
     "queue.buffering.max.kbytes": 65_536,
 }
 #: Settings the no-loss guarantee depends on; the user may repeat them but not change them.
-_FORCED: Final[Mapping[str, Any]] = {"enable.idempotence": True, "acks": "all"}
+_FORCED: Final[Mapping[str, Any]] = {"enable.idempotence": True, "acks": "all",
+                                     "allow.auto.create.topics": False}
 _ACKS_ALL: Final = {"all", "-1", -1}
 
 
@@ -71,6 +82,10 @@ def producer_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
     if "delivery.report.only.error" in kafka_config:
         raise ConfigError("kafka setting delivery.report.only.error is not allowed: pgcdc "
                           "confirms WAL from each event's delivery report")
+    if str(kafka_config.get("allow.auto.create.topics", False)).lower() in ("true", "1"):
+        raise ConfigError("kafka setting allow.auto.create.topics=true is not allowed: pgcdc "
+                          "creates its topics itself, and a deleted topic must not come back "
+                          "empty on the next write")
     if "transactional.id" in kafka_config:
         raise ConfigError("kafka setting transactional.id is not supported by this sink "
                           "(it is the idempotent, at-least-once producer)")
@@ -92,7 +107,8 @@ class KafkaSink:
     def __init__(self, kafka_config: Mapping[str, Any], tracker: DeliveryTracker, *,
                  topics: TopicCreator | None = None, tombstones: bool = False,
                  partition_cache_s: float = 10.0, metadata_timeout_s: float = 30.0,
-                 report_successes: bool = True, transactional_id: str | None = None) -> None:
+                 report_successes: bool = True, transactional_id: str | None = None,
+                 topic_check_interval_s: float = 5.0) -> None:
         config = producer_config(kafka_config)
         if transactional_id is not None:  # the exactly-once sink (transactional.py)
             config["transactional.id"] = transactional_id
@@ -114,6 +130,11 @@ class KafkaSink:
         self._ready: set[str] = set()
         self._partitions: dict[str, tuple[int, float]] = {}
         self._fatal: SinkError | None = None
+        # Topics the ledger recorded -> their partitions, checked against the cluster.
+        self._expected: dict[str, int] = {}
+        self._topic_check_interval_s = topic_check_interval_s
+        self._next_topic_check = 0.0
+        self._checks: list[Callable[[], None]] = []
         self.events = 0  # records handed to librdkafka
         self.bytes = 0  # their key + value bytes
 
@@ -198,8 +219,48 @@ class KafkaSink:
 
     def _prepare(self, topic: str) -> None:
         if self._topics is not None:
+            ensured_before = self._topics.known(topic)
             self._topics.ensure_one(topic)
+            recorded = self._topics.recorded(topic)
+            if recorded is not None:
+                self._expected[topic] = recorded
+                if ensured_before:  # in an earlier session: it may be gone since
+                    self.check_topics()
         self._ready.add(topic)
+
+    # ------------------------------------------------------------------ guards
+
+    def add_check(self, check: Callable[[], None]) -> None:
+        """Run `check` (cheap; raises `CdcError` to stop) from every `poll` and before a
+        commit (exactly-once)."""
+        self._checks.append(check)
+
+    def check_topics(self) -> None:
+        """Raise `SinkError` if a recorded topic is gone or has other partitions (sticky)."""
+        self._next_topic_check = time.monotonic() + self._topic_check_interval_s
+        if not self._expected:
+            return
+        try:
+            metadata = self._producer.list_topics(timeout=self._metadata_timeout_s)
+        except KafkaException as exc:  # the metadata is what failed: next time, or a delivery
+            log.warning("cannot check the topics: %s", exc.args[0] if exc.args else exc)
+            return
+        for topic, recorded in self._expected.items():
+            info = metadata.topics.get(topic)
+            actual = (len(info.partitions) if info is not None and info.error is None
+                      and info.partitions else None)
+            problem = topic_problem(topic, recorded, actual)
+            if problem is not None:
+                self._fatal = SinkError(problem)
+                log.error("%s", problem)
+                raise self._fatal
+
+    def _guard(self) -> None:
+        """The periodic checks: recorded topics when due, then the added ones."""
+        if self._expected and time.monotonic() >= self._next_topic_check:
+            self.check_topics()
+        for check in self._checks:
+            check()
 
     # ------------------------------------------------------------------ delivery reports
 
@@ -207,6 +268,7 @@ class KafkaSink:
         """Serve delivery reports; raises `SinkError` once any delivery failed."""
         served: int = self._producer.poll(timeout_s)
         self._check()
+        self._guard()
         return served
 
     def flush(self, timeout_s: float = 30.0) -> int:
@@ -231,7 +293,12 @@ class KafkaSink:
     def _check(self) -> None:
         if self._fatal is not None:
             raise self._fatal
-        self._tracker.check()
+        try:
+            self._tracker.check()
+        except SinkError:
+            if self._expected:  # a delivery failed: because a topic went away? Say so.
+                self.check_topics()
+            raise
 
     def _on_failed_delivery(self, err: Any, msg: Any) -> None:
         """The report of a record Kafka did not take, for a sink without success reports

@@ -3,10 +3,31 @@
 Defaults keep every event forever (``retention.ms=-1``, ``cleanup.policy=delete``): the topics
 are the replayable log the merge job rebuilds tables from. Creating a topic that already exists
 is not an error, and an existing topic's settings are never changed.
+
+A topic pgcdc created is never re-created behind its back (issue 24). Kafka brokers create a
+missing topic on a producer's first write by default (``auto.create.topics.enable``), with the
+broker's partition count: after a deletion, the events and the key→partition mapping would be
+gone without a word. So the producer never lets a write create a topic
+(``allow.auto.create.topics=false``, forced in producer.py), and pgcdc remembers which topics
+it created, and with how many partitions, in a `TopicLedger`: one record per topic (key
+``topic:<name>``) in the compacted ``<prefix>.offsets`` topic, written and flushed *before* the
+first event goes to the topic. Kafka itself is the record, so it survives restarts and moves of
+the producer, and it is written on the path that creates topics, so every topic pgcdc wrote to
+is in it (the snapshot's topics too). At a restart, a topic that is recorded but missing was
+deleted, not never created; one with another partition count was recreated. `topic_problem`
+(pure) says what is wrong and what to do; the `TopicCreator` refuses to (re)create such a topic
+when pgcdc is about to write to it (the first change of its table after a restart: the slot
+replays whatever was not delivered, so a topic deleted under undelivered changes is refused at
+once; one whose table has no new change is refused at that table's next change, before anything
+is written), and the sink re-checks its topics every few seconds while streaming. The operator
+acknowledges a loss by recreating the topic with the recorded partitions (and re-snapshotting
+the table).
+The ledger itself is not guarded: deleting ``<prefix>.offsets`` forgets what pgcdc created.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -14,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._listoffsets import OffsetSpec
@@ -23,12 +44,33 @@ from confluent_kafka.cimpl import NewTopic
 
 from connector.errors import ConfigError, SinkError
 
-__all__ = ["TopicCreator", "TopicSpec", "admin_config"]
+__all__ = ["LEDGER_KEY_PREFIX", "TopicCreator", "TopicLedger", "TopicSpec", "admin_config",
+           "topic_problem"]
 
 log = logging.getLogger(__name__)
 
 _ALREADY_EXISTS = KafkaError.TOPIC_ALREADY_EXISTS
 _DELIVERY_CALLBACKS = frozenset({"on_delivery"})
+#: Key prefix of a ledger record in ``<prefix>.offsets`` (the progress records are ``db/slot``).
+LEDGER_KEY_PREFIX = "topic:"
+
+
+def topic_problem(topic: str, recorded: int | None, actual: int | None) -> str | None:
+    """What is wrong with `topic` given the partitions pgcdc created it with (`recorded`, None:
+    not pgcdc's) and its partitions now (`actual`, None: it does not exist); None if nothing.
+    The message is the one line the CLI prints: what happened and what to do."""
+    if recorded is None or actual == recorded:
+        return None
+    redo = (f"Recreate it with {recorded} partitions (kafka-topics.sh --create --topic {topic} "
+            f"--partitions {recorded}) and re-snapshot its table (pgcdc snapshot --tables "
+            "<schema.table>) so the topic holds every row again, then restart pgcdc; nothing "
+            "Kafka did not take was confirmed to PostgreSQL")
+    if actual is None:
+        return (f"topic {topic} was deleted after pgcdc created it with {recorded} partitions: "
+                f"its events are gone and pgcdc does not let Kafka recreate it silently. {redo}")
+    return (f"topic {topic} has {actual} partitions but pgcdc created it with {recorded} (was it "
+            "deleted and recreated?): its history and the key-to-partition mapping changed. "
+            f"{redo}")
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -70,20 +112,127 @@ class TopicSpec:
 def admin_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
     """Producer settings for an AdminClient. librdkafka's admin handle is a producer handle, so
     bootstrap/TLS/SASL keys, producer-only keys and error/oauth/log callbacks are all accepted;
-    only the delivery callbacks, which the admin client rejects, are dropped."""
-    return {k: v for k, v in kafka_config.items() if k not in _DELIVERY_CALLBACKS}
+    only the delivery callbacks, which the admin client rejects, are dropped. Metadata requests
+    never create topics (``allow.auto.create.topics`` off, as for the producer)."""
+    config = {k: v for k, v in kafka_config.items() if k not in _DELIVERY_CALLBACKS}
+    config["allow.auto.create.topics"] = False
+    return config
+
+
+class TopicLedger:
+    """pgcdc's durable record of the topics it created: ``topic:<name>`` → its partitions, in
+    the compacted `topic` (``<prefix>.offsets``), read once, written synchronously."""
+
+    def __init__(self, kafka_config: Mapping[str, Any], topic: str, *,
+                 replication_factor: int = 1, timeout_s: float = 30.0) -> None:
+        self.topic = topic
+        self._config = admin_config(kafka_config)
+        self._replication_factor = replication_factor
+        self._timeout = timeout_s
+        self._records: dict[str, int] | None = None
+        self._producer: Producer | None = None
+        self._error: str | None = None
+
+    def records(self) -> dict[str, int]:
+        """Topic → partitions pgcdc created it with (read from Kafka on first use)."""
+        if self._records is None:
+            from .transactional import ensure_offsets_topic  # it imports this module
+
+            ensure_offsets_topic(self._config, self.topic, self._replication_factor,
+                                 self._timeout)
+            self._records = read_ledger(self._config, self.topic, self._timeout)
+        return self._records
+
+    def record(self, topic: str, partitions: int) -> None:
+        """Make `topic` → `partitions` durable before anything is written to `topic`."""
+        if self._producer is None:
+            from .producer import producer_config  # it imports this module
+
+            self._producer = Producer(producer_config(self._config))
+        self._error = None
+        value = json.dumps({"topic": topic, "partitions": partitions}).encode()
+        self._producer.produce(self.topic, value, (LEDGER_KEY_PREFIX + topic).encode(),
+                               on_delivery=self._delivered)
+        if self._producer.flush(self._timeout) or self._error is not None:
+            raise SinkError(f"cannot record topic {topic} in {self.topic}: "
+                            f"{self._error or 'not acknowledged in time'}")
+        self.records()[topic] = partitions
+        log.info("recorded topic %s (%d partitions) in %s", topic, partitions, self.topic)
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._error = str(err)
+
+
+def read_ledger(kafka_config: Mapping[str, Any], topic: str, timeout_s: float) -> dict[str, int]:
+    """The ledger records of `topic`, last one per key. read_uncommitted: ledger records are
+    not transactional, and an exactly-once producer's open transaction must not block this."""
+    settings = {k: v for k, v in kafka_config.items() if k != "logger"}
+    consumer = Consumer({**settings, "group.id": f"pgcdc-ledger-{topic}",
+                         "enable.auto.commit": False, "isolation.level": "read_uncommitted",
+                         "auto.offset.reset": "earliest"})
+    found: dict[str, int] = {}
+    prefix = LEDGER_KEY_PREFIX.encode()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:  # a topic created a moment ago may be unknown to the metadata for a while
+            try:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0),
+                                                           timeout=timeout_s)
+                break
+            except KafkaException as exc:
+                if (exc.args[0].code() != KafkaError._UNKNOWN_PARTITION
+                        or time.monotonic() > deadline):
+                    raise
+                time.sleep(0.2)
+        if high <= low:
+            return found
+        consumer.assign([TopicPartition(topic, 0, low)])
+        while True:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                key = msg.key() or b""
+                if key.startswith(prefix):
+                    name = key[len(prefix):].decode()
+                    value = msg.value()
+                    if value is None:
+                        found.pop(name, None)
+                    else:
+                        found[name] = int(json.loads(value)["partitions"])
+            if consumer.position([TopicPartition(topic, 0)])[0].offset >= high:
+                return found
+            if time.monotonic() > deadline:
+                raise SinkError(f"cannot read pgcdc's record of its topics from {topic} "
+                                f"within {timeout_s:g} s", transient=True)
+    except KafkaException as exc:
+        raise SinkError(f"cannot read {topic}: {exc.args[0].str()}", transient=True) from None
+    finally:
+        consumer.close()
 
 
 class TopicCreator:
-    """Creates topics once each (idempotent, thread-safe); remembers what it ensured."""
+    """Creates topics once each (idempotent, thread-safe); remembers what it ensured.
+
+    With a `ledger`, every topic it ensures is recorded there, and a recorded topic that is
+    missing or has other partitions is refused (`topic_problem`) instead of created."""
 
     def __init__(self, kafka_config: Mapping[str, Any], spec: TopicSpec | None = None,
-                 *, timeout_s: float = 30.0, admin: AdminClient | None = None) -> None:
+                 *, timeout_s: float = 30.0, admin: AdminClient | None = None,
+                 ledger: TopicLedger | None = None) -> None:
         self.spec = spec or TopicSpec()
         self._timeout = timeout_s
         self._admin = admin or AdminClient(admin_config(kafka_config))
         self._known: set[str] = set()
         self._lock = threading.Lock()
+        self.ledger = ledger
+
+    def known(self, topic: str) -> bool:
+        """Whether `topic` was ensured (checked, created, recorded) by this creator before."""
+        return topic in self._known
+
+    def recorded(self, topic: str) -> int | None:
+        """Partitions pgcdc created `topic` with, per the ledger (None: no ledger or record)."""
+        return None if self.ledger is None else self.ledger.records().get(topic)
 
     def ensure(self, topics: Iterable[str]) -> list[str]:
         """Create those of `topics` that do not exist yet; returns the ones created now."""
@@ -94,9 +243,42 @@ class TopicCreator:
             wanted = [t for t in wanted if t not in self._known]
             if not wanted:
                 return []
-            created = self._create(wanted)
+            created = (self._create(wanted) if self.ledger is None
+                       else self._create_recorded(wanted, self.ledger))
             self._known.update(wanted)
             return created
+
+    def _create_recorded(self, wanted: list[str], ledger: TopicLedger) -> list[str]:
+        """Refuse recorded topics that were deleted or recreated; create the missing others;
+        record each (before any event goes there)."""
+        existing = self.existing()
+        recorded = ledger.records()
+        for topic in wanted:
+            problem = topic_problem(topic, recorded.get(topic), existing.get(topic))
+            if problem is not None:
+                raise SinkError(problem)
+        missing = [t for t in wanted if t not in existing]
+        created = self._create(missing) if missing else []
+        for topic in wanted:
+            if topic in existing:
+                partitions = existing[topic]
+            elif topic in created and self.spec.partitions is not None:
+                partitions = self.spec.partitions
+            else:
+                partitions = self.partitions(topic)
+            if recorded.get(topic) != partitions:
+                ledger.record(topic, partitions)
+        return created
+
+    def existing(self) -> dict[str, int]:
+        """Every topic of the cluster → its partitions (a metadata request naming no topic,
+        which never creates one)."""
+        try:
+            metadata = self._admin.list_topics(timeout=self._timeout)
+        except KafkaException as exc:
+            raise SinkError(f"cannot list Kafka topics: {exc} (is Kafka reachable?)") from None
+        return {name: len(info.partitions) for name, info in metadata.topics.items()
+                if info.error is None and info.partitions}
 
     def ensure_one(self, topic: str) -> bool:
         """`ensure([topic])`; True if it was created now."""

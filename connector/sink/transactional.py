@@ -18,6 +18,13 @@ of it, and raises a transient `SinkError`: the pipeline drops the session and st
 the slot, skipping what the offsets topic says is committed. A fenced or otherwise fatal producer
 raises a non-transient `SinkError`.
 
+A commit first waits for the batch's deliveries in slices of a second, running the sink's
+guards between them (a deleted topic, a schema id the registry no longer knows: producer.py):
+records for a deleted topic are never delivered, and without this the commit would wait for
+``transaction.timeout.ms``, fail as abortable and be retried. A failed guard aborts the batch
+and raises its non-transient error; so does a failed commit when a topic check then finds the
+cause.
+
 The initial snapshot's producers use `SnapshotTransaction` instead: one Kafka transaction per
 producer for the whole snapshot, committed together at its end (connector/snapshot/__init__.py).
 """
@@ -276,11 +283,20 @@ class TransactionalSink(KafkaSink):
             return
         end_lsn = batch[-1].end_lsn
         try:
+            deadline = time.monotonic() + self._commit_timeout_s
+            while self._producer.flush(1.0) and time.monotonic() < deadline:
+                self._guard()
+        except SinkError:
+            self._abort()
+            raise
+        try:
             self._producer.produce(self._offsets, json.dumps(
                 {"end_lsn": end_lsn, "lsn": lsn_to_str(end_lsn)}).encode(), self._key)
-            self._producer.commit_transaction(self._commit_timeout_s)
+            self._producer.commit_transaction(max(1.0, deadline - time.monotonic()))
         except KafkaException as exc:
             self._abort()
+            if self._expected:
+                self.check_topics()  # raises the clear line if a topic is the cause
             raise self._failure(f"Kafka transaction up to LSN {lsn_to_str(end_lsn)} not "
                                 "committed (nothing of it is confirmed to PostgreSQL)",
                                 exc) from None

@@ -1,0 +1,122 @@
+"""Issue 24: a deleted topic or schema is never written over silently. A table topic deleted
+while `pgcdc run` streams stops it with one clear line (default and exactly-once), nothing
+after it is confirmed to PostgreSQL, a restart still refuses, and recreating the topic with its
+partitions resumes from the slot. A registry subject deleted while streaming stops it too."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.cdc_checks import (
+    assert_one_clear_line,
+    execute,
+    exit_of,
+    read_records,
+    stream_run,
+)
+from tests.support.producer import ProducerRun
+
+pytestmark = pytest.mark.integration
+
+
+def _wait_topic(admin: AdminClient, topic: str, present: bool, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (topic in admin.list_topics(timeout=10).topics) == present:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"topic {topic} {'never appeared' if present else 'still there'}")
+
+
+def _ids(rows: list) -> list[int]:
+    return sorted(r.value["after"]["id"] for r in rows if r.value and r.value.get("after"))
+
+
+@pytest.mark.parametrize("mode", ["default", "exactly-once"])
+def test_deleted_topic_stops_and_a_restart_still_refuses(postgres, kafka, registry, producer_run,
+                                                         log_dir, mode: str) -> None:
+    extra = ["--topic-partitions", "3"] + (["--exactly-once"] if mode == "exactly-once" else [])
+    run: ProducerRun = stream_run(producer_run, *extra)
+    table = f"gone_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+    run.start(log_dir)
+    topic = f"{run.prefix}.public.{table}"
+    execute(postgres.dsn, f"INSERT INTO {table} SELECT g, 'a' FROM generate_series(1, 10) g")
+    assert _ids(read_records(kafka.bootstrap, registry.url, topic, min_count=10)) == list(
+        range(1, 11))
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    _wait_topic(admin, topic, present=False)
+    execute(postgres.dsn, f"INSERT INTO {table} SELECT g, 'b' FROM generate_series(11, 20) g")
+
+    code, out = exit_of(run)
+    assert_one_clear_line(code, out, f"topic {topic} was deleted", "3 partitions",
+                          "re-snapshot")
+    # The broker (auto.create.topics.enable on) did not get to recreate it behind our back.
+    assert topic not in admin.list_topics(timeout=10).topics
+
+    # A restart replays the undelivered changes and refuses the same way.
+    run.start(log_dir, wait=False)
+    code, out = exit_of(run)
+    assert_one_clear_line(code, out, f"topic {topic} was deleted", "3 partitions")
+    assert topic not in admin.list_topics(timeout=10).topics
+
+    # The operator recreates it as pgcdc made it: the changes made after the deletion were never
+    # confirmed to PostgreSQL, so they arrive now.
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(30)
+    _wait_topic(admin, topic, present=True)
+    run.start(log_dir)
+    assert _ids(read_records(kafka.bootstrap, registry.url, topic, min_count=10)) == list(
+        range(11, 21))
+    assert run.stop() == 0
+
+
+def test_recreated_topic_with_other_partitions_is_refused(postgres, kafka, registry,
+                                                          producer_run, log_dir) -> None:
+    run: ProducerRun = stream_run(producer_run, "--topic-partitions", "3")
+    table = f"regrown_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    topic = f"{run.prefix}.public.{table}"
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1)")
+    read_records(kafka.bootstrap, registry.url, topic, min_count=1)
+    assert run.stop() == 0
+
+    admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    _wait_topic(admin, topic, present=False)
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    _wait_topic(admin, topic, present=True)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (2)")
+    run.start(log_dir, wait=False)
+    code, out = exit_of(run)
+    assert_one_clear_line(code, out, f"topic {topic} has 1 partitions but pgcdc created it "
+                          "with 3")
+
+
+def test_deleted_subject_stops_the_producer(postgres, kafka, registry, producer_run,
+                                            log_dir) -> None:
+    run: ProducerRun = stream_run(producer_run)
+    table = f"unreg_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    topic = f"{run.prefix}.public.{table}"
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1)")
+    records = read_records(kafka.bootstrap, registry.url, topic, min_count=1)
+    schema_id = records[0].value_schema_id
+    subject = f"{topic}-value"
+
+    httpx.delete(f"{registry.url}/subjects/{subject}", timeout=10).raise_for_status()
+    httpx.delete(f"{registry.url}/subjects/{subject}", params={"permanent": "true"},
+                 timeout=10)  # Confluent needs the hard delete; Apicurio already forgot it
+    assert httpx.get(f"{registry.url}/schemas/ids/{schema_id}", timeout=10).status_code == 404
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (2)")
+
+    code, out = exit_of(run)
+    assert_one_clear_line(code, out, f"no longer knows schema id {schema_id}", subject,
+                          "re-snapshot")

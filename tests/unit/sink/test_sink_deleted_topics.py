@@ -1,0 +1,132 @@
+"""Issue 24, the pure part: `topic_problem` (what a missing or re-partitioned topic pgcdc
+created means, as one actionable line), the producer never auto-creating topics, and the
+`TopicCreator` refusing a recorded topic instead of creating it again (stand-in admin and
+ledger; the real round trip is tests/integration/producer/test_producer_deleted.py)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from connector.errors import ConfigError, SinkError
+from connector.sink.producer import producer_config
+from connector.sink.topics import TopicCreator, TopicSpec, admin_config, topic_problem
+
+BASE = {"bootstrap.servers": "k:9092"}
+
+
+def test_a_topic_pgcdc_did_not_create_is_never_a_problem() -> None:
+    assert topic_problem("app.public.t", None, None) is None
+    assert topic_problem("app.public.t", None, 7) is None
+
+
+def test_a_recorded_topic_as_created_is_fine() -> None:
+    assert topic_problem("app.public.t", 3, 3) is None
+
+
+def test_a_deleted_topic_says_what_to_do() -> None:
+    line = topic_problem("app.public.t", 3, None)
+    assert line is not None and "\n" not in line
+    assert line.startswith("topic app.public.t was deleted after pgcdc created it with 3 "
+                           "partitions")
+    assert "--create --topic app.public.t --partitions 3" in line
+    assert "re-snapshot" in line and "pgcdc snapshot --tables" in line
+
+
+def test_a_recreated_topic_with_other_partitions_says_what_to_do() -> None:
+    line = topic_problem("app.public.t", 3, 1)
+    assert line is not None and "\n" not in line
+    assert line.startswith("topic app.public.t has 1 partitions but pgcdc created it with 3")
+    assert "--partitions 3" in line
+
+
+def test_producer_and_admin_never_auto_create_topics() -> None:
+    assert producer_config(BASE)["allow.auto.create.topics"] is False
+    assert admin_config({**BASE, "allow.auto.create.topics": True})[
+        "allow.auto.create.topics"] is False
+    assert producer_config({**BASE, "allow.auto.create.topics": "false"})[
+        "allow.auto.create.topics"] is False
+
+
+@pytest.mark.parametrize("value", [True, "true", "1"])
+def test_auto_create_cannot_be_turned_on(value: object) -> None:
+    with pytest.raises(ConfigError, match="allow.auto.create.topics"):
+        producer_config({**BASE, "allow.auto.create.topics": value})
+
+
+def _done(value: Any) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_result(value)
+    return future
+
+
+class _Admin:
+    """Topics → partitions; create_topics adds them."""
+
+    def __init__(self, topics: dict[str, int]) -> None:
+        self.topics = dict(topics)
+        self.created: list[str] = []
+
+    def list_topics(self, timeout: float) -> Any:
+        return SimpleNamespace(topics={
+            name: SimpleNamespace(error=None, partitions=dict.fromkeys(range(n)))
+            for name, n in self.topics.items()})
+
+    def create_topics(self, new: list[Any], **kwargs: Any) -> dict[str, Future[Any]]:
+        for topic in new:
+            self.topics[topic.topic] = topic.num_partitions
+            self.created.append(topic.topic)
+        return {topic.topic: _done(None) for topic in new}
+
+
+class _Ledger:
+    def __init__(self, records: dict[str, int]) -> None:
+        self._records = dict(records)
+        self.written: list[tuple[str, int]] = []
+
+    def records(self) -> dict[str, int]:
+        return self._records
+
+    def record(self, topic: str, partitions: int) -> None:
+        self.written.append((topic, partitions))
+        self._records[topic] = partitions
+
+
+def _creator(admin: _Admin, ledger: _Ledger) -> TopicCreator:
+    return TopicCreator(BASE, TopicSpec(partitions=3), admin=admin,  # type: ignore[arg-type]
+                        ledger=ledger)  # type: ignore[arg-type]
+
+
+def test_a_new_topic_is_created_and_recorded_before_use() -> None:
+    admin, ledger = _Admin({}), _Ledger({})
+    assert _creator(admin, ledger).ensure(["app.public.t"]) == ["app.public.t"]
+    assert ledger.written == [("app.public.t", 3)]
+
+
+def test_an_existing_topic_is_recorded_with_its_own_partitions() -> None:
+    admin, ledger = _Admin({"app.public.t": 5}), _Ledger({})
+    assert _creator(admin, ledger).ensure(["app.public.t"]) == []
+    assert ledger.written == [("app.public.t", 5)]
+    assert admin.created == []
+
+
+def test_a_recorded_topic_is_not_recorded_again() -> None:
+    admin, ledger = _Admin({"app.public.t": 3}), _Ledger({"app.public.t": 3})
+    _creator(admin, ledger).ensure(["app.public.t"])
+    assert ledger.written == []
+
+
+def test_a_recorded_topic_that_is_gone_is_refused_not_created() -> None:
+    admin, ledger = _Admin({}), _Ledger({"app.public.t": 3})
+    with pytest.raises(SinkError, match="was deleted after pgcdc created it with 3"):
+        _creator(admin, ledger).ensure(["app.public.t"])
+    assert admin.created == []
+
+
+def test_a_recorded_topic_with_other_partitions_is_refused() -> None:
+    admin, ledger = _Admin({"app.public.t": 1}), _Ledger({"app.public.t": 3})
+    with pytest.raises(SinkError, match="has 1 partitions but pgcdc created it with 3"):
+        _creator(admin, ledger).ensure(["app.public.t"])
