@@ -195,7 +195,7 @@ class BatchProcessor:
         try:
             corrupt, facts = table_facts(decoded)
             decoded_at = time.monotonic()
-            changes, dead = split_corrupt(decoded)
+            changes, dead = split_corrupt(decoded, frames, topic)
             if sink is None:
                 append_change_log(changes, f"{self.config.target.rstrip('/')}/{table.path}",
                                   batch_id, self.config.partition_by)
