@@ -138,3 +138,20 @@ def test_negative_zero_float_key_is_kept(spark: SparkSession) -> None:
     assert str(got["y"]) == "-0.0"
     toast = {r["v"]: r["k"] for r in latest_per_key(df, ["k"], ["v"]).collect()}
     assert str(toast["y"]) == "-0.0"
+
+
+def test_negative_zero_float_key_lands_in_delta(spark: SparkSession, tmp_path: Path) -> None:
+    """Through the table's first append and a later MERGE (insert and update)."""
+    from spark_jobs.delta_sink import DeltaTableSink
+    from spark_jobs.job import table_facts
+
+    schema = ("k double, v string, _cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, "
+              "_cdc_ts_ms long, _cdc_toast array<string>")
+    sink = DeltaTableSink(str(tmp_path), "s/floats", "test-app")
+    for batch, change in enumerate([(-0.0, "a", "c", 10), (-0.0, "b", "c", 11),
+                                    (-0.0, "b", "u", 12)]):
+        df = spark.createDataFrame([(*change, 0, 0, [])], schema)
+        sink.apply(spark, df, table_facts(df)[1], ["k", "v"], batch)
+    got = sorted((r["v"], str(r["k"]), r["_cdc_commit_lsn"])
+                 for r in spark.read.format("delta").load(sink.path).collect())
+    assert got == [("a", "-0.0", 10), ("b", "-0.0", 12)]
