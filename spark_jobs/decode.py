@@ -38,10 +38,15 @@ class TopicPlan:
     framing_problems: int = 0
 
     def key_columns(self, original: bool = False) -> list[str] | None:
-        """The table's key columns, named like its other columns (`column_names`)."""
+        """The table's key columns, named like its other columns: by the newest value record
+        (`column_names` of the key record alone could name a column otherwise, when its name
+        is only taken in the whole row, e.g. `_x005Fcdc_x005Fop` next to `_cdc_op`)."""
         if self.key_record is None:
             return None
-        return list(column_names(self.key_record, original).values())
+        own = column_names(self.key_record, original)
+        row = (column_names(value_record(self.schemas[max(self.schemas)]), original)
+               if self.schemas else {})
+        return [row.get(avro, name) for avro, name in own.items()]
 
 
 def _record(schema: Any, named: dict[str, dict[str, Any]]) -> dict[str, Any] | None:

@@ -155,3 +155,15 @@ def test_negative_zero_float_key_lands_in_delta(spark: SparkSession, tmp_path: P
     got = sorted((r["v"], str(r["k"]), r["_cdc_commit_lsn"])
                  for r in spark.read.format("delta").load(sink.path).collect())
     assert got == [("a", "-0.0", 10), ("b", "-0.0", 12)]
+
+
+def test_key_columns_are_named_as_in_the_row() -> None:
+    """A key column whose name is only taken in the whole row (here by the escaped `_cdc_op`)
+    gets the row's name for it, not the one the key record alone would give."""
+    from spark_jobs.decode import TopicPlan
+
+    columns = [("_cdc_op", "string"), ("_x005Fcdc_x005Fop", "string")]
+    plan = TopicPlan(schemas={1: envelope_schema("p", "s", "t", columns)},
+                     key_record=key_schema("p", "s", "t", columns[1:]), key_schema_id=2)
+    assert plan.key_columns() == ["_x005Fx005Fcdc_x005Fx005Fop"]
+    assert plan.key_columns(original=True) == ["_x005Fx005Fcdc_x005Fx005Fop"]
