@@ -36,14 +36,20 @@ class TopicPlan:
     key_schema_id: int = -1
     events: int = 0
     framing_problems: int = 0
+    # Key schema ids of the decodable events (None: a null Kafka key, no replica identity)
+    # → their key records (None when unknown or keyless).
+    keys: dict[int | None, dict[str, Any] | None] = field(default_factory=dict)
 
-    def key_columns(self, original: bool = False) -> list[str] | None:
-        """The table's key columns, named like its other columns: by the newest value record
-        (`column_names` of the key record alone could name a column otherwise, when its name
-        is only taken in the whole row, e.g. `_x005Fcdc_x005Fop` next to `_cdc_op`)."""
-        if self.key_record is None:
+    def key_columns(self, original: bool = False, key_sid: int | None = -1
+                    ) -> list[str] | None:
+        """The key columns of the events written with key schema `key_sid` (default: the
+        newest one of the batch), named like the table's other columns: by the newest value
+        record (`column_names` of the key record alone could name a column otherwise, when its
+        name is only taken in the whole row, e.g. `_x005Fcdc_x005Fop` next to `_cdc_op`)."""
+        record = self.key_record if key_sid == -1 else self.keys.get(key_sid)
+        if record is None:
             return None
-        own = column_names(self.key_record, original)
+        own = column_names(record, original)
         row = (column_names(value_record(self.schemas[max(self.schemas)]), original)
                if self.schemas else {})
         return [row.get(avro, name) for avro, name in own.items()]
@@ -100,13 +106,15 @@ def plan_batch(summary: list[Any], cache: SchemaCache) -> dict[str, TopicPlan]:
             except (SchemaLookupError, NotAnEnvelope) as exc:
                 plan.rejected[sid] = f"schema id {sid}: {exc}" if isinstance(
                     exc, NotAnEnvelope) else str(exc)
-        key_sid = row[KEY_SCHEMA_ID]
-        if key_sid is not None and int(key_sid) > plan.key_schema_id:
+        key_sid = None if row[KEY_SCHEMA_ID] is None else int(row[KEY_SCHEMA_ID])
+        if key_sid not in plan.keys:
             try:
-                plan.key_record = cache.get(int(key_sid))
-                plan.key_schema_id = int(key_sid)
+                plan.keys[key_sid] = None if key_sid is None else cache.get(key_sid)
             except SchemaLookupError:
-                pass  # keys are only read for their column names; the value decides
+                plan.keys[key_sid] = None  # keys are only read for their column names
+        if key_sid is not None and key_sid > plan.key_schema_id and plan.keys[key_sid]:
+            plan.key_record = plan.keys[key_sid]
+            plan.key_schema_id = key_sid
     return dict(plans)
 
 
