@@ -12,13 +12,16 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from .names import q as q  # re-exported: the SQL quoting the job's modules use
+# Re-exported: the SQL quoting and the metadata column names the job's modules use. TOAST:
+# unchanged-TOAST column names (the stored value is kept for them).
+from .names import IDX as IDX
+from .names import LSN as LSN
+from .names import METADATA_COLUMNS
+from .names import OP as OP
+from .names import TOAST as TOAST
+from .names import TS as TS
+from .names import q as q
 
-OP = "_cdc_op"
-LSN = "_cdc_commit_lsn"
-IDX = "_cdc_txn_index"
-TS = "_cdc_ts_ms"
-TOAST = "_cdc_toast"  # unchanged-TOAST column names: the stored value is kept for them
 META = (OP, LSN, IDX, TS)  # stored in the Delta table next to the row columns
 UPSERT_OPS = ("c", "u", "r")
 
@@ -31,8 +34,19 @@ class Position(NamedTuple):
 
 
 def row_columns(df: DataFrame) -> list[str]:
-    """The table's own columns of a flattened change DataFrame."""
-    return [c for c in df.columns if not c.startswith("_cdc_") and not c.startswith("_kafka_")]
+    """The table's own columns of a flattened change DataFrame: all but the job's metadata
+    columns, whose names no row column takes (`names.column_names`)."""
+    return [c for c in df.columns if c not in METADATA_COLUMNS]
+
+
+def fresh_name(base: str, taken: Iterable[str]) -> str:
+    """A column name for a temporary column that no column in `taken` has (ignoring case)."""
+    lower = {t.lower() for t in taken}
+    name, n = base, 0
+    while name.lower() in lower:
+        n += 1
+        name = f"{base}{n}"
+    return name
 
 
 def newer_expr(left: str, right: str) -> str:
@@ -71,11 +85,12 @@ def latest_per_key(df: DataFrame, key: Sequence[str], toast: Iterable[str] = ())
     toast = [c for c in dict.fromkeys(toast) if c in df.columns and c not in key]
     if not toast:
         order = F.struct(F.col(LSN), F.col(IDX))
-        others = [c for c in df.columns if c not in key]
+        last = fresh_name("_last", df.columns)
+        # The key values too come from the winning change, not from the grouping: Spark
+        # normalizes floating-point grouping keys (-0.0 → 0.0, NaN), values it must keep.
         picked = df.groupBy(*[F.col(q(k)) for k in key]).agg(
-            F.max_by(F.struct(*[F.col(q(c)) for c in others]), order).alias("_last"))
-        return picked.select(*[F.col(q(k)) for k in key],
-                             *[F.col("_last")[c].alias(c) for c in others])
+            F.max_by(F.struct(*[F.col(q(c)) for c in df.columns]), order).alias(last))
+        return picked.select(*[F.col(q(last))[c].alias(c) for c in df.columns])
     by_key = Window.partitionBy(*[F.col(q(k)) for k in key]).orderBy(F.col(LSN), F.col(IDX))
     running = by_key.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     out = df
@@ -83,7 +98,9 @@ def latest_per_key(df: DataFrame, key: Sequence[str], toast: Iterable[str] = ())
         carried = F.when(~F.array_contains(F.coalesce(F.col(TOAST), F.array()), c),
                          F.struct(F.col(q(c)).alias("v")))
         out = out.withColumn(c, F.last(carried, ignorenulls=True).over(running))
-    out = out.withColumn("_next", F.lead(F.col(LSN)).over(by_key)).where(F.col("_next").isNull())
+    following = fresh_name("_next", df.columns)
+    out = (out.withColumn(following, F.lead(F.col(LSN)).over(by_key))
+           .where(F.col(q(following)).isNull()))
     still_unchanged = F.filter(F.array(*[F.when(F.col(q(c)).isNull(), F.lit(c)) for c in toast]),
                                lambda x: x.isNotNull())
     return (out.withColumn(TOAST, still_unchanged)

@@ -5,6 +5,14 @@ stderr into the JVM's stdout (PythonRunner redirects the error stream), so a pla
 ``sys.stderr`` would land on stdout. Under spark-submit the JVM's own stderr is
 ``/proc/<parent>/fd/2`` (Linux): the job writes there, next to Spark's warnings, as the README
 says. Anywhere else (a test calling the job in-process, another OS) it is ``sys.stderr``.
+
+Reopening ``/proc/<parent>/fd/2`` gives the job a file offset of its own: when the JVM's stderr
+is a regular file opened without ``O_APPEND`` (a shell's ``2> file`` or ``> file 2>&1``), the
+JVM's next writes (log4j) land at its own offset, over the job's lines. The job then writes
+through ``sys.stderr`` instead, which the JVM copies to its stdout: one process writes, at one
+offset per open file, and every line survives (on stdout). `pgcdc merge` (spark_jobs/submit.py)
+sets ``O_APPEND`` on its own stdout and stderr when they are regular files, so under it the JVM
+appends and the job's lines stay on stderr.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import stat
 import sys
 from typing import TextIO
 
@@ -32,12 +41,25 @@ class SourceUnreachable(Exception):
 def job_stderr() -> TextIO:
     """The stream for the job's own lines (see the module docstring)."""
     if "PYSPARK_GATEWAY_PORT" in os.environ:  # set by spark-submit's PythonRunner
+        jvm = os.getppid()
         try:
+            if (stat.S_ISREG(os.stat(f"/proc/{jvm}/fd/2").st_mode)
+                    and not appends(f"/proc/{jvm}/fdinfo/2")):
+                return sys.stderr  # the JVM would overwrite lines written beside it
             # "a": never truncate the JVM's stderr when it is a log file.
-            return open(f"/proc/{os.getppid()}/fd/2", "a", buffering=1)  # noqa: SIM115
+            return open(f"/proc/{jvm}/fd/2", "a", buffering=1)  # noqa: SIM115
         except OSError:  # not Linux, or a socket: fall back to the merged stream
             pass
     return sys.stderr
+
+
+def appends(fdinfo: str) -> bool:
+    """Whether the open file a /proc/<pid>/fdinfo/<fd> describes has O_APPEND."""
+    with open(fdinfo) as info:
+        for line in info:
+            if line.startswith("flags:"):
+                return bool(int(line.split()[1], 8) & os.O_APPEND)
+    return False
 
 
 def say(stream: TextIO, message: str) -> None:

@@ -14,12 +14,11 @@ from pyspark.sql.avro.functions import from_avro
 
 from .changes import IDX, LSN, OP, TOAST, TS
 from .lake_types import lake_schema
-from .names import column_names
+from .names import OFFSET, PARTITION, column_names
 from .registry import SchemaCache, SchemaLookupError
 from .wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID
 
 DEAD_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "reason")
-PARTITION, OFFSET = "_kafka_partition", "_kafka_offset"
 
 
 class NotAnEnvelope(ValueError):
@@ -37,12 +36,23 @@ class TopicPlan:
     key_schema_id: int = -1
     events: int = 0
     framing_problems: int = 0
+    # Key schema ids of the decodable events (None: a null Kafka key, no replica identity)
+    # → their key records (None when unknown or keyless).
+    keys: dict[int | None, dict[str, Any] | None] = field(default_factory=dict)
 
-    def key_columns(self, original: bool = False) -> list[str] | None:
-        """The table's key columns, named like its other columns (`column_names`)."""
-        if self.key_record is None:
+    def key_columns(self, original: bool = False, key_sid: int | None = -1
+                    ) -> list[str] | None:
+        """The key columns of the events written with key schema `key_sid` (default: the
+        newest one of the batch), named like the table's other columns: by the newest value
+        record (`column_names` of the key record alone could name a column otherwise, when its
+        name is only taken in the whole row, e.g. `_x005Fcdc_x005Fop` next to `_cdc_op`)."""
+        record = self.key_record if key_sid == -1 else self.keys.get(key_sid)
+        if record is None:
             return None
-        return list(column_names(self.key_record, original).values())
+        own = column_names(record, original)
+        row = (column_names(value_record(self.schemas[max(self.schemas)]), original)
+               if self.schemas else {})
+        return [row.get(avro, name) for avro, name in own.items()]
 
 
 def _record(schema: Any, named: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -96,13 +106,15 @@ def plan_batch(summary: list[Any], cache: SchemaCache) -> dict[str, TopicPlan]:
             except (SchemaLookupError, NotAnEnvelope) as exc:
                 plan.rejected[sid] = f"schema id {sid}: {exc}" if isinstance(
                     exc, NotAnEnvelope) else str(exc)
-        key_sid = row[KEY_SCHEMA_ID]
-        if key_sid is not None and int(key_sid) > plan.key_schema_id:
+        key_sid = None if row[KEY_SCHEMA_ID] is None else int(row[KEY_SCHEMA_ID])
+        if key_sid not in plan.keys:
             try:
-                plan.key_record = cache.get(int(key_sid))
-                plan.key_schema_id = int(key_sid)
+                plan.keys[key_sid] = None if key_sid is None else cache.get(key_sid)
             except SchemaLookupError:
-                pass  # keys are only read for their column names; the value decides
+                plan.keys[key_sid] = None  # keys are only read for their column names
+        if key_sid is not None and key_sid > plan.key_schema_id and plan.keys[key_sid]:
+            plan.key_record = plan.keys[key_sid]
+            plan.key_schema_id = key_sid
     return dict(plans)
 
 
@@ -130,29 +142,41 @@ def decode_topic(frames: DataFrame, topic: str, plan: TopicPlan, original: bool 
     """Decoded changes of one topic, one `from_avro` per writer schema, unioned by column name
     (a column missing from a schema — added later or dropped — is NULL there). A body Avro
     cannot read leaves every column NULL and `_cdc_op` NULL: see `split_corrupt`.
-    `original`: columns take the PostgreSQL names (a table with column mapping)."""
+    `original`: columns take the PostgreSQL names (a table with column mapping).
+
+    The columns are the row columns and the job's `names.METADATA_COLUMNS` (Kafka partition
+    and offset included) only, and no row column takes one of those names: a table's columns
+    may be called `key`, `topic`, `_cdc_op`... (the Kafka record's other fields stay in
+    `frames`)."""
     parts = []
     for sid, schema in sorted(plan.schemas.items()):
         rows = frames.where((F.col("topic") == topic) & (F.col(SCHEMA_ID) == sid)
                             & F.col(PROBLEM).isNull())
         decoded = from_avro(F.col(BODY), json.dumps(lake_schema(schema)), {"mode": "PERMISSIVE"})
+        # Two projections (Spark evaluates from_avro once per row); the second lists every
+        # column it keeps, so the struct's name never meets a row column's.
         parts.append(rows.select(
-            "topic", F.col("partition").alias(PARTITION), F.col("offset").alias(OFFSET),
-            "timestamp", "key", "value", decoded.alias("_e"),
-        ).select("*", *_flatten(F.col("_e"), schema, original)).drop("_e"))
+            F.col("partition").alias(PARTITION), F.col("offset").alias(OFFSET),
+            decoded.alias("_e"),
+        ).select(PARTITION, OFFSET, *_flatten(F.col("_e"), schema, original)))
     out = parts[0]
     for part in parts[1:]:
         out = out.unionByName(part, allowMissingColumns=True)
     return out
 
 
-def split_corrupt(decoded: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """(changes, dead-letter rows). A valid event always has an op."""
-    dead = decoded.where(F.col(OP).isNull()).select(
-        "topic", F.col(PARTITION).alias("partition"), F.col(OFFSET).alias("offset"),
-        "timestamp", "key", "value", F.lit("corrupt Avro body for its writer schema").alias(
-            "reason"))
-    good = decoded.where(F.col(OP).isNotNull()).drop("topic", "timestamp", "key", "value")
+def split_corrupt(decoded: DataFrame, frames: DataFrame, topic: str
+                  ) -> tuple[DataFrame, DataFrame]:
+    """(changes, dead-letter rows) of one topic's `decode_topic` output. A valid event always
+    has an op; a corrupt one's Kafka record is found again in `frames` by partition and
+    offset."""
+    corrupt = decoded.where(F.col(OP).isNull()).select(
+        F.col(PARTITION).alias("partition"), F.col(OFFSET).alias("offset"))
+    dead = (frames.where(F.col("topic") == topic)
+            .join(corrupt, ["partition", "offset"], "left_semi")
+            .select(*DEAD_COLUMNS[:-1],
+                    F.lit("corrupt Avro body for its writer schema").alias("reason")))
+    good = decoded.where(F.col(OP).isNotNull())
     return good, dead
 
 

@@ -57,6 +57,7 @@ class BatchFacts:
     deletes: int
     truncate: Position | None
     toast: list[str]
+    first: Position | None = None  # the earliest position of any change (truncates too)
 
 
 @contextmanager
@@ -235,7 +236,9 @@ class DeltaTableSink:
 
     # -- one batch -----------------------------------------------------------------------
     def apply(self, spark: SparkSession, changes: DataFrame, facts: BatchFacts,
-              key: Sequence[str] | None, batch_id: int) -> None:
+              key: Sequence[str] | None, batch_id: int, part: str = "") -> None:
+        """Merge `changes` by `key`. `part` tells apart the commits of one batch applied in
+        several parts (one per key schema, `job.key_groups`) for Delta's idempotent writes."""
         fresh = not self._load(spark)
         if fresh:
             self._create(spark, changes)
@@ -258,35 +261,46 @@ class DeltaTableSink:
                                 merge_key, facts.toast)
         if self._has_tombstones:
             tombstones = spark.read.format("delta").load(self.tomb_path)
+            have = {c.lower() for c in tombstones.columns}
+            missing = [k for k in merge_key if k.lower() not in have]
+            if missing:  # a key of another key schema: its columns join the tombstones
+                spark.sql(f"ALTER TABLE delta.{q(self.tomb_path)} ADD COLUMNS ("
+                          + ", ".join(f"{q(k)} {latest.schema[k].dataType.simpleString()}"
+                                      for k in missing) + ")")
+                tombstones = spark.read.format("delta").load(self.tomb_path)
+            keyed = {k.lower() for k in [*merge_key, LSN, IDX]}
+            others = [c for c in tombstones.columns
+                      if c.lower() not in keyed and c in latest.columns]
             latest = latest.alias("s").join(tombstones.alias("t"),
-                                            F.expr(not_deleted_later(merge_key)), "left_anti")
+                                            F.expr(not_deleted_later(merge_key, others)),
+                                            "left_anti")
         # Cached: read by the table's MERGE (or append) and the tombstone append.
         latest = latest.persist()
         try:
             if fresh:
                 live = latest.where(F.col(OP) != "d").select(
                     *[F.col(q(c)) for c in self._columns], *META)
-                _append(live, self.path, f"{self.app_id}:{self.path}", batch_id)
+                _append(live, self.path, f"{self.app_id}:{self.path}{part}", batch_id)
             else:
                 dotted = any("." in c or "`" in c for c in self._partitions)
-                with idempotent(spark, f"{self.app_id}:{self.path}", batch_id,
+                with idempotent(spark, f"{self.app_id}:{self.path}{part}", batch_id,
                                 {REPARTITION_BEFORE_WRITE: "false"} if dotted else None):
                     _run(DeltaTable.forPath(spark, self.path), latest, merge_plan(
                         merge_key, row_columns(rows), self._columns, facts.toast))
             if facts.deletes > 0:
-                self._add_tombstones(spark, latest, merge_key, batch_id)
+                self._add_tombstones(spark, latest, merge_key, batch_id, part)
         finally:
             latest.unpersist()
 
     def _add_tombstones(self, spark: SparkSession, latest: DataFrame, key: Sequence[str],
-                        batch_id: int) -> None:
+                        batch_id: int, part: str = "") -> None:
         """Append the positions of the batch's winning deletes. An append, not a MERGE (it is
         a third of the cost): the filter drops a change when *any* tombstone of its key is at or
         after it, so older tombstones of a key may stay and change nothing."""
         deletes = latest.where(F.col(OP) == "d").select(*[F.col(q(k)) for k in key], LSN, IDX)
         if not self._has_tombstones:
             self._create_tombstones(spark, key, latest)
-        _append(deletes, self.tomb_path, f"{self.app_id}:{self.tomb_path}", batch_id)
+        _append(deletes, self.tomb_path, f"{self.app_id}:{self.tomb_path}{part}", batch_id)
 
 
 def _rewrite_with_types(spark: SparkSession, path: str, types: dict[str, DataType]) -> None:

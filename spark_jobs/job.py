@@ -78,13 +78,15 @@ def table_facts(decoded: DataFrame) -> tuple[int, BatchFacts]:
         F.count_if(F.col(OP).isin("c", "u", "r", "d")).alias("events"),
         F.count_if(F.col(OP) == "d").alias("deletes"),
         F.max(F.when(F.col(OP) == "t", F.struct(F.col(LSN), F.col(IDX)))).alias("truncate"),
+        F.min(F.when(F.col(OP).isNotNull(), F.struct(F.col(LSN), F.col(IDX)))).alias("first"),
         F.array_distinct(F.flatten(F.collect_set(
             F.when(F.size(F.col(TOAST)) > 0, F.col(TOAST))))).alias("toast"),
     ).first()
     assert row is not None
     truncate = Position(*row["truncate"]) if row["truncate"] is not None else None
+    first = Position(*row["first"]) if row["first"] is not None else None
     return row["corrupt"], BatchFacts(row["events"], row["deletes"], truncate,
-                                      sorted(row["toast"] or []))
+                                      sorted(row["toast"] or []), first)
 
 
 class BatchProcessor:
@@ -191,27 +193,58 @@ class BatchProcessor:
         sink = self._sink(table) if delta else None
         # The table's naming is fixed when it is created: column mapping, original names.
         original = sink.original_names(self._session()) if sink else False
-        decoded = decode_topic(frames, topic, plan, original).persist()
+        # Each event is merged by the key it was written with: a batch holding events of
+        # several key schemas (a primary key changed or dropped) is applied one key at a time,
+        # the key whose events come first first (see `key_groups`).
+        groups = key_groups(plan) if sink is not None else [None]
+        parts: list[tuple[DataFrame, int | None]] = []
         try:
-            corrupt, facts = table_facts(decoded)
+            for group in groups:
+                # Events with a key schema the registry does not know go with the newest key.
+                unknown = [k for k, r in plan.keys.items() if k is not None and r is None]
+                ids = [group, *unknown] if group == plan.key_schema_id else [group]
+                part = frames if len(groups) == 1 else frames.where(
+                    F.col(KEY_SCHEMA_ID).isNull() if group is None
+                    else F.col(KEY_SCHEMA_ID).isin(ids))
+                parts.append((decode_topic(part, topic, plan, original).persist(), group))
+            found = [(*table_facts(decoded), decoded, group) for decoded, group in parts]
+            found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
             decoded_at = time.monotonic()
-            changes, dead = split_corrupt(decoded)
-            if sink is None:
-                append_change_log(changes, f"{self.config.target.rstrip('/')}/{table.path}",
-                                  batch_id, self.config.partition_by)
-            else:
-                sink.apply(self._session(), changes, facts, plan.key_columns(original),
-                           batch_id)
+            dead, events = [], 0
+            for corrupt, facts, decoded, group in found:
+                changes, corrupt_rows = split_corrupt(decoded, frames, topic)
+                if corrupt:
+                    dead.append(corrupt_rows)  # recomputed from the cached frames later
+                events += facts.events
+                if sink is None:
+                    append_change_log(changes, f"{self.config.target.rstrip('/')}/{table.path}",
+                                      batch_id, self.config.partition_by)
+                elif len(found) == 1:
+                    sink.apply(self._session(), changes, facts, plan.key_columns(original),
+                               batch_id)
+                else:
+                    known = group is None or plan.keys.get(group) is not None
+                    sink.apply(self._session(), changes, facts,
+                               plan.key_columns(original, group if known else -1), batch_id,
+                               part="" if group == plan.key_schema_id else f"#key{group}")
             with self._lock:
-                self.stats.tables[table.path] = (self.stats.tables.get(table.path, 0)
-                                                 + facts.events)
+                self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
             log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",
-                     batch_id, table.path, facts.events, decoded_at - started,
+                     batch_id, table.path, events, decoded_at - started,
                      time.monotonic() - decoded_at)
-            # Recomputed from the cached frames when the dead letters are written.
-            return [dead] if corrupt else []
+            return dead
         finally:
-            decoded.unpersist()
+            for decoded, _ in parts:
+                decoded.unpersist()
+
+
+def key_groups(plan: TopicPlan) -> list[int | None]:
+    """The key schema ids of a topic's events in a batch, one group each when there are
+    several (None: events without a key); one group for all when every event has the same
+    key schema. Events with a key schema the registry does not know go with the newest."""
+    known = [sid for sid, record in plan.keys.items() if sid is None or record is not None]
+    return sorted(known, key=lambda sid: -1 if sid is None else sid) if len(known) > 1 \
+        else [None]
 
 
 # A stopping query or Spark (its jobs cancelled, its gateway gone) is no fault of a table: the

@@ -24,6 +24,16 @@ _CATALOG_ESCAPE = re.compile(r"_x[0-9a-f]{4}|_u[0-9a-f]{6}")
 _CATALOG_KEPT = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 CONTROL_TOPICS = ("transaction", "message", "heartbeat")
 
+# The job's own columns next to a table's row columns: the Delta table's metadata (the first
+# four), the Parquet change log's (all of them), and nothing else while a batch is processed.
+# `column_names` never gives a row column one of these names (ignoring case), so no PostgreSQL
+# column can clash with them, in the lake or in the job's DataFrames.
+OP, LSN, IDX, TS = "_cdc_op", "_cdc_commit_lsn", "_cdc_txn_index", "_cdc_ts_ms"
+TOAST, DATE = "_cdc_toast", "_cdc_date"
+PARTITION, OFFSET = "_kafka_partition", "_kafka_offset"
+METADATA_COLUMNS = (OP, LSN, IDX, TS, TOAST, DATE, PARTITION, OFFSET)
+_METADATA_LOWER = frozenset(m.lower() for m in METADATA_COLUMNS)
+
 
 class TableId(NamedTuple):
     """A table as it appears in its topic name (`<prefix>.<schema part>.<table part>`).
@@ -75,21 +85,44 @@ def column_names(record: dict[str, Any], original: bool = False) -> dict[str, st
     `original`, i.e. a table with column mapping; without it, no space or `,;{}()=`, tab or
     newline) and it does not collide case-insensitively (Spark resolves names
     case-insensitively) with another column; otherwise the Avro name is kept, so every column
-    stays addressable."""
-    taken: set[str] = set()
+    stays addressable.
+
+    A column named like one of the job's `METADATA_COLUMNS` (ignoring case: `_cdc_op`,
+    `_kafka_offset`...) takes its fully escaped name instead (`_x005Fcdc_x005Fop`, the Avro
+    rule 2 encoding of schemas/README.md "Names", which `connector.names.from_avro_name`
+    decodes): it is no Avro name of the record (a name that encodes to it by rule 2 is
+    `_cdc_op`, which rule 1 keeps), and it is reserved before any `pg_name` is taken."""
+    taken: set[str] = set(_METADATA_LOWER)
     out: dict[str, str] = {}
     fields = record.get("fields", [])
     for field in fields:
-        taken.add(field["name"].lower())
+        avro = field["name"]
+        taken.add(avro.lower())
+        pg = field.get("pg_name", avro)
+        if pg.lower() in _METADATA_LOWER or avro.lower() in _METADATA_LOWER:
+            out[avro] = escaped_name(pg)
+            taken.add(out[avro].lower())
     for field in fields:
         avro = field["name"]
         pg = field.get("pg_name", avro)
+        if avro in out:
+            continue
         if pg != avro and (original or not _DELTA_BAD.search(pg)) and pg.lower() not in taken:
             taken.add(pg.lower())
             out[avro] = pg
         else:
             out[avro] = avro
-    return out
+    return {field["name"]: out[field["name"]] for field in fields}
+
+
+def escaped_name(pg_name: str) -> str:
+    """Rule 2 of the Avro name encoding (schemas/README.md "Names") whatever the name: ASCII
+    letters and non-leading digits stay, every other character becomes `_xHHHH` / `_uHHHHHH`.
+    `_cdc_op` → `_x005Fcdc_x005Fop`; `connector.names.from_avro_name` reverses it."""
+    return "".join(ch if ("a" <= ch.lower() <= "z" and ch.isascii())
+                   or (i and ch.isascii() and ch.isdigit())
+                   else f"_x{ord(ch):04X}" if ord(ch) <= 0xFFFF else f"_u{ord(ch):06X}"
+                   for i, ch in enumerate(pg_name))
 
 
 def _catalog_part(pg_name: str) -> str:

@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .changes import TS
 from .files import write_batch_files
-
-DATE = "_cdc_date"
+from .names import DATE as DATE  # re-exported
+from .names import TS
 
 
 def change_log(changes: DataFrame) -> DataFrame:

@@ -65,10 +65,15 @@ def merge_plan(key: Sequence[str], source_columns: Iterable[str], target_columns
     )
 
 
-def not_deleted_later(key: Sequence[str]) -> str:
+def not_deleted_later(key: Sequence[str], other_keys: Sequence[str] = ()) -> str:
     """Join condition for a left anti join of changes (s) with tombstones (t): drops a change
-    when a delete of its key is recorded at or after it."""
-    return f"{key_condition(key)} AND NOT {newer_expr(SOURCE, TARGET)}"
+    when a delete of its key is recorded at or after it. `other_keys`: the tombstones' columns
+    of other keys the table had (a primary key changed): a tombstone written under such a key
+    matches only a change with the same values there; one written before the column joined
+    the tombstones (NULL) does not look at it."""
+    others = "".join(f" AND ({TARGET}.{q(c)} IS NULL OR {SOURCE}.{q(c)} <=> {TARGET}.{q(c)})"
+                     for c in other_keys)
+    return f"{key_condition(key)}{others} AND NOT {newer_expr(SOURCE, TARGET)}"
 
 
 def sql_string(text: str) -> str:

@@ -12,10 +12,12 @@ the jars instead and no resolution happens.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import importlib.util
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -146,6 +148,24 @@ def print_help() -> None:
     parser("pgcdc merge").print_help()
 
 
+def append_to_files(fds: Sequence[int] = (1, 2)) -> None:
+    """Give our stdout and stderr O_APPEND when they are regular files (a shell's `> log`).
+
+    spark-submit's JVM and the job's Python driver write the same file through different open
+    files (spark_jobs/console.py): without O_APPEND each writes at its own offset, and Spark's
+    log4j lines overwrite the job's. With it every write lands at the end of the file. The
+    flag is on the open file the shell made for this command; nothing else changes for it."""
+    for fd in fds:
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue  # a terminal, a pipe, /dev/null: no offsets to clash
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+            if not flags & os.O_APPEND:
+                fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_APPEND)
+        except OSError:
+            continue  # closed, or a file system that refuses: write as before
+
+
 def run(cmd: Sequence[str], env: Mapping[str, str]) -> int:
     """Run spark-submit in its own process group; SIGTERM/SIGINT reach every JVM it started."""
     proc = subprocess.Popen(list(cmd), env=dict(env), start_new_session=True)
@@ -183,6 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SubmitError as exc:
         print(f"pgcdc merge: {exc}", file=sys.stderr)
         return 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    append_to_files()
     return run(cmd, submit_env())
 
 

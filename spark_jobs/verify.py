@@ -19,9 +19,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .names import q
-
-METADATA_PREFIX = "_cdc_"
+from .names import METADATA_COLUMNS, q
 
 
 @dataclass
@@ -66,7 +64,7 @@ def pg_rows(dsn: str, schema: str, table: str) -> TableRows:
 
 def lake_rows(spark: Any, path: str, key: Sequence[str]) -> TableRows:
     frame = spark.read.format("delta").load(path)
-    columns = [c for c in frame.columns if not c.startswith(METADATA_PREFIX)]
+    columns = [c for c in frame.columns if c not in METADATA_COLUMNS]
     rows = {}
     # Quoted: lake column names may hold dots or backticks (column mapping).
     for record in frame.select(*map(q, columns)).collect():

@@ -27,6 +27,10 @@ DOTTED, TICK, CAMEL = "a.b", "we`ird", "CamelCase"
 ODD = [(KEY, "long"), (DATE, "string"), (SIZE, "long"), (DOTTED, "string"), (TICK, "string"),
        (CAMEL, "string")]
 DB = "pgcdc_lake"
+# Issue 25: names the job uses itself; a settings table keyed by `key` is common.
+OWN = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
+       "_cdc_op", "_kafka_offset"]
+OWN_LAKE = [*OWN[:-2], "_x005Fcdc_x005Fop", "_x005Fkafka_x005Foffset"]
 
 
 def _row(n: int, size: int, dotted: str = "p") -> dict[str, Any]:
@@ -52,6 +56,10 @@ def test_column_mapping_keeps_postgres_names_and_tables_are_registered(
     # Run 1, no flag: the legacy table gets the default names ("order date" escaped).
     legacy = pub.table("public", "legacy", [("id", "long"), (DATE, "string")], ["id"])
     pub.change(legacy, "c", 100, 0, after={"id": 1, DATE: "d1"})
+    settings = pub.table("public", "settings", [(c, "string") for c in OWN], ["key"])
+    for n, k in enumerate(("a", "b")):
+        pub.change(settings, "c", 100, 1 + n, after={c: f"{c}-{k}" if c != "key" else k
+                                                     for c in OWN})
     pub.flush()
     _merge(spark, kafka, registry, prefix, target)
 
@@ -68,6 +76,8 @@ def test_column_mapping_keeps_postgres_names_and_tables_are_registered(
     pub.change(odd, "u", 300, 0, after=_row(1, 11, "q"))
     pub.change(odd, "d", 300, 1, before=_row(2, 20))
     pub.change(odd, "u", 300, 2, after=_row(3, 33))
+    pub.change(settings, "u", 300, 3, after={c: f"{c}-2" if c != "key" else "a" for c in OWN})
+    pub.change(settings, "d", 300, 4, before={c: None if c != "key" else "b" for c in OWN})
     pub.flush()
     _merge(spark, kafka, registry, prefix, target, *mapped)
 
@@ -98,6 +108,13 @@ def test_column_mapping_keeps_postgres_names_and_tables_are_registered(
     legacy_detail = spark.sql(f"DESCRIBE DETAIL delta.`{legacy_path}`").first()
     assert legacy_detail is not None
     assert "delta.columnMapping.mode" not in legacy_detail["properties"]
+
+    # The settings table: every column landed (the job's metadata names escaped), merged.
+    own = spark.read.format("delta").load(f"{target}/public/settings")
+    assert own.columns == [*OWN_LAKE, "_cdc_op", "_cdc_commit_lsn", "_cdc_txn_index",
+                           "_cdc_ts_ms"]
+    assert [r.asDict() for r in own.select(*OWN_LAKE).collect()] == [
+        {lake: f"{c}-2" if c != "key" else "a" for c, lake in zip(OWN, OWN_LAKE, strict=True)}]
 
     # --database: both tables answer by their catalog names.
     name = catalog_table_name("public", "Order Items")

@@ -119,7 +119,8 @@ def test_decode_flattens_and_separates_corrupt_bodies(spark: SparkSession) -> No
     frames = with_frame(df)
     plans = plan_batch(frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID).count()
                        .withColumnRenamed("count", "n").collect(), FakeSchemas({1: ENVELOPE}))
-    good, corrupt = split_corrupt(decode_topic(frames, "p.s.t", plans["p.s.t"]))
+    good, corrupt = split_corrupt(decode_topic(frames, "p.s.t", plans["p.s.t"]), frames,
+                                  "p.s.t")
     rows = sorted(good.collect(), key=lambda r: r["_kafka_offset"])
     assert [(r["id"], r["order-id"], r["note"], r["_cdc_op"], r["_cdc_commit_lsn"],
              r["_cdc_toast"]) for r in rows] == [
