@@ -55,6 +55,7 @@ class Config:
     spill_bytes: int = 64 * 1024 * 1024  # buffered transaction size before spilling to disk
     wal_warn_bytes: int = 1 << 30  # warn (status, run) when a slot holds more WAL
     metrics_port: int = 0  # >0: Prometheus metrics on this port
+    metrics_host: str = "0.0.0.0"  # the address /metrics binds (127.0.0.1: this host only)
     snapshot: str = "initial"  # initial (when the slot is new) | never | initial_only
     snapshot_workers: int = 2  # parallel snapshot readers (connections)
     snapshot_chunk_rows: int = 250_000  # rows per snapshot chunk (ctid range), about
@@ -105,6 +106,9 @@ class Config:
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics port {self.metrics_port} is not a TCP port (1-65535, "
                               "0 for none)")
+        if not self.metrics_host.strip() or any(c.isspace() for c in self.metrics_host):
+            raise ConfigError(f"metrics host {self.metrics_host!r} is not an address to bind "
+                              "(e.g. 127.0.0.1, 0.0.0.0, ::)")
         return self
 
 

@@ -204,10 +204,10 @@ class Pipeline:
 
     def run(self) -> None:
         try:
-            metrics.serve(self.cfg.metrics_port)
-        except OSError as exc:
-            raise ConfigError(f"cannot serve metrics on port {self.cfg.metrics_port}: "
-                              f"{exc.strerror}") from None
+            metrics.serve(self.cfg.metrics_port, self.cfg.metrics_host)
+        except OSError as exc:  # socket.gaierror (an unknown host) has a strerror too
+            raise ConfigError(f"cannot serve metrics on port {self.cfg.metrics_port} of "
+                              f"{self.cfg.metrics_host}: {exc.strerror or exc}") from None
         self.registry.check_reachable()
         try:
             self._start_and_stream()
