@@ -47,7 +47,7 @@ from connector.replication.failover import check_slot_continuity, ensure_failove
 from connector.replication.health import lag_warning
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
 from connector.sink.transactional import TransactionalTracker, exactly_once_sink
-from connector.snapshot import SnapshotSettings, take_snapshot
+from connector.snapshot import SnapshotSettings, signals, take_snapshot
 from connector.snapshot.lifecycle import TableWatcher
 from connector.snapshot.resnapshot import IncrementalSnapshots
 from connector.source_catalog import PostgresCatalog
@@ -110,8 +110,9 @@ class Pipeline:
         self._check_topic_names()
         self._refuse_compacted_topics()
         if self.cfg.create_publication:
-            self.created_publication = self.admin.ensure_publication(self.cfg.publication,
-                                                                     self.cfg.tables)
+            self.created_publication = self.admin.ensure_publication(
+                self.cfg.publication, self.cfg.tables, keyless=self.cfg.keyless_tables,
+                exclude=[signals.SIGNAL_TABLE])
         elif not self.admin.publication_exists(self.cfg.publication):
             raise SourceError(f"publication {self.cfg.publication!r} does not exist")
         self.admin.warn_about_replica_identity(self.cfg.publication)
@@ -134,8 +135,9 @@ class Pipeline:
     def _check_topic_names(self) -> None:
         """Every table to publish gets a topic Kafka accepts (raises before anything exists)."""
         if self.cfg.create_publication:
-            patterns = ["*.*"] if list(self.cfg.tables) == ["*"] else self.cfg.tables
-            tables = self.admin.resolve_tables(patterns)
+            # `*` may match nothing yet: FOR ALL TABLES publishes tables created later.
+            tables = self.admin.matching_tables(["*.*"]) if list(self.cfg.tables) == ["*"] \
+                else self.admin.resolve_tables(self.cfg.tables)
         else:
             tables = [(s, t) for s, t, _, _ in self.admin.published_tables(self.cfg.publication)]
         for schema, table in tables:
@@ -276,7 +278,8 @@ class Pipeline:
             codecs.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
         publisher.watermarks = snapshots
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
-                               manage_publication=self.cfg.create_publication)
+                               manage_publication=self.cfg.create_publication,
+                               keyless=self.cfg.keyless_tables)
         options = StreamOptions(self.cfg.slot, self.cfg.publication, proto,
                                 binary=self.cfg.binary, origin=self.cfg.origin)
         stream = ReplicationStream(self.cfg.dsn, options)

@@ -35,6 +35,13 @@ class SlotInfo:
     retained_bytes: int | None
 
 
+KEYLESS_POLICIES = ("refuse", "skip", "full")
+
+
+def _table_list(tables: Sequence[tuple[str, str]]) -> sql.Composed:
+    return sql.SQL(", ").join(sql.Identifier(*t) for t in tables)
+
+
 class ReplicationAdmin:
     """SQL-side view of the source: server facts, the slot, the publication, tables."""
 
@@ -171,28 +178,112 @@ class ReplicationAdmin:
             sql.Identifier(name), sql.SQL(action),
             sql.SQL(", ").join(sql.Identifier(*t) for t in tables)))
 
-    def ensure_publication(self, name: str, patterns: Sequence[str]) -> bool:
-        """Create the publication (or set its tables) for `patterns`; `*` alone = all tables.
-        True if it was created now."""
+    def ensure_publication(self, name: str, patterns: Sequence[str], *,
+                           keyless: str | None = None,
+                           exclude: Sequence[tuple[str, str]] = ()) -> bool:
+        """Create the publication (or set its tables) for `patterns`; `*` alone = all tables
+        (FOR ALL TABLES, or with ``keyless='skip'`` the list of every table with a key, which
+        the table watcher keeps up to date). `keyless` is the policy for tables without a key
+        (`apply_keyless_policy`; None: none, publish them as they are); `exclude`: tables a
+        pattern must not bring in (pgcdc's own signal table). True if it was created now."""
         all_tables = list(patterns) == ["*"]
-        table_list = None if all_tables else sql.SQL(", ").join(
-            sql.Identifier(schema, table) for schema, table in self.resolve_tables(patterns))
+        listed: list[tuple[str, str]] | None = None
+        if all_tables and keyless == "skip":
+            if self.publication_exists(name) and self.is_all_tables(name):
+                raise ConfigError(
+                    f"publication {name!r} is FOR ALL TABLES, which cannot leave tables out: "
+                    "--keyless-tables skip needs a publication of its own (a new --publication "
+                    "and --slot), or use --keyless-tables full")
+            listed = [t for t in self.matching_tables(["*.*"]) if t not in exclude]
+        elif not all_tables:
+            listed = [t for t in self.resolve_tables(patterns) if t not in exclude]
+        if keyless is not None:
+            left_out = self.apply_keyless_policy(keyless, listed)
+            if listed is not None:
+                listed = [t for t in listed if t not in left_out]
         try:
             if not self.publication_exists(name):
-                target = sql.SQL("FOR ALL TABLES") if table_list is None else \
-                    sql.SQL("FOR TABLE {}").format(table_list)
+                target = sql.SQL("FOR ALL TABLES") if listed is None else sql.SQL("") \
+                    if not listed else sql.SQL("FOR TABLE {}").format(_table_list(listed))
                 self.conn.execute(sql.SQL("CREATE PUBLICATION {} {}").format(
                     sql.Identifier(name), target))
                 log.info("created publication %s", name)
                 return True
-            if table_list is not None and not self.is_all_tables(name):
-                self.conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
-                    sql.Identifier(name), table_list))
+            if listed is not None and not self.is_all_tables(name):
+                if listed:
+                    self.conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
+                        sql.Identifier(name), _table_list(listed)))
+                elif self.listed_tables(name):  # SET TABLE needs one table at least
+                    self.drop_from_publication(name, self.listed_tables(name))
             return False
         except psycopg.Error as exc:
             detail = first_line(exc)
             raise SourceError(f"cannot create publication {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
+
+    def keyless_tables(self, tables: Sequence[tuple[str, str]] | None
+                       ) -> list[tuple[str, str]]:
+        """The tables among `tables` (None: every table FOR ALL TABLES publishes; a partitioned
+        table stands for its partitions too) that PostgreSQL would refuse UPDATE and DELETE on
+        once published: REPLICA IDENTITY DEFAULT without a primary key, or USING INDEX whose
+        index is gone. REPLICA IDENTITY NOTHING is an explicit choice (insert-only tables) and
+        is left to the warning of `warn_about_replica_identity`."""
+        scope = sql.SQL("n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%%'")
+        params: list[object] = []
+        if tables is not None:
+            if not tables:
+                return []
+            # pg_partition_tree: nothing for a table that is not partitioned.
+            scope = sql.SQL("c.oid IN (SELECT t.r FROM unnest(%s::regclass[]) AS t(r) UNION ALL"
+                            " SELECT p.relid FROM unnest(%s::regclass[]) AS t(r),"
+                            " LATERAL pg_partition_tree(t.r) AS p)")
+            names = [sql.Identifier(*t).as_string(self.conn) for t in tables]
+            params += [names, names]
+        rows = self.conn.execute(sql.SQL(
+            "SELECT n.nspname::text, c.relname::text FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p' AND {}"
+            " AND ((c.relreplident = 'd' AND NOT EXISTS (SELECT 1 FROM pg_index i"
+            "       WHERE i.indrelid = c.oid AND i.indisprimary))"
+            "   OR (c.relreplident = 'i' AND NOT EXISTS (SELECT 1 FROM pg_index i"
+            "       WHERE i.indrelid = c.oid AND i.indisreplident)))"
+            " ORDER BY 1, 2").format(scope), params).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def apply_keyless_policy(self, policy: str, tables: Sequence[tuple[str, str]] | None
+                             ) -> list[tuple[str, str]]:
+        """--keyless-tables, before a publication is created or extended over `tables` (None:
+        FOR ALL TABLES). Once a table without a key is published, PostgreSQL rejects the
+        application's UPDATE and DELETE on it ("does not have a replica identity"), so:
+        ``refuse`` raises naming them and the fix; ``full`` sets REPLICA IDENTITY FULL on them
+        (events keyed by the whole row); ``skip`` returns them, to be left out."""
+        keyless = self.keyless_tables(tables)
+        if not keyless:
+            return []
+        names = ", ".join(f"{s}.{t}" for s, t in keyless)
+        if policy == "refuse":
+            raise ConfigError(
+                f"table(s) without a primary key would be published: {names}; PostgreSQL would "
+                "then reject UPDATE and DELETE on them. Add a primary key (or ALTER TABLE ... "
+                "REPLICA IDENTITY FULL), or run with --keyless-tables full (pgcdc sets it) or "
+                "--keyless-tables skip (leaves them out)")
+        if policy == "full":
+            for schema, table in keyless:
+                try:
+                    self.conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(
+                        sql.Identifier(schema, table)))
+                except psycopg.Error as exc:
+                    detail = first_line(exc)
+                    raise SourceError(f"cannot set REPLICA IDENTITY FULL on {schema}.{table} "
+                                      f"(--keyless-tables full): {detail}",
+                                      transient=connection_gone(detail)) from None
+                log.warning("table %s.%s has no primary key: set REPLICA IDENTITY FULL "
+                            "(--keyless-tables full); its events are keyed by the whole row",
+                            schema, table)
+            return []
+        log.warning("table(s) without a primary key left out of the publication "
+                    "(--keyless-tables skip): %s", names)
+        return list(keyless)
 
     def is_all_tables(self, name: str) -> bool:
         return bool(self._one("SELECT puballtables FROM pg_publication WHERE pubname = %s",

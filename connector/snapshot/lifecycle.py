@@ -10,6 +10,13 @@ trigger would need superuser rights to install):
   overwritten by an older one.
 * A ``FOR ALL TABLES`` publication includes a new table from its creation, so every row of it
   is streamed and no snapshot is needed; the table is only logged.
+* A new table without a key (``--keyless-tables``, `ReplicationAdmin.apply_keyless_policy`):
+  once published, PostgreSQL rejects UPDATE and DELETE on it. A managed list leaves it out
+  (``refuse`` and ``skip``; logged once, added once it has a key) or sets REPLICA IDENTITY FULL
+  first (``full``). FOR ALL TABLES has already published it: ``full`` sets REPLICA IDENTITY
+  FULL at the next check (UPDATE and DELETE fail until then), the others log how to fix it.
+  With ``--tables '*' --keyless-tables skip`` the publication is a list of every table with a
+  key, managed like a pattern's.
 * A table that no longer matches ``--tables`` (renamed, moved to another schema) is removed
   from the publication when pgcdc manages it; one that left the publication (dropped, removed
   by hand, or so) is logged. Its topic stays.
@@ -36,12 +43,17 @@ WATCH_INTERVAL_S = 2.0
 
 class TableWatcher:
     def __init__(self, admin: ReplicationAdmin, publication: str, patterns: list[str],
-                 slot: str, *, manage_publication: bool) -> None:
+                 slot: str, *, manage_publication: bool, keyless: str = "refuse") -> None:
         self.admin = admin
         self.publication = publication
-        self.patterns = patterns
         self.slot = slot
-        self.manage = manage_publication and patterns != ["*"]
+        self.keyless = keyless
+        all_tables = patterns == ["*"]
+        # `*` with skip: a table list (every table with a key), managed like a pattern's.
+        self.patterns = ["*.*"] if all_tables and keyless == "skip" else patterns
+        self.manage = manage_publication and (not all_tables or keyless == "skip")
+        self.fix_all_tables = manage_publication and all_tables and keyless != "skip"
+        self.left_out: set[tuple[str, str]] = set()  # keyless tables already logged
         self.published = self._published()
         self.next_check = time.monotonic() + WATCH_INTERVAL_S
 
@@ -62,7 +74,8 @@ class TableWatcher:
     def _check(self) -> None:
         published = self._published()
         if self.manage and not self.admin.is_all_tables(self.publication):
-            matching = self.admin.matching_tables(self.patterns)
+            matching = [t for t in self.admin.matching_tables(self.patterns)
+                        if t != signals.SIGNAL_TABLE]
             wanted = {f"{s}.{t}" for s, t in matching}
             # Listed: the tables the publication names (a partitioned table, not the
             # partitions pg_publication_tables shows in its place).
@@ -72,6 +85,7 @@ class TableWatcher:
                 self.admin.drop_from_publication(self.publication, gone)
             known = published | {f"{s}.{t}" for s, t in listed}
             new = [t for t in matching if f"{t[0]}.{t[1]}" not in known]
+            new = self._with_keys(new)
             if new:
                 names = [f"{s}.{t}" for s, t in new]
                 # One transaction: the table joins the publication and its snapshot is asked
@@ -84,9 +98,44 @@ class TableWatcher:
                          "as an incremental snapshot", ", ".join(names), self.publication)
             if gone or new:
                 published = self._published()
+        elif self.fix_all_tables and published - self.published:
+            self._keyless_in_all_tables(sorted(published - self.published))
         for name in sorted(published - self.published):
             log.info("table %s is now published", name)
         for name in sorted(self.published - published):
             log.info("table %s is no longer published (dropped, renamed, or removed from "
                      "publication %s); its topic is kept", name, self.publication)
         self.published = published
+
+    def _with_keys(self, new: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The new tables that may join the publication: keyless ones are left out (refuse,
+        skip; logged once) or get REPLICA IDENTITY FULL first (full)."""
+        keyless = set(self.admin.keyless_tables(new)) if new else set()
+        if not keyless:
+            return new
+        if self.keyless == "full":
+            self.admin.apply_keyless_policy("full", sorted(keyless))
+            return new
+        for schema, table in sorted(keyless - self.left_out):
+            log.warning("new table %s.%s matches --tables but has no primary key: left out of "
+                        "publication %s (PostgreSQL would reject UPDATE and DELETE on it); it "
+                        "joins once it has one (or REPLICA IDENTITY FULL), or run with "
+                        "--keyless-tables full", schema, table, self.publication)
+        self.left_out |= keyless
+        return [t for t in new if t not in keyless]
+
+    def _keyless_in_all_tables(self, names: list[str]) -> None:
+        """New tables FOR ALL TABLES published: set REPLICA IDENTITY FULL on keyless ones
+        (full), or say how to fix them."""
+        tables = [(s, t) for s, _, t in (n.partition(".") for n in names)]
+        keyless = self.admin.keyless_tables(tables)
+        if not keyless:
+            return
+        if self.keyless == "full":
+            self.admin.apply_keyless_policy("full", keyless)
+            return
+        for schema, table in keyless:
+            log.warning("new table %s.%s has no primary key and is published FOR ALL TABLES: "
+                        "PostgreSQL rejects UPDATE and DELETE on it until it has one (or "
+                        "ALTER TABLE ... REPLICA IDENTITY FULL; --keyless-tables full does it)",
+                        schema, table)
