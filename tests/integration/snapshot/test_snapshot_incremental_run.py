@@ -221,6 +221,8 @@ def test_refusals_are_one_line_and_streaming_goes_on(postgres, producer_run, log
     keyless = f"increfuse_{run.tag}_nokey"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {keyless} (v int)")
+        # Insert-only by choice (--keyless-tables refuses DEFAULT without a primary key).
+        conn.execute(f"ALTER TABLE {keyless} REPLICA IDENTITY NOTHING")
         conn.execute(f"CREATE TABLE other_{run.tag} (id int PRIMARY KEY)")
     run.start(log_dir)
     common = ["--dsn", run.dsn, "--slot", run.slot, "--publication", f"pub_{run.tag}"]
