@@ -67,6 +67,22 @@ RECONNECT_BACKOFF_S = (1, 2, 5, 10, 20, 30, 30, 30, 30, 30)
 LAG_WARNING_INTERVAL_S = 300.0  # a growing lag is logged at most this often
 
 
+
+# librdkafka's words for a record over a size limit: the producer's own (message.max.bytes,
+# refused at produce) or the broker's (the topic's max.message.bytes, a failed delivery).
+_TOO_LARGE = ("too large", "msg_size_too_large", "larger than")
+
+
+def oversized_remedy(message: str) -> str | None:
+    """What to do when Kafka refused a record for its size (None: not that failure). Every
+    restart meets the same record (its position is not confirmed), so the limits must rise."""
+    if not any(words in message.lower() for words in _TOO_LARGE):
+        return None
+    return ("a row is larger than Kafka accepts, and every restart meets it again: raise the "
+            "topic's max.message.bytes (broker default: message.max.bytes) and the producer's "
+            "message.max.bytes (--kafka message.max.bytes=N) above the record size (README: "
+            "Troubleshooting)")
+
 class Pipeline:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
@@ -213,6 +229,13 @@ class Pipeline:
         self.registry.check_reachable()
         try:
             self._start_and_stream()
+        except SinkError as exc:
+            if not self.streaming:
+                self._undo_start()
+            remedy = oversized_remedy(str(exc))
+            if remedy is None:
+                raise
+            raise SinkError(f"{exc}; {remedy}", transient=exc.transient) from None
         except BaseException:
             if not self.streaming:
                 self._undo_start()
