@@ -4,10 +4,10 @@ pgoutput sends no DDL, so the producer polls the catalog (every `WATCH_INTERVAL_
 trigger would need superuser rights to install):
 
 * A new table matching ``--tables``, when pgcdc manages the publication (``--tables`` names
-  patterns, not ``*``): it is added to the publication (its changes are streamed from that
-  commit on) and an incremental snapshot of it is requested (`signals`), which publishes the
-  rows written before, in the window argument of `incremental`: no row is missed or
-  overwritten by an older one.
+  patterns, or ``*`` with ``--keyless-tables skip``): it is added to the publication (its
+  changes are streamed from that commit on) and an incremental snapshot of it is requested
+  (`signals`), which publishes the rows written before, in the window argument of
+  `incremental`: no row is missed or overwritten by an older one.
 * A ``FOR ALL TABLES`` publication includes a new table from its creation, so every row of it
   is streamed and no snapshot is needed; the table is only logged.
 * A new table without a key (``--keyless-tables``, `ReplicationAdmin.apply_keyless_policy`):
@@ -20,6 +20,7 @@ trigger would need superuser rights to install):
 * A table that no longer matches ``--tables`` (renamed, moved to another schema) is removed
   from the publication when pgcdc manages it; one that left the publication (dropped, removed
   by hand, or so) is logged. Its topic stays.
+* The signal table (`signals`) never joins a list pgcdc manages: its rows are pgcdc's own.
 """
 
 from __future__ import annotations

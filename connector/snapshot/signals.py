@@ -5,9 +5,9 @@ and where the producer keeps its progress (so a killed producer resumes at its l
 
 One row per request: the slot it is for, the tables (``schema.table``), its state (pending,
 running, done, cancelled, failed), the table being read and the last key read of it (text, as
-COPY prints it), counts. The producer polls it (it is not published: it must not match
-``--tables``). A row is a request of one slot's producer; the producer works on one at a
-time, oldest first.
+COPY prints it), counts. The producer polls it (it is not published: pgcdc leaves it out of
+the table list it manages for ``--tables``; a FOR ALL TABLES publication does publish it). A
+row is a request of one slot's producer; the producer works on one at a time, oldest first.
 """
 
 from __future__ import annotations
