@@ -278,6 +278,20 @@ def test_record_larger_than_the_topic_limit(postgres, producer_run, log_dir) -> 
     _check_oversized(run, postgres.dsn, table, before, code, out)
 
 
+def test_record_larger_than_the_limit_in_the_initial_snapshot(postgres, producer_run,
+                                                             log_dir) -> None:
+    """The snapshot readers' refusal reaches the same line, with the limits to raise."""
+    run = producer_run("-", "--kafka", "message.max.bytes=200000")
+    run.tables = f"public.*{run.tag}*"
+    table = f"snaphuge_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)",
+            f"INSERT INTO {table} VALUES (1, '{_noise(300_000)}')")
+    code, out = start_and_exit(run, log_dir)
+    line = assert_one_clear_line(code, out, "too large")
+    assert "raise the topic's max.message.bytes" in line, line
+    assert "--kafka message.max.bytes=N" in line, line
+
+
 def test_compacted_topic_refused_before_anything_is_created(postgres, producer_run,
                                                             log_dir) -> None:
     """--tombstones is for compacted topics, but Kafka refuses the keyless truncate marker of
