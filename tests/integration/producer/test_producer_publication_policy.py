@@ -62,6 +62,10 @@ def test_star_on_an_empty_database_publishes_tables_created_later(database, prod
                            min_count=3)
     assert [(r.value["op"], r.value["after"]) for r in records] == [
         ("c", {"id": 1, "v": "a"}), ("c", {"id": 2, "v": "b"}), ("u", {"id": 1, "v": "c"})]
+    # FOR ALL TABLES publishes a keyless table at once: the operator is told how to fix it.
+    _sql(database, "CREATE TABLE nokey (v text)")
+    wait_for_output(run, "new table public.nokey has no primary key and is published FOR ALL "
+                         "TABLES")
     assert run.stop() == 0
 
 
