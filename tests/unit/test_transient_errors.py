@@ -49,7 +49,8 @@ class _Admin:
 
 def _pipeline(monkeypatch: pytest.MonkeyPatch, errors: list[SourceError]) -> Any:
     p = pipeline_mod.Pipeline.__new__(pipeline_mod.Pipeline)
-    p.cfg = type("Cfg", (), {"metrics_port": None, "dsn": "dbname=x", "snapshot": "never"})()
+    p.cfg = type("Cfg", (), {"metrics_port": None, "metrics_host": "0.0.0.0", "dsn": "dbname=x",
+                             "snapshot": "never"})()
     p.stopping = False
     p.needs_snapshot = False
     p.admin = _Admin()
@@ -68,7 +69,7 @@ def _pipeline(monkeypatch: pytest.MonkeyPatch, errors: list[SourceError]) -> Any
     monkeypatch.setattr(p, "prepare_source", lambda: 3, raising=False)
     monkeypatch.setattr(p, "_session", session, raising=False)
     monkeypatch.setattr(p, "_sleep", p.slept.append, raising=False)
-    monkeypatch.setattr(pipeline_mod.metrics, "serve", lambda port: None)
+    monkeypatch.setattr(pipeline_mod.metrics, "serve", lambda port, host: None)
     monkeypatch.setattr(pipeline_mod, "_tune_gc", lambda: None)  # not in the test process
     monkeypatch.setattr(pipeline_mod.ReplicationAdmin, "connect",
                         classmethod(lambda cls, dsn: _Admin()))
