@@ -7,17 +7,26 @@ creates the slot and publication when asked. Identifiers are always quoted by ps
 from __future__ import annotations
 
 import fnmatch
+import getpass
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
 
-from connector.errors import ConfigError, SourceError, connection_gone, first_line
+from connector.errors import (
+    ConfigError,
+    SourceError,
+    connection_gone,
+    first_line,
+    is_privilege_error,
+)
 from connector.pgoutput.lsn import str_to_lsn
 
 from .features import ServerFeatures
+from .privileges import connect_refusal, lacking
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +62,19 @@ class ReplicationAdmin:
         try:
             conn = psycopg.connect(dsn, autocommit=True, application_name="pgcdc-admin")
         except psycopg.OperationalError as exc:
+            user = psycopg.conninfo.conninfo_to_dict(dsn).get("user")
+            refused = connect_refusal(str(exc), str(user or os.environ.get("PGUSER")
+                                                    or getpass.getuser()))
+            if refused is not None:
+                raise refused from None
             raise SourceError(f"cannot connect to PostgreSQL: {first_line(exc)}",
                               transient=True) from None
         return cls(conn)
+
+    @property
+    def role(self) -> str:
+        """The role pgcdc is connected as (named in privilege errors)."""
+        return self.conn.info.user
 
     def close(self) -> None:
         self.conn.close()
@@ -114,6 +133,8 @@ class ReplicationAdmin:
         try:
             self.conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
         except psycopg.Error as exc:
+            if is_privilege_error(exc):
+                raise lacking(exc, self.role) from None
             detail = first_line(exc)
             raise SourceError(f"cannot create replication slot {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
@@ -174,9 +195,15 @@ class ReplicationAdmin:
 
     def _alter_publication(self, name: str, action: str,
                            tables: Sequence[tuple[str, str]]) -> None:
-        self.conn.execute(sql.SQL("ALTER PUBLICATION {} {} TABLE {}").format(
-            sql.Identifier(name), sql.SQL(action),
-            sql.SQL(", ").join(sql.Identifier(*t) for t in tables)))
+        statement = sql.SQL("ALTER PUBLICATION {} {} TABLE {}").format(
+            sql.Identifier(name), sql.SQL(action), _table_list(tables))
+        try:
+            self.conn.execute(statement)
+        except psycopg.Error as exc:
+            if is_privilege_error(exc):
+                raise lacking(exc, self.role, owner_sql=statement.as_string(self.conn)) \
+                    from None
+            raise
 
     def ensure_publication(self, name: str, patterns: Sequence[str], *,
                            keyless: str | None = None,
@@ -201,25 +228,38 @@ class ReplicationAdmin:
             left_out = self.apply_keyless_policy(keyless, listed)
             if listed is not None:
                 listed = [t for t in listed if t not in left_out]
-        try:
-            if not self.publication_exists(name):
-                target = sql.SQL("FOR ALL TABLES") if listed is None else sql.SQL("") \
-                    if not listed else sql.SQL("FOR TABLE {}").format(_table_list(listed))
-                self.conn.execute(sql.SQL("CREATE PUBLICATION {} {}").format(
-                    sql.Identifier(name), target))
-                log.info("created publication %s", name)
-                return True
-            if listed is not None and not self.is_all_tables(name):
+        exists = self.publication_exists(name)
+        statement: sql.Composed | None = None
+        if not exists:
+            target = sql.SQL("FOR ALL TABLES") if listed is None else sql.SQL("") \
+                if not listed else sql.SQL("FOR TABLE {}").format(_table_list(listed))
+            statement = sql.SQL("CREATE PUBLICATION {} {}").format(sql.Identifier(name), target)
+        elif listed is not None and not self.is_all_tables(name):
+            current = self.listed_tables(name)
+            # Already the list (a publication the tables' owner made): nothing to change, so
+            # a role that owns neither it nor the tables can use it.
+            if sorted(current) != sorted(listed):
                 if listed:
-                    self.conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
-                        sql.Identifier(name), _table_list(listed)))
-                elif self.listed_tables(name):  # SET TABLE needs one table at least
-                    self.drop_from_publication(name, self.listed_tables(name))
+                    statement = sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
+                        sql.Identifier(name), _table_list(listed))
+                else:  # SET TABLE needs one table at least
+                    statement = sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(
+                        sql.Identifier(name), _table_list(current))
+        if statement is None:
             return False
+        try:
+            self.conn.execute(statement)
         except psycopg.Error as exc:
+            if is_privilege_error(exc):
+                raise lacking(exc, self.role, owner_sql=statement.as_string(self.conn)) \
+                    from None
             detail = first_line(exc)
-            raise SourceError(f"cannot create publication {name!r}: {detail}",
+            doing = "create" if not exists else "set the tables of"
+            raise SourceError(f"cannot {doing} publication {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
+        if not exists:
+            log.info("created publication %s", name)
+        return not exists
 
     def keyless_tables(self, tables: Sequence[tuple[str, str]] | None
                        ) -> list[tuple[str, str]]:
@@ -273,6 +313,10 @@ class ReplicationAdmin:
                     self.conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(
                         sql.Identifier(schema, table)))
                 except psycopg.Error as exc:
+                    if is_privilege_error(exc):
+                        raise lacking(exc, self.role, owner_sql=sql.SQL(
+                            "ALTER TABLE {} REPLICA IDENTITY FULL").format(sql.Identifier(
+                                schema, table)).as_string(self.conn)) from None
                     detail = first_line(exc)
                     raise SourceError(f"cannot set REPLICA IDENTITY FULL on {schema}.{table} "
                                       f"(--keyless-tables full): {detail}",

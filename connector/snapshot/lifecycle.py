@@ -30,7 +30,7 @@ import time
 
 import psycopg
 
-from connector.errors import SourceError, first_line
+from connector.errors import SourceError, first_line, is_privilege_error
 from connector.replication import ReplicationAdmin
 
 from . import signals
@@ -69,6 +69,8 @@ class TableWatcher:
         try:
             self._check()
         except psycopg.Error as exc:
+            if is_privilege_error(exc):  # a grant is missing: retrying cannot help
+                raise signals.lacking_grant(exc, self.admin.role) from None
             raise SourceError(f"watching the catalog for new tables: "
                               f"{first_line(exc)}", transient=True) from None
 
@@ -93,7 +95,7 @@ class TableWatcher:
                 # for together, so a crash cannot leave it streamed without its earlier rows.
                 with self.admin.conn.transaction():
                     self.admin.add_to_publication(self.publication, new)
-                    signals.create_table(self.admin.conn)
+                    signals.ensure_table(self.admin.conn)
                     signals.request(self.admin.conn, self.slot, names)
                 log.info("new table(s) %s added to publication %s; their existing rows follow "
                          "as an incremental snapshot", ", ".join(names), self.publication)

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from connector.avro import SourceInfo, TableCodec
-from connector.errors import SourceError, first_line
+from connector.errors import SourceError, first_line, is_privilege_error
 from connector.pgoutput.messages import COLUMN_KEY, Relation
 from connector.replication.features import ServerFeatures
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
@@ -130,6 +130,12 @@ class IncrementalSnapshots:
                               transient=True) from None
         except psycopg.Error as exc:  # the request (a table dropped, no privilege, ...)
             self.chunk = None
+            if is_privilege_error(exc):
+                lacks = signals.lacking_grant(exc, self.conn.info.user)
+                if self.request is None or signals.SIGNAL_TABLE[1] in str(exc):
+                    raise lacks from None  # the signal table itself: nothing can go on
+                self._fail(self.request.id, str(lacks))
+                return
             if self.request is None:
                 raise SourceError(f"incremental snapshot: {first_line(exc)}") from None
             self._fail(self.request.id, first_line(exc))

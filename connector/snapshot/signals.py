@@ -18,9 +18,12 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-__all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "mark_running",
-           "next_request", "record_progress", "request", "requests", "set_state", "state_of",
-           "table_exists"]
+from connector.errors import PrivilegeError
+from connector.replication.privileges import lacking, signal_grant_sql
+
+__all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "ddl", "ensure_table",
+           "lacking_grant", "mark_running", "next_request", "record_progress", "request",
+           "requests", "set_state", "state_of", "table_exists"]
 
 SIGNAL_TABLE = ("public", "pgcdc_signal")
 _TABLE = sql.Identifier(*SIGNAL_TABLE)
@@ -59,6 +62,31 @@ class SnapshotRequest:
 
 def create_table(conn: Conn) -> None:
     conn.execute(_DDL)
+
+
+def ddl() -> str:
+    """The signal table's CREATE TABLE, for an administrator to run (`pgcdc grants`)."""
+    return _DDL.as_string(None)
+
+
+def ensure_table(conn: Conn) -> None:
+    """Create the signal table unless it exists: CREATE TABLE IF NOT EXISTS needs CREATE on
+    the schema even when the table is there, which a least-privilege role lacks (an
+    administrator created the table and granted it, README "Least privilege")."""
+    if not table_exists(conn):
+        create_table(conn)
+
+
+def lacking_grant(exc: BaseException, role: str) -> PrivilegeError:
+    """The one line for a privilege error on the signal table (or its schema)."""
+    grant = signal_grant_sql(role, *SIGNAL_TABLE)
+    if "schema" in str(exc):
+        return PrivilegeError(
+            role, f"CREATE on schema {SIGNAL_TABLE[0]} (to create the signal table "
+            f"{'.'.join(SIGNAL_TABLE)})", "have an administrator create it and grant it "
+            f"(`pgcdc grants` prints the SQL): {grant}")
+    return lacking(exc, role, table_privilege="SELECT, INSERT, UPDATE",
+                   also=grant)
 
 
 def table_exists(conn: Conn) -> bool:
