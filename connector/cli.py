@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from connector import __version__
 from connector.errors import CdcError
 from connector.redact import redact
-from connector.tools import decode, merge, run, snapshot, status
+from connector.tools import decode, grants, merge, run, snapshot, status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.register(subparsers)
     status.register(subparsers)
     snapshot.register(subparsers)
+    grants.register(subparsers)
     merge.register(subparsers)
     decode.register(subparsers)
     return parser
