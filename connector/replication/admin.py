@@ -7,9 +7,7 @@ creates the slot and publication when asked. Identifiers are always quoted by ps
 from __future__ import annotations
 
 import fnmatch
-import getpass
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,7 +24,7 @@ from connector.errors import (
 from connector.pgoutput.lsn import str_to_lsn
 
 from .features import ServerFeatures
-from .privileges import connect_refusal, lacking
+from .privileges import connect_refusal, dsn_role, lacking
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +60,7 @@ class ReplicationAdmin:
         try:
             conn = psycopg.connect(dsn, autocommit=True, application_name="pgcdc-admin")
         except psycopg.OperationalError as exc:
-            user = psycopg.conninfo.conninfo_to_dict(dsn).get("user")
-            refused = connect_refusal(str(exc), str(user or os.environ.get("PGUSER")
-                                                    or getpass.getuser()))
+            refused = connect_refusal(str(exc), dsn_role(dsn))
             if refused is not None:
                 raise refused from None
             raise SourceError(f"cannot connect to PostgreSQL: {first_line(exc)}",

@@ -10,12 +10,16 @@ A privilege error is never transient: `pgcdc run` stops at once instead of recon
 
 from __future__ import annotations
 
+import getpass
+import os
 import re
 from collections.abc import Sequence
 
+import psycopg
+
 from connector.errors import PrivilegeError, first_line
 
-__all__ = ["connect_refusal", "grants_sql", "ident", "lacking"]
+__all__ = ["connect_refusal", "dsn_role", "grants_sql", "ident", "lacking"]
 
 _OWNER = re.compile(r"must be owner of (table|publication|relation|schema|database) (.+)$")
 _DENIED = re.compile(r"permission denied for (table|relation|schema|database|sequence) (.+)$")
@@ -70,6 +74,12 @@ def lacking(exc: BaseException, role: str, *, table_privilege: str = "SELECT",
                               f"run GRANT {privilege} ON {kind.upper()} {ident(name)} TO "
                               f"{ident(role)}{more}")
     return PrivilegeError(role, "a privilege", f"{detail}{more}")
+
+
+def dsn_role(dsn: str) -> str:
+    """The role a connection string logs in as (libpq's defaults: PGUSER, the OS user)."""
+    user = psycopg.conninfo.conninfo_to_dict(dsn).get("user")
+    return str(user or os.environ.get("PGUSER") or getpass.getuser())
 
 
 def connect_refusal(detail: str, role: str) -> PrivilegeError | None:
