@@ -2,6 +2,7 @@
 and where the producer keeps its progress (so a killed producer resumes at its last chunk).
 
     CREATE TABLE public.pgcdc_signal (...)   -- created by the first `pgcdc snapshot`
+                                             -- (or an administrator: `pgcdc grants`)
 
 One row per request: the slot it is for, the tables (``schema.table``), its state (pending,
 running, done, cancelled, failed), the table being read and the last key read of it (text, as
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from connector.errors import PrivilegeError
+from connector.errors import PrivilegeError, is_privilege_error
 from connector.replication.privileges import lacking, signal_grant_sql
 
 __all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "ddl", "ensure_table",
@@ -73,20 +74,28 @@ def ensure_table(conn: Conn) -> None:
     """Create the signal table unless it exists: CREATE TABLE IF NOT EXISTS needs CREATE on
     the schema even when the table is there, which a least-privilege role lacks (an
     administrator created the table and granted it, README "Least privilege")."""
-    if not table_exists(conn):
+    if table_exists(conn):
+        return
+    try:
         create_table(conn)
+    except psycopg.Error as exc:
+        if not is_privilege_error(exc):
+            raise
+        role = conn.info.user
+        raise PrivilegeError(
+            role, f"CREATE on schema {SIGNAL_TABLE[0]} (to create the signal table "
+            f"{'.'.join(SIGNAL_TABLE)})", "have an administrator create it and grant it "
+            f"(`pgcdc grants` prints the SQL): {signal_grant_sql(role, *SIGNAL_TABLE)}") \
+            from None
 
 
 def lacking_grant(exc: BaseException, role: str) -> PrivilegeError:
-    """The one line for a privilege error on the signal table (or its schema)."""
-    grant = signal_grant_sql(role, *SIGNAL_TABLE)
-    if "schema" in str(exc):
-        return PrivilegeError(
-            role, f"CREATE on schema {SIGNAL_TABLE[0]} (to create the signal table "
-            f"{'.'.join(SIGNAL_TABLE)})", "have an administrator create it and grant it "
-            f"(`pgcdc grants` prints the SQL): {grant}")
-    return lacking(exc, role, table_privilege="SELECT, INSERT, UPDATE",
-                   also=grant)
+    """The one line for a privilege error (SQLSTATE 42501) met using the signal table."""
+    if SIGNAL_TABLE[1] in str(exc):  # the table or its id sequence
+        return PrivilegeError(role, f"SELECT, INSERT, UPDATE on table "
+                              f"{'.'.join(SIGNAL_TABLE)} (and USAGE on its id sequence)",
+                              f"run {signal_grant_sql(role, *SIGNAL_TABLE)}")
+    return lacking(exc, role)
 
 
 def table_exists(conn: Conn) -> bool:

@@ -200,3 +200,16 @@ def test_status_and_snapshot_name_the_signal_table_grants(postgres) -> None:
                f"REVOKE CONNECT ON DATABASE {s.database} FROM {s.role}")
     _one_line(_pgcdc("status", *common), "status", f"CONNECT on database {s.database}",
               f"GRANT CONNECT ON DATABASE {s.database} TO {s.role}")
+
+
+def test_run_names_the_signal_table_grant_it_lacks(postgres, lp_run, log_dir) -> None:
+    """The signal table is another role's, without grants: used to be a bare "permission
+    denied" (and a reconnect loop in the table watcher)."""
+    s = _setup(postgres)
+    _superuser(s.admin_dsn, f"REVOKE SELECT, INSERT, UPDATE ON public.pgcdc_signal FROM {s.role}")
+    run = lp_run(s, "public.t1", "--snapshot", "never")
+    run.start(log_dir, wait=False)
+    code, output = exit_of(run)
+    assert_one_clear_line(code, output, f'role "{s.role}" lacks', "pgcdc_signal",
+                          f"GRANT SELECT, INSERT, UPDATE ON public.pgcdc_signal TO {s.role}")
+    assert "reconnecting" not in output
