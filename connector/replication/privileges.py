@@ -58,9 +58,12 @@ def lacking(exc: BaseException, role: str, *, table_privilege: str = "SELECT",
     if owner:
         kind, name = owner.group(1), owner.group(2)
         kind = "table" if kind == "relation" else kind
+        member = f"GRANT <its owner> TO {ident(role)}"
         fix = f"run as its owner: {owner_sql}" if owner_sql else \
-            f"run as its owner: GRANT <owner> TO {ident(role)} (or ALTER {kind.upper()} " \
-            f"{name} OWNER TO {ident(role)})"
+            f"run as a superuser: {member} (or ALTER {kind.upper()} {name} OWNER TO " \
+            f"{ident(role)})"
+        if owner_sql and kind == "table":  # membership: pgcdc adds such tables itself
+            fix += f"; or, as a superuser, {member}"
         return PrivilegeError(role, f"ownership of {kind} {name}", fix + more)
     denied = _DENIED.search(detail)
     if denied:
