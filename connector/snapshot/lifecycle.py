@@ -21,6 +21,9 @@ trigger would need superuser rights to install):
   from the publication when pgcdc manages it; one that left the publication (dropped, removed
   by hand, or so) is logged. Its topic stays.
 * The signal table (`signals`) never joins a list pgcdc manages: its rows are pgcdc's own.
+* A grant missing (a new table the role does not own, the signal table) stops `pgcdc run` with
+  the one line naming it (`PrivilegeError`): retrying cannot grant it, and a table left out
+  silently would lose its changes. Catalog reads that fail otherwise are retried.
 """
 
 from __future__ import annotations
