@@ -8,13 +8,17 @@ one line on stderr; 2 a usage error (argparse); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
+
+import psycopg
 
 from connector import __version__
 from connector.errors import CdcError
 from connector.redact import redact
-from connector.tools import decode, merge, run, snapshot, status
+from connector.replication.privileges import dsn_role, lacking
+from connector.tools import decode, grants, merge, run, snapshot, status
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.register(subparsers)
     status.register(subparsers)
     snapshot.register(subparsers)
+    grants.register(subparsers)
     merge.register(subparsers)
     decode.register(subparsers)
     return parser
@@ -45,6 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = handler(args)
     except CdcError as exc:
         print(redact(f"pgcdc {args.command}: {exc}"), file=sys.stderr)
+        return 1
+    except psycopg.errors.InsufficientPrivilege as exc:
+        # A refusal no admin step mapped itself: still one line naming the grant.
+        role = dsn_role(getattr(args, "dsn", None) or os.environ.get("PGCDC_DSN", ""))
+        print(redact(f"pgcdc {args.command}: {lacking(exc, role)}"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

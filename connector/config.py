@@ -21,6 +21,9 @@ ENV_DEFAULTS = {
 }
 
 SNAPSHOT_MODES = ("initial", "never", "initial_only")
+# Tables without a key, when pgcdc creates or extends the publication (ReplicationAdmin.
+# apply_keyless_policy): refuse to start | leave them out | set REPLICA IDENTITY FULL.
+KEYLESS_POLICIES = ("refuse", "skip", "full")
 
 # PostgreSQL's own rules (ReplicationSlotValidateName; NAMEDATALEN - 1 bytes for any name):
 # checked here because the server silently truncates a longer name instead of refusing it.
@@ -42,6 +45,7 @@ class Config:
     tables: list[str] = field(default_factory=lambda: ["*"])
     create_slot: bool = True  # create the slot if missing
     create_publication: bool = True  # create the publication if missing / set its tables
+    keyless_tables: str = "refuse"  # tables without a key: refuse | skip | full
     binary: bool = False  # pgoutput binary tuples (faster for some types)
     failover_slot: bool | None = None  # None: on where the server is 17+ and a primary
     origin: str | None = None  # PostgreSQL 16+: 'none' publishes only local changes
@@ -55,6 +59,7 @@ class Config:
     spill_bytes: int = 64 * 1024 * 1024  # buffered transaction size before spilling to disk
     wal_warn_bytes: int = 1 << 30  # warn (status, run) when a slot holds more WAL
     metrics_port: int = 0  # >0: Prometheus metrics on this port
+    metrics_host: str = "0.0.0.0"  # the address /metrics binds (127.0.0.1: this host only)
     snapshot: str = "initial"  # initial (when the slot is new) | never | initial_only
     snapshot_workers: int = 2  # parallel snapshot readers (connections)
     snapshot_chunk_rows: int = 250_000  # rows per snapshot chunk (ctid range), about
@@ -81,6 +86,9 @@ class Config:
         if self.snapshot_workers < 1 or self.snapshot_chunk_rows < 1 or \
                 self.incremental_chunk_rows < 1:
             raise ConfigError("snapshot workers and chunk rows must be >= 1")
+        if self.keyless_tables not in KEYLESS_POLICIES:
+            raise ConfigError(f"keyless_tables must be one of {', '.join(KEYLESS_POLICIES)}, "
+                              f"not {self.keyless_tables!r}")
         if self.origin not in (None, "none", "any"):
             raise ConfigError(f"origin must be 'none' or 'any', not {self.origin!r}")
         return self.check_names()
@@ -105,6 +113,9 @@ class Config:
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(f"metrics port {self.metrics_port} is not a TCP port (1-65535, "
                               "0 for none)")
+        if not self.metrics_host.strip() or any(c.isspace() for c in self.metrics_host):
+            raise ConfigError(f"metrics host {self.metrics_host!r} is not an address to bind "
+                              "(e.g. 127.0.0.1, 0.0.0.0, ::)")
         return self
 
 

@@ -3,6 +3,7 @@
     CdcError
     ├── DecodeError      malformed protocol bytes (carries LSN and byte offset)
     ├── SourceError      PostgreSQL: connection, slot, publication, replication stream
+    │   └── PrivilegeError   the role lacks a grant (SQLSTATE 42501): names it and its SQL
     ├── SchemaError      Avro schema derivation or the Schema Registry
     ├── SinkError        Kafka delivery
     └── ConfigError      invalid or missing configuration
@@ -41,6 +42,28 @@ class SourceError(CdcError):
     def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+
+
+# SQLSTATE insufficient_privilege: "permission denied for ...", "must be owner of ...".
+INSUFFICIENT_PRIVILEGE = "42501"
+
+
+def is_privilege_error(exc: BaseException) -> bool:
+    """Whether a psycopg error is the server refusing a privilege (never transient)."""
+    return getattr(exc, "sqlstate", None) == INSUFFICIENT_PRIVILEGE
+
+
+class PrivilegeError(SourceError):
+    """The role lacks a privilege pgcdc needs: one line naming the grant and the SQL that
+    gives it (README "Least privilege"). Never transient: retrying cannot grant it."""
+
+    def __init__(self, role: str, lacks: str, fix: str, *, detail: str = "") -> None:
+        self.role = role
+        self.lacks = lacks
+        self.fix = fix
+        said = f" ({detail})" if detail else ""
+        super().__init__(f'role "{role}" lacks {lacks}{said}: {fix} '
+                         '(or see README "Least privilege")', transient=False)
 
 
 # What libpq and the server say when a connection dies under a client (a server-side detail

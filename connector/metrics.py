@@ -23,6 +23,7 @@ SNAPSHOT_ROWS = Gauge("pgcdc_snapshot_rows", "Rows read by the running or last s
 CONNECTED = Gauge("pgcdc_connected", "1 while the replication stream is connected, else 0")
 
 
-def serve(port: int) -> None:
+def serve(port: int, host: str = "0.0.0.0") -> None:
+    """Serve /metrics on `host`:`port` (nothing when `port` is 0)."""
     if port > 0:
-        start_http_server(port, addr="0.0.0.0")
+        start_http_server(port, addr=host)

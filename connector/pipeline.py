@@ -48,7 +48,7 @@ from connector.replication.health import lag_warning
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
 from connector.sink.topics import TopicLedger
 from connector.sink.transactional import TransactionalTracker, exactly_once_sink, offsets_topic
-from connector.snapshot import SnapshotSettings, take_snapshot
+from connector.snapshot import SnapshotSettings, signals, take_snapshot
 from connector.snapshot.lifecycle import TableWatcher
 from connector.snapshot.resnapshot import IncrementalSnapshots
 from connector.source_catalog import PostgresCatalog
@@ -67,6 +67,22 @@ GC_GEN0_THRESHOLD = 50_000
 RECONNECT_BACKOFF_S = (1, 2, 5, 10, 20, 30, 30, 30, 30, 30)
 LAG_WARNING_INTERVAL_S = 300.0  # a growing lag is logged at most this often
 
+
+
+# librdkafka's words for a record over a size limit: the producer's own (message.max.bytes,
+# refused at produce) or the broker's (the topic's max.message.bytes, a failed delivery).
+_TOO_LARGE = ("too large", "msg_size_too_large", "larger than")
+
+
+def oversized_remedy(message: str) -> str | None:
+    """What to do when Kafka refused a record for its size (None: not that failure). Every
+    restart meets the same record (its position is not confirmed), so the limits must rise."""
+    if not any(words in message.lower() for words in _TOO_LARGE):
+        return None
+    return ("a row is larger than Kafka accepts, and every restart meets it again: raise the "
+            "topic's max.message.bytes (broker default: message.max.bytes) and the producer's "
+            "message.max.bytes (--kafka message.max.bytes=N) above the record size (README: "
+            "Troubleshooting)")
 
 class Pipeline:
     def __init__(self, cfg: Config) -> None:
@@ -113,8 +129,9 @@ class Pipeline:
         self._check_topic_names()
         self._refuse_compacted_topics()
         if self.cfg.create_publication:
-            self.created_publication = self.admin.ensure_publication(self.cfg.publication,
-                                                                     self.cfg.tables)
+            self.created_publication = self.admin.ensure_publication(
+                self.cfg.publication, self.cfg.tables, keyless=self.cfg.keyless_tables,
+                exclude=[signals.SIGNAL_TABLE])
         elif not self.admin.publication_exists(self.cfg.publication):
             raise SourceError(f"publication {self.cfg.publication!r} does not exist")
         self.admin.warn_about_replica_identity(self.cfg.publication)
@@ -137,8 +154,9 @@ class Pipeline:
     def _check_topic_names(self) -> None:
         """Every table to publish gets a topic Kafka accepts (raises before anything exists)."""
         if self.cfg.create_publication:
-            patterns = ["*.*"] if list(self.cfg.tables) == ["*"] else self.cfg.tables
-            tables = self.admin.resolve_tables(patterns)
+            # `*` may match nothing yet: FOR ALL TABLES publishes tables created later.
+            tables = self.admin.matching_tables(["*.*"]) if list(self.cfg.tables) == ["*"] \
+                else self.admin.resolve_tables(self.cfg.tables)
         else:
             tables = [(s, t) for s, t, _, _ in self.admin.published_tables(self.cfg.publication)]
         for schema, table in tables:
@@ -207,13 +225,20 @@ class Pipeline:
 
     def run(self) -> None:
         try:
-            metrics.serve(self.cfg.metrics_port)
-        except OSError as exc:
-            raise ConfigError(f"cannot serve metrics on port {self.cfg.metrics_port}: "
-                              f"{exc.strerror}") from None
+            metrics.serve(self.cfg.metrics_port, self.cfg.metrics_host)
+        except OSError as exc:  # socket.gaierror (an unknown host) has a strerror too
+            raise ConfigError(f"cannot serve metrics on port {self.cfg.metrics_port} of "
+                              f"{self.cfg.metrics_host}: {exc.strerror or exc}") from None
         self.registry.check_reachable()
         try:
             self._start_and_stream()
+        except SinkError as exc:
+            if not self.streaming:
+                self._undo_start()
+            remedy = oversized_remedy(str(exc))
+            if remedy is None:
+                raise
+            raise SinkError(f"{exc}; {remedy}", transient=exc.transient) from None
         except BaseException:
             if not self.streaming:
                 self._undo_start()
@@ -281,7 +306,8 @@ class Pipeline:
             codecs.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
         publisher.watermarks = snapshots
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
-                               manage_publication=self.cfg.create_publication)
+                               manage_publication=self.cfg.create_publication,
+                               keyless=self.cfg.keyless_tables)
         options = StreamOptions(self.cfg.slot, self.cfg.publication, proto,
                                 binary=self.cfg.binary, origin=self.cfg.origin)
         stream = ReplicationStream(self.cfg.dsn, options)

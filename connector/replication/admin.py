@@ -14,10 +14,17 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from connector.errors import ConfigError, SourceError, connection_gone, first_line
+from connector.errors import (
+    ConfigError,
+    SourceError,
+    connection_gone,
+    first_line,
+    is_privilege_error,
+)
 from connector.pgoutput.lsn import str_to_lsn
 
 from .features import ServerFeatures
+from .privileges import connect_refusal, dsn_role, lacking
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +42,13 @@ class SlotInfo:
     retained_bytes: int | None
 
 
+KEYLESS_POLICIES = ("refuse", "skip", "full")
+
+
+def _table_list(tables: Sequence[tuple[str, str]]) -> sql.Composed:
+    return sql.SQL(", ").join(sql.Identifier(*t) for t in tables)
+
+
 class ReplicationAdmin:
     """SQL-side view of the source: server facts, the slot, the publication, tables."""
 
@@ -46,9 +60,17 @@ class ReplicationAdmin:
         try:
             conn = psycopg.connect(dsn, autocommit=True, application_name="pgcdc-admin")
         except psycopg.OperationalError as exc:
+            refused = connect_refusal(str(exc), dsn_role(dsn))
+            if refused is not None:
+                raise refused from None
             raise SourceError(f"cannot connect to PostgreSQL: {first_line(exc)}",
                               transient=True) from None
         return cls(conn)
+
+    @property
+    def role(self) -> str:
+        """The role pgcdc is connected as (named in privilege errors)."""
+        return self.conn.info.user
 
     def close(self) -> None:
         self.conn.close()
@@ -107,6 +129,8 @@ class ReplicationAdmin:
         try:
             self.conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
         except psycopg.Error as exc:
+            if is_privilege_error(exc):
+                raise lacking(exc, self.role) from None
             detail = first_line(exc)
             raise SourceError(f"cannot create replication slot {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
@@ -167,32 +191,139 @@ class ReplicationAdmin:
 
     def _alter_publication(self, name: str, action: str,
                            tables: Sequence[tuple[str, str]]) -> None:
-        self.conn.execute(sql.SQL("ALTER PUBLICATION {} {} TABLE {}").format(
-            sql.Identifier(name), sql.SQL(action),
-            sql.SQL(", ").join(sql.Identifier(*t) for t in tables)))
-
-    def ensure_publication(self, name: str, patterns: Sequence[str]) -> bool:
-        """Create the publication (or set its tables) for `patterns`; `*` alone = all tables.
-        True if it was created now."""
-        all_tables = list(patterns) == ["*"]
-        table_list = None if all_tables else sql.SQL(", ").join(
-            sql.Identifier(schema, table) for schema, table in self.resolve_tables(patterns))
+        statement = sql.SQL("ALTER PUBLICATION {} {} TABLE {}").format(
+            sql.Identifier(name), sql.SQL(action), _table_list(tables))
         try:
-            if not self.publication_exists(name):
-                target = sql.SQL("FOR ALL TABLES") if table_list is None else \
-                    sql.SQL("FOR TABLE {}").format(table_list)
-                self.conn.execute(sql.SQL("CREATE PUBLICATION {} {}").format(
-                    sql.Identifier(name), target))
-                log.info("created publication %s", name)
-                return True
-            if table_list is not None and not self.is_all_tables(name):
-                self.conn.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
-                    sql.Identifier(name), table_list))
-            return False
+            self.conn.execute(statement)
         except psycopg.Error as exc:
+            if is_privilege_error(exc):
+                raise lacking(exc, self.role, owner_sql=statement.as_string(self.conn)) \
+                    from None
+            raise
+
+    def ensure_publication(self, name: str, patterns: Sequence[str], *,
+                           keyless: str | None = None,
+                           exclude: Sequence[tuple[str, str]] = ()) -> bool:
+        """Create the publication (or set its tables) for `patterns`; `*` alone = all tables
+        (FOR ALL TABLES, or with ``keyless='skip'`` the list of every table with a key, which
+        the table watcher keeps up to date). `keyless` is the policy for tables without a key
+        (`apply_keyless_policy`; None: none, publish them as they are); `exclude`: tables a
+        pattern must not bring in (pgcdc's own signal table). True if it was created now."""
+        all_tables = list(patterns) == ["*"]
+        listed: list[tuple[str, str]] | None = None
+        if all_tables and keyless == "skip":
+            if self.publication_exists(name) and self.is_all_tables(name):
+                raise ConfigError(
+                    f"publication {name!r} is FOR ALL TABLES, which cannot leave tables out: "
+                    "--keyless-tables skip needs a publication of its own (a new --publication "
+                    "and --slot), or use --keyless-tables full")
+            listed = [t for t in self.matching_tables(["*.*"]) if t not in exclude]
+        elif not all_tables:
+            listed = [t for t in self.resolve_tables(patterns) if t not in exclude]
+        if keyless is not None:
+            left_out = self.apply_keyless_policy(keyless, listed)
+            if listed is not None:
+                listed = [t for t in listed if t not in left_out]
+        exists = self.publication_exists(name)
+        statement: sql.Composed | None = None
+        if not exists:
+            target = sql.SQL("FOR ALL TABLES") if listed is None else sql.SQL("") \
+                if not listed else sql.SQL("FOR TABLE {}").format(_table_list(listed))
+            statement = sql.SQL("CREATE PUBLICATION {} {}").format(sql.Identifier(name), target)
+        elif listed is not None and not self.is_all_tables(name):
+            current = self.listed_tables(name)
+            # Already the list (a publication the tables' owner made): nothing to change, so
+            # a role that owns neither it nor the tables can use it.
+            if sorted(current) != sorted(listed):
+                if listed:
+                    statement = sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
+                        sql.Identifier(name), _table_list(listed))
+                else:  # SET TABLE needs one table at least
+                    statement = sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(
+                        sql.Identifier(name), _table_list(current))
+        if statement is None:
+            return False
+        try:
+            self.conn.execute(statement)
+        except psycopg.Error as exc:
+            if is_privilege_error(exc):
+                raise lacking(exc, self.role, owner_sql=statement.as_string(self.conn)) \
+                    from None
             detail = first_line(exc)
-            raise SourceError(f"cannot create publication {name!r}: {detail}",
+            doing = "create" if not exists else "set the tables of"
+            raise SourceError(f"cannot {doing} publication {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
+        if not exists:
+            log.info("created publication %s", name)
+        return not exists
+
+    def keyless_tables(self, tables: Sequence[tuple[str, str]] | None
+                       ) -> list[tuple[str, str]]:
+        """The tables among `tables` (None: every table FOR ALL TABLES publishes; a partitioned
+        table stands for its partitions too) that PostgreSQL would refuse UPDATE and DELETE on
+        once published: REPLICA IDENTITY DEFAULT without a primary key, or USING INDEX whose
+        index is gone. REPLICA IDENTITY NOTHING is an explicit choice (insert-only tables) and
+        is left to the warning of `warn_about_replica_identity`."""
+        scope = sql.SQL("n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%%'")
+        params: list[object] = []
+        if tables is not None:
+            if not tables:
+                return []
+            # pg_partition_tree: nothing for a table that is not partitioned.
+            scope = sql.SQL("c.oid IN (SELECT t.r FROM unnest(%s::regclass[]) AS t(r) UNION ALL"
+                            " SELECT p.relid FROM unnest(%s::regclass[]) AS t(r),"
+                            " LATERAL pg_partition_tree(t.r) AS p)")
+            names = [sql.Identifier(*t).as_string(self.conn) for t in tables]
+            params += [names, names]
+        rows = self.conn.execute(sql.SQL(
+            "SELECT n.nspname::text, c.relname::text FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p' AND {}"
+            " AND ((c.relreplident = 'd' AND NOT EXISTS (SELECT 1 FROM pg_index i"
+            "       WHERE i.indrelid = c.oid AND i.indisprimary))"
+            "   OR (c.relreplident = 'i' AND NOT EXISTS (SELECT 1 FROM pg_index i"
+            "       WHERE i.indrelid = c.oid AND i.indisreplident)))"
+            " ORDER BY 1, 2").format(scope), params).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def apply_keyless_policy(self, policy: str, tables: Sequence[tuple[str, str]] | None
+                             ) -> list[tuple[str, str]]:
+        """--keyless-tables, before a publication is created or extended over `tables` (None:
+        FOR ALL TABLES). Once a table without a key is published, PostgreSQL rejects the
+        application's UPDATE and DELETE on it ("does not have a replica identity"), so:
+        ``refuse`` raises naming them and the fix; ``full`` sets REPLICA IDENTITY FULL on them
+        (events keyed by the whole row); ``skip`` returns them, to be left out."""
+        keyless = self.keyless_tables(tables)
+        if not keyless:
+            return []
+        names = ", ".join(f"{s}.{t}" for s, t in keyless)
+        if policy == "refuse":
+            raise ConfigError(
+                f"table(s) without a primary key would be published: {names}; PostgreSQL would "
+                "then reject UPDATE and DELETE on them. Add a primary key (or ALTER TABLE ... "
+                "REPLICA IDENTITY FULL), or run with --keyless-tables full (pgcdc sets it) or "
+                "--keyless-tables skip (leaves them out)")
+        if policy == "full":
+            for schema, table in keyless:
+                try:
+                    self.conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(
+                        sql.Identifier(schema, table)))
+                except psycopg.Error as exc:
+                    if is_privilege_error(exc):
+                        raise lacking(exc, self.role, owner_sql=sql.SQL(
+                            "ALTER TABLE {} REPLICA IDENTITY FULL").format(sql.Identifier(
+                                schema, table)).as_string(self.conn)) from None
+                    detail = first_line(exc)
+                    raise SourceError(f"cannot set REPLICA IDENTITY FULL on {schema}.{table} "
+                                      f"(--keyless-tables full): {detail}",
+                                      transient=connection_gone(detail)) from None
+                log.warning("table %s.%s has no primary key: set REPLICA IDENTITY FULL "
+                            "(--keyless-tables full); its events are keyed by the whole row",
+                            schema, table)
+            return []
+        log.warning("table(s) without a primary key left out of the publication "
+                    "(--keyless-tables skip): %s", names)
+        return list(keyless)
 
     def is_all_tables(self, name: str) -> bool:
         return bool(self._one("SELECT puballtables FROM pg_publication WHERE pubname = %s",

@@ -51,18 +51,29 @@ list, and S is taken only once every such transaction has ended. The wait is for
 transactions that were running when the chunk started; a long idle-in-transaction session
 delays the chunk (logged), not the stream, and breaks nothing.
 
+When a request is done. A chunk's events are in Kafka only once the delivery ticket of its
+high watermark's transaction completes: the tracker's watermark (the flush LSN) reaches that
+transaction's end. Until then the chunk is "sent", not acknowledged, and the request's progress
+in the signal table (its `table_index` and `last_key`, where a restarted producer resumes)
+stays at the last acknowledged chunk. A request is marked done only when its tables are all read
+*and* none of its chunks is still unacknowledged (`ChunkAcks.may_finish`): a producer killed
+before Kafka acknowledged the last chunk finds the request running and reads that chunk again,
+and the progress counts every chunk, the last one included.
+
 Tables without a primary key (or replica identity index) are refused: without a key neither
 the window nor a consumer can tell a snapshot row from a changed one.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from psycopg import sql
 
-__all__ = ["WATERMARK_PREFIX", "ChunkWindow", "Watermark", "chunk_copy_statement"]
+__all__ = ["WATERMARK_PREFIX", "ChunkAcks", "ChunkWindow", "SentChunk", "Watermark",
+           "chunk_copy_statement"]
 
 WATERMARK_PREFIX = "pgcdc.snapshot"
 
@@ -141,6 +152,47 @@ class ChunkWindow:
             raise RuntimeError(f"chunk {self.chunk}: high watermark before the low one or "
                                "before the read")
         return list(self.rows.items())
+
+
+@dataclass(frozen=True)
+class SentChunk:
+    """A chunk produced at its high watermark, and where its request goes on once Kafka has it."""
+
+    end_lsn: int  # the end of the high watermark's transaction: acknowledged when the flush
+    # LSN reaches it
+    request: int
+    table_index: int  # the table the next chunk reads (past the last: the request is read)
+    last_key: tuple[str, ...] | None  # the next chunk starts after it (None: table start)
+    rows: int
+
+
+class ChunkAcks:
+    """The chunks produced and not yet acknowledged by Kafka, oldest first; the policy of when a
+    request may be marked done (see "When a request is done"). Pure: the caller passes the
+    delivery tracker's watermark."""
+
+    def __init__(self) -> None:
+        self._sent: deque[SentChunk] = deque()
+
+    def sent(self, chunk: SentChunk) -> None:
+        self._sent.append(chunk)
+
+    def acknowledged(self, watermark: int | None) -> list[SentChunk]:
+        """The chunks Kafka acknowledged since the last call (the flush LSN is `watermark`), in
+        the order they were produced: each one's progress is recorded."""
+        done: list[SentChunk] = []
+        while self._sent and watermark is not None and self._sent[0].end_lsn <= watermark:
+            done.append(self._sent.popleft())
+        return done
+
+    def pending(self, request: int) -> bool:
+        """Whether a chunk of `request` is still waiting for Kafka."""
+        return any(chunk.request == request for chunk in self._sent)
+
+    def may_finish(self, request: int, table_index: int, tables: int) -> bool:
+        """Whether `request` may be marked done: every table read (`table_index` past the
+        last of its `tables`) and every chunk of it acknowledged."""
+        return table_index >= tables and not self.pending(request)
 
 
 def chunk_copy_statement(schema: str, table: str, columns: Sequence[str],

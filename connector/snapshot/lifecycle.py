@@ -4,15 +4,26 @@ pgoutput sends no DDL, so the producer polls the catalog (every `WATCH_INTERVAL_
 trigger would need superuser rights to install):
 
 * A new table matching ``--tables``, when pgcdc manages the publication (``--tables`` names
-  patterns, not ``*``): it is added to the publication (its changes are streamed from that
-  commit on) and an incremental snapshot of it is requested (`signals`), which publishes the
-  rows written before, in the window argument of `incremental`: no row is missed or
-  overwritten by an older one.
+  patterns, or ``*`` with ``--keyless-tables skip``): it is added to the publication (its
+  changes are streamed from that commit on) and an incremental snapshot of it is requested
+  (`signals`), which publishes the rows written before, in the window argument of
+  `incremental`: no row is missed or overwritten by an older one.
 * A ``FOR ALL TABLES`` publication includes a new table from its creation, so every row of it
   is streamed and no snapshot is needed; the table is only logged.
+* A new table without a key (``--keyless-tables``, `ReplicationAdmin.apply_keyless_policy`):
+  once published, PostgreSQL rejects UPDATE and DELETE on it. A managed list leaves it out
+  (``refuse`` and ``skip``; logged once, added once it has a key) or sets REPLICA IDENTITY FULL
+  first (``full``). FOR ALL TABLES has already published it: ``full`` sets REPLICA IDENTITY
+  FULL at the next check (UPDATE and DELETE fail until then), the others log how to fix it.
+  With ``--tables '*' --keyless-tables skip`` the publication is a list of every table with a
+  key, managed like a pattern's.
 * A table that no longer matches ``--tables`` (renamed, moved to another schema) is removed
   from the publication when pgcdc manages it; one that left the publication (dropped, removed
   by hand, or so) is logged. Its topic stays.
+* The signal table (`signals`) never joins a list pgcdc manages: its rows are pgcdc's own.
+* A grant missing (a new table the role does not own, the signal table) stops `pgcdc run` with
+  the one line naming it (`PrivilegeError`): retrying cannot grant it, and a table left out
+  silently would lose its changes. Catalog reads that fail otherwise are retried.
 """
 
 from __future__ import annotations
@@ -22,7 +33,7 @@ import time
 
 import psycopg
 
-from connector.errors import SourceError, first_line
+from connector.errors import SourceError, first_line, is_privilege_error
 from connector.replication import ReplicationAdmin
 
 from . import signals
@@ -36,12 +47,17 @@ WATCH_INTERVAL_S = 2.0
 
 class TableWatcher:
     def __init__(self, admin: ReplicationAdmin, publication: str, patterns: list[str],
-                 slot: str, *, manage_publication: bool) -> None:
+                 slot: str, *, manage_publication: bool, keyless: str = "refuse") -> None:
         self.admin = admin
         self.publication = publication
-        self.patterns = patterns
         self.slot = slot
-        self.manage = manage_publication and patterns != ["*"]
+        self.keyless = keyless
+        all_tables = patterns == ["*"]
+        # `*` with skip: a table list (every table with a key), managed like a pattern's.
+        self.patterns = ["*.*"] if all_tables and keyless == "skip" else patterns
+        self.manage = manage_publication and (not all_tables or keyless == "skip")
+        self.fix_all_tables = manage_publication and all_tables and keyless != "skip"
+        self.left_out: set[tuple[str, str]] = set()  # keyless tables already logged
         self.published = self._published()
         self.next_check = time.monotonic() + WATCH_INTERVAL_S
 
@@ -56,13 +72,16 @@ class TableWatcher:
         try:
             self._check()
         except psycopg.Error as exc:
+            if is_privilege_error(exc):  # a grant is missing: retrying cannot help
+                raise signals.lacking_grant(exc, self.admin.role) from None
             raise SourceError(f"watching the catalog for new tables: "
                               f"{first_line(exc)}", transient=True) from None
 
     def _check(self) -> None:
         published = self._published()
         if self.manage and not self.admin.is_all_tables(self.publication):
-            matching = self.admin.matching_tables(self.patterns)
+            matching = [t for t in self.admin.matching_tables(self.patterns)
+                        if t != signals.SIGNAL_TABLE]
             wanted = {f"{s}.{t}" for s, t in matching}
             # Listed: the tables the publication names (a partitioned table, not the
             # partitions pg_publication_tables shows in its place).
@@ -72,21 +91,57 @@ class TableWatcher:
                 self.admin.drop_from_publication(self.publication, gone)
             known = published | {f"{s}.{t}" for s, t in listed}
             new = [t for t in matching if f"{t[0]}.{t[1]}" not in known]
+            new = self._with_keys(new)
             if new:
                 names = [f"{s}.{t}" for s, t in new]
                 # One transaction: the table joins the publication and its snapshot is asked
                 # for together, so a crash cannot leave it streamed without its earlier rows.
                 with self.admin.conn.transaction():
                     self.admin.add_to_publication(self.publication, new)
-                    signals.create_table(self.admin.conn)
+                    signals.ensure_table(self.admin.conn)
                     signals.request(self.admin.conn, self.slot, names)
                 log.info("new table(s) %s added to publication %s; their existing rows follow "
                          "as an incremental snapshot", ", ".join(names), self.publication)
             if gone or new:
                 published = self._published()
+        elif self.fix_all_tables and published - self.published:
+            self._keyless_in_all_tables(sorted(published - self.published))
         for name in sorted(published - self.published):
             log.info("table %s is now published", name)
         for name in sorted(self.published - published):
             log.info("table %s is no longer published (dropped, renamed, or removed from "
                      "publication %s); its topic is kept", name, self.publication)
         self.published = published
+
+    def _with_keys(self, new: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The new tables that may join the publication: keyless ones are left out (refuse,
+        skip; logged once) or get REPLICA IDENTITY FULL first (full)."""
+        keyless = set(self.admin.keyless_tables(new)) if new else set()
+        if not keyless:
+            return new
+        if self.keyless == "full":
+            self.admin.apply_keyless_policy("full", sorted(keyless))
+            return new
+        for schema, table in sorted(keyless - self.left_out):
+            log.warning("new table %s.%s matches --tables but has no primary key: left out of "
+                        "publication %s (PostgreSQL would reject UPDATE and DELETE on it); it "
+                        "joins once it has one (or REPLICA IDENTITY FULL), or run with "
+                        "--keyless-tables full", schema, table, self.publication)
+        self.left_out |= keyless
+        return [t for t in new if t not in keyless]
+
+    def _keyless_in_all_tables(self, names: list[str]) -> None:
+        """New tables FOR ALL TABLES published: set REPLICA IDENTITY FULL on keyless ones
+        (full), or say how to fix them."""
+        tables = [(s, t) for s, _, t in (n.partition(".") for n in names)]
+        keyless = self.admin.keyless_tables(tables)
+        if not keyless:
+            return
+        if self.keyless == "full":
+            self.admin.apply_keyless_policy("full", keyless)
+            return
+        for schema, table in keyless:
+            log.warning("new table %s.%s has no primary key and is published FOR ALL TABLES: "
+                        "PostgreSQL rejects UPDATE and DELETE on it until it has one (or "
+                        "ALTER TABLE ... REPLICA IDENTITY FULL; --keyless-tables full does it)",
+                        schema, table)

@@ -24,7 +24,8 @@ import psycopg
 from psycopg import sql
 
 from connector.avro import SourceInfo, TableCodec
-from connector.errors import SourceError, first_line
+from connector.errors import SourceError, first_line, is_privilege_error
+from connector.replication.privileges import lacking
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
 
 from .chunks import Chunk, copy_statement
@@ -107,6 +108,8 @@ class ChunkReader:
                     copy.set_types(types)
                     count = self._produce_rows(copy, codec, chunk, ticket)
         except psycopg.Error as exc:
+            if is_privilege_error(exc):
+                raise lacking(exc, self.conn.info.user) from None
             raise SourceError(f"snapshot of {table.name} failed: {first_line(exc)}") from None
         self.on_rows(chunk.table, count % REPORT_EVERY)
         ticket.seal()

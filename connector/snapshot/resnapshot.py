@@ -19,14 +19,21 @@ from typing import Any
 import psycopg
 
 from connector.avro import SourceInfo, TableCodec
-from connector.errors import SourceError, first_line
+from connector.errors import SourceError, first_line, is_privilege_error
 from connector.pgoutput.messages import COLUMN_KEY, Relation
 from connector.replication.features import ServerFeatures
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
 
 from . import signals
 from .copytext import parse_copy_text
-from .incremental import WATERMARK_PREFIX, ChunkWindow, Watermark, chunk_copy_statement
+from .incremental import (
+    WATERMARK_PREFIX,
+    ChunkAcks,
+    ChunkWindow,
+    SentChunk,
+    Watermark,
+    chunk_copy_statement,
+)
 from .tables import SnapshotTable, published_tables
 
 log = logging.getLogger(__name__)
@@ -75,7 +82,7 @@ class IncrementalSnapshots:
         self.request: signals.SnapshotRequest | None = None
         self.table_index = 0
         self.last_key: tuple[str, ...] | None = None
-        self.unacked: list[tuple[int, int, int, tuple[str, ...] | None, int]] = []
+        self.acks = ChunkAcks()  # chunks produced, not yet acknowledged by Kafka
         self.next_poll = 0.0
         self.next_wait_warning = 0.0
         self.next_check = 0.0
@@ -123,6 +130,12 @@ class IncrementalSnapshots:
                               transient=True) from None
         except psycopg.Error as exc:  # the request (a table dropped, no privilege, ...)
             self.chunk = None
+            if is_privilege_error(exc):
+                lacks = signals.lacking_grant(exc, self.conn.info.user)
+                if self.request is None or signals.SIGNAL_TABLE[1] in str(exc):
+                    raise lacks from None  # the signal table itself: nothing can go on
+                self._fail(self.request.id, str(lacks))
+                return
             if self.request is None:
                 raise SourceError(f"incremental snapshot: {first_line(exc)}") from None
             self._fail(self.request.id, first_line(exc))
@@ -150,9 +163,12 @@ class IncrementalSnapshots:
         request = self.request
         assert request is not None
         if self.table_index >= len(request.tables):
-            signals.set_state(self.conn, request.id, "done")
-            log.info("incremental snapshot %d done", request.id)
-            self.request = None
+            # Done only once Kafka has every chunk: until then a restart must read the last
+            # chunk again (`incremental`, "When a request is done").
+            if self.acks.may_finish(request.id, self.table_index, len(request.tables)):
+                signals.set_state(self.conn, request.id, "done")
+                log.info("incremental snapshot %d done", request.id)
+                self.request = None
             return
         name = request.tables[self.table_index]
         table = self._table(name)
@@ -259,10 +275,9 @@ class IncrementalSnapshots:
         self.request = None
 
     def _record_acknowledged(self) -> None:
-        acked = self.tracker.watermark() or 0
-        while self.unacked and self.unacked[0][0] <= acked:
-            _, request_id, table_index, last_key, rows = self.unacked.pop(0)
-            signals.record_progress(self.conn, request_id, table_index, last_key, rows)
+        for chunk in self.acks.acknowledged(self.tracker.watermark()):
+            signals.record_progress(self.conn, chunk.request, chunk.table_index,
+                                    chunk.last_key, chunk.rows)
 
     # ------------------------------------------------------------------ publisher side
 
@@ -289,6 +304,11 @@ class IncrementalSnapshots:
             self.table_index, self.last_key = chunk.table_index + 1, None
         else:
             self.table_index, self.last_key = chunk.table_index, chunk.last_key
-        self.unacked.append((end_lsn, chunk.request, self.table_index, self.last_key,
-                             len(events)))
+        self.acks.sent(SentChunk(end_lsn, chunk.request, self.table_index, self.last_key,
+                                 len(events)))
+        request = self.request
+        if request is not None and request.id == chunk.request and \
+                self.table_index >= len(request.tables):
+            log.info("incremental snapshot %d: last chunk sent, done once Kafka acknowledges "
+                     "it", chunk.request)
         self.next_poll = 0.0  # the next chunk at once

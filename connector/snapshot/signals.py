@@ -2,12 +2,13 @@
 and where the producer keeps its progress (so a killed producer resumes at its last chunk).
 
     CREATE TABLE public.pgcdc_signal (...)   -- created by the first `pgcdc snapshot`
+                                             -- (or an administrator: `pgcdc grants`)
 
 One row per request: the slot it is for, the tables (``schema.table``), its state (pending,
 running, done, cancelled, failed), the table being read and the last key read of it (text, as
-COPY prints it), counts. The producer polls it (it is not published: it must not match
-``--tables``). A row is a request of one slot's producer; the producer works on one at a
-time, oldest first.
+COPY prints it), counts. The producer polls it (it is not published: pgcdc leaves it out of
+the table list it manages for ``--tables``; a FOR ALL TABLES publication does publish it). A
+row is a request of one slot's producer; the producer works on one at a time, oldest first.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-__all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "mark_running",
-           "next_request", "record_progress", "request", "requests", "set_state", "state_of",
-           "table_exists"]
+from connector.errors import PrivilegeError, is_privilege_error
+from connector.replication.privileges import lacking, signal_grant_sql
+
+__all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "ddl", "ensure_table",
+           "lacking_grant", "mark_running", "next_request", "record_progress", "request",
+           "requests", "set_state", "state_of", "table_exists"]
 
 SIGNAL_TABLE = ("public", "pgcdc_signal")
 _TABLE = sql.Identifier(*SIGNAL_TABLE)
@@ -59,6 +63,39 @@ class SnapshotRequest:
 
 def create_table(conn: Conn) -> None:
     conn.execute(_DDL)
+
+
+def ddl() -> str:
+    """The signal table's CREATE TABLE, for an administrator to run (`pgcdc grants`)."""
+    return _DDL.as_string(None)
+
+
+def ensure_table(conn: Conn) -> None:
+    """Create the signal table unless it exists: CREATE TABLE IF NOT EXISTS needs CREATE on
+    the schema even when the table is there, which a least-privilege role lacks (an
+    administrator created the table and granted it, README "Least privilege")."""
+    if table_exists(conn):
+        return
+    try:
+        create_table(conn)
+    except psycopg.Error as exc:
+        if not is_privilege_error(exc):
+            raise
+        role = conn.info.user
+        raise PrivilegeError(
+            role, f"CREATE on schema {SIGNAL_TABLE[0]} (to create the signal table "
+            f"{'.'.join(SIGNAL_TABLE)})", "have an administrator create it and grant it "
+            f"(`pgcdc grants` prints the SQL): {signal_grant_sql(role, *SIGNAL_TABLE)}") \
+            from None
+
+
+def lacking_grant(exc: BaseException, role: str) -> PrivilegeError:
+    """The one line for a privilege error (SQLSTATE 42501) met using the signal table."""
+    if SIGNAL_TABLE[1] in str(exc):  # the table or its id sequence
+        return PrivilegeError(role, f"SELECT, INSERT, UPDATE on table "
+                              f"{'.'.join(SIGNAL_TABLE)} (and USAGE on its id sequence)",
+                              f"run {signal_grant_sql(role, *SIGNAL_TABLE)}")
+    return lacking(exc, role)
 
 
 def table_exists(conn: Conn) -> bool:

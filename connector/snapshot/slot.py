@@ -23,6 +23,7 @@ from psycopg import sql
 from connector.errors import SourceError, first_line
 from connector.pgoutput.lsn import lsn_to_str, str_to_lsn
 from connector.replication.features import ServerFeatures
+from connector.replication.privileges import connect_refusal, dsn_role
 
 __all__ = ["ExportedSnapshot", "check_free_slots", "snapshot_slot_name"]
 
@@ -69,6 +70,9 @@ class ExportedSnapshot:
             conn = psycopg.connect(dsn, autocommit=True, replication="database",
                                    application_name="pgcdc-snapshot")
         except psycopg.OperationalError as exc:
+            refused = connect_refusal(str(exc), dsn_role(dsn))
+            if refused is not None:
+                raise refused from None
             raise SourceError(f"cannot open a replication connection: {first_line(exc)}") \
                 from None
         if features.slot_option_list:

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from connector.errors import SourceError, first_line
+from connector.errors import SourceError, first_line, is_privilege_error
 from connector.pgoutput.messages import COLUMN_KEY, Relation, RelationColumn
 from connector.replication.features import ServerFeatures
+from connector.replication.privileges import lacking
 
 __all__ = ["SnapshotTable", "build_relation", "check_unchanged", "lock_tables",
            "published_tables"]
@@ -164,6 +165,8 @@ def lock_tables(conn: Conn, tables: Sequence[SnapshotTable], timeout_s: float) -
             sql.Literal(f"{int(timeout_s * 1000)}ms")))
         conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(names))
     except psycopg.Error as exc:
+        if is_privilege_error(exc):  # LOCK ... ACCESS SHARE needs SELECT, as the read does
+            raise lacking(exc, conn.info.user) from None
         raise SourceError(f"cannot lock the published tables for the snapshot: "
                           f"{first_line(exc)} (another session holds a conflicting lock, "
                           "e.g. a running ALTER TABLE)") from None

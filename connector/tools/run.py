@@ -48,6 +48,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--publication", help="publication name (default pgcdc)")
     p.add_argument("--tables", help="comma-separated schema.table patterns, * allowed "
                                     "(default: all tables)")
+    p.add_argument("--keyless-tables", choices=list(config_mod.KEYLESS_POLICIES),
+                   help="tables without a primary key, when pgcdc creates or extends the "
+                        "publication (PostgreSQL rejects UPDATE/DELETE on them once published): "
+                        "refuse (default) to start, naming them; skip: leave them out (with "
+                        "--tables '*', a table list pgcdc keeps up to date instead of FOR ALL "
+                        "TABLES); full: set REPLICA IDENTITY FULL on them")
     p.add_argument("--binary", action="store_true", default=None,
                    help="ask pgoutput for binary tuples")
     p.add_argument("--failover-slot", action=argparse.BooleanOptionalAction, default=None,
@@ -81,6 +87,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--exactly-once-batch-ms", type=int,
                    help="commit a Kafka transaction this old (default 100)")
     p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port")
+    p.add_argument("--metrics-host",
+                   help="address the metrics port binds (default 0.0.0.0: every interface; "
+                        "127.0.0.1: this host only)")
     p.add_argument("--wal-warn-bytes", type=int,
                    help="log a warning when more WAL than this awaits confirmation (default 1 GiB)")
     p.add_argument("--kafka", action="append", type=_key_value, metavar="KEY=VALUE",
@@ -91,11 +100,12 @@ def register(subparsers: Any) -> None:
 
 def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
-             "publication", "tables", "binary", "failover_slot", "origin", "topic_partitions",
-             "topic_replication_factor", "tombstones", "transaction_topic",
-             "heartbeat_interval_s", "metrics_port", "wal_warn_bytes", "snapshot",
+             "publication", "tables", "keyless_tables", "binary", "failover_slot", "origin",
+             "topic_partitions", "topic_replication_factor", "tombstones", "transaction_topic",
+             "heartbeat_interval_s", "metrics_port", "metrics_host", "wal_warn_bytes", "snapshot",
              "snapshot_workers", "snapshot_chunk_rows", "incremental_chunk_rows", "exactly_once",
-             "exactly_once_batch_transactions", "exactly_once_batch_bytes", "exactly_once_batch_ms"]
+             "exactly_once_batch_transactions", "exactly_once_batch_bytes",
+             "exactly_once_batch_ms"]
     overrides = {name: getattr(args, name) for name in names}
     cfg = config_mod.load(args.config, overrides)
     if args.kafka:

@@ -3,7 +3,8 @@
     pgcdc snapshot --dsn ... --slot pgcdc --tables 'public.orders,sales.*'
     pgcdc snapshot --dsn ... --slot pgcdc --cancel
 
-The request goes into the signal table (`connector.snapshot.signals`, created on first use);
+The request goes into the signal table (`connector.snapshot.signals`, created on first use,
+or beforehand by an administrator: README "Least privilege");
 the producer streaming from the slot picks it up within a second and publishes every row of
 the tables as ``r`` events in key-ordered chunks while it keeps streaming. Progress is in the
 same table and in `pgcdc status`.
@@ -17,7 +18,7 @@ from typing import Any
 import psycopg
 
 from connector import config as config_mod
-from connector.errors import ConfigError, SourceError, first_line
+from connector.errors import ConfigError, SourceError, first_line, is_privilege_error
 from connector.replication import ReplicationAdmin
 from connector.snapshot import signals
 
@@ -49,7 +50,15 @@ def handle(args: argparse.Namespace) -> int:
             if not signals.table_exists(admin.conn):
                 print(f"slot {cfg.slot}: no snapshot requests")
                 return 0
-            print(f"slot {cfg.slot}: {signals.cancel(admin.conn, cfg.slot)} request(s) cancelled")
+            try:
+                cancelled = signals.cancel(admin.conn, cfg.slot)
+            except psycopg.Error as exc:
+                if is_privilege_error(exc):
+                    raise signals.lacking_grant(exc, admin.role) from None
+                raise SourceError(f"cannot write the signal table "
+                                  f"{'.'.join(signals.SIGNAL_TABLE)}: "
+                                  f"{first_line(exc)}") from None
+            print(f"slot {cfg.slot}: {cancelled} request(s) cancelled")
             return 0
         published = {f"{s}.{t}" for s, t, _, _ in admin.published_tables(cfg.publication)}
         patterns = [p.strip() for p in args.tables.split(",") if p.strip()]
@@ -58,9 +67,11 @@ def handle(args: argparse.Namespace) -> int:
         if missing:
             raise ConfigError(f"not in publication {cfg.publication}: {', '.join(missing)}")
         try:
-            signals.create_table(admin.conn)
+            signals.ensure_table(admin.conn)
             request = signals.request(admin.conn, cfg.slot, tables)
         except psycopg.Error as exc:
+            if is_privilege_error(exc):
+                raise signals.lacking_grant(exc, admin.role) from None
             raise SourceError(f"cannot write the signal table "
                               f"{'.'.join(signals.SIGNAL_TABLE)}: "
                               f"{first_line(exc)}") from None

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+import psycopg
+
 from connector import config as config_mod
-from connector.errors import ConfigError
+from connector.errors import ConfigError, SourceError, first_line, is_privilege_error
 from connector.pgoutput.lsn import lsn_to_str
 from connector.replication import ReplicationAdmin
 from connector.replication.failover import failover_state
@@ -72,7 +74,13 @@ def _print_snapshot_requests(admin: ReplicationAdmin, slot: str) -> None:
     finished one."""
     if not signals.table_exists(admin.conn):
         return
-    found = signals.requests(admin.conn, slot)
+    try:
+        found = signals.requests(admin.conn, slot)
+    except psycopg.Error as exc:
+        if is_privilege_error(exc):
+            raise signals.lacking_grant(exc, admin.role) from None
+        raise SourceError(f"cannot read the signal table {'.'.join(signals.SIGNAL_TABLE)}: "
+                          f"{first_line(exc)}") from None
     unfinished = [r for r in found if r.state in ("pending", "running")]
     finished = [r for r in found if r.state not in ("pending", "running")]
     for request in unfinished + finished[-1:]:

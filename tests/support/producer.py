@@ -151,9 +151,9 @@ def read_topic(bootstrap: str, registry_url: str, topic: str, *, min_count: int 
     return records
 
 
-def scrape_metrics(port: int) -> dict[str, float]:
+def scrape_metrics(port: int, host: str = "127.0.0.1") -> dict[str, float]:
     """The pgcdc_* samples of `pgcdc run --metrics-port` by name."""
-    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    text = httpx.get(f"http://{host}:{port}/metrics", timeout=10).text
     samples = {}
     for line in text.splitlines():
         if line.startswith("pgcdc_"):

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -156,3 +160,15 @@ def wait_records(bootstrap: str, topic: str, count: int, timeout: float = 60.0) 
     finally:
         consumer.close()
     raise AssertionError(f"{topic}: fewer than {count} records after {timeout}s")
+
+
+@contextmanager
+def frozen(kafka: Any) -> Iterator[None]:
+    """The test broker stopped (SIGSTOP) inside the block: connections stay open, nothing is
+    acknowledged. It resumes (SIGCONT) on the way out, whatever happened."""
+    pid = int(kafka.pid_file.read_text().strip())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)

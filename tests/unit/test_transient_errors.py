@@ -9,7 +9,8 @@ import psycopg
 import pytest
 
 from connector import pipeline as pipeline_mod
-from connector.errors import SourceError, connection_gone
+from connector.errors import PrivilegeError, SourceError, connection_gone, is_privilege_error
+from connector.replication.privileges import connect_refusal, lacking
 from connector.replication.stream import _connect_error
 
 
@@ -49,7 +50,8 @@ class _Admin:
 
 def _pipeline(monkeypatch: pytest.MonkeyPatch, errors: list[SourceError]) -> Any:
     p = pipeline_mod.Pipeline.__new__(pipeline_mod.Pipeline)
-    p.cfg = type("Cfg", (), {"metrics_port": None, "dsn": "dbname=x", "snapshot": "never"})()
+    p.cfg = type("Cfg", (), {"metrics_port": None, "metrics_host": "0.0.0.0", "dsn": "dbname=x",
+                             "snapshot": "never"})()
     p.stopping = False
     p.needs_snapshot = False
     p.admin = _Admin()
@@ -68,7 +70,7 @@ def _pipeline(monkeypatch: pytest.MonkeyPatch, errors: list[SourceError]) -> Any
     monkeypatch.setattr(p, "prepare_source", lambda: 3, raising=False)
     monkeypatch.setattr(p, "_session", session, raising=False)
     monkeypatch.setattr(p, "_sleep", p.slept.append, raising=False)
-    monkeypatch.setattr(pipeline_mod.metrics, "serve", lambda port: None)
+    monkeypatch.setattr(pipeline_mod.metrics, "serve", lambda port, host: None)
     monkeypatch.setattr(pipeline_mod, "_tune_gc", lambda: None)  # not in the test process
     monkeypatch.setattr(pipeline_mod.ReplicationAdmin, "connect",
                         classmethod(lambda cls, dsn: _Admin()))
@@ -92,3 +94,55 @@ def test_other_failures_stop_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     assert raised.value is error
     assert p.sessions == 1
     assert p.slept == []
+
+
+class _Refused(psycopg.errors.InsufficientPrivilege):
+    """A server refusal as psycopg raises it (SQLSTATE 42501), with the server's text."""
+
+
+@pytest.mark.parametrize(("detail", "lacks", "fix"), [
+    ("must be owner of table t9", "ownership of table t9",
+     'run as its owner: ALTER PUBLICATION "p" ADD TABLE "public"."t9"'),
+    ("permission denied for table orders", "SELECT on table orders",
+     "run GRANT SELECT ON TABLE orders TO cdc"),
+    ("permission denied for schema sales", "USAGE on schema sales",
+     "run GRANT USAGE ON SCHEMA sales TO cdc"),
+    ("permission denied for database app", "CREATE on database app",
+     "run GRANT CREATE ON DATABASE app TO cdc"),
+    ("permission denied to use replication slots", "the REPLICATION attribute",
+     "run ALTER ROLE cdc REPLICATION as a superuser"),
+])
+def test_a_privilege_error_names_the_grant_and_is_not_transient(
+        detail: str, lacks: str, fix: str) -> None:
+    exc = _Refused(detail)
+    assert is_privilege_error(exc)
+    error = lacking(exc, "cdc", owner_sql='ALTER PUBLICATION "p" ADD TABLE "public"."t9"')
+    assert isinstance(error, PrivilegeError) and isinstance(error, SourceError)
+    assert error.transient is False
+    assert str(error).startswith(f'role "cdc" lacks {lacks}')
+    assert fix in str(error) and 'README "Least privilege"' in str(error)
+    assert "\n" not in str(error)
+
+
+def test_a_privilege_error_stops_run_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    error = lacking(_Refused("must be owner of table t9"), "cdc")
+    p = _pipeline(monkeypatch, [error])
+    with pytest.raises(PrivilegeError):
+        p.run()
+    assert p.sessions == 1
+    assert p.slept == []
+
+
+def test_other_server_errors_are_not_privilege_errors() -> None:
+    assert not is_privilege_error(psycopg.errors.UndefinedTable("relation x does not exist"))
+    assert not is_privilege_error(ValueError("permission denied"))
+
+
+def test_refused_connections_name_the_grant() -> None:
+    walsender = connect_refusal('FATAL:  permission denied to start WAL sender', "cdc")
+    assert walsender is not None and "REPLICATION attribute" in str(walsender)
+    connect = connect_refusal('connection failed: FATAL:  permission denied for database "app"'
+                              "\nDETAIL:  User does not have CONNECT privilege.", "cdc")
+    assert connect is not None
+    assert str(connect).startswith('role "cdc" lacks CONNECT on database app: run GRANT CONNECT')
+    assert connect_refusal("Connection refused", "cdc") is None

@@ -4,6 +4,7 @@ table."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from devstack.ports import free_port
 
@@ -55,3 +56,26 @@ def test_metrics_count_the_snapshot(postgres, producer_run, log_dir) -> None:
     assert samples["pgcdc_transactions_total"] == 0  # the snapshot is not a transaction
     assert samples["pgcdc_connected"] == 1
     assert run.stop() == 0
+
+
+def test_metrics_bind_the_chosen_address(postgres, producer_run, log_dir) -> None:
+    """--metrics-host: /metrics answers on that address only (127.0.0.2 is loopback too)."""
+    port = free_port()
+    run = stream_run(producer_run, "--metrics-port", str(port), "--metrics-host", "127.0.0.2")
+    execute(postgres.dsn, f"CREATE TABLE metricshost_{run.tag} (id int PRIMARY KEY)")
+    run.start(log_dir)
+    samples = scrape_metrics(port, host="127.0.0.2")
+    assert samples["pgcdc_connected"] == 1
+    with pytest.raises(httpx.ConnectError):  # refused at once: nothing listens there
+        httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+    assert run.stop() == 0
+
+
+def test_an_unknown_metrics_host_is_one_line(postgres, producer_run, log_dir) -> None:
+    run = stream_run(producer_run, "--metrics-port", str(free_port()),
+                     "--metrics-host", "192.0.2.1")  # TEST-NET: no interface has it
+    run.start(log_dir, wait=False)
+    assert run.proc is not None and run.proc.wait(60) == 1
+    lines = run.output().strip().splitlines()
+    assert lines[-1].startswith("pgcdc run: cannot serve metrics on port"), lines
+    assert "192.0.2.1" in lines[-1]

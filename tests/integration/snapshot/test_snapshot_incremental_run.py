@@ -20,7 +20,7 @@ from spark_jobs.config import MergeConfig
 from spark_jobs.job import run_merge
 from spark_jobs.verify import compare, lake_rows, pg_rows
 from tests.support.producer import current_lsn
-from tests.support.snapshot import final_state, read_events, table_rows
+from tests.support.snapshot import final_state, frozen, read_events, table_rows
 
 PGCDC = str(Path(sys.executable).parent / "pgcdc")
 ROWS = 20_000
@@ -221,6 +221,8 @@ def test_refusals_are_one_line_and_streaming_goes_on(postgres, producer_run, log
     keyless = f"increfuse_{run.tag}_nokey"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {keyless} (v int)")
+        # Insert-only by choice (--keyless-tables refuses DEFAULT without a primary key).
+        conn.execute(f"ALTER TABLE {keyless} REPLICA IDENTITY NOTHING")
         conn.execute(f"CREATE TABLE other_{run.tag} (id int PRIMARY KEY)")
     run.start(log_dir)
     common = ["--dsn", run.dsn, "--slot", run.slot, "--publication", f"pub_{run.tag}"]
@@ -308,3 +310,43 @@ def test_an_open_transaction_delays_the_snapshot_not_the_stream(postgres, produc
     assert _fold_in_offset_order(events) == expected
     assert final_state([e.value for e in events]) == expected
     assert expected[7]["v"] == -1
+
+
+def test_a_request_is_done_only_once_kafka_has_its_last_chunk(postgres, kafka, producer_run,
+                                                               log_dir) -> None:
+    """Issue 24: a one-chunk request was marked done while the broker had acknowledged nothing;
+    a producer killed then lost the chunk for good. With the broker frozen, the request stays
+    running; killed and restarted, the producer reads the chunk again and every row arrives."""
+    run = producer_run("public.inclast_*", "--snapshot", "never")
+    table = f"inclast_{run.tag}"
+    topic = f"{run.prefix}.public.{table}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, v text)")
+    run.start(log_dir)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:  # the topic and schema exist
+        conn.execute(f"INSERT INTO {table} SELECT i, 'row' || i FROM generate_series(1, 300) i")
+    read_events(run.bootstrap, run.registry_url, topic, min_count=300)
+
+    with frozen(kafka):
+        request = _request(run, table)
+        deadline = time.monotonic() + 60
+        while (state := _request_state(run.dsn, request))[0] != "done" and \
+                "last chunk sent" not in run.output():
+            assert time.monotonic() < deadline, run.output()
+            assert run.proc.poll() is None, run.output()
+            time.sleep(0.2)
+        assert state[0] == "running", f"marked {state} while Kafka acknowledged nothing"
+        run.stop(signal.SIGKILL)
+    assert _request_state(run.dsn, request)[0] == "running"
+
+    run.start(log_dir)
+    state = _wait_state(run, request, lambda s: s[0] != "running", timeout=120)
+    assert state == ("done", 1, 300), run.output()
+    status = _pgcdc("status", "--dsn", run.dsn, "--slot", run.slot,
+                    "--publication", f"pub_{run.tag}")
+    assert f"incremental snapshot {request}: done, public.{table}; 1 chunk(s), 300 rows" \
+        in status.stdout, status.stdout + status.stderr
+    events = read_events(run.bootstrap, run.registry_url, topic, min_count=600)
+    reads = [e for e in events if e.value["op"] == "r"]
+    assert {e.value["after"]["id"] for e in reads} == set(range(1, 301))
+    assert all(e.value["source"]["snapshot"] == "incremental" for e in reads)

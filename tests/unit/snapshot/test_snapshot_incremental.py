@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connector.snapshot.incremental import ChunkWindow, Watermark
+from connector.snapshot.incremental import ChunkAcks, ChunkWindow, SentChunk, Watermark
 
 
 def test_watermark_round_trip() -> None:
@@ -82,3 +82,48 @@ def test_a_truncate_inside_the_window_drops_every_row() -> None:
     assert len(window.rows) == 3
     window.truncated(42)
     assert window.high_seen() == []
+
+
+# ------------------------------------------------------------------ when a request is done
+
+
+def _sent(end_lsn: int, request: int, table_index: int, rows: int = 10) -> SentChunk:
+    return SentChunk(end_lsn, request, table_index, None, rows)
+
+
+def test_a_request_is_not_done_while_its_last_chunk_waits_for_kafka() -> None:
+    acks = ChunkAcks()
+    acks.sent(_sent(100, request=1, table_index=1))  # the only table, read in one chunk
+    assert acks.acknowledged(None) == []  # nothing known acknowledged yet
+    assert acks.acknowledged(99) == []  # the broker has not confirmed the chunk
+    assert not acks.may_finish(1, table_index=1, tables=1)
+    assert [c.rows for c in acks.acknowledged(100)] == [10]
+    assert acks.may_finish(1, table_index=1, tables=1)
+
+
+def test_every_acknowledged_chunk_is_counted_the_last_one_too() -> None:
+    acks = ChunkAcks()
+    for n in range(40):
+        acks.sent(_sent(100 + n, request=7, table_index=0 if n < 39 else 1))
+    counted = acks.acknowledged(120)
+    assert len(counted) == 21 and not acks.may_finish(7, table_index=1, tables=1)
+    counted += acks.acknowledged(10_000)
+    assert len(counted) == 40 and [c.end_lsn for c in counted] == list(range(100, 140))
+    assert counted[-1].table_index == 1
+    assert acks.may_finish(7, table_index=1, tables=1)
+
+
+def test_a_request_with_tables_left_is_not_done() -> None:
+    acks = ChunkAcks()
+    assert not acks.may_finish(1, table_index=1, tables=2)
+    assert acks.may_finish(1, table_index=2, tables=2)
+
+
+def test_another_requests_chunks_do_not_hold_a_request_back() -> None:
+    acks = ChunkAcks()
+    acks.sent(_sent(100, request=1, table_index=1))
+    acks.sent(_sent(200, request=2, table_index=0))
+    assert [c.request for c in acks.acknowledged(150)] == [1]
+    assert acks.may_finish(1, table_index=1, tables=1)
+    assert not acks.may_finish(2, table_index=1, tables=1)
+    assert acks.pending(2) and not acks.pending(1)

@@ -1,0 +1,46 @@
+"""Settings of issue 24 (connector/config.py, `pgcdc run` flags): the metrics bind address and
+the policy for tables without a key, from the YAML file and the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from connector.cli import build_parser
+from connector.config import load
+from connector.errors import ConfigError
+from connector.tools.run import config_from_args
+
+REQUIRED = {"dsn": "host=db", "bootstrap_servers": "k:9092", "schema_registry_url": "http://r"}
+
+
+def test_defaults() -> None:
+    cfg = load(None, dict(REQUIRED), environ={})
+    assert cfg.metrics_host == "0.0.0.0"
+    assert cfg.keyless_tables == "refuse"
+
+
+def test_from_the_yaml_file(tmp_path: Path) -> None:
+    config = tmp_path / "pgcdc.yaml"
+    config.write_text("metrics-host: 127.0.0.1\nkeyless_tables: full\n")
+    cfg = load(str(config), dict(REQUIRED), environ={})
+    assert (cfg.metrics_host, cfg.keyless_tables) == ("127.0.0.1", "full")
+
+
+def test_from_the_command_line() -> None:
+    args = build_parser().parse_args([
+        "run", "--dsn", "host=db", "--bootstrap-servers", "k:9092", "--schema-registry-url",
+        "http://r", "--metrics-host", "::1", "--keyless-tables", "skip"])
+    cfg = config_from_args(args)
+    assert (cfg.metrics_host, cfg.keyless_tables) == ("::1", "skip")
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("keyless_tables", "ignore", "keyless_tables must be one of refuse, skip, full"),
+    ("metrics_host", "", "metrics host '' is not an address"),
+    ("metrics_host", "a b", "metrics host 'a b' is not an address"),
+])
+def test_wrong_values_are_one_line(key: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(None, {**REQUIRED, key: value}, environ={})
