@@ -15,6 +15,7 @@ hand encoder (fastavro then writes every row, as before).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Final
 
 from connector.pgoutput.messages import UNCHANGED_TOAST
@@ -59,23 +60,35 @@ def _kind(column: ColumnSpec, kinds: dict[str, int]) -> tuple[int, int, int]:
     return kinds[name], 0, 0
 
 
-def _piece(text: Loader, binary: Loader, encode: Encoder) -> Callable[[Any], bytes]:
-    """The Python way to one column's union field: b"\\x00" or b"\\x02" + datum."""
+def _piece(text: Loader, binary: Loader, encode: Encoder,
+           fallback: Callable[[Any, BaseException], Any] | None = None) -> Callable[[Any], bytes]:
+    """The Python way to one column's union field: b"\\x00" or b"\\x02" + datum.
+
+    `fallback(raw, exc)`: the datum of a value the column's mapping refused
+    (connector/avro/fallback.py); None: the error propagates."""
 
     def piece(raw: Any) -> bytes:
-        datum = text(raw) if isinstance(raw, str) else binary(raw)
-        return b"\x00" if datum is None else b"\x02" + encode(datum)
+        try:
+            datum = text(raw) if isinstance(raw, str) else binary(raw)
+            return b"\x00" if datum is None else b"\x02" + encode(datum)
+        except Exception as exc:
+            if fallback is None:
+                raise
+            datum = fallback(raw, exc)
+            return b"\x00" if datum is None else b"\x02" + encode(datum)
 
     return piece
 
 
 def row_plan(columns: Sequence[ColumnSpec], key_columns: Sequence[ColumnSpec],
              text: Sequence[Loader], binary: Sequence[Loader],
-             encoders: Sequence[Encoder | None]) -> Any:
+             encoders: Sequence[Encoder | None],
+             fallback: Callable[[int, Any, BaseException], Any] | None = None) -> Any:
     """The RowPlan of a table version, or None (see the module docstring).
 
     `text`/`binary`: per column, pgtypes loader composed with the column's converter;
-    `encoders`: per column, the hand encoder of its Avro type (None: fastavro's)."""
+    `encoders`: per column, the hand encoder of its Avro type (None: fastavro's);
+    `fallback(column index, raw, exc)`: the datum of a value a column's mapping refused."""
     if native is None or not columns or any(encode is None for encode in encoders):
         return None
     kinds = [_kind(column, native.ROW_KINDS) for column in columns]
@@ -83,8 +96,10 @@ def row_plan(columns: Sequence[ColumnSpec], key_columns: Sequence[ColumnSpec],
         bytes(kind for kind, _, _ in kinds),
         tuple(scale for _, scale, _ in kinds),
         tuple(digits for _, _, digits in kinds),
-        tuple(_piece(load_text, load_binary, encode)  # type: ignore[arg-type]
-              for load_text, load_binary, encode in zip(text, binary, encoders, strict=True)),
+        tuple(_piece(load_text, load_binary, encode,  # type: ignore[arg-type]
+                     None if fallback is None else partial(fallback, i))
+              for i, (load_text, load_binary, encode)
+              in enumerate(zip(text, binary, encoders, strict=True))),
         tuple(column.avro_name for column in columns),
         tuple(column.index for column in key_columns),
         UNCHANGED_TOAST,

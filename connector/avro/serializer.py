@@ -37,12 +37,13 @@ from typing import Any, Final, NamedTuple
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.validation import validate
 
-from connector.errors import CdcError, SchemaError
+from connector.errors import SchemaError
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.messages import UNCHANGED_TOAST, TupleData
 from connector.pgtypes import TypeCatalog
 from connector.speedups import native
 
+from .fallback import fallback_datum, report_fallback
 from .fixed import fixed_schema
 from .native_rows import row_plan
 from .schema import ColumnSpec, TableSchemas
@@ -359,6 +360,8 @@ class TableCodec:
         self.topic = schemas.topic
         self.key_id = key_id
         self.value_id = value_id
+        constants = schemas.source_constants
+        self._table = f"{constants['schema']}.{constants['table']}"
         columns = schemas.columns
         self._ncols = len(columns)
         self._names = tuple(c.avro_name for c in columns)
@@ -385,7 +388,8 @@ class TableCodec:
         self._plan: Any = None  # the C row encoder (connector.avro.native_rows), if any
         if self._frame.native is not None:
             self._plan = row_plan(columns, schemas.key_columns, self._text, self._binary,
-                                  [_type_encoder(c.avro_type) for c in columns])
+                                  [_type_encoder(c.avro_type) for c in columns],
+                                  self._fallback)
         self._key_header = b"" if key_id is None else _HEADER.pack(MAGIC, key_id)
 
     @property
@@ -402,28 +406,27 @@ class TableCodec:
                               f"{self._ncols} columns")
         row: dict[str, Any] = {}
         text, binary, branches = self._text, self._binary, self._branches
-        i = 0
-        try:
-            for i, (name, raw) in enumerate(zip(self._names, data, strict=True)):
-                if raw is None:
-                    row[name] = None
-                    continue
-                if raw is UNCHANGED_TOAST:
-                    row[name] = None
-                    if toast is not None:
-                        toast.append(name)
-                    continue
+        for i, (name, raw) in enumerate(zip(self._names, data, strict=True)):
+            if raw is None:
+                row[name] = None
+                continue
+            if raw is UNCHANGED_TOAST:
+                row[name] = None
+                if toast is not None:
+                    toast.append(name)
+                continue
+            try:
                 datum = text[i](raw) if isinstance(raw, str) else binary[i](raw)  # type: ignore[arg-type]
-                row[name] = None if datum is None else (branches[i], datum)
-        except CdcError:
-            raise
-        except Exception as exc:  # a loader's ValueError, decimal's InvalidOperation...
-            constants = self.schemas.source_constants
-            raise SchemaError(
-                f"cannot load column {self.schemas.columns[i].pg_name!r} of "
-                f"{constants['schema']}.{constants['table']}: {type(exc).__name__}: "
-                f"{exc}") from None
+            except Exception as exc:  # DecodeError, a converter's ValueError...: the fallback
+                datum = self._fallback(i, raw, exc)
+            row[name] = None if datum is None else (branches[i], datum)
         return row
+
+    def _fallback(self, i: int, raw: Any, exc: BaseException) -> Any:
+        """The datum of column `i` for a value its mapping refused (connector/avro/fallback.py)."""
+        column = self.schemas.columns[i]
+        report_fallback(self._table, column.pg_name, column.avro_type, raw, exc)
+        return fallback_datum(column.avro_type, raw)
 
     # ------------------------------------------------------------------ keys
 
@@ -448,8 +451,11 @@ class TableCodec:
             if raw is None or raw is UNCHANGED_TOAST:
                 row[name] = None
             else:
-                datum = (self._text[index](raw) if isinstance(raw, str)
-                         else self._binary[index](raw))  # type: ignore[arg-type]
+                try:
+                    datum = (self._text[index](raw) if isinstance(raw, str)
+                             else self._binary[index](raw))  # type: ignore[arg-type]
+                except Exception as exc:
+                    datum = self._fallback(index, raw, exc)
                 row[name] = None if datum is None else (self._branches[index], datum)
         return self._encode_key(row)
 
@@ -463,7 +469,30 @@ class TableCodec:
         try:
             return self._write_key(datum)
         except Exception as exc:
+            if self._repair(exc, [datum], self.schemas.key_columns):
+                return self._encode_key(datum)
             raise self._explain(exc, datum, self.schemas.key_columns, "key") from None
+
+    def _repair(self, exc: Exception, rows: Sequence[dict[str, Any] | None],
+                columns: Sequence[ColumnSpec]) -> bool:
+        """After an encoding failure: replace each datum that does not fit its column's Avro
+        type by the fallback (connector/avro/fallback.py). Whether anything was replaced."""
+        repaired = False
+        for row in rows:
+            if row is None:
+                continue
+            for column in columns:
+                field = row.get(column.avro_name)
+                datum = field[1] if isinstance(field, tuple) else field
+                if validate(datum, ["null", column.avro_type], raise_errors=False):
+                    continue
+                raw = datum if isinstance(datum, str | bytes) else str(datum)
+                report_fallback(self._table, column.pg_name, column.avro_type, raw, exc)
+                text = fallback_datum(column.avro_type, raw)
+                row[column.avro_name] = None if text is None else (
+                    self._branches[column.index], text)
+                repaired = True
+        return repaired
 
     # ------------------------------------------------------------------ values
 
@@ -526,6 +555,8 @@ class TableCodec:
         try:
             return self._frame.write(op, before, after, toast, source, ts_ms, transaction)
         except Exception as exc:
+            if self._repair(exc, (before, after), self.schemas.columns):
+                return self._envelope(op, before, after, toast, source, ts_ms, transaction)
             for row in (after, before):
                 if row is not None:
                     raise self._explain(exc, row, self.schemas.columns, op, source) from None

@@ -11,6 +11,8 @@ import struct
 from functools import lru_cache
 from typing import Any
 
+from connector.errors import CdcError
+
 from . import oids
 from ._base import BinaryLoader, TextLoader, bad_value
 from ._struct import INT4, error
@@ -130,6 +132,19 @@ def array_text_loader(element: TextLoader, type_name: str, delimiter: str = ",")
         try:
             return _parse_text(data, element, delimiter)
         except ValueError as exc:
+            raise bad_value(type_name, data, str(exc)) from None
+
+    return load
+
+
+def vector_text_loader(element: TextLoader, type_name: str) -> TextLoader:
+    """Text-format loader of ``int2vector`` / ``oidvector``: elements separated by spaces
+    (``1 2 3``; empty: ``""``), never quoted nor NULL (int2vectorout, oidvectorout)."""
+
+    def load(data: str) -> list[Any]:
+        try:
+            return [element(item) for item in data.split()]
+        except CdcError as exc:
             raise bad_value(type_name, data, str(exc)) from None
 
     return load

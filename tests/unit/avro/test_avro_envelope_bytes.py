@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_table_schemas, frame
+from connector.avro.serializer import decode
 from connector.avro.serializer import _type_encoder
 from connector.errors import SchemaError
 from connector.pgtypes import oids
@@ -158,9 +159,15 @@ def test_unhandled_types_are_left_to_fastavro() -> None:
         assert _type_encoder(avro_type) is None
 
 
-def test_a_wrong_datum_names_its_column() -> None:
+def test_a_wrong_datum_falls_back_and_names_its_column(caplog: pytest.LogCaptureFixture
+                                                        ) -> None:
+    """A datum its Avro type cannot take never stops the stream: the fallback rule
+    (connector/avro/fallback.py) publishes a typed column as null and warns, naming it."""
     codec = _typed_codec()
     row = [1, Decimal("1.5")] + [None] * 18
     row[5] = "not a float"
-    with pytest.raises(SchemaError, match="column 'f8'"):
-        loaded_rows.value(codec, "c", None, row, SourceInfo(1, 2, 3), ts_ms=0)
+    row[8] = "kept"
+    framed = loaded_rows.value(codec, "c", None, row, SourceInfo(1, 2, 3), ts_ms=0)
+    after = decode(framed, lambda _: codec.schemas.value_schema).value["after"]
+    assert after["f8"] is None and after["t"] == "kept" and after["id"] == 1
+    assert "column 'f8' of public.t" in caplog.text
