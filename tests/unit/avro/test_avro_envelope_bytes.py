@@ -16,8 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_table_schemas, frame
-from connector.avro.serializer import decode
-from connector.avro.serializer import _type_encoder
+from connector.avro.serializer import _type_encoder, decode
 from connector.errors import SchemaError
 from connector.pgtypes import oids
 from tests.support.avro import catalog, column, numeric_typmod, relation

@@ -21,7 +21,6 @@ from psycopg.pq import Format
 
 from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_table_schemas
 from connector.avro.serializer import decode
-from connector.errors import SchemaError
 from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import oids
 from connector.snapshot.copytext import parse_copy_text

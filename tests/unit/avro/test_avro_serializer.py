@@ -28,7 +28,7 @@ from connector.avro.serializer import (
     frame,
     parse_frame,
 )
-from connector.errors import DecodeError, SchemaError
+from connector.errors import SchemaError
 from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import INFINITY, NEG_INFINITY, Interval, OutOfRange, oids
 from tests.support.avro import DOMAIN_OID, ENUM_OID, catalog, column, numeric_typmod, relation
