@@ -393,7 +393,8 @@ class TypeCatalog:
             if resolved.oid in oids.VECTOR_OF:
                 return array.vector_text_loader(self._text_for(resolved.element), resolved.name)
             return array.array_text_loader(
-                self._text_for(resolved.element), resolved.name, resolved.delimiter
+                self._text_for(resolved.element), resolved.name, resolved.delimiter,
+                nested=resolved.element.kind == "array",
             )
         if kind in ("enum", "string"):
             return identity

@@ -95,3 +95,33 @@ def test_infinite_dates_and_timestamps(postgres, producer_run, log_dir, binary: 
     assert got[2] == {"id": 2, "d": DAYS_MIN, "ts": MICROS_MIN, "tstz": MICROS_MIN + 2 * day,
                       "da": None}
     assert got[3] == {"id": 3, "d": 1, "ts": 1_000_000, "tstz": -1, "da": [0]}
+
+
+@pytest.mark.parametrize("binary", [False, True], ids=["text", "binary"])
+def test_vectors_and_unsigned_64_bit_values(postgres, producer_run, log_dir,
+                                            binary: bool) -> None:
+    """oidvector / int2vector (space-separated text, array_send binary) are arrays of long /
+    int; xid8 is decimal(20,0) up to 2^64 - 1; oid, xid, cid hold 2^32 - 1 in their long.
+    Each of these once stopped `pgcdc run` at the same transaction on every restart."""
+    run = stream_run(producer_run, *(["--binary"] if binary else []))
+    table = f"vec_{run.tag}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, ov oidvector, "
+                          "iv int2vector, x8 xid8, o oid, xi xid, c cid, ovs oidvector[])")
+    run.start(log_dir)
+    execute(postgres.dsn,
+            f"INSERT INTO {table} VALUES (1, '1 2 3 4 5 6 7 8', '1 -2 32767', "
+            "'18446744073709551615', 4294967295, '4294967295', '4294967295', "
+            "ARRAY['1 2'::oidvector, '4294967295'::oidvector]), "
+            "(2, '', '', '0', 0, '0', '0', '{}'), "
+            "(3, '4294967295', '-32768', '9223372036854775808', NULL, NULL, NULL, NULL)")
+    records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                           min_count=3)
+    got = {r.value["after"]["id"]: r.value["after"] for r in records}
+    top = 2**32 - 1
+    assert got[1] == {"id": 1, "ov": [1, 2, 3, 4, 5, 6, 7, 8], "iv": [1, -2, 32767],
+                      "x8": Decimal(2**64 - 1), "o": top, "xi": top, "c": top,
+                      "ovs": [1, 2, top]}
+    assert got[2] == {"id": 2, "ov": [], "iv": [], "x8": Decimal(0), "o": 0, "xi": 0, "c": 0,
+                      "ovs": []}
+    assert got[3] == {"id": 3, "ov": [top], "iv": [-32768], "x8": Decimal(2**63), "o": None,
+                      "xi": None, "c": None, "ovs": None}
