@@ -10,6 +10,14 @@ A :class:`TypeCatalog` knows PostgreSQL's built-in types from the start and lear
 * a ``pg_type`` query done by the producer at its IO edge (:data:`CATALOG_QUERY`, rows to
   :meth:`TypeCatalog.add_rows`), for the OIDs :meth:`TypeCatalog.needs_lookup` names.
 
+A domain is always looked up, even when a Type message named its base type: the message
+carries neither the domain's type modifier (``numeric(8,2)``) nor the domains in between, and a
+domain over a domain has none in its column either. Looking it up does not race with DDL: a
+domain's base type and modifier never change (``ALTER DOMAIN`` cannot change them; a new
+definition is a new OID), so whenever the lookup runs it finds what the change was written
+with. Only a domain dropped before the lookup keeps the Type message's answer (its base type
+without modifier: an unbounded numeric's string).
+
 Until a type is known its values load as :class:`~connector.pgtypes.values.Unknown` (the text
 or bytes exactly as sent, flagged): nothing is guessed, nothing is lost.
 
@@ -63,6 +71,9 @@ class PgType:
     array_oid: int = 0  # the array type over this one, if any (typarray)
     delimiter: str = ","  # separates elements of this type in array text (typdelim)
     category: str = ""  # typcategory: "S" string-like, "N" numeric...
+    #: only what a pgoutput Type message says (the base type, not its type modifier nor the
+    #: domains between): :meth:`TypeCatalog.needs_lookup` still asks for the ``pg_type`` row
+    from_type_message: bool = False
 
 
 class ResolvedType(NamedTuple):
@@ -273,7 +284,8 @@ class TypeCatalog:
             return  # a catalog row (or the built-ins) already said more
         target = self._by_name.get((namespace, name))
         if target is not None and target != oid:
-            self.add(PgType(oid, f"{namespace}.{name}", namespace, "domain", target))
+            self.add(PgType(oid, f"{namespace}.{name}", namespace, "domain", target,
+                            from_type_message=True))
         elif target is None:
             self.add(PgType(oid, name, namespace, "unknown"))
 
@@ -329,7 +341,7 @@ class TypeCatalog:
 
     def _lacks_row(self, oid: int, depth: int) -> bool:
         pg_type = self._types.get(oid)
-        if pg_type is None or pg_type.kind == "unknown":
+        if pg_type is None or pg_type.kind == "unknown" or pg_type.from_type_message:
             return True
         if depth > _MAX_DEPTH:
             return False  # a cycle: resolve() reports it
