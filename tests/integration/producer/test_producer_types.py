@@ -160,3 +160,30 @@ def test_domains_take_their_base_types_mapping(postgres, producer_run, log_dir,
     assert after == {"id": 1, "n": Decimal("1.50"), "d": Decimal("1.50"),
                      "ds": [Decimal("2.25"), None], "ps": None, "p": None,
                      "dd": Decimal("7.00")}
+
+
+def test_a_user_type_with_an_element_type_is_not_taken_for_an_array(postgres, producer_run,
+                                                                      log_dir) -> None:
+    """A base type with ELEMENT and its own input function (here int2vector's) is no array:
+    its values are their text (it once parsed them as '{...}' and stopped the stream)."""
+    run = stream_run(producer_run)
+    tag = run.tag
+    table = f"uvec_{tag}"
+    t = f"myvec_{tag}"
+    execute(postgres.dsn, f"CREATE TYPE {t}",
+            *(f"CREATE FUNCTION {t}_{fn}({arg}) RETURNS {ret} AS '{internal}' LANGUAGE internal "
+              "STRICT IMMUTABLE"
+              for fn, arg, ret, internal in (("in", "cstring", t, "int2vectorin"),
+                                             ("out", t, "cstring", "int2vectorout"),
+                                             ("recv", "internal", t, "int2vectorrecv"),
+                                             ("send", t, "bytea", "int2vectorsend"))),
+            f"CREATE TYPE {t} (INPUT = {t}_in, OUTPUT = {t}_out, RECEIVE = {t}_recv, "
+            f"SEND = {t}_send, ELEMENT = int2, SUBSCRIPT = raw_array_subscript_handler, "
+            "INTERNALLENGTH = VARIABLE)",
+            f"CREATE TABLE {table} (id int PRIMARY KEY, v {t})")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1, '1 2 3'), (2, '')")
+    records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                           min_count=2)
+    assert {r.value["after"]["id"]: r.value["after"]["v"] for r in records} == {1: "1 2 3",
+                                                                                2: ""}
