@@ -15,6 +15,11 @@ domains, is a string of its text), numeric(p, s) a decimal up to 38 digits, doma
 type's, arrays ``dims`` nested Avro arrays (pgoutput does not tell a column's dimensions: the
 pipeline passes ``pg_attribute.attndims``, see `ARRAY_DIMS_QUERY` in `connector.avro.schema`).
 
+A typed (non-string) mapping must hold every value PostgreSQL can store of its type; a type
+whose values could be refused is a string. A value refused anyway is published by the one
+fallback rule of `connector.avro.fallback` (exact text, or null in a typed column), never an
+error that stops the stream.
+
 Adding a PostgreSQL type (in this order; each step has its test next to the others):
 
 1. ``connector/pgtypes/oids.py``: its OID (and its array's in ``ARRAY_OF``).
