@@ -4,6 +4,9 @@ Per column the plan has a kind -- which C parser turns PostgreSQL's canonical te
 into Avro bytes -- and a Python fallback giving the same column's union field the Python way
 (load, convert, encode). The C side uses the fallback for anything but canonical text, so the
 bytes are always those of `TableCodec`'s Python path (tests/unit/avro/test_avro_native_rows.py).
+A value the column's mapping refuses and that falls back to null (connector/avro/fallback.py)
+comes back as ``(b"\\x00", exact text)``: the C side lists the text in the Envelope's
+``unparsed`` map (under the field name, or ``before.`` + it for the old row).
 
     plan = row_plan(columns, key_columns, text_loaders, binary_loaders, encoders)
     row_fields, key_fields = plan.encode(tuple_data, toast_list, True)
@@ -22,6 +25,7 @@ from connector.pgoutput.messages import UNCHANGED_TOAST
 from connector.pgtypes import oids
 from connector.speedups import native
 
+from .fallback import exact_text
 from .schema import ColumnSpec
 
 __all__ = ["row_plan"]
@@ -61,13 +65,15 @@ def _kind(column: ColumnSpec, kinds: dict[str, int]) -> tuple[int, int, int]:
 
 
 def _piece(text: Loader, binary: Loader, encode: Encoder,
-           fallback: Callable[[Any, BaseException], Any] | None = None) -> Callable[[Any], bytes]:
-    """The Python way to one column's union field: b"\\x00" or b"\\x02" + datum.
+           fallback: Callable[[Any, BaseException], Any] | None = None,
+           ) -> Callable[[Any], bytes | tuple[bytes, str]]:
+    """The Python way to one column's union field: b"\\x00" or b"\\x02" + datum; for a value
+    that falls back to null, (b"\\x00", its exact text) for ``unparsed``.
 
     `fallback(raw, exc)`: the datum of a value the column's mapping refused
     (connector/avro/fallback.py); None: the error propagates."""
 
-    def piece(raw: Any) -> bytes:
+    def piece(raw: Any) -> bytes | tuple[bytes, str]:
         try:
             datum = text(raw) if isinstance(raw, str) else binary(raw)
             return b"\x00" if datum is None else b"\x02" + encode(datum)
@@ -75,7 +81,7 @@ def _piece(text: Loader, binary: Loader, encode: Encoder,
             if fallback is None:
                 raise
             datum = fallback(raw, exc)
-            return b"\x00" if datum is None else b"\x02" + encode(datum)
+            return (b"\x00", exact_text(raw)) if datum is None else b"\x02" + encode(datum)
 
     return piece
 
