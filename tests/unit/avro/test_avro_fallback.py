@@ -1,6 +1,7 @@
 """The fallback rule (connector/avro/fallback.py): a value a column's mapping refuses is
-published -- its exact text in a string column, null in a typed one -- with one warning per
-column and a count in pgcdc_values_fallback_total; never an error that stops the stream."""
+published -- its exact text in a string column, null in a typed one with the exact text in the
+Envelope's `unparsed` map -- with one warning per column and a count in
+pgcdc_values_fallback_total; never an error that stops the stream, never a value lost."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from connector.avro import SourceInfo, TableCodec, derive_table_schemas
-from connector.avro.fallback import admits_text, fallback_datum, report_fallback
+from connector.avro.fallback import (admits_text, exact_text, fallback_datum, report_fallback,
+                                     unparsed_name)
 from connector.avro.serializer import decode
 from connector.avro.typemap import column_codec
 from connector.pgoutput.messages import BinaryValue
@@ -42,6 +44,8 @@ def test_which_types_admit_the_exact_text(avro_type: Any, admits: bool) -> None:
 
 def test_binary_values_fall_back_to_hex_text() -> None:
     assert fallback_datum("string", BinaryValue(b"\x00\xff")) == "\\x00ff"
+    assert exact_text(BinaryValue(b"\x00\xff")) == "\\x00ff" and exact_text("1 2") == "1 2"
+    assert unparsed_name("c", False) == "c" and unparsed_name("c", True) == "before.c"
 
 
 def test_one_warning_per_column_and_every_value_counted(caplog: pytest.LogCaptureFixture
@@ -75,13 +79,28 @@ def test_a_string_column_carries_the_exact_text(caplog: pytest.LogCaptureFixture
     assert _count("public.t", "lsn") == before + 1
 
 
-def test_a_typed_column_publishes_null_and_the_row_goes_on() -> None:
+def test_a_typed_column_publishes_null_and_its_text_in_unparsed() -> None:
     codec, lookup = _codec(column("id", oids.INT4, key=True), column("b", oids.BOOL),
-                           column("ia", oids.ARRAY_OF[oids.INT4]))
-    _, value = codec.change_from_tuples("u", ("1", "x", "{1,{2}}"), ("1", "t", "{1,2}"), SOURCE)
+                           column("ia", oids.ARRAY_OF[oids.INT4]), column("d", oids.DATE))
+    _, value = codec.change_from_tuples(
+        "u", ("1", "x", "{1,{2}}", None), ("1", "t", "{1,2}", BinaryValue(b"\x07")), SOURCE)
     got = decode(value, lookup.__getitem__).value
-    assert got["before"] == {"id": 1, "b": None, "ia": None}
-    assert got["after"] == {"id": 1, "b": True, "ia": [1, 2]}
+    assert got["before"] == {"id": 1, "b": None, "ia": None, "d": None}
+    assert got["after"] == {"id": 1, "b": True, "ia": [1, 2], "d": None}
+    assert got["unparsed"] == {"before.b": "x", "before.ia": "{1,{2}}", "d": "\\x07"}
+    _, value = codec.change_from_tuples("c", None, ("1", "t", "{1,2}", None), SOURCE)
+    assert decode(value, lookup.__getitem__).value["unparsed"] is None
+
+
+def test_a_value_too_big_for_its_avro_type_is_kept_as_its_text() -> None:
+    """Loaded fine, refused by the encoder (an int4 text beyond 32 bits, numeric beyond its
+    precision): the same rule, with the text PostgreSQL sent, not the loaded value's."""
+    codec, lookup = _codec(column("id", oids.INT4, key=True), column("i", oids.INT4),
+                           column("n", oids.NUMERIC, ((4 << 16) | 2) + 4))
+    _, value = codec.change_from_tuples("c", None, ("1", "+4294967296", "123.456"), SOURCE)
+    got = decode(value, lookup.__getitem__).value
+    assert got["after"] == {"id": 1, "i": None, "n": None}
+    assert got["unparsed"] == {"i": "+4294967296", "n": "123.456"}
 
 
 def test_a_key_column_that_does_not_load_still_gives_a_key() -> None:
