@@ -19,8 +19,9 @@ fields never change, so the schema of a Relation after ``ALTER TABLE ADD COLUMN`
 old events: added fields take their default, dropped fields are skipped) and FORWARD
 compatible too. The one Envelope field added since the first release, ``unparsed``, has a
 default (null) for the same reason: a table's schema with it is BACKWARD and FORWARD
-compatible with the one registered before it (tests/integration/avro). A changed column type or key is a new, possibly incompatible, schema, which a
-registry enforcing compatibility may reject (`SchemaError`, the producer stops unconfirmed).
+compatible with the one registered before it (tests/integration/avro). A changed column
+type or key is a new, possibly incompatible, schema, which a registry enforcing compatibility
+may reject (`SchemaError`, the producer stops unconfirmed).
 
 Key: the columns pgoutput flags as replica identity (flag 1): the primary key or the replica
 identity index; with ``REPLICA IDENTITY FULL`` every column is flagged, so pass `key_columns`

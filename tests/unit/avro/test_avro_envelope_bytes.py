@@ -1,7 +1,7 @@
 """The hand-written Avro (the Envelope's Source, op, ts_ms, transaction, unchanged_toast,
-unparsed from pre-encoded pieces; Value and Key rows by per-type encoders) is byte for byte what fastavro
-writes, for any source block, transaction block, TOAST list, unparsed map and column
-values."""
+unparsed from pre-encoded pieces; Value and Key rows by per-type encoders) is byte for byte
+what fastavro writes, for any source block, transaction block, TOAST list, unparsed map and
+column values."""
 
 from __future__ import annotations
 

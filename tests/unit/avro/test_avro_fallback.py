@@ -12,8 +12,13 @@ import pytest
 from prometheus_client import REGISTRY
 
 from connector.avro import SourceInfo, TableCodec, derive_table_schemas
-from connector.avro.fallback import (admits_text, exact_text, fallback_datum, report_fallback,
-                                     unparsed_name)
+from connector.avro.fallback import (
+    admits_text,
+    exact_text,
+    fallback_datum,
+    report_fallback,
+    unparsed_name,
+)
 from connector.avro.serializer import decode
 from connector.avro.typemap import column_codec
 from connector.pgoutput.messages import BinaryValue
