@@ -66,8 +66,9 @@ from connector.pgtypes.values import (
     time_text,
 )
 
-__all__ = ["JSON_CONNECT_NAME", "MAX_DECIMAL_PRECISION", "AvroSchema", "ColumnCodec",
-           "Converter", "column_codec"]
+__all__ = ["CONNECT_NAMES", "CONNECT_TYPES", "JSON_CONNECT_NAME", "MAX_DECIMAL_PRECISION",
+           "SOURCE_COLUMN_LENGTH", "SOURCE_COLUMN_SCALE", "SOURCE_COLUMN_TYPE", "AvroSchema",
+           "ColumnCodec", "Converter", "column_codec", "source_column_parameters"]
 
 AvroSchema: TypeAlias = str | dict[str, Any] | list[Any]
 Converter: TypeAlias = Callable[[Any], Any]
@@ -76,6 +77,33 @@ Converter: TypeAlias = Callable[[Any], Any]
 #: holds at most 38 digits.
 MAX_DECIMAL_PRECISION = 38
 JSON_CONNECT_NAME: Final = "io.debezium.data.Json"
+
+# ---------------------------------------------------------------------------- Kafka Connect
+# Kafka Connect's AvroConverter (Confluent's, Apicurio's) reads these extra attributes of an
+# Avro type into the Connect schema a sink sees; Avro itself ignores them (they change neither
+# the encoding nor schema resolution, so adding them is a compatible schema change). Debezium's
+# names, so that stock sinks (Debezium's JDBC sink...) create typed columns:
+#: Connect schema name of the types that have one (the value is the Avro datum as it is).
+#: timestamptz is UTC microseconds, which is what MicroTimestamp means to a sink; Debezium's
+#: own ZonedTimestamp is a string, not our long. timetz stays a plain string.
+CONNECT_NAMES: Final[dict[int, str]] = {
+    oids.DATE: "io.debezium.time.Date",
+    oids.TIME: "io.debezium.time.MicroTime",
+    oids.TIMESTAMP: "io.debezium.time.MicroTimestamp",
+    oids.TIMESTAMPTZ: "io.debezium.time.MicroTimestamp",
+    oids.UUID: "io.debezium.data.Uuid",
+    oids.JSON: JSON_CONNECT_NAME,
+    oids.JSONB: JSON_CONNECT_NAME,
+}
+#: Connect type of the types whose Avro type is wider than theirs (Avro has no 16-bit int).
+CONNECT_TYPES: Final[dict[int, str]] = {oids.INT2: "int16"}
+CONNECT_DECIMAL: Final = "org.apache.kafka.connect.data.Decimal"
+#: The column-level ``connect.parameters`` Debezium adds with ``column.propagate.source.type``:
+#: the column's PostgreSQL type name upper-cased, and its length / scale from the typmod.
+SOURCE_COLUMN_TYPE: Final = "__debezium.source.column.type"
+SOURCE_COLUMN_LENGTH: Final = "__debezium.source.column.length"
+SOURCE_COLUMN_SCALE: Final = "__debezium.source.column.scale"
+_LENGTH_TYPES = {oids.VARCHAR, oids.BPCHAR, oids.BIT, oids.VARBIT}
 
 # oid, xid, cid are unsigned 32-bit: a long holds them all. xid8 is unsigned 64-bit: a
 # decimal(20, 0) (``_SIMPLE``), which holds 0 .. 2^64 - 1 exactly and stays a number in the lake.
@@ -89,20 +117,21 @@ _STRING = {
 }  # fmt: skip
 _SIMPLE: dict[int, AvroSchema] = {
     oids.BOOL: "boolean",
-    oids.INT2: "int",
+    oids.INT2: {"type": "int", "connect.type": "int16"},
     oids.INT4: "int",
     oids.FLOAT4: "float",
     oids.FLOAT8: "double",
     oids.BYTEA: "bytes",
-    oids.DATE: {"type": "int", "logicalType": "date"},
-    oids.TIME: {"type": "long", "logicalType": "time-micros"},
-    oids.TIMESTAMP: {"type": "long", "logicalType": "local-timestamp-micros"},
-    oids.TIMESTAMPTZ: {"type": "long", "logicalType": "timestamp-micros"},
-    oids.UUID: {"type": "string", "logicalType": "uuid"},
+    oids.DATE: {"type": "int", "logicalType": "date", "connect.name": CONNECT_NAMES[oids.DATE]},
+    oids.TIME: {"type": "long", "logicalType": "time-micros",
+                "connect.name": CONNECT_NAMES[oids.TIME]},
+    oids.TIMESTAMP: {"type": "long", "logicalType": "local-timestamp-micros",
+                     "connect.name": CONNECT_NAMES[oids.TIMESTAMP]},
+    oids.TIMESTAMPTZ: {"type": "long", "logicalType": "timestamp-micros",
+                       "connect.name": CONNECT_NAMES[oids.TIMESTAMPTZ]},
+    oids.UUID: {"type": "string", "logicalType": "uuid", "connect.name": CONNECT_NAMES[oids.UUID]},
     oids.JSON: {"type": "string", "connect.name": JSON_CONNECT_NAME},
     oids.JSONB: {"type": "string", "connect.name": JSON_CONNECT_NAME},
-    oids.XID8: {"type": "bytes", "logicalType": "decimal", "precision": XID8_DECIMAL[0],
-                "scale": XID8_DECIMAL[1]},
 }
 
 
@@ -117,8 +146,49 @@ def column_codec(catalog: TypeCatalog, type_oid: int, typmod: int = -1,
                  dims: int = 1) -> ColumnCodec:
     """The codec of a column of type `type_oid` (`dims`: declared array dimensions)."""
     resolved = catalog.resolve(type_oid, typmod)
-    if resolved.kind != "array":
-        return _scalar(resolved)
+    codec = _array_codec(resolved, dims) if resolved.kind == "array" else _scalar(resolved)
+    parameters = source_column_parameters(catalog, type_oid, typmod)
+    return ColumnCodec(_with_parameters(codec.avro_type, parameters), codec.convert)
+
+
+def source_column_parameters(catalog: TypeCatalog, type_oid: int,
+                             typmod: int = -1) -> dict[str, str]:
+    """Debezium's ``connect.parameters`` naming a column's source type: its PostgreSQL type
+    name upper-cased as declared (``INT4``, ``VARCHAR``, ``_INT4`` for int4[], an enum's or a
+    domain's own name), with length (and scale) where the typmod gives them: varchar(n),
+    bpchar(n), bit(n), varbit(n): length n; numeric(p, s): length p, scale s."""
+    pg_type = catalog.get(type_oid)
+    if pg_type is None:  # not in pg_type (the pipeline looks every column's type up first)
+        return {}
+    # a domain known only from a Type message: its base type's name (all the stream tells)
+    name = catalog.resolve(type_oid).name if pg_type.from_type_message else pg_type.name
+    parameters = {SOURCE_COLUMN_TYPE: name.upper()}
+    resolved = catalog.resolve(type_oid, typmod)  # a domain's typmod is its column's
+    oid, mod = resolved.oid, resolved.typmod
+    if resolved.kind != "builtin" or mod < 0:
+        return parameters
+    if oid in _LENGTH_TYPES:
+        length = mod - 4 if oid in (oids.VARCHAR, oids.BPCHAR) else mod
+        parameters[SOURCE_COLUMN_LENGTH] = str(length)
+    elif oid == oids.NUMERIC:
+        constraint = numeric_precision_scale(mod)
+        if constraint is not None:
+            parameters[SOURCE_COLUMN_LENGTH] = str(constraint[0])
+            parameters[SOURCE_COLUMN_SCALE] = str(constraint[1])
+    return parameters
+
+
+def _with_parameters(avro_type: AvroSchema, parameters: dict[str, str]) -> AvroSchema:
+    """`avro_type` (fresh, not shared) with the column's parameters joined to its own."""
+    if not parameters:
+        return avro_type
+    typed: dict[str, Any] = avro_type if isinstance(avro_type, dict) else {"type": avro_type}
+    own = typed.get("connect.parameters", {})
+    typed["connect.parameters"] = {**own, **parameters}
+    return typed
+
+
+def _array_codec(resolved: ResolvedType, dims: int) -> ColumnCodec:
     element = resolved.element
     while element is not None and element.kind == "array":  # arrays of array domains
         element = element.element
@@ -151,7 +221,11 @@ def decimal_precision_scale(typmod: int) -> tuple[int, int] | None:
 
 
 def _decimal(precision: int, scale: int) -> dict[str, Any]:
-    return {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+    """Avro's decimal, with Connect's Decimal name and parameters (AvroConverter reads them)."""
+    return {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale,
+            "connect.name": CONNECT_DECIMAL,
+            "connect.parameters": {"scale": str(scale),
+                                   "connect.decimal.precision": str(precision)}}
 
 
 def _schema(resolved: ResolvedType) -> AvroSchema:
@@ -167,6 +241,8 @@ def _schema(resolved: ResolvedType) -> AvroSchema:
     if oid == oids.NUMERIC:
         decimal = decimal_precision_scale(resolved.typmod)
         return "string" if decimal is None else _decimal(*decimal)
+    if oid == oids.XID8:
+        return _decimal(*XID8_DECIMAL)
     return "string"
 
 

@@ -23,7 +23,7 @@ from connector.avro.serializer import decode
 from connector.avro.typemap import column_codec
 from connector.pgoutput.messages import BinaryValue
 from connector.pgtypes import oids
-from tests.support.avro import catalog, column, relation
+from tests.support.avro import avro_shape, catalog, column, relation
 
 SOURCE = SourceInfo(1, 2, 3)
 
@@ -118,15 +118,15 @@ def test_xid8_and_vectors_map_to_types_holding_their_range() -> None:
     """xid8 (unsigned 64-bit) is decimal(20,0); oidvector / int2vector arrays of long / int."""
     types = catalog()
     xid8 = column_codec(types, oids.XID8)
-    assert xid8.avro_type == {"type": "bytes", "logicalType": "decimal", "precision": 20,
+    assert avro_shape(xid8.avro_type) == {"type": "bytes", "logicalType": "decimal", "precision": 20,
                               "scale": 0}
     assert xid8.convert is not None and xid8.convert(2**64 - 1) == Decimal(2**64 - 1)
-    assert column_codec(types, oids.OIDVECTOR).avro_type == {"type": "array",
-                                                             "items": ["null", "long"]}
-    assert column_codec(types, oids.INT2VECTOR).avro_type == {"type": "array",
-                                                              "items": ["null", "int"]}
+    assert avro_shape(column_codec(types, oids.OIDVECTOR).avro_type) == {
+        "type": "array", "items": ["null", "long"]}
+    assert avro_shape(column_codec(types, oids.INT2VECTOR).avro_type) == {
+        "type": "array", "items": ["null", "int"]}
     for oid in (oids.OID, oids.XID, oids.CID):  # unsigned 32-bit: a long holds them
-        assert column_codec(types, oid).avro_type == "long"
+        assert avro_shape(column_codec(types, oid).avro_type) == "long"
     codec, lookup = _codec(column("id", oids.INT4, key=True), column("x8", oids.XID8),
                            column("ov", oids.OIDVECTOR))
     _, value = codec.change_from_tuples("c", None, ("1", str(2**64 - 1), "1 4294967295"),
