@@ -118,8 +118,8 @@ def test_xid8_and_vectors_map_to_types_holding_their_range() -> None:
     """xid8 (unsigned 64-bit) is decimal(20,0); oidvector / int2vector arrays of long / int."""
     types = catalog()
     xid8 = column_codec(types, oids.XID8)
-    assert avro_shape(xid8.avro_type) == {"type": "bytes", "logicalType": "decimal", "precision": 20,
-                              "scale": 0}
+    assert avro_shape(xid8.avro_type) == {"type": "bytes", "logicalType": "decimal",
+                                          "precision": 20, "scale": 0}
     assert xid8.convert is not None and xid8.convert(2**64 - 1) == Decimal(2**64 - 1)
     assert avro_shape(column_codec(types, oids.OIDVECTOR).avro_type) == {
         "type": "array", "items": ["null", "long"]}

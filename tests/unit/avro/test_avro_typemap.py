@@ -256,3 +256,136 @@ def test_array_shapes() -> None:
 def test_enum_array_is_array_of_strings() -> None:
     codec = column_codec(catalog(), ENUM_ARRAY_OID)
     assert avro_shape(codec.avro_type) == {"type": "array", "items": ["null", "string"]}
+
+
+# ---------------------------------------------------------------------------- Kafka Connect
+
+SOURCE_TYPE = "__debezium.source.column.type"
+
+
+def _params(oid: int, mod: int = -1, cat: TypeCatalog = CATALOG) -> dict[str, str]:
+    return column_codec(cat, oid, mod).avro_type["connect.parameters"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("oid", "mod", "attributes"),
+    [
+        (oids.INT2, -1, {"connect.type": "int16"}),
+        (oids.DATE, -1, {"connect.name": "io.debezium.time.Date"}),
+        (oids.TIME, -1, {"connect.name": "io.debezium.time.MicroTime"}),
+        (oids.TIMESTAMP, -1, {"connect.name": "io.debezium.time.MicroTimestamp"}),
+        (oids.TIMESTAMPTZ, -1, {"connect.name": "io.debezium.time.MicroTimestamp"}),  # UTC
+        (oids.UUID, -1, {"connect.name": "io.debezium.data.Uuid"}),
+        (oids.JSON, -1, {"connect.name": JSON_CONNECT_NAME}),
+        (oids.JSONB, -1, {"connect.name": JSON_CONNECT_NAME}),
+        (oids.TIMETZ, -1, {}),  # a plain string: Debezium's ZonedTime would not parse it
+        (oids.INT4, -1, {}),
+        (oids.TEXT, -1, {}),
+    ],
+)
+def test_connect_names_and_types(oid: int, mod: int, attributes: dict[str, str]) -> None:
+    schema = avro_type(oid, mod)
+    own = {k: v for k, v in schema.items() if k in ("connect.name", "connect.type")}
+    assert own == attributes
+
+
+def test_decimals_carry_connects_decimal_parameters() -> None:
+    schema = avro_type(oids.NUMERIC, typmod(10, 2))
+    assert schema["connect.name"] == "org.apache.kafka.connect.data.Decimal"
+    assert schema["connect.parameters"] == {
+        "scale": "2", "connect.decimal.precision": "10",
+        SOURCE_TYPE: "NUMERIC", "__debezium.source.column.length": "10",
+        "__debezium.source.column.scale": "2"}
+    xid8 = avro_type(oids.XID8)
+    assert xid8["connect.parameters"] == {"scale": "0", "connect.decimal.precision": "20",
+                                          SOURCE_TYPE: "XID8"}
+    # numeric(3,-2) is decimal(5,0) in Avro; the source parameters tell the column's own
+    assert avro_type(oids.NUMERIC, typmod(3, -2))["connect.parameters"] == {
+        "scale": "0", "connect.decimal.precision": "5", SOURCE_TYPE: "NUMERIC",
+        "__debezium.source.column.length": "3", "__debezium.source.column.scale": "-2"}
+    assert _params(oids.NUMERIC, typmod(39, 2)) == {  # a string: no Decimal parameters
+        SOURCE_TYPE: "NUMERIC", "__debezium.source.column.length": "39",
+        "__debezium.source.column.scale": "2"}
+
+
+def test_source_column_type_length_and_scale() -> None:
+    assert _params(oids.VARCHAR, 20 + 4) == {SOURCE_TYPE: "VARCHAR",
+                                             "__debezium.source.column.length": "20"}
+    assert _params(oids.BPCHAR, 3 + 4) == {SOURCE_TYPE: "BPCHAR",
+                                           "__debezium.source.column.length": "3"}
+    assert _params(oids.BIT, 5) == {SOURCE_TYPE: "BIT", "__debezium.source.column.length": "5"}
+    assert _params(oids.VARCHAR) == {SOURCE_TYPE: "VARCHAR"}  # varchar without a length
+    for oid, name in [(oids.INET, "INET"), (oids.CIDR, "CIDR"), (oids.MACADDR, "MACADDR"),
+                      (oids.MONEY, "MONEY"), (oids.INTERVAL, "INTERVAL"), (oids.XML, "XML"),
+                      (oids.TIMESTAMPTZ, "TIMESTAMPTZ"), (oids.INT2, "INT2")]:
+        assert _params(oid) == {SOURCE_TYPE: name}
+    assert _params(16400) == {SOURCE_TYPE: "MOOD"}  # an enum: its own name
+    assert _params(16399) == {SOURCE_TYPE: "_MOOD"}  # an array: its pg_type name
+    assert _params(oids.ARRAY_OF[oids.INT4]) == {SOURCE_TYPE: "_INT4"}
+    # a domain: its own name, with its base type's length and scale
+    assert _params(16410) == {"scale": "2", "connect.decimal.precision": "10",
+                              SOURCE_TYPE: "PRICE", "__debezium.source.column.length": "10",
+                              "__debezium.source.column.scale": "2"}
+    assert avro_type(99999) == "string"  # a type not in pg_type: nothing to name
+
+
+def test_every_mapped_type_has_its_connect_attributes() -> None:
+    """Every built-in type the mapping knows, its array, and user types: connect.parameters
+    naming the source type (a connect.name / connect.type where Connect has one), on the
+    column's type and nothing else changed in the encoding."""
+    from connector.avro.typemap import CONNECT_NAMES, CONNECT_TYPES
+
+    cases: list[tuple[int, int, str]] = []
+    for oid, name in oids.NAMES.items():
+        cases.append((oid, -1, name.upper()))
+        array_oid = oids.ARRAY_OF.get(oid)
+        if array_oid:
+            cases.append((array_oid, -1, "_" + name.upper()))
+    cases += [(oids.NUMERIC, typmod(10, 2), "NUMERIC"), (oids.VARCHAR, 24, "VARCHAR"),
+              (16400, -1, "MOOD"), (16399, -1, "_MOOD"), (16410, -1, "PRICE"),
+              (oids.INT2VECTOR, -1, "INT2VECTOR"), (oids.OIDVECTOR, -1, "OIDVECTOR")]
+    for oid, mod, source_type in cases:
+        schema = avro_type(oid, mod)
+        assert isinstance(schema, dict), oid
+        assert schema["connect.parameters"][SOURCE_TYPE] == source_type, oid
+        element = schema
+        while element.get("type") == "array":  # arrays: the element type carries the names
+            items = element["items"]
+            element = items[1] if isinstance(items, list) else items
+            element = {"type": element} if isinstance(element, str) else element
+        resolved = CATALOG.resolve(oid, mod)
+        while resolved.kind == "array":
+            assert resolved.element is not None
+            resolved = resolved.element
+        base = resolved.oid if resolved.kind == "builtin" else None
+        if base in CONNECT_NAMES:
+            assert element["connect.name"] == CONNECT_NAMES[base], oid
+        elif base in CONNECT_TYPES:
+            assert element["connect.type"] == CONNECT_TYPES[base], oid
+        elif element.get("logicalType") == "decimal":
+            assert element["connect.name"] == "org.apache.kafka.connect.data.Decimal", oid
+            assert element["connect.parameters"]["scale"] == str(element["scale"]), oid
+            assert element["connect.parameters"]["connect.decimal.precision"] == str(
+                element["precision"]), oid
+        else:
+            assert "connect.name" not in element and "connect.type" not in element, oid
+        fastavro.parse_schema({"type": "record", "name": "r",
+                               "fields": [{"name": "v", "type": ["null", schema]}]})
+
+
+def test_connect_attributes_do_not_change_the_encoding() -> None:
+    """The bytes of a value are those of the type without its Connect attributes."""
+    for oid, mod, value in [(oids.INT2, -1, 7), (oids.UUID, -1, UUID(int=5)),
+                            (oids.TIMESTAMPTZ, -1, dt.datetime(2024, 1, 1, tzinfo=UTC)),
+                            (oids.NUMERIC, typmod(10, 2), Decimal("1.25")),
+                            (oids.TEXT, -1, "x"), (1007, -1, [1, None])]:
+        datum = converter(oid, mod)(value)
+        full, plain = avro_type(oid, mod), avro_shape(avro_type(oid, mod))
+        out = []
+        for schema in (full, plain):
+            parsed = fastavro.parse_schema({"type": "record", "name": "r", "fields": [
+                {"name": "v", "type": ["null", schema]}]})  # fmt: skip
+            buffer = io.BytesIO()
+            fastavro.schemaless_writer(buffer, parsed, {"v": datum})
+            out.append(buffer.getvalue())
+        assert out[0] == out[1], oid
