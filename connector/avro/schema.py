@@ -10,7 +10,8 @@ Names: record ``Key``, ``Envelope`` and ``Value`` in namespace ``<prefix>.<schem
 ``pgcdc`` namespace (``pgcdc.Source``, ``pgcdc.Transaction``).
 
 Determinism: the JSON text depends only on the Relation's names, column types and key flags
-(and the prefix, array dimensions and key override), rendered compactly with keys in a fixed
+(and the prefix, array dimensions, key override and the catalog's names of the column types,
+which the Kafka Connect attributes carry), rendered compactly with keys in a fixed
 order, so the same Relation always gives byte-identical text and the registry dedupes it.
 
 Evolution: every ``Value`` field is ``["null", T]`` with default null and the Envelope's

@@ -15,6 +15,12 @@ domains, is a string of its text), numeric(p, s) a decimal up to 38 digits, doma
 type's, arrays ``dims`` nested Avro arrays (pgoutput does not tell a column's dimensions: the
 pipeline passes ``pg_attribute.attndims``, see `ARRAY_DIMS_QUERY` in `connector.avro.schema`).
 
+Each column's type also carries Kafka Connect attributes, Debezium's (schemas/README.md "Kafka
+Connect attributes"): ``connect.name`` / ``connect.type`` on the types Connect names
+(`CONNECT_NAMES`, `CONNECT_TYPES`, decimals), and on every column ``connect.parameters`` with
+its source type (`source_column_parameters`). Avro ignores them: encoding and values are the
+same with or without them.
+
 A typed (non-string) mapping must hold every value PostgreSQL can store of its type; a type
 whose values could be refused is a string. A value refused anyway is published by the one
 fallback rule of `connector.avro.fallback` (exact text, or null in a typed column), never an
@@ -28,8 +34,9 @@ Adding a PostgreSQL type (in this order; each step has its test next to the othe
    in ``pgtypes/catalog.py``); tests in tests/unit/pgtypes, and against a real server in
    tests/integration/pgtypes/test_pgtypes_vs_postgres.py. No Avro there.
 3. Here: its Avro type in ``_SIMPLE``, ``_LONG`` or ``_STRING`` (anything else is a string of
-   its text), and a converter in ``_CONVERTERS`` if the loaded value is not the datum; its row
-   in schemas/README.md (tests/unit/avro/test_avro_typemap.py).
+   its text), and a converter in ``_CONVERTERS`` if the loaded value is not the datum; its
+   Connect name in ``CONNECT_NAMES`` / ``CONNECT_TYPES`` if Connect has one; its row in
+   schemas/README.md (tests/unit/avro/test_avro_typemap.py).
 4. Optional C fast path: a kind in ``connector/avro/native_rows.py`` and its parser in
    ``connector/native/rowenc.c`` (tests/unit/avro/test_avro_native_rows.py proves the same bytes
    as the Python path); without it the column takes the Python path, same bytes.
