@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
@@ -79,10 +79,13 @@ def idempotent(spark: SparkSession, app_id: str, version: int,
 
 
 def _run(target: DeltaTable, source: DataFrame, plan: MergePlan) -> None:
+    # delta-spark types the expressions as dict[str, str | Column] (invariant): copies.
+    update: dict[str, str | Column] = {**plan.update_set}
+    insert: dict[str, str | Column] = {**plan.insert_values}
     (target.alias("t").merge(source.alias("s"), plan.on)
      .whenMatchedDelete(condition=plan.delete_when)
-     .whenMatchedUpdate(condition=plan.update_when, set=plan.update_set)
-     .whenNotMatchedInsert(condition=plan.insert_when, values=plan.insert_values)
+     .whenMatchedUpdate(condition=plan.update_when, set=update)
+     .whenNotMatchedInsert(condition=plan.insert_when, values=insert)
      .execute())
 
 
