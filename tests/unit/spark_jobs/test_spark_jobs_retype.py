@@ -132,3 +132,30 @@ def test_a_batch_mixing_old_and_new_writer_schemas_merges(spark: SparkSession,
     table = spark.read.format("delta").load(sink.path)
     assert table.schema["v"].dataType == LongType()
     assert {r["id"]: r["v"] for r in table.collect()} == {1: None, 2: 12, 3: 5, 4: 4}
+
+
+def test_a_retype_keeps_column_mapping_partitioning_and_properties(spark: SparkSession,
+                                                                    tmp_path: Path) -> None:
+    sink = DeltaTableSink(str(tmp_path), f"s/{uuid.uuid4().hex[:8]}", "test-app",
+                          partition_by=["p"], properties={"delta.appendOnly": "false"},
+                          column_mapping=True)
+
+    def apply(batch_id: int, schema: str, rows: list[tuple[object, ...]]) -> None:
+        df = spark.createDataFrame(rows, f"{schema}, {META}")
+        _, facts = table_facts(df)
+        sink.apply(spark, df, facts, ["id"], batch_id)
+
+    apply(0, "id int, `order date` string, p int",
+          [(1, "2024-01-02", 1, "c", 10, 0, 0, []), (2, "soon", 2, "c", 10, 1, 0, [])])
+    apply(1, "id int, `order date` date, p string",
+          [(3, None, "x", "c", 20, 0, 0, [])])
+    table = spark.read.format("delta").load(sink.path)
+    assert str(table.schema["order date"].dataType) == "DateType()"
+    assert table.schema["p"].dataType == StringType()
+    assert {r["id"]: (str(r["order date"]), r["p"]) for r in table.collect()} == {
+        1: ("2024-01-02", "1"), 2: ("None", "2"), 3: ("None", "x")}
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{sink.path}`").first()
+    assert detail is not None
+    assert detail["partitionColumns"] == ["p"]
+    assert detail["properties"]["delta.columnMapping.mode"] == "name"
+    assert detail["properties"]["delta.appendOnly"] == "false"
