@@ -9,7 +9,9 @@ bootstrap:            ## install system packages, .venv and the stack's jars (id
 native:               ## rebuild the C extension after editing connector/native/*.c
 	.venv/bin/pip install -q --no-deps -e .
 
-test: bootstrap       ## the whole suite against real PostgreSQL 15/18, Kafka, registry, Spark
+test: bootstrap       ## lint (ruff, mypy), then the whole suite against real PostgreSQL 15/18, Kafka, registry, Spark
+	.venv/bin/ruff check connector spark_jobs tests scripts benchmarks
+	.venv/bin/mypy connector spark_jobs
 	$(PYTEST) -q -p no:cacheprovider --durations=30
 
 unit: bootstrap       ## pure-code tests only (no servers)
@@ -29,7 +31,7 @@ stack-status:
 
 lint:
 	.venv/bin/ruff check connector spark_jobs tests scripts benchmarks
-	.venv/bin/mypy connector
+	.venv/bin/mypy connector spark_jobs
 
 clean: stack-down     ## stop the stack and delete its data (keeps the download cache)
 	rm -rf .stack/postgres .stack/kafka .stack/registry

@@ -11,11 +11,13 @@ from typing import Any
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.avro.functions import from_avro
+from pyspark.sql.types import DataType
 
-from .changes import IDX, LSN, OP, TOAST, TS
+from .changes import IDX, LSN, OP, TOAST, TS, q
 from .lake_types import lake_schema
 from .names import OFFSET, PARTITION, column_names
 from .registry import SchemaCache, SchemaLookupError
+from .widening import batch_type, exact_cast
 from .wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID
 
 DEAD_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value", "reason")
@@ -159,8 +161,25 @@ def decode_topic(frames: DataFrame, topic: str, plan: TopicPlan, original: bool 
             F.col("partition").alias(PARTITION), F.col("offset").alias(OFFSET),
             decoded.alias("_e"),
         ).select(PARTITION, OFFSET, *_flatten(F.col("_e"), schema, original)))
-    out = parts[0]
-    for part in parts[1:]:
+    return _union(parts[::-1]) if len(parts) > 1 else parts[0]
+
+
+def _union(newest_first: list[DataFrame]) -> DataFrame:
+    """The parts of several writer schemas unioned by name, each column of the type the
+    newest schema having it gives it (`widening.batch_type`): an older schema's values are
+    cast exactly where they can be and NULL otherwise (a column retyped text → bigint has
+    'foo' in its older events), never failing the batch."""
+    types: dict[str, DataType] = {}
+    for part in newest_first:
+        for f in part.schema.fields:
+            types[f.name] = (f.dataType if f.name not in types
+                             else batch_type(types[f.name], f.dataType))
+    cast = [part.select(*[exact_cast(F.col(q(f.name)), f.dataType, types[f.name]).alias(f.name)
+                          if f.dataType != types[f.name] else F.col(q(f.name))
+                          for f in part.schema.fields])
+            for part in newest_first]
+    out = cast[-1]  # oldest first, as before
+    for part in cast[-2::-1]:
         out = out.unionByName(part, allowMissingColumns=True)
     return out
 

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from delta.tables import DeltaTable
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
@@ -29,7 +29,7 @@ from .changes import (
 )
 from .files import HadoopFs
 from .plan import MergePlan, merge_plan, not_deleted_later, sql_string
-from .widening import widened
+from .widening import column_change, exact_cast
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,13 @@ def idempotent(spark: SparkSession, app_id: str, version: int,
 
 
 def _run(target: DeltaTable, source: DataFrame, plan: MergePlan) -> None:
+    # delta-spark types the expressions as dict[str, str | Column] (invariant): copies.
+    update: dict[str, str | Column] = {**plan.update_set}
+    insert: dict[str, str | Column] = {**plan.insert_values}
     (target.alias("t").merge(source.alias("s"), plan.on)
      .whenMatchedDelete(condition=plan.delete_when)
-     .whenMatchedUpdate(condition=plan.update_when, set=plan.update_set)
-     .whenNotMatchedInsert(condition=plan.insert_when, values=plan.insert_values)
+     .whenMatchedUpdate(condition=plan.update_when, set=update)
+     .whenNotMatchedInsert(condition=plan.insert_when, values=insert)
      .execute())
 
 
@@ -189,23 +192,43 @@ class DeltaTableSink:
         log.info("%s: added columns %s", self.path, [f.name for f in new])
 
     def _widen(self, spark: SparkSession, changes: DataFrame) -> None:
-        """Widen the columns whose source type widened upstream (int → bigint...) before the
-        MERGE would overflow casting to the old type. A rewrite of the table (rare: once per
-        type change) rather than Delta's typeWidening feature, which delta-rs cannot read.
-        The tombstone table's copy of a key column widens with it."""
-        wider: dict[str, DataType] = {}
+        """Give the table the types of the batch's columns whose source type changed upstream
+        (`widening.column_change`), before the MERGE would fail casting to the old type
+        (DELTA_CAST_OVERFLOW_IN_TABLE_WRITE for int → bigint, CAST_INVALID_INPUT for text →
+        bigint). A widening converts every stored value; any other change (a retype: the
+        table's new schema wins) converts the values Spark can cast exactly and sets the
+        others NULL: existing rows keep converted values until the producer re-syncs the table
+        (an incremental snapshot). A narrower source type (bigint → int) keeps the table's.
+        A rewrite of the table (rare: once per type change) rather than Delta's typeWidening
+        feature, which delta-rs cannot read. The tombstone table's copy of a key column
+        follows."""
+        new_types: dict[str, DataType] = {}
+        retyped: list[str] = []
         for c in row_columns(changes):
             have = self._types.get(c.lower())
-            new = None if have is None else widened(have, changes.schema[c].dataType)
-            if new is not None:
-                wider[c.lower()] = new
-        if not wider:
+            if have is None:
+                continue
+            change, new = column_change(have, changes.schema[c].dataType)
+            if change != "same":
+                new_types[c.lower()] = new
+            if change == "retype":
+                retyped.append(c)
+        if not new_types:
             return
-        _rewrite_with_types(spark, self.path, wider)
+        lost = _not_convertible(spark, self.path, {c.lower(): new_types[c.lower()]
+                                                   for c in retyped})
+        _rewrite_with_types(spark, self.path, new_types)
         if self._has_tombstones:
-            _rewrite_with_types(spark, self.tomb_path, wider)
-        self._types.update(wider)
-        log.info("%s: widened %s", self.path, {c: t.simpleString() for c, t in wider.items()})
+            _rewrite_with_types(spark, self.tomb_path, new_types)
+        for c in retyped:
+            log.warning("%s: column %s retyped %s -> %s (%d values not convertible set NULL)",
+                        self.path, c, self._types[c.lower()].simpleString(),
+                        new_types[c.lower()].simpleString(), lost.get(c.lower(), 0))
+        widened_ = {c: t.simpleString() for c, t in new_types.items()
+                    if c not in {r.lower() for r in retyped}}
+        if widened_:
+            log.info("%s: widened %s", self.path, widened_)
+        self._types.update(new_types)
 
     def _truncate(self, spark: SparkSession, position: Position) -> None:
         """Remove rows (and tombstones) older than the truncate and remember its position, so
@@ -303,15 +326,31 @@ class DeltaTableSink:
         _append(deletes, self.tomb_path, f"{self.app_id}:{self.tomb_path}{part}", batch_id)
 
 
+def _not_convertible(spark: SparkSession, path: str, types: dict[str, DataType]
+                     ) -> dict[str, int]:
+    """Per (lower-cased) column: how many stored values `exact_cast` cannot convert to its new
+    type (one aggregation over the table; only for retyped columns)."""
+    if not types:
+        return {}
+    table = spark.read.format("delta").load(path)
+    fields = [f for f in table.schema.fields if f.name.lower() in types]
+    row = table.agg(*[F.count_if(F.col(q(f.name)).isNotNull() & exact_cast(
+        F.col(q(f.name)), f.dataType, types[f.name.lower()]).isNull()).alias(str(i))
+        for i, f in enumerate(fields)]).first()
+    assert row is not None
+    return {f.name.lower(): int(row[str(i)]) for i, f in enumerate(fields)}
+
+
 def _rewrite_with_types(spark: SparkSession, path: str, types: dict[str, DataType]) -> None:
-    """Rewrite a Delta table with the given (lower-cased) columns cast to wider types, in one
-    commit that keeps its partitioning and table properties."""
+    """Rewrite a Delta table with the given (lower-cased) columns converted to new types
+    (`widening.exact_cast`: NULL where a value cannot convert), in one commit that keeps its
+    partitioning, table properties and column mapping."""
     table = spark.read.format("delta").load(path)
     if not any(f.name.lower() in types for f in table.schema.fields):
         return
     detail = DeltaTable.forPath(spark, path).detail().first()
     assert detail is not None
-    columns = [F.col(q(f.name)).cast(types[f.name.lower()]).alias(f.name)
+    columns = [exact_cast(F.col(q(f.name)), f.dataType, types[f.name.lower()]).alias(f.name)
                if f.name.lower() in types else F.col(q(f.name)) for f in table.schema.fields]
     (table.select(*columns).write.format("delta").mode("overwrite")
      .option("overwriteSchema", "true").partitionBy(*detail["partitionColumns"]).save(path))

@@ -50,6 +50,8 @@ class SchemaCache:
             raise RegistryUnavailable(f"schema id {schema_id}: {exc}") from exc
         if (schema.schema_type or "AVRO") != "AVRO":
             return SchemaLookupError(f"schema id {schema_id} is {schema.schema_type}, not AVRO")
+        if schema.schema_str is None:
+            return SchemaLookupError(f"schema id {schema_id} has no schema text")
         try:
             parsed = json.loads(schema.schema_str)
         except ValueError as exc:

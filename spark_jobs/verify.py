@@ -19,7 +19,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from .names import METADATA_COLUMNS, q
+from connector.names import to_avro_name
+
+from .names import METADATA_COLUMNS, column_names, q
 
 
 @dataclass
@@ -62,9 +64,30 @@ def pg_rows(dsn: str, schema: str, table: str) -> TableRows:
     return TableRows(columns, rows)
 
 
+def lake_names(pg_columns: Sequence[str], lake_columns: Iterable[str]) -> dict[str, str]:
+    """PostgreSQL column → the lake column holding it, named as the merge job names it
+    (`names.column_names` over the table's columns, through the injective Avro name mapping of
+    `connector.names`): `order date` is `order_x0020date` in a table without column mapping,
+    `_cdc_op` is `_x005Fcdc_x005Fop`. The naming (with column mapping or not) matching more
+    lake columns wins; a column with no lake column is left out."""
+    record = {"fields": [{"name": to_avro_name(c), "pg_name": c} for c in pg_columns]}
+    have = set(lake_columns)
+    best: dict[str, str] = {}
+    for original in (False, True):
+        names = column_names(record, original)
+        found = {c: names[to_avro_name(c)] for c in pg_columns
+                 if names[to_avro_name(c)] in have}
+        if len(found) > len(best):
+            best = found
+    return best
+
+
 def lake_rows(spark: Any, path: str, key: Sequence[str]) -> TableRows:
+    """The lake table's rows by `key` (PostgreSQL names, or lake names)."""
     frame = spark.read.format("delta").load(path)
     columns = [c for c in frame.columns if c not in METADATA_COLUMNS]
+    key_names = lake_names(key, columns)
+    key = [k if k in columns else key_names.get(k, k) for k in key]
     rows = {}
     # Quoted: lake column names may hold dots or backticks (column mapping).
     for record in frame.select(*map(q, columns)).collect():
@@ -106,7 +129,8 @@ def compare(table: str, pg: TableRows, lake: TableRows, limit: int = 10) -> Comp
     """Rows present on one side only, and differing values in PostgreSQL's columns. Columns
     the lake keeps after they were dropped upstream are not compared."""
     result = Comparison(table, len(pg.rows), len(lake.rows))
-    missing_columns = [c for c in pg.columns if c not in lake.columns]
+    names = lake_names(pg.columns, lake.columns)
+    missing_columns = [c for c in pg.columns if c not in names]
     if missing_columns:
         result.differences.append(f"columns missing in the lake: {missing_columns}")
         return result
@@ -116,7 +140,7 @@ def compare(table: str, pg: TableRows, lake: TableRows, limit: int = 10) -> Comp
         result.differences.append(f"row {key} only in the lake")
     for key in pg.rows.keys() & lake.rows.keys():
         for column in pg.columns:
-            a, b = pg.rows[key][column], lake.rows[key][column]
+            a, b = pg.rows[key][column], lake.rows[key][names[column]]
             if normalize(a, b) != normalize(b, a):
                 result.differences.append(f"row {key} column {column}: PostgreSQL {a!r}, "
                                           f"lake {b!r}")
@@ -128,9 +152,10 @@ def compare(table: str, pg: TableRows, lake: TableRows, limit: int = 10) -> Comp
 
 def side_by_side(pg: TableRows, lake: TableRows, limit: int = 5) -> Iterable[str]:
     """A few rows of each side, for people to look at."""
+    names = lake_names(pg.columns, lake.columns)
     for key in sorted(pg.rows, key=repr)[:limit]:
         left = {c: pg.rows[key][c] for c in pg.columns}
-        right = {c: lake.rows.get(key, {}).get(c) for c in pg.columns}
+        right = {c: lake.rows.get(key, {}).get(names.get(c, c)) for c in pg.columns}
         yield f"  PostgreSQL {_short(left)}"
         yield f"  Delta      {_short(right) if key in lake.rows else '(missing)'}"
 

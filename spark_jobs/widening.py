@@ -1,13 +1,24 @@
-"""Type widening: the column type a Delta table must take when its source column widened
-upstream (int → bigint, numeric(p,s) → a larger precision or scale, real → double).
+"""Type changes upstream: the column type a Delta table must take when its source column's
+type changed (`ALTER TABLE ... ALTER COLUMN ... TYPE`), decided per column by `column_change`:
 
-Only the changes Delta's type widening feature allows are returned (the sink applies them by
-rewriting the table, as delta-rs cannot read the feature); anything else (a narrower or
-unrelated source type) leaves the table's type, and the MERGE casts to it as before.
-`varchar(n)` length changes need nothing: every text type is a string in the lake."""
+- **same**: the table's type holds every source value (equal, or the source is narrower:
+  bigint → int, an older writer schema of a widened column); the MERGE casts as before.
+- **widen**: a change Delta's type widening feature allows (int → bigint, numeric(p,s) → a
+  larger precision or scale, real → double): every stored value converts exactly.
+- **retype**: anything else (text → bigint, bigint → text, numeric → int...): the table's new
+  schema wins and the column takes the source type; stored values convert where Spark can
+  cast them exactly, the others become NULL (`exact_cast`).
+
+The sink applies widen and retype alike by rewriting the table (delta-rs cannot read Delta's
+typeWidening feature). `varchar(n)` length changes need nothing: every text type is a string
+in the lake."""
 
 from __future__ import annotations
 
+from typing import Literal
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ByteType,
     DataType,
@@ -17,7 +28,10 @@ from pyspark.sql.types import (
     IntegerType,
     LongType,
     ShortType,
+    StringType,
 )
+
+Change = Literal["same", "widen", "retype"]
 
 MAX_DECIMAL_PRECISION = 38
 _INTEGRAL_RANK: dict[DataType, int] = {
@@ -41,3 +55,39 @@ def widened(table: DataType, source: DataType) -> DataType | None:
         wider = DecimalType(digits + scale, scale)
         return None if wider == table else wider
     return None
+
+
+def holds(table: DataType, source: DataType) -> bool:
+    """Whether a column of type `table` holds every value of type `source` exactly."""
+    return table == source or widened(source, table) == table
+
+
+def column_change(table: DataType, source: DataType) -> tuple[Change, DataType]:
+    """What a table column of type `table` does when a batch brings type `source`:
+    ("same", table), ("widen", the wider type) or ("retype", source)."""
+    if holds(table, source):
+        return "same", table
+    wider = widened(table, source)
+    if wider is not None:
+        return "widen", wider
+    return "retype", source
+
+
+def batch_type(newest: DataType, older: DataType) -> DataType:
+    """The type one batch's column takes when its writer schemas disagree: the newest writer
+    schema's, unless an older one is wider (a widened column's older events keep the wider
+    type, so they never overflow); `exact_cast` converts the other schemas' values."""
+    wider = widened(newest, older)
+    return newest if wider is None else wider
+
+
+def exact_cast(col: Column, source: DataType, target: DataType) -> Column:
+    """`col` (of type `source`) as `target` where Spark converts it exactly, else NULL: a
+    string parses (`try_cast`), anything becomes its string, and between other types a value
+    converts only if it casts back to itself (1.5 does not become the int 1)."""
+    if source == target:
+        return col
+    cast = col.try_cast(target)
+    if isinstance(source, StringType) or isinstance(target, StringType) or holds(target, source):
+        return cast
+    return F.when(cast.try_cast(source).eqNullSafe(col), cast)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from spark_jobs.verify import normalize
+from spark_jobs.verify import TableRows, compare, lake_names, normalize
 
 
 def test_a_time_compares_as_the_lakes_microseconds_since_midnight() -> None:
@@ -12,3 +12,27 @@ def test_a_time_compares_as_the_lakes_microseconds_since_midnight() -> None:
     assert normalize(47_655_123_456) == 47_655_123_456
     zoned = dt.time(10, tzinfo=dt.timezone(dt.timedelta(hours=2)))
     assert normalize(zoned) == zoned  # timetz (a string in the lake) is left as it is
+
+
+def test_escaped_lake_names_are_found_through_the_name_mapping() -> None:
+    pg_columns = ["id", "order date", "_cdc_op", "a_x0020b", "a b"]
+    # without column mapping: the names the merge job gives (spark_jobs.names.column_names)
+    lake_columns = ["id", "order_x0020date", "_x005Fcdc_x005Fop", "a_x005Fx0020b", "a_x0020b"]
+    assert lake_names(pg_columns, lake_columns) == {
+        "id": "id", "order date": "order_x0020date", "_cdc_op": "_x005Fcdc_x005Fop",
+        "a_x0020b": "a_x005Fx0020b", "a b": "a_x0020b"}
+    pg = TableRows(pg_columns, {(1,): dict(zip(pg_columns, [1, "d", "x", "p", "q"],
+                                                strict=True))})
+    lake = TableRows(lake_columns, {(1,): dict(zip(lake_columns, [1, "d", "x", "p", "q"],
+                                                    strict=True))})
+    assert compare("s.t", pg, lake).differences == []
+    lake.rows[(1,)]["a_x0020b"] = "other"
+    assert compare("s.t", pg, lake).differences == [
+        "row (1,) column a b: PostgreSQL 'q', lake 'other'"]
+    # with column mapping the lake has the PostgreSQL names
+    mapped = ["id", "order date", "_x005Fcdc_x005Fop", "a_x005Fx0020b", "a b"]
+    assert lake_names(pg_columns, mapped) == {
+        "id": "id", "order date": "order date", "_cdc_op": "_x005Fcdc_x005Fop",
+        "a_x0020b": "a_x005Fx0020b", "a b": "a b"}
+    assert compare("s.t", TableRows(["id", "gone"], {}), TableRows(["id"], {})).differences == [
+        "columns missing in the lake: ['gone']"]
