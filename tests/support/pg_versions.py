@@ -43,6 +43,7 @@ def one_pg_version(metafunc: pytest.Metafunc, keep_both: Collection[str] = ()) -
         if "postgres" in (names.replace(" ", "").split(",") if isinstance(names, str) else names):
             return  # the test chose its servers itself
     # A parametrize mark takes precedence over the fixture's own params (pytest's
-    # FixtureManager.pytest_generate_tests); indirect keeps the session-scoped servers shared.
+    # FixtureManager.pytest_generate_tests), so the caller's hook must be tryfirst; indirect
+    # keeps the session-scoped servers shared. Appended: ids keep their form (`[name-pg18]`).
     definition.add_marker(pytest.mark.parametrize("postgres", [ONE_PG], indirect=True,
-                                                    scope="session"))
+                                                  scope="session"))
