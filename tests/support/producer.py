@@ -99,9 +99,14 @@ class ProducerRun:
             self.proc.kill()
             self.proc.wait()
         with psycopg.connect(self.dsn, autocommit=True) as conn:
+            # The process is gone: wait only for its walsender to release the slot. A run that
+            # failed before creating one has none to wait for (that wait cost 5 s a test).
             for _ in range(50):
-                if conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s AND "
-                                "NOT active", (self.slot,)).fetchone():
+                row = conn.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s",
+                                   (self.slot,)).fetchone()
+                if row is None:
+                    break
+                if not row[0]:
                     conn.execute("SELECT pg_drop_replication_slot(%s)", (self.slot,))
                     break
                 time.sleep(0.1)

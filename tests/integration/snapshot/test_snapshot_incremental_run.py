@@ -250,10 +250,23 @@ def test_refusals_are_one_line_and_streaming_goes_on(postgres, producer_run, log
     assert [e.value["op"] for e in events] == ["c"]
     assert run.proc.poll() is None
 
-    second = _request(run, keyless)
-    cancelled = _pgcdc("snapshot", *common, "--cancel")
+    # Paused, the producer cannot fail the request (no key) before the cancel reaches it: the
+    # cancel alone decides the state, which must then stay cancelled once the producer resumes.
+    run.proc.send_signal(signal.SIGSTOP)
+    try:
+        second = _request(run, keyless)
+        cancelled = _pgcdc("snapshot", *common, "--cancel")
+    finally:
+        run.proc.send_signal(signal.SIGCONT)
     assert cancelled.returncode == 0, cancelled.stderr
-    assert _request_state(run.dsn, second)[0] in ("cancelled", "failed")
+    assert f"slot {run.slot}: 1 request(s) cancelled" in cancelled.stdout
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {keyless} VALUES (2)")
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{keyless}",
+                         min_count=2)
+    assert [e.value["op"] for e in events] == ["c", "c"]
+    assert _request_state(run.dsn, second)[0] == "cancelled"
+    assert run.proc.poll() is None, run.output()
 
 
 def test_partitioned_tables_are_left_alone(postgres, producer_run, log_dir) -> None:
@@ -270,7 +283,13 @@ def test_partitioned_tables_are_left_alone(postgres, producer_run, log_dir) -> N
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {parent}_high PARTITION OF {parent} "
                      "FOR VALUES FROM (100) TO (200)")
-        time.sleep(6)  # a few rounds of the catalog watch
+        # The watcher's round that sees the new partition logs it (pg_publication_tables lists
+        # partitions): proof that it ran after the partition existed, where a fixed sleep
+        # passed as well when it never ran.
+        deadline = time.monotonic() + 30
+        while f"{parent}_high is now published" not in run.output():
+            assert time.monotonic() < deadline and run.proc.poll() is None, run.output()
+            time.sleep(0.2)
         conn.execute(f"INSERT INTO {parent} VALUES (1, 1), (150, 2)")
     events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{parent}_low",
                          min_count=1)
