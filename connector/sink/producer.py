@@ -29,7 +29,10 @@ Deleted topics (issue 24): the sink remembers, for each topic the `TopicCreator`
 recorded, the partitions pgcdc created it with, and compares them with the cluster's metadata
 (one request naming no topic) at the topic's first use in a session and then at most every
 `topic_check_interval_s` seconds from `poll`, and whenever a delivery failed. A missing topic or
-another partition count stops the sink for good with `topics.topic_problem`'s line. Until
+another partition count stops the sink for good with `topics.topic_problem`'s line. A topic
+created a moment ago is only used once the metadata shows it, and a topic missing from the
+listing is asked for by name before it counts as deleted: a broker's metadata lags behind
+CreateTopics, and that window must not read as a deletion. Until
 then nothing for the missing topic is acknowledged (librdkafka holds the records: it may not
 create the topic), so the watermark stays below it. `add_check` adds other such checks (the
 registry's, connector/avro/registry.py), run from `poll` too.
@@ -226,7 +229,25 @@ class KafkaSink:
                 self._expected[topic] = recorded
                 if ensured_before:  # in an earlier session: it may be gone since
                     self.check_topics()
+                else:  # created now: its absence means something only once metadata had it
+                    self._await_visible(topic)
         self._ready.add(topic)
+
+    def _await_visible(self, topic: str) -> None:
+        """Wait until the cluster's metadata shows a topic created a moment ago. A broker
+        answers CreateTopics before every metadata cache has the topic, and the periodic check
+        must not take that window for a deletion."""
+        deadline = time.monotonic() + self._metadata_timeout_s
+        while True:
+            try:
+                if self._partitions_now(topic) is not None:
+                    return
+            except KafkaException as exc:  # no answer yet: the deadline decides
+                log.debug("metadata of new topic %s: %s", topic, exc)
+            if time.monotonic() >= deadline:
+                raise SinkError(f"topic {topic} was created but Kafka's metadata does not show "
+                                f"it after {self._metadata_timeout_s:.0f} s; check the brokers")
+            time.sleep(0.05)
 
     # ------------------------------------------------------------------ guards
 
@@ -246,14 +267,26 @@ class KafkaSink:
             log.warning("cannot check the topics: %s", exc.args[0] if exc.args else exc)
             return
         for topic, recorded in self._expected.items():
-            info = metadata.topics.get(topic)
-            actual = (len(info.partitions) if info is not None and info.error is None
-                      and info.partitions else None)
+            actual = _partitions_of(metadata, topic)
+            if actual is None:  # one broker's stale cache is no proof: ask for it by name
+                try:
+                    actual = self._partitions_now(topic)
+                except KafkaException as exc:
+                    log.warning("cannot check topic %s: %s", topic, exc.args[0] if exc.args
+                                else exc)
+                    return
             problem = topic_problem(topic, recorded, actual)
             if problem is not None:
                 self._fatal = SinkError(problem)
                 log.error("%s", problem)
                 raise self._fatal
+
+    def _partitions_now(self, topic: str) -> int | None:
+        """`topic`'s partitions in a metadata request naming it; None if the cluster does not
+        know it (auto-creation is off, so asking never creates it). Raises KafkaException when
+        the cluster does not answer."""
+        metadata = self._producer.list_topics(topic, timeout=self._metadata_timeout_s)
+        return _partitions_of(metadata, topic)
 
     def _guard(self) -> None:
         """The periodic checks: recorded topics when due, then the added ones."""
@@ -323,3 +356,10 @@ class KafkaSink:
         """The underlying confluent_kafka Producer (for metrics and tests)."""
         return self._producer
 
+
+def _partitions_of(metadata: Any, topic: str) -> int | None:
+    """The partition count a metadata answer gives `topic`; None if it does not have it."""
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        return None
+    return len(info.partitions)

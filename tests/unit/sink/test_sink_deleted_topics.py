@@ -130,3 +130,35 @@ def test_a_recorded_topic_with_other_partitions_is_refused() -> None:
     admin, ledger = _Admin({"app.public.t": 1}), _Ledger({"app.public.t": 3})
     with pytest.raises(SinkError, match="has 1 partitions but pgcdc created it with 3"):
         _creator(admin, ledger).ensure(["app.public.t"])
+
+
+class _LaggingMetadata:
+    """A producer whose metadata shows a new topic only from the `lag`-th request on, as a
+    broker's metadata cache does for a moment after CreateTopics answered."""
+
+    def __init__(self, topic: str, partitions: int, lag: int) -> None:
+        self.topic, self.partitions, self.lag = topic, partitions, lag
+        self.requests = 0
+
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        self.requests += 1
+        known = self.requests > self.lag
+        info = SimpleNamespace(error=None, partitions=dict.fromkeys(range(self.partitions)))
+        return SimpleNamespace(topics={self.topic: info} if known else {})
+
+
+def test_a_topic_created_a_moment_ago_is_not_taken_for_a_deleted_one() -> None:
+    from connector.sink.acks import AckTracker
+    from connector.sink.producer import KafkaSink
+
+    topic = "app.public.t"
+    creator = _creator(_Admin({}), _Ledger({}))
+    sink = KafkaSink(BASE, AckTracker(), topics=creator, metadata_timeout_s=5)
+    lagging = _LaggingMetadata(topic, 3, lag=3)
+    sink._producer = lagging  # type: ignore[assignment]
+    sink._prepare(topic)  # created and recorded now; used once the metadata shows it
+    assert lagging.requests == 4
+    sink.check_topics()  # due at once: must not read the lag as a deletion
+    lagging.lag = 10**6  # now it is really gone
+    with pytest.raises(SinkError, match=f"topic {topic} was deleted"):
+        sink.check_topics()
