@@ -20,6 +20,10 @@ SNAPSHOT_TABLES = Gauge("pgcdc_snapshot_tables", "Tables in the running or last 
 SNAPSHOT_TABLES_DONE = Gauge("pgcdc_snapshot_tables_done",
                              "Tables of the running or last snapshot read completely")
 SNAPSHOT_ROWS = Gauge("pgcdc_snapshot_rows", "Rows read by the running or last snapshot")
+VALUES_FALLBACK = Counter("pgcdc_values_fallback_total",
+                          "Values published by the fallback rule (exact text, or null for a "
+                          "typed column) because their type mapping refused them",
+                          ["table", "column"])
 CONNECTED = Gauge("pgcdc_connected", "1 while the replication stream is connected, else 0")
 
 

@@ -4,6 +4,9 @@ Per column the plan has a kind -- which C parser turns PostgreSQL's canonical te
 into Avro bytes -- and a Python fallback giving the same column's union field the Python way
 (load, convert, encode). The C side uses the fallback for anything but canonical text, so the
 bytes are always those of `TableCodec`'s Python path (tests/unit/avro/test_avro_native_rows.py).
+A value the column's mapping refuses and that falls back to null (connector/avro/fallback.py)
+comes back as ``(b"\\x00", exact text)``: the C side lists the text in the Envelope's
+``unparsed`` map (under the field name, or ``before.`` + it for the old row).
 
     plan = row_plan(columns, key_columns, text_loaders, binary_loaders, encoders)
     row_fields, key_fields = plan.encode(tuple_data, toast_list, True)
@@ -15,12 +18,14 @@ hand encoder (fastavro then writes every row, as before).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Final
 
 from connector.pgoutput.messages import UNCHANGED_TOAST
 from connector.pgtypes import oids
 from connector.speedups import native
 
+from .fallback import exact_text
 from .schema import ColumnSpec
 
 __all__ = ["row_plan"]
@@ -59,23 +64,37 @@ def _kind(column: ColumnSpec, kinds: dict[str, int]) -> tuple[int, int, int]:
     return kinds[name], 0, 0
 
 
-def _piece(text: Loader, binary: Loader, encode: Encoder) -> Callable[[Any], bytes]:
-    """The Python way to one column's union field: b"\\x00" or b"\\x02" + datum."""
+def _piece(text: Loader, binary: Loader, encode: Encoder,
+           fallback: Callable[[Any, BaseException], Any] | None = None,
+           ) -> Callable[[Any], bytes | tuple[bytes, str]]:
+    """The Python way to one column's union field: b"\\x00" or b"\\x02" + datum; for a value
+    that falls back to null, (b"\\x00", its exact text) for ``unparsed``.
 
-    def piece(raw: Any) -> bytes:
-        datum = text(raw) if isinstance(raw, str) else binary(raw)
-        return b"\x00" if datum is None else b"\x02" + encode(datum)
+    `fallback(raw, exc)`: the datum of a value the column's mapping refused
+    (connector/avro/fallback.py); None: the error propagates."""
+
+    def piece(raw: Any) -> bytes | tuple[bytes, str]:
+        try:
+            datum = text(raw) if isinstance(raw, str) else binary(raw)
+            return b"\x00" if datum is None else b"\x02" + encode(datum)
+        except Exception as exc:
+            if fallback is None:
+                raise
+            datum = fallback(raw, exc)
+            return (b"\x00", exact_text(raw)) if datum is None else b"\x02" + encode(datum)
 
     return piece
 
 
 def row_plan(columns: Sequence[ColumnSpec], key_columns: Sequence[ColumnSpec],
              text: Sequence[Loader], binary: Sequence[Loader],
-             encoders: Sequence[Encoder | None]) -> Any:
+             encoders: Sequence[Encoder | None],
+             fallback: Callable[[int, Any, BaseException], Any] | None = None) -> Any:
     """The RowPlan of a table version, or None (see the module docstring).
 
     `text`/`binary`: per column, pgtypes loader composed with the column's converter;
-    `encoders`: per column, the hand encoder of its Avro type (None: fastavro's)."""
+    `encoders`: per column, the hand encoder of its Avro type (None: fastavro's);
+    `fallback(column index, raw, exc)`: the datum of a value a column's mapping refused."""
     if native is None or not columns or any(encode is None for encode in encoders):
         return None
     kinds = [_kind(column, native.ROW_KINDS) for column in columns]
@@ -83,8 +102,10 @@ def row_plan(columns: Sequence[ColumnSpec], key_columns: Sequence[ColumnSpec],
         bytes(kind for kind, _, _ in kinds),
         tuple(scale for _, scale, _ in kinds),
         tuple(digits for _, _, digits in kinds),
-        tuple(_piece(load_text, load_binary, encode)  # type: ignore[arg-type]
-              for load_text, load_binary, encode in zip(text, binary, encoders, strict=True)),
+        tuple(_piece(load_text, load_binary, encode,  # type: ignore[arg-type]
+                     None if fallback is None else partial(fallback, i))
+              for i, (load_text, load_binary, encode)
+              in enumerate(zip(text, binary, encoders, strict=True))),
         tuple(column.avro_name for column in columns),
         tuple(column.index for column in key_columns),
         UNCHANGED_TOAST,

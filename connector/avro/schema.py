@@ -17,8 +17,11 @@ Evolution: every ``Value`` field is ``["null", T]`` with default null and the En
 fields never change, so the schema of a Relation after ``ALTER TABLE ADD COLUMN`` or
 ``DROP COLUMN`` is BACKWARD compatible with the one before (readers with the new schema read
 old events: added fields take their default, dropped fields are skipped) and FORWARD
-compatible too. A changed column type or key is a new, possibly incompatible, schema, which a
-registry enforcing compatibility may reject (`SchemaError`, the producer stops unconfirmed).
+compatible too. The one Envelope field added since the first release, ``unparsed``, has a
+default (null) for the same reason: a table's schema with it is BACKWARD and FORWARD
+compatible with the one registered before it (tests/integration/avro). A changed column
+type or key is a new, possibly incompatible, schema, which a registry enforcing compatibility
+may reject (`SchemaError`, the producer stops unconfirmed).
 
 Key: the columns pgoutput flags as replica identity (flag 1): the primary key or the replica
 identity index; with ``REPLICA IDENTITY FULL`` every column is flagged, so pass `key_columns`
@@ -134,6 +137,8 @@ def envelope_schema(namespace: str, value_fields: list[dict[str, Any]]) -> dict[
              "default": None},
             {"name": "unchanged_toast", "type": {"type": "array", "items": "string"},
              "default": []},
+            {"name": "unparsed", "type": ["null", {"type": "map", "values": "string"}],
+             "default": None},
         ],
     }
 

@@ -21,6 +21,9 @@ are clamped to that range (pgtypes' rule, schemas/README.md); numeric(p,s) NaN i
 Unchanged TOAST: a column PostgreSQL did not send (``UNCHANGED_TOAST``) is null in `after` and
 its Avro field name is listed in ``unchanged_toast``; in `before` and the key it is null.
 Filling it from a REPLICA IDENTITY FULL old tuple is up to the caller (the assembler/pipeline).
+
+Unparsed: a value its typed column's mapping refuses is null in its row and its exact text is
+in the ``unparsed`` map (connector/avro/fallback.py); null there when nothing fell back.
 """
 
 from __future__ import annotations
@@ -37,12 +40,13 @@ from typing import Any, Final, NamedTuple
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.validation import validate
 
-from connector.errors import CdcError, SchemaError
+from connector.errors import SchemaError
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.messages import UNCHANGED_TOAST, TupleData
 from connector.pgtypes import TypeCatalog
 from connector.speedups import native
 
+from .fallback import exact_text, fallback_datum, report_fallback, unparsed_name
 from .fixed import fixed_schema
 from .native_rows import row_plan
 from .schema import ColumnSpec, TableSchemas
@@ -159,12 +163,28 @@ _OP_BYTES: Final = {op: _string(op) for op in "cudrt"}
 _SNAPSHOT_BYTES: Final = {flag: _string(flag) for flag in ("false", "true", "last")}
 
 
+def _unparsed_bytes(unparsed: Mapping[str, str] | None) -> bytes:
+    """["null", {"type": "map", "values": "string"}]: null when empty (one block otherwise)."""
+    if not unparsed:
+        return _NULL
+    return (_BRANCH_1 + _long(len(unparsed))
+            + b"".join(_string(name) + _string(text) for name, text in unparsed.items())
+            + _NULL)
+
+
 _DOUBLE: Final = struct.Struct("<d").pack
 _FLOAT: Final = struct.Struct("<f").pack
 _EXACT: Final = Context(prec=1000)  # scaleb without rounding
 _INTEGER_LOGICAL: Final = frozenset({None, "date", "time-micros", "timestamp-micros",
                                      "local-timestamp-micros"})
 RowEncoder = Callable[[Mapping[str, Any]], bytes]
+
+
+def _int(value: int) -> bytes:
+    """Avro int: 32 bits (a wider value is refused, not written as a long a reader misreads)."""
+    if not -0x8000_0000 <= value <= 0x7FFF_FFFF:
+        raise ValueError(f"{value} does not fit an Avro int")
+    return _long(value)
 
 
 def _boolean(value: Any) -> bytes:
@@ -219,6 +239,8 @@ def _type_encoder(avro_type: Any) -> Callable[[Any], bytes] | None:
             return None
         inner = _type_encoder(items[1] if nullable else items)
         return None if inner is None else _array(inner, nullable)
+    if base == "int" and logical is None:
+        return _int
     if base in ("int", "long") and logical in _INTEGER_LOGICAL:
         return _long
     if base == "string" and logical in (None, "uuid"):
@@ -249,7 +271,7 @@ def _row_encoder(columns: Sequence[ColumnSpec]) -> RowEncoder | None:
 
 class _EnvelopeFrame:
     """Writes framed Envelopes of one table version: fastavro for the `Value` rows, the
-    Source/op/ts_ms/transaction/unchanged_toast fields from pre-encoded constants."""
+    Source/op/ts_ms/transaction/unchanged_toast/unparsed fields from pre-encoded constants."""
 
     __slots__ = ("_header", "_value", "_encode_row", "_source_head", "_db", "_schema_table",
                  "_commit_key", "_commit_bytes", "_txn_id", "_txn_id_bytes", "_now_ms",
@@ -276,9 +298,10 @@ class _EnvelopeFrame:
 
     def write(self, op: str, before: dict[str, Any] | None, after: dict[str, Any] | None,
               toast: list[str], source: SourceInfo, ts_ms: int | None,
-              transaction: TransactionBlock | None) -> bytes:
+              transaction: TransactionBlock | None,
+              unparsed: dict[str, str] | None = None) -> bytes:
         return self.write_fields(op, self._fields(before), self._fields(after), toast, source,
-                                 ts_ms, transaction)
+                                 ts_ms, transaction, unparsed)
 
     def _fields(self, row: dict[str, Any] | None) -> bytes | None:
         """A Value row's Avro fields ({field: None | (branch, datum)} in)."""
@@ -292,11 +315,13 @@ class _EnvelopeFrame:
 
     def write_fields(self, op: str, before: bytes | None, after: bytes | None,
                      toast: list[str], source: SourceInfo, ts_ms: int | None,
-                     transaction: TransactionBlock | None) -> bytes:
-        """The framed Envelope around Value rows already encoded (their fields' bytes)."""
+                     transaction: TransactionBlock | None,
+                     unparsed: dict[str, str] | None = None) -> bytes:
+        """The framed Envelope around Value rows already encoded (their fields' bytes);
+        `unparsed`: {name: exact text} of the values that fell back to null (None: none)."""
         if self.native is not None:
             framed: bytes | None = self.native.write(op, before, after, toast, source, ts_ms,
-                                                      transaction)
+                                                      transaction, unparsed)
             if framed is not None:
                 return framed
         buf = io.BytesIO()
@@ -331,7 +356,8 @@ class _EnvelopeFrame:
         buf.write(b"".join((
             self._source_head, commit_ts, snapshot, self._db, sequence, self._schema_table,
             xid, _optional_long(source.lsn), _optional_long(source.xmin), commit_lsn,
-            _long(source.txn_index), _OP_BYTES[op], self._now_bytes, block, toast_bytes)))
+            _long(source.txn_index), _OP_BYTES[op], self._now_bytes, block, toast_bytes,
+            _unparsed_bytes(unparsed))))
         return buf.getvalue()
 
 
@@ -359,10 +385,16 @@ class TableCodec:
         self.topic = schemas.topic
         self.key_id = key_id
         self.value_id = value_id
+        constants = schemas.source_constants
+        self._table = f"{constants['schema']}.{constants['table']}"
         columns = schemas.columns
         self._ncols = len(columns)
         self._names = tuple(c.avro_name for c in columns)
         self._branches = tuple(_branch(c.avro_type) for c in columns)
+        # where an `unparsed` name sorts: before's columns, then after's (the C encoder's order)
+        self._unparsed_order = {unparsed_name(c.avro_name, before): i + (0 if before else
+                                                                           len(columns))
+                                for before in (True, False) for i, c in enumerate(columns)}
         self._keys = tuple((c.index, c.avro_name) for c in schemas.key_columns)
         _parse(schemas.value_schema, schemas.topic)  # the whole Envelope must be valid Avro
         value_record = schemas.value_schema["fields"][0]["type"][1]  # before: ["null", Value]
@@ -385,7 +417,8 @@ class TableCodec:
         self._plan: Any = None  # the C row encoder (connector.avro.native_rows), if any
         if self._frame.native is not None:
             self._plan = row_plan(columns, schemas.key_columns, self._text, self._binary,
-                                  [_type_encoder(c.avro_type) for c in columns])
+                                  [_type_encoder(c.avro_type) for c in columns],
+                                  self._fallback)
         self._key_header = b"" if key_id is None else _HEADER.pack(MAGIC, key_id)
 
     @property
@@ -395,35 +428,38 @@ class TableCodec:
 
     # ------------------------------------------------------------------ rows
 
-    def _row_from_tuple(self, data: TupleData, toast: list[str] | None) -> dict[str, Any]:
-        """pgoutput TupleData -> {field: None | (branch, datum)}."""
+    def _row_from_tuple(self, data: TupleData, toast: list[str] | None,
+                        unparsed: dict[str, str], before: bool) -> dict[str, Any]:
+        """pgoutput TupleData -> {field: None | (branch, datum)}; the exact text of a value that
+        falls back to null goes to `unparsed` (`before`: the row is the Envelope's `before`)."""
         if len(data) != self._ncols:
             raise SchemaError(f"{self.topic}: tuple of {len(data)} columns for "
                               f"{self._ncols} columns")
         row: dict[str, Any] = {}
         text, binary, branches = self._text, self._binary, self._branches
-        i = 0
-        try:
-            for i, (name, raw) in enumerate(zip(self._names, data, strict=True)):
-                if raw is None:
-                    row[name] = None
-                    continue
-                if raw is UNCHANGED_TOAST:
-                    row[name] = None
-                    if toast is not None:
-                        toast.append(name)
-                    continue
+        for i, (name, raw) in enumerate(zip(self._names, data, strict=True)):
+            if raw is None:
+                row[name] = None
+                continue
+            if raw is UNCHANGED_TOAST:
+                row[name] = None
+                if toast is not None:
+                    toast.append(name)
+                continue
+            try:
                 datum = text[i](raw) if isinstance(raw, str) else binary[i](raw)  # type: ignore[arg-type]
-                row[name] = None if datum is None else (branches[i], datum)
-        except CdcError:
-            raise
-        except Exception as exc:  # a loader's ValueError, decimal's InvalidOperation...
-            constants = self.schemas.source_constants
-            raise SchemaError(
-                f"cannot load column {self.schemas.columns[i].pg_name!r} of "
-                f"{constants['schema']}.{constants['table']}: {type(exc).__name__}: "
-                f"{exc}") from None
+            except Exception as exc:  # DecodeError, a converter's ValueError...: the fallback
+                datum = self._fallback(i, raw, exc)
+                if datum is None:
+                    unparsed[unparsed_name(name, before)] = exact_text(raw)
+            row[name] = None if datum is None else (branches[i], datum)
         return row
+
+    def _fallback(self, i: int, raw: Any, exc: BaseException) -> Any:
+        """The datum of column `i` for a value its mapping refused (connector/avro/fallback.py)."""
+        column = self.schemas.columns[i]
+        report_fallback(self._table, column.pg_name, column.avro_type, raw, exc)
+        return fallback_datum(column.avro_type, raw)
 
     # ------------------------------------------------------------------ keys
 
@@ -448,8 +484,11 @@ class TableCodec:
             if raw is None or raw is UNCHANGED_TOAST:
                 row[name] = None
             else:
-                datum = (self._text[index](raw) if isinstance(raw, str)
-                         else self._binary[index](raw))  # type: ignore[arg-type]
+                try:
+                    datum = (self._text[index](raw) if isinstance(raw, str)
+                             else self._binary[index](raw))  # type: ignore[arg-type]
+                except Exception as exc:
+                    datum = self._fallback(index, raw, exc)
                 row[name] = None if datum is None else (self._branches[index], datum)
         return self._encode_key(row)
 
@@ -463,7 +502,44 @@ class TableCodec:
         try:
             return self._write_key(datum)
         except Exception as exc:
+            if self._repair(exc, [datum], self.schemas.key_columns):
+                return self._encode_key(datum)
             raise self._explain(exc, datum, self.schemas.key_columns, "key") from None
+
+    def _repair(self, exc: Exception, rows: Sequence[dict[str, Any] | None],
+                columns: Sequence[ColumnSpec], unparsed: dict[str, str] | None = None,
+                raws: Sequence[TupleData | None] = ()) -> bool:
+        """After an encoding failure: replace each datum that does not fit its column's Avro
+        type by the fallback (connector/avro/fallback.py). Whether anything was replaced.
+
+        `rows`: the Envelope's (before, after), or the key alone; `raws`: the tuples they were
+        loaded from (the exact texts; without them a datum's str()); `unparsed`: the Envelope's
+        map, kept in the C row encoder's order (before's columns, then after's)."""
+        repaired = False
+        for r, row in enumerate(rows):
+            if row is None:
+                continue
+            tuple_data = raws[r] if r < len(raws) else None
+            for column in columns:
+                field = row.get(column.avro_name)
+                datum = field[1] if isinstance(field, tuple) else field
+                if validate(datum, ["null", column.avro_type], raise_errors=False):
+                    continue
+                raw = (tuple_data[column.index] if tuple_data is not None
+                       else datum if isinstance(datum, str | bytes) else str(datum))
+                report_fallback(self._table, column.pg_name, column.avro_type, raw, exc)
+                text = fallback_datum(column.avro_type, raw)
+                row[column.avro_name] = None if text is None else (
+                    self._branches[column.index], text)
+                if text is None and unparsed is not None:
+                    unparsed[unparsed_name(column.avro_name, r == 0)] = exact_text(raw)
+                repaired = True
+        if repaired and unparsed:
+            order = self._unparsed_order
+            ordered = sorted(unparsed.items(), key=lambda item: order[item[0]])
+            unparsed.clear()
+            unparsed.update(ordered)
+        return repaired
 
     # ------------------------------------------------------------------ values
 
@@ -488,13 +564,15 @@ class TableCodec:
             if fast is not None:
                 return fast
         toast: list[str] = []
-        before = None if old is None else self._row_from_tuple(old, None)
-        after = None if new is None else self._row_from_tuple(new, toast)
+        unparsed: dict[str, str] = {}
+        before = None if old is None else self._row_from_tuple(old, None, unparsed, True)
+        after = None if new is None else self._row_from_tuple(new, toast, unparsed, False)
         key = None
         if with_key:
             keyed = after if after is not None else before
             key = None if keyed is None else self._key_of(keyed)
-        return key, self._envelope(op, before, after, toast, source, ts_ms, transaction)
+        return key, self._envelope(op, before, after, toast, source, ts_ms, transaction,
+                                   unparsed, (old, new))
 
     def change_from_copy(self, op: str, line: bytes | bytearray | memoryview, source: SourceInfo, *,
                          ts_ms: int | None = None,
@@ -520,12 +598,19 @@ class TableCodec:
 
     def _envelope(self, op: str, before: dict[str, Any] | None, after: dict[str, Any] | None,
                   toast: list[str], source: SourceInfo, ts_ms: int | None,
-                  transaction: TransactionBlock | None) -> bytes:
+                  transaction: TransactionBlock | None, unparsed: dict[str, str] | None = None,
+                  raws: Sequence[TupleData | None] = ()) -> bytes:
         if op not in OPS:
             raise SchemaError(f"{self.topic}: unknown op {op!r} (expected one of c u d r t)")
         try:
-            return self._frame.write(op, before, after, toast, source, ts_ms, transaction)
+            return self._frame.write(op, before, after, toast, source, ts_ms, transaction,
+                                     unparsed)
         except Exception as exc:
+            if unparsed is None:
+                unparsed = {}
+            if self._repair(exc, (before, after), self.schemas.columns, unparsed, raws):
+                return self._envelope(op, before, after, toast, source, ts_ms, transaction,
+                                      unparsed, raws)
             for row in (after, before):
                 if row is not None:
                     raise self._explain(exc, row, self.schemas.columns, op, source) from None

@@ -15,6 +15,11 @@ domains, is a string of its text), numeric(p, s) a decimal up to 38 digits, doma
 type's, arrays ``dims`` nested Avro arrays (pgoutput does not tell a column's dimensions: the
 pipeline passes ``pg_attribute.attndims``, see `ARRAY_DIMS_QUERY` in `connector.avro.schema`).
 
+A typed (non-string) mapping must hold every value PostgreSQL can store of its type; a type
+whose values could be refused is a string. A value refused anyway is published by the one
+fallback rule of `connector.avro.fallback` (exact text, or null in a typed column), never an
+error that stops the stream.
+
 Adding a PostgreSQL type (in this order; each step has its test next to the others):
 
 1. ``connector/pgtypes/oids.py``: its OID (and its array's in ``ARRAY_OF``).
@@ -72,7 +77,10 @@ Converter: TypeAlias = Callable[[Any], Any]
 MAX_DECIMAL_PRECISION = 38
 JSON_CONNECT_NAME: Final = "io.debezium.data.Json"
 
-_LONG = {oids.INT8, oids.OID, oids.XID, oids.XID8, oids.CID}
+# oid, xid, cid are unsigned 32-bit: a long holds them all. xid8 is unsigned 64-bit: a
+# decimal(20, 0) (``_SIMPLE``), which holds 0 .. 2^64 - 1 exactly and stays a number in the lake.
+_LONG = {oids.INT8, oids.OID, oids.XID, oids.CID}
+XID8_DECIMAL: Final = (20, 0)
 # Types whose datum is their text (``_to_string``); json/jsonb carry a connect.name too.
 _STRING = {
     oids.TEXT, oids.VARCHAR, oids.BPCHAR, oids.NAME, oids.CHAR, oids.XML, oids.JSON, oids.JSONB,
@@ -93,6 +101,8 @@ _SIMPLE: dict[int, AvroSchema] = {
     oids.UUID: {"type": "string", "logicalType": "uuid"},
     oids.JSON: {"type": "string", "connect.name": JSON_CONNECT_NAME},
     oids.JSONB: {"type": "string", "connect.name": JSON_CONNECT_NAME},
+    oids.XID8: {"type": "bytes", "logicalType": "decimal", "precision": XID8_DECIMAL[0],
+                "scale": XID8_DECIMAL[1]},
 }
 
 
@@ -293,7 +303,12 @@ def _decimal_converter(scale: int, precision: int) -> Converter:
     return convert
 
 
+def _unsigned_decimal(value: Any) -> Any:
+    return Decimal(value) if isinstance(value, int) else value
+
+
 _CONVERTERS: dict[int, Converter] = {
+    oids.XID8: _unsigned_decimal,
     oids.DATE: _date,
     oids.TIMESTAMP: _timestamp,
     oids.TIMESTAMPTZ: _timestamptz,

@@ -2,11 +2,13 @@
  * connector/avro/serializer.py (field order: schemas/README.md, the Envelope's .avsc).
  *
  *     frame = EnvelopeFrame(header, source_head, db, schema_table)  # pre-encoded constants
- *     frame.write(op, before_fields, after_fields, toast, source, ts_ms, transaction)
+ *     frame.write(op, before_fields, after_fields, toast, source, ts_ms, transaction,
+ *                 unparsed=None)
  *
  * `source` is a SourceInfo (commit_lsn, txn_index, ts_ms, xid, lsn, snapshot, xmin, sequence)
  * and `transaction` a TransactionBlock (id, total_order, data_collection_order) or None: both
- * NamedTuples, read by position. Returns None (no exception) for anything it does not take
+ * NamedTuples, read by position; `unparsed` a dict {name: exact text} or None (an empty dict or
+ * None: the field is null). Returns None (no exception) for anything it does not take
  * (a number outside an Avro long, a non-str text): the Python twin then raises its error.
  */
 #include <time.h>
@@ -97,6 +99,25 @@ static int put_bytes_object(Buf *b, PyObject *bytes) {
     return buf_put(b, PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes));
 }
 
+/* ["null", {"type": "map", "values": "string"}]: null for None or {}, else one block in the
+ * dict's order (its insertion order, as Python's writer iterates it). 0 / 1 / -1 as put_int. */
+static int put_unparsed(Buf *b, PyObject *unparsed) {
+    if (unparsed == Py_None || (PyDict_Check(unparsed) && PyDict_GET_SIZE(unparsed) == 0))
+        return buf_put(b, "\0", 1);
+    if (!PyDict_Check(unparsed)) return 1;
+    if (buf_reserve(b, 11) < 0) return -1;
+    b->data[b->len++] = 2;
+    put_long(b, PyDict_GET_SIZE(unparsed));
+    Py_ssize_t pos = 0;
+    PyObject *name, *text;
+    while (PyDict_Next(unparsed, &pos, &name, &text)) {
+        int rc = put_text(b, name);
+        if (rc == 0) rc = put_text(b, text);
+        if (rc != 0) return rc;
+    }
+    return buf_put(b, "\0", 1);
+}
+
 static PyObject *EnvelopeFrame_write(EnvelopeFrame *self, PyObject *const *args,
                                      Py_ssize_t nargs);
 
@@ -110,13 +131,15 @@ PyObject *pgcdc_envelope_write(PyObject *frame, PyObject *const *args, Py_ssize_
 
 static PyObject *EnvelopeFrame_write(EnvelopeFrame *self, PyObject *const *args,
                                      Py_ssize_t nargs) {
-    if (nargs != 7) {
+    if (nargs != 7 && nargs != 8) {
         PyErr_SetString(PyExc_TypeError,
-                        "write(op, before, after, toast, source, ts_ms, transaction)");
+                        "write(op, before, after, toast, source, ts_ms, transaction, "
+                        "unparsed=None)");
         return NULL;
     }
     PyObject *op = args[0], *before = args[1], *after = args[2], *toast = args[3];
     PyObject *source = args[4], *ts_ms = args[5], *transaction = args[6];
+    PyObject *unparsed = nargs > 7 ? args[7] : Py_None;
     if (!PyUnicode_Check(op) || !PyList_Check(toast) || !PyTuple_Check(source) ||
         PyTuple_GET_SIZE(source) != 8 ||
         (transaction != Py_None &&
@@ -171,6 +194,7 @@ static PyObject *EnvelopeFrame_write(EnvelopeFrame *self, PyObject *const *args,
         for (Py_ssize_t i = 0; i < ntoast; i++) PUT(put_text(&b, PyList_GET_ITEM(toast, i)));
     }
     PUT(buf_put(&b, "\0", 1));
+    PUT(put_unparsed(&b, unparsed));
 #undef PUT
     result = PyBytes_FromStringAndSize(b.data, b.len);
     goto done;
@@ -184,7 +208,8 @@ done:
 
 static PyMethodDef EnvelopeFrame_methods[] = {
     {"write", (PyCFunction)(void (*)(void))EnvelopeFrame_write, METH_FASTCALL,
-     "write(op, before, after, toast, source, ts_ms, transaction) -> bytes | None"},
+     "write(op, before, after, toast, source, ts_ms, transaction, unparsed=None) -> "
+     "bytes | None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -7,7 +7,8 @@ int pgcdc_add_rowenc(PyObject *module);  /* rowenc.c: pgoutput text values -> Av
 int pgcdc_add_tuple(PyObject *module);
 int pgcdc_add_envelope(PyObject *module); /* envelope.c: the Envelope around encoded rows */   /* tuple.c: pgoutput Insert/Update/Delete decoding */
 
-/* EnvelopeFrame.write(op, before, after, toast, source, ts_ms, transaction) from C */
+/* EnvelopeFrame.write(op, before, after, toast, source, ts_ms, transaction[, unparsed]) from
+ * C */
 PyObject *pgcdc_envelope_write(PyObject *frame, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

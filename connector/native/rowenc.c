@@ -7,6 +7,9 @@
  * prints for common values (ISO dates, plain decimals, ...); anything else -- binary values,
  * infinities, BC dates, NaN, years past 9998, other DateStyles -- goes to the fallback, so the
  * output is always the Python path's bytes (tests/unit/avro/test_native_rows.py compares them).
+ * A piece returns (b"\x00", exact text) for a value that fell back to null (connector/avro/
+ * fallback.py): the text goes to the Envelope's `unparsed` dict under the column's field name
+ * (`before.` + it in the old row), created only when a value falls back.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -63,6 +66,14 @@ static int parse_int(const char *s, Py_ssize_t n, int64_t *out) {
 static int enc_int(Buf *b, const char *s, Py_ssize_t n) {
     int64_t v;
     if (!parse_int(s, n, &v)) return 0;
+    return put_branch_long(b, v) < 0 ? -1 : 1;
+}
+
+/* Avro int: a text beyond 32 bits (PostgreSQL sends none for int2/int4) is the Python
+ * piece's, whose int encoder refuses it (the fallback rule). */
+static int enc_int32(Buf *b, const char *s, Py_ssize_t n) {
+    int64_t v;
+    if (!parse_int(s, n, &v) || v < INT32_MIN || v > INT32_MAX) return 0;
     return put_branch_long(b, v) < 0 ? -1 : 1;
 }
 
@@ -258,6 +269,7 @@ typedef struct {
     int *int_digits;     /* numeric(p,s): at most p - s digits before the point */
     PyObject *fallbacks; /* tuple of callables: raw -> the column's union field bytes */
     PyObject *names;     /* tuple of str: Avro field names, listed for unchanged TOAST */
+    PyObject *before_names; /* "before." + each name: `unparsed` keys of the old row */
     Py_ssize_t nkeys;
     Py_ssize_t *keys;    /* key column indexes, in key order */
     PyObject *unchanged; /* the UNCHANGED_TOAST marker */
@@ -270,6 +282,7 @@ static void RowPlan_dealloc(RowPlan *self) {
     PyMem_Free(self->keys);
     Py_XDECREF(self->fallbacks);
     Py_XDECREF(self->names);
+    Py_XDECREF(self->before_names);
     Py_XDECREF(self->unchanged);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -304,6 +317,8 @@ static PyObject *RowPlan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     self->names = names;
     Py_INCREF(unchanged);
     self->unchanged = unchanged;
+    self->before_names = PyTuple_New(n);
+    if (self->before_names == NULL) goto fail;
     if (self->kinds == NULL || self->scales == NULL || self->int_digits == NULL ||
         self->keys == NULL) {
         Py_DECREF(self);
@@ -322,6 +337,9 @@ static PyObject *RowPlan_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
             PyErr_Format(PyExc_ValueError, "RowPlan: bad kind, scale, fallback or name of column %zd", i);
             goto fail;
         }
+        PyObject *before_name = PyUnicode_FromFormat("before.%U", PyTuple_GET_ITEM(names, i));
+        if (before_name == NULL) goto fail;
+        PyTuple_SET_ITEM(self->before_names, i, before_name);
         self->kinds[i] = (unsigned char)k[i];
         self->scales[i] = (int)scale;
         self->int_digits[i] = (int)digits;
@@ -349,9 +367,9 @@ static int encode_text(RowPlan *self, Py_ssize_t i, const char *s, Py_ssize_t n,
     case K_JSONB: return put_branch_bytes(b, s, n) < 0 ? -1 : 1;
     case K_BOOL: return enc_bool(b, s, n);
     case K_INT:
-    case K_INT2:
-    case K_INT4:
     case K_OID: return enc_int(b, s, n);
+    case K_INT2:
+    case K_INT4: return enc_int32(b, s, n);
     case K_DOUBLE: return enc_real(b, s, n, 0);
     case K_FLOAT: return enc_real(b, s, n, 1);
     case K_DECIMAL: return enc_decimal(b, s, n, self->scales[i], self->int_digits[i]);
@@ -479,22 +497,39 @@ static int encode_binary(RowPlan *self, Py_ssize_t i, const char *data, Py_ssize
     return 0; /* float4 (its shortest-decimal rule), numeric, jsonb: the fallback */
 }
 
-/* A column's field the Python way. 1: written, -1: error. */
-static int encode_fallback(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b) {
+/* A column's field the Python way. 1: written, -1: error. A piece of (bytes, text): the text
+ * is set in *unparsed (a dict made on first use) under names[i]; unparsed NULL: dropped (the
+ * key). */
+static int encode_fallback(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b,
+                           PyObject **unparsed, PyObject *names) {
     PyObject *piece = PyObject_CallOneArg(PyTuple_GET_ITEM(self->fallbacks, i), raw);
     if (piece == NULL) return -1;
-    if (!PyBytes_Check(piece)) {
-        PyErr_SetString(PyExc_TypeError, "RowPlan: a fallback returned no bytes");
-        Py_DECREF(piece);
-        return -1;
+    PyObject *field = piece;
+    if (PyTuple_Check(piece) && PyTuple_GET_SIZE(piece) == 2) {
+        field = PyTuple_GET_ITEM(piece, 0);
+        if (unparsed != NULL) {
+            if (*unparsed == NULL && (*unparsed = PyDict_New()) == NULL) goto fail;
+            if (PyDict_SetItem(*unparsed, PyTuple_GET_ITEM(names, i),
+                               PyTuple_GET_ITEM(piece, 1)) < 0)
+                goto fail;
+        }
     }
-    int rc = buf_put(b, PyBytes_AS_STRING(piece), PyBytes_GET_SIZE(piece));
+    if (!PyBytes_Check(field)) {
+        PyErr_SetString(PyExc_TypeError, "RowPlan: a fallback returned no bytes");
+        goto fail;
+    }
+    int rc = buf_put(b, PyBytes_AS_STRING(field), PyBytes_GET_SIZE(field));
     Py_DECREF(piece);
     return rc < 0 ? -1 : 1;
+fail:
+    Py_DECREF(piece);
+    return -1;
 }
 
-/* One column's union field from a pgoutput value (not None / unchanged). 1: written, -1. */
-static int encode_column(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b) {
+/* One column's union field from a pgoutput value (not None / unchanged). 1: written, -1.
+ * `unparsed`/`names`: as encode_fallback. */
+static int encode_column(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b,
+                         PyObject **unparsed, PyObject *names) {
     if (self->kinds[i] != K_FALLBACK) {
         int done = 0;
         if (PyUnicode_CheckExact(raw)) {
@@ -507,7 +542,7 @@ static int encode_column(RowPlan *self, Py_ssize_t i, PyObject *raw, Buf *b) {
         }
         if (done != 0) return done;
     }
-    return encode_fallback(self, i, raw, b);
+    return encode_fallback(self, i, raw, b, unparsed, names);
 }
 
 /* The key columns' fields, copied out of a row's fields (starts[i]: where column i begins). */
@@ -550,26 +585,10 @@ static PyObject *framed_key(PyObject *key_header, PyObject *fields) {
     return key;
 }
 
-PyDoc_STRVAR(RowPlan_encode_doc,
-"encode(values, toast=None, with_key=False) -> (row: bytes, key: bytes | None)\n\n"
-"The Avro fields of a row of pgoutput values (str / bytes / None / UNCHANGED_TOAST) and, with\n"
-"with_key, those of its key columns. Unchanged TOAST is null; its field name is appended to\n"
-"`toast` when given. None (no exception): the row has the wrong number of values.");
-
-static PyObject *RowPlan_encode(RowPlan *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 1 || nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, "encode(values, toast=None, with_key=False)");
-        return NULL;
-    }
-    PyObject *values = args[0];
-    PyObject *toast = nargs > 1 ? args[1] : Py_None;
-    int with_key = nargs > 2 ? PyObject_IsTrue(args[2]) : 0;
-    if (with_key < 0) return NULL;
+/* encode() below; `unparsed`: as encode_fallback, `names` self->names or self->before_names. */
+static PyObject *encode_row(RowPlan *self, PyObject *values, PyObject *toast, int with_key,
+                            PyObject **unparsed, PyObject *names) {
     if (!PyTuple_Check(values) || PyTuple_GET_SIZE(values) != self->ncols) Py_RETURN_NONE;
-    if (toast != Py_None && !PyList_Check(toast)) {
-        PyErr_SetString(PyExc_TypeError, "encode: toast must be a list or None");
-        return NULL;
-    }
     Buf b;
     buf_init(&b);
     Py_ssize_t small[65];
@@ -588,7 +607,7 @@ static PyObject *RowPlan_encode(RowPlan *self, PyObject *const *args, Py_ssize_t
             if (raw == self->unchanged && toast != Py_None &&
                 PyList_Append(toast, PyTuple_GET_ITEM(self->names, i)) < 0)
                 goto done;
-        } else if (encode_column(self, i, raw, &b) < 0) {
+        } else if (encode_column(self, i, raw, &b, unparsed, names) < 0) {
             goto done;
         }
     }
@@ -598,6 +617,40 @@ done:
     if (starts != small) PyMem_Free(starts);
     buf_free(&b);
     return result;
+}
+
+PyDoc_STRVAR(RowPlan_encode_doc,
+"encode(values, toast=None, with_key=False, unparsed=None, before=False)\n"
+"    -> (row: bytes, key: bytes | None)\n\n"
+"The Avro fields of a row of pgoutput values (str / bytes / None / UNCHANGED_TOAST) and, with\n"
+"with_key, those of its key columns. Unchanged TOAST is null; its field name is appended to\n"
+"`toast` when given. A value that falls back to null: its exact text is set in the dict\n"
+"`unparsed` when given, under its field name (with `before`: 'before.' + it). None (no\n"
+"exception): the row has the wrong number of values.");
+
+static PyObject *RowPlan_encode(RowPlan *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "encode(values, toast=None, with_key=False, unparsed=None, before=False)");
+        return NULL;
+    }
+    PyObject *toast = nargs > 1 ? args[1] : Py_None;
+    int with_key = nargs > 2 ? PyObject_IsTrue(args[2]) : 0;
+    if (with_key < 0) return NULL;
+    PyObject *unparsed = nargs > 3 ? args[3] : Py_None;
+    int before = nargs > 4 ? PyObject_IsTrue(args[4]) : 0;
+    if (before < 0) return NULL;
+    if (toast != Py_None && !PyList_Check(toast)) {
+        PyErr_SetString(PyExc_TypeError, "encode: toast must be a list or None");
+        return NULL;
+    }
+    if (unparsed != Py_None && !PyDict_Check(unparsed)) {
+        PyErr_SetString(PyExc_TypeError, "encode: unparsed must be a dict or None");
+        return NULL;
+    }
+    PyObject *dict = unparsed == Py_None ? NULL : unparsed;
+    return encode_row(self, args[0], toast, with_key, unparsed == Py_None ? NULL : &dict,
+                      before ? self->before_names : self->names);
 }
 
 /* ------------------------------------------------------------------ COPY text rows */
@@ -627,22 +680,11 @@ static int copy_unescape(const char *s, Py_ssize_t n, Buf *out) {
     return 0;
 }
 
-PyDoc_STRVAR(RowPlan_encode_copy_doc,
-"encode_copy(line, with_key=False) -> (row: bytes, key: bytes | None) | None\n\n"
-"encode() of one row of COPY ... TO STDOUT text output (tab-separated, \\\\N for NULL,\n"
-"backslash escapes, an optional final newline), without making Python strings of the values\n"
-"the C parsers take. None (no exception): not one field per column, or a text column not\n"
-"valid UTF-8 (the caller's Python parser then reports it).");
-
-static PyObject *RowPlan_encode_copy(RowPlan *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "encode_copy(line, with_key=False)");
-        return NULL;
-    }
-    int with_key = nargs > 1 ? PyObject_IsTrue(args[1]) : 0;
-    if (with_key < 0) return NULL;
+/* encode_copy() below; `unparsed`: as encode_fallback (the row is an `after`). */
+static PyObject *encode_copy_line(RowPlan *self, PyObject *line_obj, int with_key,
+                                  PyObject **unparsed) {
     Py_buffer view;
-    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(line_obj, &view, PyBUF_SIMPLE) < 0) return NULL;
     const char *line = view.buf;
     Py_ssize_t size = view.len;
     if (size > 0 && line[size - 1] == '\n') size--;
@@ -689,7 +731,7 @@ static PyObject *RowPlan_encode_copy(RowPlan *self, PyObject *const *args, Py_ss
                 PyErr_Clear();
                 goto not_mine;
             }
-            rc = encode_fallback(self, i, raw, &b);
+            rc = encode_fallback(self, i, raw, &b, unparsed, self->names);
             Py_DECREF(raw);
             if (rc < 0) goto done;
         }
@@ -705,6 +747,29 @@ done:
     buf_free(&b);
     PyBuffer_Release(&view);
     return result;
+}
+
+PyDoc_STRVAR(RowPlan_encode_copy_doc,
+"encode_copy(line, with_key=False, unparsed=None) -> (row: bytes, key: bytes | None) | None\n\n"
+"encode() of one row of COPY ... TO STDOUT text output (tab-separated, \\\\N for NULL,\n"
+"backslash escapes, an optional final newline), without making Python strings of the values\n"
+"the C parsers take. None (no exception): not one field per column, or a text column not\n"
+"valid UTF-8 (the caller's Python parser then reports it). `unparsed`: as encode().");
+
+static PyObject *RowPlan_encode_copy(RowPlan *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "encode_copy(line, with_key=False, unparsed=None)");
+        return NULL;
+    }
+    int with_key = nargs > 1 ? PyObject_IsTrue(args[1]) : 0;
+    if (with_key < 0) return NULL;
+    PyObject *unparsed = nargs > 2 ? args[2] : Py_None;
+    if (unparsed != Py_None && !PyDict_Check(unparsed)) {
+        PyErr_SetString(PyExc_TypeError, "encode_copy: unparsed must be a dict or None");
+        return NULL;
+    }
+    PyObject *dict = unparsed == Py_None ? NULL : unparsed;
+    return encode_copy_line(self, args[0], with_key, unparsed == Py_None ? NULL : &dict);
 }
 
 PyDoc_STRVAR(RowPlan_change_doc,
@@ -728,14 +793,11 @@ static PyObject *RowPlan_change(RowPlan *self, PyObject *const *args, Py_ssize_t
     if (want_key < 0) goto decline;
     want_key = want_key && PyBytes_GET_SIZE(key_header) > 0;
     PyObject *toast = PyList_New(0), *before = NULL, *after = NULL, *key = NULL;
-    PyObject *value = NULL, *result = NULL;
+    PyObject *value = NULL, *result = NULL, *unparsed = NULL;
     if (toast == NULL) goto decline;
-    PyObject *encode_args[3];
     if (old != Py_None) {
-        encode_args[0] = old;
-        encode_args[1] = Py_None;
-        encode_args[2] = want_key && new == Py_None ? Py_True : Py_False;
-        PyObject *encoded = RowPlan_encode(self, encode_args, 3);
+        PyObject *encoded = encode_row(self, old, Py_None, want_key && new == Py_None,
+                                       &unparsed, self->before_names);
         if (encoded == NULL || encoded == Py_None) {
             Py_XDECREF(encoded);
             goto done;
@@ -745,10 +807,7 @@ static PyObject *RowPlan_change(RowPlan *self, PyObject *const *args, Py_ssize_t
         Py_DECREF(encoded);
     }
     if (new != Py_None) {
-        encode_args[0] = new;
-        encode_args[1] = toast;
-        encode_args[2] = want_key ? Py_True : Py_False;
-        PyObject *encoded = RowPlan_encode(self, encode_args, 3);
+        PyObject *encoded = encode_row(self, new, toast, want_key, &unparsed, self->names);
         if (encoded == NULL || encoded == Py_None) {
             Py_XDECREF(encoded);
             goto done;
@@ -757,15 +816,16 @@ static PyObject *RowPlan_change(RowPlan *self, PyObject *const *args, Py_ssize_t
         Py_XSETREF(key, Py_NewRef(PyTuple_GET_ITEM(encoded, 1)));
         Py_DECREF(encoded);
     }
-    PyObject *write_args[7] = {op, before ? before : Py_None, after ? after : Py_None, toast,
-                               args[5], args[6], args[7]};
-    value = pgcdc_envelope_write(frame, write_args, 7);
+    PyObject *write_args[8] = {op, before ? before : Py_None, after ? after : Py_None, toast,
+                               args[5], args[6], args[7], unparsed ? unparsed : Py_None};
+    value = pgcdc_envelope_write(frame, write_args, 8);
     if (value == NULL || value == Py_None) goto done;
     Py_XSETREF(key, framed_key(key_header, key == NULL ? Py_None : key));
     if (key == NULL) goto done;
     result = PyTuple_Pack(2, key, value);
 done:
     Py_XDECREF(toast);
+    Py_XDECREF(unparsed);
     Py_XDECREF(before);
     Py_XDECREF(after);
     Py_XDECREF(key);
@@ -790,22 +850,22 @@ static PyObject *RowPlan_copy_change(RowPlan *self, PyObject *const *args, Py_ss
         return NULL;
     }
     PyObject *key_header = args[1], *encoded = NULL, *toast = NULL, *value = NULL;
-    PyObject *key = NULL, *result = NULL;
+    PyObject *key = NULL, *result = NULL, *unparsed = NULL;
     if (!PyBytes_Check(key_header)) Py_RETURN_NONE;
-    PyObject *encode_args[2] = {args[3], PyBytes_GET_SIZE(key_header) > 0 ? Py_True : Py_False};
-    encoded = RowPlan_encode_copy(self, encode_args, 2);
+    encoded = encode_copy_line(self, args[3], PyBytes_GET_SIZE(key_header) > 0, &unparsed);
     if (encoded == NULL || encoded == Py_None) goto done;
     toast = PyList_New(0);
     if (toast == NULL) goto done;
-    PyObject *write_args[7] = {args[2], Py_None, PyTuple_GET_ITEM(encoded, 0), toast, args[4],
-                               args[5], args[6]};
-    value = pgcdc_envelope_write(args[0], write_args, 7);
+    PyObject *write_args[8] = {args[2], Py_None, PyTuple_GET_ITEM(encoded, 0), toast, args[4],
+                               args[5], args[6], unparsed ? unparsed : Py_None};
+    value = pgcdc_envelope_write(args[0], write_args, 8);
     if (value == NULL || value == Py_None) goto done;
     key = framed_key(key_header, PyTuple_GET_ITEM(encoded, 1));
     if (key == NULL) goto done;
     result = PyTuple_Pack(2, key, value);
 done:
     Py_XDECREF(encoded);
+    Py_XDECREF(unparsed);
     Py_XDECREF(toast);
     Py_XDECREF(value);
     Py_XDECREF(key);
@@ -829,7 +889,7 @@ static PyObject *RowPlan_key(RowPlan *self, PyObject *values) {
         if (raw == Py_None || raw == self->unchanged) {
             if (buf_reserve(&b, 1) < 0) goto done;
             b.data[b.len++] = 0;
-        } else if (encode_column(self, i, raw, &b) < 0) {
+        } else if (encode_column(self, i, raw, &b, NULL, self->names) < 0) {
             goto done;
         }
     }

@@ -11,6 +11,8 @@ import struct
 from functools import lru_cache
 from typing import Any
 
+from connector.errors import CdcError
+
 from . import oids
 from ._base import BinaryLoader, TextLoader, bad_value
 from ._struct import INT4, error
@@ -34,7 +36,8 @@ def _tokenizer(delimiter: str) -> re.Pattern[str]:
     )
 
 
-def _parse_text(data: str, load: TextLoader, delimiter: str) -> list[Any]:
+def _parse_text(data: str, load: TextLoader, delimiter: str, rectangular: bool = True
+                ) -> list[Any]:
     """array_in's grammar, over what array_out prints (quoting, backslash escapes, NULL)."""
     pos = 0
     if data.startswith("["):  # explicit bounds: [1:2][0:1]={...}
@@ -89,7 +92,8 @@ def _parse_text(data: str, load: TextLoader, delimiter: str) -> list[Any]:
         expect_item = opening is not None
     if root is None or current is not None:
         raise ValueError("unbalanced braces")
-    _shape(root)
+    if rectangular:
+        _shape(root)
     return root
 
 
@@ -111,8 +115,13 @@ def _shape(node: list[Any]) -> tuple[int, ...]:
 _SPECIAL = re.compile(r'[{}"\\]')
 
 
-def array_text_loader(element: TextLoader, type_name: str, delimiter: str = ",") -> TextLoader:
-    """Text-format loader of an array type whose elements ``element`` loads."""
+def array_text_loader(element: TextLoader, type_name: str, delimiter: str = ",",
+                      nested: bool = False) -> TextLoader:
+    """Text-format loader of an array type whose elements ``element`` loads.
+
+    ``nested``: the elements are arrays themselves (an array of an array domain, of
+    ``oidvector``...), each its own length: the result is not checked to be rectangular."""
+    rectangular = not nested
     special = _SPECIAL.search
 
     def load(data: str) -> list[Any]:
@@ -128,8 +137,21 @@ def array_text_loader(element: TextLoader, type_name: str, delimiter: str = ",")
                         return [None if item == "NULL" else element(item) for item in items]
                     return list(map(element, items))
         try:
-            return _parse_text(data, element, delimiter)
+            return _parse_text(data, element, delimiter, rectangular)
         except ValueError as exc:
+            raise bad_value(type_name, data, str(exc)) from None
+
+    return load
+
+
+def vector_text_loader(element: TextLoader, type_name: str) -> TextLoader:
+    """Text-format loader of ``int2vector`` / ``oidvector``: elements separated by spaces
+    (``1 2 3``; empty: ``""``), never quoted nor NULL (int2vectorout, oidvectorout)."""
+
+    def load(data: str) -> list[Any]:
+        try:
+            return [element(item) for item in data.split()]
+        except CdcError as exc:
             raise bad_value(type_name, data, str(exc)) from None
 
     return load

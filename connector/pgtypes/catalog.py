@@ -10,6 +10,14 @@ A :class:`TypeCatalog` knows PostgreSQL's built-in types from the start and lear
 * a ``pg_type`` query done by the producer at its IO edge (:data:`CATALOG_QUERY`, rows to
   :meth:`TypeCatalog.add_rows`), for the OIDs :meth:`TypeCatalog.needs_lookup` names.
 
+A domain is always looked up, even when a Type message named its base type: the message
+carries neither the domain's type modifier (``numeric(8,2)``) nor the domains in between, and a
+domain over a domain has none in its column either. Looking it up does not race with DDL: a
+domain's base type and modifier never change (``ALTER DOMAIN`` cannot change them; a new
+definition is a new OID), so whenever the lookup runs it finds what the change was written
+with. Only a domain dropped before the lookup keeps the Type message's answer (its base type
+without modifier: an unbounded numeric's string).
+
 Until a type is known its values load as :class:`~connector.pgtypes.values.Unknown` (the text
 or bytes exactly as sent, flagged): nothing is guessed, nothing is lost.
 
@@ -63,6 +71,9 @@ class PgType:
     array_oid: int = 0  # the array type over this one, if any (typarray)
     delimiter: str = ","  # separates elements of this type in array text (typdelim)
     category: str = ""  # typcategory: "S" string-like, "N" numeric...
+    #: only what a pgoutput Type message says (the base type, not its type modifier nor the
+    #: domains between): :meth:`TypeCatalog.needs_lookup` still asks for the ``pg_type`` row
+    from_type_message: bool = False
 
 
 class ResolvedType(NamedTuple):
@@ -118,13 +129,14 @@ WITH RECURSIVE wanted(oid) AS (
 )
 SELECT t.oid::int8, n.nspname::text, t.typname::text, t.typtype::text,
        t.typbasetype::int8, t.typtypmod, t.typelem::int8, t.typarray::int8,
-       t.typlen::int4, t.typdelim::text, t.typcategory::text
+       t.typlen::int4, t.typdelim::text, t.typcategory::text,
+       t.typinput = 'pg_catalog.array_in'::pg_catalog.regproc
 FROM wanted w
 JOIN pg_catalog.pg_type t ON t.oid = w.oid
 JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
 """
 
-PgTypeRow = tuple[int, str, str, str, int, int, int, int, int, str, str]
+PgTypeRow = tuple[int, str, str, str, int, int, int, int, int, str, str, bool]
 
 _TEXT_LOADERS: dict[int, TextLoader] = {}
 _BINARY_LOADERS: dict[int, BinaryLoader] = {}
@@ -141,6 +153,11 @@ def _builtin_types() -> dict[int, PgType]:
         types[oid] = PgType(oid, name, array_oid=array_oid, category=category)
         if array_oid:
             types[array_oid] = PgType(array_oid, "_" + name, kind="array", element_oid=oid)
+    for oid, element in oids.VECTOR_OF.items():  # int2vector, oidvector: arrays of their own
+        name = oids.NAMES[element] + "vector"
+        array_oid = oids.VECTOR_ARRAY_OF[oid]
+        types[oid] = PgType(oid, name, kind="array", element_oid=element, array_oid=array_oid)
+        types[array_oid] = PgType(array_oid, "_" + name, kind="array", element_oid=oid)
     return types
 
 
@@ -217,7 +234,7 @@ class TypeCatalog:
 
     def add(self, pg_type: PgType) -> None:
         """Learn (or replace what was known of) one type."""
-        if pg_type.oid in oids.NAMES or pg_type.oid in oids.ELEMENT_OF:
+        if pg_type.oid in _BUILTINS:
             return  # built-ins are known exactly already
         self._types[pg_type.oid] = pg_type
         self._by_name[(pg_type.namespace, pg_type.name)] = pg_type.oid
@@ -267,7 +284,8 @@ class TypeCatalog:
             return  # a catalog row (or the built-ins) already said more
         target = self._by_name.get((namespace, name))
         if target is not None and target != oid:
-            self.add(PgType(oid, f"{namespace}.{name}", namespace, "domain", target))
+            self.add(PgType(oid, f"{namespace}.{name}", namespace, "domain", target,
+                            from_type_message=True))
         elif target is None:
             self.add(PgType(oid, name, namespace, "unknown"))
 
@@ -275,9 +293,13 @@ class TypeCatalog:
         """Learn the types of :data:`CATALOG_QUERY`'s rows."""
         for row in rows:
             oid, nspname, typname, typtype, typbasetype, typtypmod, typelem, typarray, typlen, \
-                typdelim, typcategory = row  # fmt: skip
+                typdelim, typcategory = row[:11]  # fmt: skip
+            # an array is what array_in reads (the 12th column); without it, guess from the
+            # shape: a varlena with an element type (but a type with its own input function,
+            # like int2vector, is no such array: its text would not parse)
+            array_in = bool(row[11]) if len(row) > 11 else bool(typelem) and typlen == -1
             kind = _TYPTYPE_KIND.get(str(typtype), "unknown")
-            if kind == "base" and typelem and typlen == -1:
+            if kind == "base" and typelem and array_in:
                 kind = "array"
             self.add(
                 PgType(
@@ -319,7 +341,7 @@ class TypeCatalog:
 
     def _lacks_row(self, oid: int, depth: int) -> bool:
         pg_type = self._types.get(oid)
-        if pg_type is None or pg_type.kind == "unknown":
+        if pg_type is None or pg_type.kind == "unknown" or pg_type.from_type_message:
             return True
         if depth > _MAX_DEPTH:
             return False  # a cycle: resolve() reports it
@@ -345,6 +367,8 @@ class TypeCatalog:
             return self._resolve(pg_type.base_oid, base_typmod, depth + 1)
         if pg_type.kind == "array":
             element = self._resolve(pg_type.element_oid, typmod, depth + 1)
+            if oid in oids.VECTOR_OF:
+                return ResolvedType("array", oid, typmod, pg_type.name, element, " ")
             element_type = self._types.get(pg_type.element_oid)
             delimiter = element_type.delimiter if element_type else ","
             return ResolvedType("array", oid, typmod, element.name + "[]", element, delimiter)
@@ -378,8 +402,11 @@ class TypeCatalog:
             return self._text[resolved.oid]
         if kind == "array":
             assert resolved.element is not None
+            if resolved.oid in oids.VECTOR_OF:
+                return array.vector_text_loader(self._text_for(resolved.element), resolved.name)
             return array.array_text_loader(
-                self._text_for(resolved.element), resolved.name, resolved.delimiter
+                self._text_for(resolved.element), resolved.name, resolved.delimiter,
+                nested=resolved.element.kind == "array",
             )
         if kind in ("enum", "string"):
             return identity

@@ -14,9 +14,11 @@ CHAR: Final = 18  # the one-byte internal type "char", not char(n) (that is BPCH
 NAME: Final = 19
 INT8: Final = 20
 INT2: Final = 21
+INT2VECTOR: Final = 22  # space-separated in text, array_send's format in binary
 INT4: Final = 23
 TEXT: Final = 25
 OID: Final = 26
+OIDVECTOR: Final = 30  # like INT2VECTOR
 XID: Final = 28
 CID: Final = 29
 JSON: Final = 114
@@ -126,6 +128,14 @@ ARRAY_OF: Final[dict[int, int]] = {
 
 #: element OID of each built-in array type (the inverse of :data:`ARRAY_OF`)
 ELEMENT_OF: Final[dict[int, int]] = {array: element for element, array in ARRAY_OF.items()}
+
+#: element OID of each built-in *vector* type: typed arrays of their own (``pg_type.typelem``
+#: set, variable length) whose text is space-separated (``1 2 3``), not ``{1,2,3}``; their
+#: binary form is array_send's. Not in :data:`NAMES`: they load as arrays.
+VECTOR_OF: Final[dict[int, int]] = {INT2VECTOR: INT2, OIDVECTOR: OID}
+
+#: OID of the array type of each vector type (``int2vector[]``, ``oidvector[]``)
+VECTOR_ARRAY_OF: Final[dict[int, int]] = {INT2VECTOR: 1006, OIDVECTOR: 1013}
 
 #: OIDs below this are PostgreSQL's own; pgoutput sends a Type message only for OIDs at or above it
 FIRST_GENBKI_OBJECT_ID: Final = 10000

@@ -158,6 +158,62 @@ def test_schema_evolution_added_and_dropped_column(kafka: Any, registry: Any) ->
     assert "note" not in afters[2]
 
 
+def test_the_unparsed_field_keeps_registered_envelopes_compatible(kafka: Any,
+                                                                  registry: Any) -> None:
+    """Envelopes registered before `unparsed` existed: the new one registers under the same
+    subject with BACKWARD, FORWARD and FULL compatibility (a field with a default), and each
+    side's events read with the other's schema. Control: without the default the registry
+    refuses it, so the check is a real one."""
+    import io
+    import json
+
+    from fastavro import parse_schema, schemaless_reader
+
+    prefix = unique("unparsed")
+    client = SchemaRegistry(registry.url)
+    catalog = TypeCatalog()
+    new = derive_table_schemas(orders("t"), catalog, prefix=prefix, db="d")
+    assert [f["name"] for f in new.value_schema["fields"]][-2:] == ["unchanged_toast",
+                                                                    "unparsed"]
+    old_schema = json.loads(new.value_json)
+    old_schema["fields"] = old_schema["fields"][:-1]  # the Envelope as registered before
+    subject = value_subject(new.topic)
+    old_id = client.register(subject, json.dumps(old_schema))
+    no_default = json.loads(new.value_json)
+    del no_default["fields"][-1]["default"]
+    for level in ("BACKWARD", "FORWARD", "FULL"):
+        client.set_compatibility(subject, level)
+        assert client.is_compatible(subject, new.value_json), level
+    client.set_compatibility(subject, "BACKWARD")
+    assert not client.is_compatible(subject, json.dumps(no_default))
+    client.set_compatibility(subject, "FULL")
+    new_id = client.register(subject, new.value_json)
+    assert new_id != old_id and client.client.get_versions(subject) == [1, 2]
+
+    codecs = CodecFactory(catalog, None, registry_ids(client), prefix=prefix, db="d")
+    codec = codecs.codec(orders("t"))
+    assert codec.value_id == new_id
+    _, value = codec.change_from_tuples("c", None, ("1", "12345678901.5", "not a time", "n",
+                                                    None, None), source(0))
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    producer.produce(codec.topic, value)
+    assert producer.flush(30) == 0
+    [record] = consume(kafka.bootstrap, codec.topic, 1)
+    event = decode(record.value(), SchemaRegistry(registry.url).schema).value
+    assert event["after"]["price"] is None and event["after"]["placed_x0020at"] is None
+    assert event["unparsed"] == {"price": "12345678901.5", "placed_x0020at": "not a time"}
+    body = bytes(parse_frame(record.value())[1])
+    as_old = schemaless_reader(io.BytesIO(body), parse_schema(new.value_schema),
+                               parse_schema(old_schema))
+    assert "unparsed" not in as_old and as_old["after"]["note"] == "n"  # FORWARD: old readers
+    old_codec = codecs.codec(orders("t"))
+    old_body = bytes(parse_frame(old_codec.change_from_tuples(
+        "c", None, ("2", "1.00", None, None, None, None), source(1))[1])[1])[:-1]  # no field
+    as_new = schemaless_reader(io.BytesIO(old_body), parse_schema(old_schema),
+                               parse_schema(new.value_schema))
+    assert as_new["unparsed"] is None and as_new["after"]["id"] == 2  # BACKWARD: new readers
+
+
 def test_incompatible_schema_is_refused_with_one_clear_line(registry: Any) -> None:
     prefix = unique("bad")
     client = SchemaRegistry(registry.url)

@@ -371,6 +371,17 @@ def test_builtin_oids_match_the_server(conn: psycopg.Connection) -> None:
         assert found[oid][1] == oids.ARRAY_OF.get(oid, 0), name
 
 
+def test_vector_oids_match_the_server(conn: psycopg.Connection) -> None:
+    """int2vector / oidvector: their element and array types, and an input function of their
+    own (not array_in: what makes them no ordinary array)."""
+    rows = conn.execute(
+        "SELECT oid::int8, typelem::int8, typarray::int8, typinput::text, typlen "
+        "FROM pg_type WHERE oid = ANY(%s)", [list(oids.VECTOR_OF)]).fetchall()
+    assert {row[0]: row[1:] for row in rows} == {
+        oid: (element, oids.VECTOR_ARRAY_OF[oid], oids.NAMES[element] + "vectorin", -1)
+        for oid, element in oids.VECTOR_OF.items()}
+
+
 # ------------------------------------------------------------------ values Python cannot hold
 
 

@@ -45,3 +45,13 @@ def avro_writer(request: pytest.FixtureRequest) -> Iterator[str]:
     finally:
         for module, value in zip(_USERS, saved, strict=True):
             module.native = value  # type: ignore[attr-defined]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_fallback_warnings() -> Iterator[None]:
+    """The fallback rule warns once per column per process: each test starts afresh."""
+    from connector.avro import fallback
+
+    fallback._warned.clear()
+    yield
+    fallback._warned.clear()

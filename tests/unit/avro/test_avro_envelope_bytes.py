@@ -1,6 +1,7 @@
-"""The hand-written Avro (the Envelope's Source, op, ts_ms, transaction, unchanged_toast from
-pre-encoded pieces; Value and Key rows by per-type encoders) is byte for byte what fastavro
-writes, for any source block, transaction block, TOAST list and column values."""
+"""The hand-written Avro (the Envelope's Source, op, ts_ms, transaction, unchanged_toast,
+unparsed from pre-encoded pieces; Value and Key rows by per-type encoders) is byte for byte
+what fastavro writes, for any source block, transaction block, TOAST list, unparsed map and
+column values."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_table_schemas, frame
-from connector.avro.serializer import _type_encoder
+from connector.avro.serializer import _type_encoder, decode
 from connector.errors import SchemaError
 from connector.pgtypes import oids
 from tests.support.avro import catalog, column, numeric_typmod, relation
@@ -33,7 +34,8 @@ def _codec(prefix: str = "p", db: str = "d", table: str = "t") -> TableCodec:
 
 
 def _fastavro(codec: TableCodec, op: str, before: Any, after: Any, toast: list[str],
-              source: SourceInfo, ts_ms: int, block: TransactionBlock | None) -> bytes:
+              source: SourceInfo, ts_ms: int, block: TransactionBlock | None,
+              unparsed: dict[str, str] | None = None) -> bytes:
     datum = {"before": before, "after": after,
              "source": {**codec.schemas.source_constants, "ts_ms": source.ts_ms,
                         "snapshot": source.snapshot, "sequence": source.sequence,
@@ -41,7 +43,7 @@ def _fastavro(codec: TableCodec, op: str, before: Any, after: Any, toast: list[s
                         "commit_lsn": source.commit_lsn, "txn_index": source.txn_index},
              "op": op, "ts_ms": ts_ms,
              "transaction": None if block is None else block._asdict(),
-             "unchanged_toast": toast}
+             "unchanged_toast": toast, "unparsed": unparsed or None}  # {}: written as null
     buf = io.BytesIO()
     schemaless_writer(buf, parse_schema(codec.schemas.value_schema), datum)
     return frame(codec.value_id, buf.getvalue())
@@ -53,17 +55,20 @@ def _fastavro(codec: TableCodec, op: str, before: Any, after: Any, toast: list[s
                  xid=st.one_of(st.none(), LONG), lsn=st.one_of(st.none(), LONG),
                  snapshot=st.sampled_from(["false", "true", "last", "incremental"]),
                  xmin=st.one_of(st.none(), LONG), sequence=st.one_of(st.none(), st.text())),
-       st.one_of(st.none(), st.builds(TransactionBlock, st.text(), LONG, LONG)), LONG, NAMES)
+       st.one_of(st.none(), st.builds(TransactionBlock, st.text(), LONG, LONG)), LONG, NAMES,
+       st.one_of(st.none(), st.dictionaries(st.text(), st.text(), max_size=3)))
 def test_envelope_bytes_equal_fastavro(op: str, before_id: int | None, after_id: int | None,
                                        source: SourceInfo, block: TransactionBlock | None,
-                                       ts_ms: int, toast: list[str]) -> None:
+                                       ts_ms: int, toast: list[str],
+                                       unparsed: dict[str, str] | None) -> None:
     codec = _codec()
     before = None if before_id is None else {"id": ("long", before_id), "v": None}
     after = None if after_id is None else {"id": ("long", after_id), "v": ("string", "x")}
     plain_before = None if before is None else {"id": before_id, "v": None}
     plain_after = None if after is None else {"id": after_id, "v": "x"}
-    ours = codec._envelope(op, before, after, toast, source, ts_ms, block)
-    assert ours == _fastavro(codec, op, plain_before, plain_after, toast, source, ts_ms, block)
+    ours = codec._envelope(op, before, after, toast, source, ts_ms, block, unparsed)
+    assert ours == _fastavro(codec, op, plain_before, plain_after, toast, source, ts_ms, block,
+                             unparsed)
 
 
 def test_consecutive_events_of_a_transaction_reuse_nothing_stale() -> None:
@@ -158,9 +163,17 @@ def test_unhandled_types_are_left_to_fastavro() -> None:
         assert _type_encoder(avro_type) is None
 
 
-def test_a_wrong_datum_names_its_column() -> None:
+def test_a_wrong_datum_falls_back_and_names_its_column(caplog: pytest.LogCaptureFixture
+                                                        ) -> None:
+    """A datum its Avro type cannot take never stops the stream: the fallback rule
+    (connector/avro/fallback.py) publishes a typed column as null and warns, naming it."""
     codec = _typed_codec()
     row = [1, Decimal("1.5")] + [None] * 18
     row[5] = "not a float"
-    with pytest.raises(SchemaError, match="column 'f8'"):
-        loaded_rows.value(codec, "c", None, row, SourceInfo(1, 2, 3), ts_ms=0)
+    row[8] = "kept"
+    framed = loaded_rows.value(codec, "c", None, row, SourceInfo(1, 2, 3), ts_ms=0)
+    event = decode(framed, lambda _: codec.schemas.value_schema).value
+    after = event["after"]
+    assert after["f8"] is None and after["t"] == "kept" and after["id"] == 1
+    assert event["unparsed"] == {"f8": "not a float"}  # the datum's text (no tuple given here)
+    assert "column 'f8' of public.t" in caplog.text

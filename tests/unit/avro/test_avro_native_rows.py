@@ -21,7 +21,6 @@ from psycopg.pq import Format
 
 from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_table_schemas
 from connector.avro.serializer import decode
-from connector.errors import SchemaError
 from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import oids
 from connector.snapshot.copytext import parse_copy_text
@@ -205,16 +204,18 @@ def test_native_rows_equal_the_python_path(old: tuple[Any, ...], new: tuple[Any,
 
 
 @pytest.mark.parametrize("value", ["99989299", "-99989299", "1234567890123", "1000000"])
-def test_a_numeric_beyond_its_precision_gets_the_same_clear_error(value: str) -> None:
+def test_a_numeric_beyond_its_precision_gets_the_same_fallback(
+        value: str, caplog: pytest.LogCaptureFixture) -> None:
     """numeric(6,0) and 99989299: C encoded it (a reader then rounds it to 6 digits), Python
-    raised a bare decimal.InvalidOperation. Both now refuse it, naming table and column."""
+    raised a bare decimal.InvalidOperation. Both now publish the fallback (null: a decimal
+    cannot hold a text), warning with table and column."""
     index = [c[0] for c in COLUMNS].index("n0")
     row = tuple(value if i == index else None for i in range(len(COLUMNS)))
     fast = _outcome(lambda: FAST.change_from_tuples("c", None, row, SOURCE, ts_ms=5))
     assert fast == _outcome(lambda: REFERENCE.change_from_tuples("c", None, row, SOURCE,
                                                                   ts_ms=5))
-    assert fast[0] is SchemaError
-    assert "column 'n0'" in fast[1] and "does not fit numeric(6,0)" in fast[1], fast
+    assert decode(fast[1], lambda _: FAST.schemas.value_schema).value["after"]["n0"] is None
+    assert "column 'n0'" in caplog.text and "does not fit numeric(6,0)" in caplog.text
 
 
 def test_a_numeric_at_its_precision_takes_the_c_path() -> None:
@@ -237,7 +238,67 @@ def test_unchanged_toast_is_listed_in_the_envelope() -> None:
     row = ("7",) + row[1:]
     fast = FAST.change_from_tuples("u", None, row, SOURCE, ts_ms=5)
     assert fast == REFERENCE.change_from_tuples("u", None, row, SOURCE, ts_ms=5)
-    assert fast[1].endswith(b"\x02\x02t\x00")  # unchanged_toast: ["t"]
+    assert fast[1].endswith(b"\x02\x02t\x00\x00")  # unchanged_toast: ["t"], unparsed: null
+
+
+def _unparsed_row(**values: Any) -> tuple[Any, ...]:
+    return tuple(values.get(name) for name, _, _, _ in COLUMNS)
+
+
+def test_typed_fallbacks_are_listed_in_unparsed_by_both_writers() -> None:
+    """A typed column whose value falls back is null in its row and its exact text (a binary
+    value's \\x + hex) is in `unparsed`: after's under the field name, before's under
+    "before." + it, in column order; a string column keeps its text in place, unlisted. The C
+    writer's bytes are the Python writer's, by the tuple path and by the COPY path."""
+    old = _unparsed_row(id="1", b="yes", d=BinaryValue(b"\x01"), t="kept")
+    new = _unparsed_row(id="1", i4="4294967296", n0="99989299", b="t",
+                        iv=BinaryValue(b"\x02"), tz="not a time")
+    for op, before, after in (("u", old, new), ("d", old, None), ("c", None, new)):
+        fast = FAST.change_from_tuples(op, before, after, SOURCE, ts_ms=5, transaction=BLOCK)
+        assert fast == REFERENCE.change_from_tuples(op, before, after, SOURCE, ts_ms=5,
+                                                    transaction=BLOCK)
+        event = decode(fast[1], lambda _: FAST.schemas.value_schema).value
+        expected = {}
+        if before is not None:
+            expected |= {"before.b": "yes", "before.d": "\\x01"}
+            assert event["before"]["b"] is None and event["before"]["d"] is None
+            assert event["before"]["t"] == "kept"
+        if after is not None:
+            expected |= {"i4": "4294967296", "n0": "99989299", "tz": "not a time"}
+            assert [event["after"][n] for n in ("i4", "n0", "tz")] == [None, None, None]
+            assert event["after"]["iv"] == "\\x02"  # a string: the text in place
+            assert event["after"]["b"] is True
+        assert event["unparsed"] == expected
+        assert list(event["unparsed"]) == list(expected)
+    line = b"\t".join(_copy_field(v) for v in _unparsed_row(id="1", i4="4294967296",
+                                                               tz="not a time", t="x"))
+    copied = _from_copy(line)
+    assert copied == REFERENCE.change_from_tuples("r", None, parse_copy_text(line), SOURCE,
+                                                  ts_ms=5)
+    assert decode(copied[1], lambda _: FAST.schemas.value_schema).value["unparsed"] == {
+        "i4": "4294967296", "tz": "not a time"}
+
+
+def test_an_event_without_fallbacks_has_null_unparsed() -> None:
+    fast = FAST.change_from_tuples("c", None, _unparsed_row(id="1", i4="4"), SOURCE, ts_ms=5)
+    assert fast == REFERENCE.change_from_tuples("c", None, _unparsed_row(id="1", i4="4"),
+                                                SOURCE, ts_ms=5)
+    assert fast[1].endswith(b"\x00\x00")  # unchanged_toast: [], unparsed: null
+    assert decode(fast[1], lambda _: FAST.schemas.value_schema).value["unparsed"] is None
+
+
+def test_the_c_path_lists_unparsed_itself() -> None:
+    """A row with a typed fallback stays on the C path (the piece hands it the text)."""
+    if native is None:
+        pytest.skip("the extension is not built")
+    line = b"\t".join(_copy_field(v) for v in _unparsed_row(id="1", b="maybe"))
+    event = FAST.change_from_copy("r", line, SOURCE, ts_ms=5)
+    assert event is not None
+    assert FAST._plan.change(FAST._frame.native, FAST._key_header, "u",
+                             _unparsed_row(id="1", b="no"), _unparsed_row(id="1", b="maybe"),
+                             SOURCE, 5, None, True) is not None
+    assert decode(event[1], lambda _: FAST.schemas.value_schema).value["unparsed"] == {
+        "b": "maybe"}
 
 
 def test_an_envelope_without_ts_ms_carries_the_current_time() -> None:

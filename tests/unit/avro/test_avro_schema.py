@@ -62,7 +62,8 @@ def test_envelope_layout() -> None:
     assert schemas.topic == "shop.sales.orders"
     assert (envelope["name"], envelope["namespace"]) == ("Envelope", "shop.sales.orders")
     assert [f["name"] for f in envelope["fields"]] == [
-        "before", "after", "source", "op", "ts_ms", "transaction", "unchanged_toast"]
+        "before", "after", "source", "op", "ts_ms", "transaction", "unchanged_toast",
+        "unparsed"]
     fields = {f["name"]: f for f in envelope["fields"]}
     value = fields["before"]["type"][1]
     assert (value["type"], value["name"], value["namespace"]) == (
@@ -77,6 +78,9 @@ def test_envelope_layout() -> None:
     assert [f["name"] for f in fields["transaction"]["type"][1]["fields"]] == [
         "id", "total_order", "data_collection_order"]
     assert fields["unchanged_toast"]["type"] == {"type": "array", "items": "string"}
+    assert fields["unparsed"] == {"name": "unparsed",
+                                  "type": ["null", {"type": "map", "values": "string"}],
+                                  "default": None}
     source_fields = [f["name"] for f in fields["source"]["type"]["fields"]]
     assert {"commit_lsn", "txn_index", "version", "connector", "name", "ts_ms", "snapshot", "db",
             "sequence", "schema", "table", "txId", "lsn", "xmin"} == set(source_fields)

@@ -79,7 +79,9 @@ def test_type_messages_resolve_domains_over_known_types() -> None:
     assert catalog.text_loader(MOOD)("happy") == Unknown(MOOD, "happy")
     # a domain over it follows it
     catalog.register_type_message(GOOD_MOOD, "public", "mood")
-    assert catalog.needs_lookup([POSINT, MOOD, GOOD_MOOD]) == [MOOD, GOOD_MOOD]
+    # every one is still looked up: a Type message tells neither a domain's type modifier
+    # nor the domains in between
+    assert catalog.needs_lookup([POSINT, MOOD, GOOD_MOOD]) == sorted([POSINT, MOOD, GOOD_MOOD])
     before = catalog.generation
     catalog.register_enum(MOOD, "mood")
     assert catalog.generation > before
@@ -147,3 +149,23 @@ def test_money_scale() -> None:
     catalog = TypeCatalog(money_frac_digits=0)
     assert catalog.text_loader(oids.MONEY)("¥1,234") == Decimal(1234)
     assert catalog.binary_loader(oids.MONEY)(struct.pack(">q", 5)) == Decimal(5)
+
+
+def test_a_domain_over_a_domain_takes_the_inner_domains_modifier() -> None:
+    """pgoutput names the base type (numeric) of ``price`` over ``money82`` over numeric(8,2);
+    the column's typmod is -1: only the looked-up rows give numeric(8,2), whichever came first."""
+    money82, price = 16600, 16601
+    typmod = (8 << 16 | 2) + 4
+    rows = [(money82, "public", "money82", "d", oids.NUMERIC, typmod, 0, 0, -1, ",", "N", False),
+            (price, "public", "price", "d", money82, -1, 0, 0, -1, ",", "N", False)]
+    streamed = TypeCatalog()
+    streamed.register_type_message(price, "pg_catalog", "numeric")
+    assert streamed.needs_lookup([price]) == [price]
+    streamed.add_rows(rows)
+    assert streamed.needs_lookup([price]) == []
+    looked_up = TypeCatalog()
+    looked_up.add_rows(rows)
+    looked_up.register_type_message(price, "pg_catalog", "numeric")  # changes nothing
+    for catalog in (streamed, looked_up):
+        assert catalog.resolve(price).typmod == typmod
+        assert catalog.resolve(price).oid == oids.NUMERIC

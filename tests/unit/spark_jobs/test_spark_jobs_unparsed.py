@@ -1,0 +1,54 @@
+"""The merge job's decoding of the producer's own events ignores the Envelope's `unparsed` map
+(schemas/README.md): events written with it -- a typed value fallen back to null, its text in
+the map -- and events of the schema registered before it decode side by side."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from connector.avro import SourceInfo, TableCodec, derive_table_schemas
+from connector.pgtypes import oids
+from spark_jobs.decode import decode_topic, plan_batch, split_corrupt
+from spark_jobs.registry import SchemaCache
+from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, frame_bytes, with_frame
+from tests.support.avro import catalog, column, relation
+
+KAFKA_ROW = "topic string, partition int, offset long, key binary, value binary"
+
+
+class FixedSchemas(SchemaCache):
+    def __init__(self, schemas: dict[int, dict[str, Any]]) -> None:
+        self.schemas = schemas
+
+    def get(self, schema_id: int) -> dict[str, Any]:
+        return self.schemas[schema_id]
+
+
+def test_events_with_unparsed_decode_and_the_map_is_ignored(spark: SparkSession) -> None:
+    schemas = derive_table_schemas(relation(column("id", oids.INT8, key=True),
+                                            column("d", oids.DATE), column("t", oids.TEXT)),
+                                   catalog(), prefix="p", db="d")
+    old_schema = json.loads(schemas.value_json)
+    old_schema["fields"] = [f for f in old_schema["fields"] if f["name"] != "unparsed"]
+    codec = TableCodec(schemas, 1, 2, catalog())
+    source = SourceInfo(10, 0, 1)
+    _, fell_back = codec.change_from_tuples("c", None, ("1", "not a date", "x"), source)
+    _, plain = codec.change_from_tuples("c", None, ("2", "2026-11-25", "y"), source._replace(
+        commit_lsn=11))
+    as_old = frame_bytes(3, plain[5:-1])  # the same event as the old schema wrote it
+    values = [fell_back, plain, as_old]
+    df = spark.createDataFrame([(schemas.topic, 0, i, None, v) for i, v in enumerate(values)],
+                               KAFKA_ROW).selectExpr("*", "current_timestamp() AS timestamp")
+    frames = with_frame(df)
+    plans = plan_batch(frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID).count()
+                       .withColumnRenamed("count", "n").collect(),
+                       FixedSchemas({2: schemas.value_schema, 3: old_schema}))
+    good, corrupt = split_corrupt(decode_topic(frames, schemas.topic, plans[schemas.topic]))
+    assert corrupt.count() == 0
+    rows = sorted(good.collect(), key=lambda r: r["_kafka_offset"])
+    assert [(r["id"], r["d"] is None, r["t"], r["_cdc_op"]) for r in rows] == [
+        (1, True, "x", "c"), (2, False, "y", "c"), (2, False, "y", "c")]
+    assert "unparsed" not in good.columns
