@@ -1,0 +1,315 @@
+"""Issue 24 (part 1): a property test over the server's own catalog. One table holds a column
+of every type in ``pg_type`` that a table column can have -- base types, arrays, domains,
+enums, ranges, multiranges, composites, and the arrays of each -- with values made by the
+types' own input functions; `pgcdc run` (text tuples) streams an INSERT of it, an INSERT of
+NULLs and an UPDATE (REPLICA IDENTITY FULL: the row in ``before`` and ``after``), on
+PostgreSQL 15 and 18, without stopping, and every value reads back as schemas/README.md says.
+
+Which types: ``pg_type`` rows that are defined (no shell types), not pseudo-types, in
+``pg_catalog`` or ``information_schema`` (the server's own), plus one type of each user kind
+made here (an enum, a domain over numeric(8,2), a composite, a range over the enum and its
+multirange), plus the array of each of those. Row types of tables and views are left out (the
+composite made here stands for them). A type is kept when ``CREATE TABLE (c <type>)`` accepts
+it and its input function accepts one of `CANDIDATES` (the first accepted is its value);
+types with no accepted literal are skipped, listed and counted (internal types whose input
+function refuses everything: pg_node_tree, pg_ndistinct, gtsvector...).
+
+How each value is compared (the expected value comes from the server's text output of the
+column, ``SELECT col::text`` under DateStyle ISO, IntervalStyle iso_8601, TimeZone UTC):
+
+* typed mappings of the README (`TYPED`): bool, int2/int4/int8, oid/xid/cid, xid8 (decimal),
+  float4/float8, date, time, timestamp, timestamptz, uuid, bytea, int2vector/oidvector (arrays)
+  and the domain over numeric(8,2) (a decimal(8,2)) -- non-null and equal to the Python value
+  parsed from that text;
+* every other type is a string column: equal to its text (money: the README's exact amount,
+  the text without its currency symbol);
+* arrays: element-wise as their element type (each element's output text).
+
+A value published by the fallback rule (its log line ``published as`` or a non-empty
+``unparsed`` map) fails the test, naming the column and its type.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import pytest
+from devstack.ports import free_port
+from psycopg import sql
+
+from tests.support.cdc_checks import read_records, stream_run
+from tests.support.producer import scrape_metrics
+
+pytestmark = pytest.mark.integration
+
+#: Literals tried in this order with each type's input function; the first accepted is used.
+CANDIDATES = (
+    "1", "t", "1.5", "2024-01-02", "2024-01-02 03:04:05.678", "2024-01-02 03:04:05.678+05:30",
+    "03:04:05.678", "03:04:05+05:30", "1 day 02:03:04", "127.0.0.1", "10.0.0.0/8",
+    "08:00:2b:01:02:03", "08:00:2b:01:02:03:04:05", "16/B374D848", "{\"a\": 1}", "a & b",
+    "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "(1,2)", "((0,0),(1,1))", "[(0,0),(1,1)]",
+    "<(1,2),3>", "{1,2,3}", "[1,2)", "{[1,2)}", "[2024-01-02,2024-01-03)",
+    "{[2024-01-02,2024-01-03)}", "[\"2024-01-02 03:04:05\",\"2024-01-03 03:04:05\")",
+    "{[\"2024-01-02 03:04:05\",\"2024-01-03 03:04:05\")}", "10:20:10,14,15", "$.a", "(1,x)",
+    "a", "[a,b)", "{[a,b)}", "<x>1</x>", "{}",
+)  # fmt: skip
+
+#: Base types (after domains) that the README maps to a typed (non-string) Avro value.
+TYPED = {"bool", "int2", "int4", "int8", "oid", "xid", "cid", "xid8", "float4", "float8",
+         "date", "time", "timestamp", "timestamptz", "uuid", "bytea", "int2vector",
+         "oidvector", "numeric82"}
+SETTINGS = ("SET DateStyle = 'ISO'", "SET IntervalStyle = 'iso_8601'", "SET TimeZone = 'UTC'",
+            "SET extra_float_digits = 1")
+
+
+def _vector(text: str) -> list[int]:
+    return [int(v) for v in text.split()]
+
+
+PARSE: dict[str, Any] = {
+    "bool": lambda t: t == "t",  # boolout: t / f
+    "int2": int, "int4": int, "int8": int, "oid": int, "xid": int, "cid": int,
+    "xid8": Decimal, "numeric82": Decimal,
+    "float4": float, "float8": float,
+    "date": dt.date.fromisoformat, "time": dt.time.fromisoformat,
+    "timestamp": dt.datetime.fromisoformat, "timestamptz": dt.datetime.fromisoformat,
+    "uuid": str, "bytea": lambda t: bytes.fromhex(t[2:]),
+    "int2vector": _vector, "oidvector": _vector,
+}  # fmt: skip
+
+
+@dataclass
+class Col:
+    name: str  # the column's name: c<n>
+    type_sql: str  # format_type()
+    kind: str  # base, array, domain, enum, range, multirange, composite
+    base: str  # the comparison: a key of PARSE, "money", or "string"
+    array: bool
+    literal: str = ""
+
+
+def _kind(t: tuple[Any, ...]) -> str:
+    typtype, is_array = t[2], t[5]
+    if is_array:
+        return "array"
+    return {"b": "base", "d": "domain", "e": "enum", "r": "range", "m": "multirange",
+            "c": "composite"}[typtype]
+
+
+def _catalog(conn: psycopg.Connection[Any], tag: str) -> list[tuple[Any, ...]]:
+    """(oid, format_type, typtype, name of the base type after domains, element's base name,
+    is_array, element oid) of each candidate type."""
+    return conn.execute(
+        """
+        WITH RECURSIVE t AS (
+          SELECT t.oid, t.typname, t.typtype, t.typbasetype, t.typelem, t.typinput, t.typrelid,
+                 n.nspname
+          FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+          WHERE t.typisdefined AND t.typtype <> 'p'
+        ), base(oid, basename) AS (
+          SELECT oid, CASE WHEN typname LIKE %(numeric82)s THEN 'numeric82' ELSE typname END
+          FROM t WHERE typtype <> 'd'
+          UNION ALL
+          SELECT t.oid, CASE WHEN t.typname LIKE %(numeric82)s THEN 'numeric82'
+                             ELSE b.basename END
+          FROM t JOIN base b ON t.typbasetype = b.oid WHERE t.typtype = 'd'
+        ), cand AS (
+          SELECT t.*, t.typinput = 'array_in'::regproc AS is_array FROM t
+          WHERE (t.nspname IN ('pg_catalog', 'information_schema')
+                 OR t.typname LIKE %(mine)s)
+        )
+        SELECT c.oid, format_type(c.oid, NULL), c.typtype,
+               (SELECT basename FROM base WHERE base.oid = c.oid LIMIT 1),
+               (SELECT basename FROM base WHERE base.oid = c.typelem LIMIT 1),
+               c.is_array, c.typelem
+        FROM cand c
+        WHERE NOT (c.typtype = 'c' AND c.typname NOT LIKE %(mine)s)
+          AND NOT (c.is_array AND EXISTS (SELECT 1 FROM t e WHERE e.oid = c.typelem
+                   AND (e.typtype = 'p' OR (e.typtype = 'c' AND e.typname NOT LIKE %(mine)s))))
+        ORDER BY c.oid
+        """, {"mine": f"%{tag}%", "numeric82": f"%numeric82_{tag}%"}).fetchall()
+
+
+def _make_user_types(conn: psycopg.Connection[Any], tag: str) -> None:
+    for stmt in (f"CREATE TYPE mood_{tag} AS ENUM ('a', 'b', 'c')",
+                 f"CREATE DOMAIN numeric82_{tag} AS numeric(8,2)",
+                 f"CREATE TYPE pair_{tag} AS (a int, b text)",
+                 f"CREATE TYPE moodrange_{tag} AS RANGE (subtype = mood_{tag}, "
+                 f"multirange_type_name = moodmulti_{tag})"):
+        conn.execute(stmt)  # type: ignore[arg-type]
+
+
+def _accepts(conn: psycopg.Connection[Any], stmt: str) -> bool:
+    try:
+        with conn.transaction():
+            conn.execute(stmt)  # type: ignore[arg-type]
+        return True
+    except psycopg.Error:
+        return False
+
+
+def _columns(conn: psycopg.Connection[Any], tag: str) -> tuple[list[Col], list[str]]:
+    """The columns of the table, and the types skipped (with why)."""
+    cols: list[Col] = []
+    skipped: list[str] = []
+    for oid, type_sql, _typtype, basename, elembase, is_array, _elem in _catalog(conn, tag):
+        row = (oid, type_sql, _typtype, basename, elembase, is_array)
+        kind = _kind(row)
+        if not _accepts(conn, f"CREATE TEMP TABLE probe_{tag} (c {type_sql}); "
+                              f"DROP TABLE probe_{tag}"):
+            skipped.append(f"{type_sql}: not a column type")
+            continue
+        base = elembase if is_array else basename
+        base = base if base in PARSE or base == "money" else "string"
+        col = Col(f"c{len(cols)}", type_sql, kind, base, bool(is_array))
+        for literal in CANDIDATES:
+            text = literal
+            if is_array:  # the array of the element's value and a NULL, through array_in
+                elem_sql = conn.execute("SELECT format_type(typelem, NULL) FROM pg_type "
+                                        "WHERE oid = %s", (oid,)).fetchone()
+                assert elem_sql is not None
+                stmt = sql.SQL("SELECT ARRAY[{}::{}, NULL]::text").format(
+                    sql.Literal(literal), sql.SQL(elem_sql[0]))
+                try:
+                    with conn.transaction():
+                        got = conn.execute(stmt).fetchone()
+                except psycopg.Error:
+                    continue
+                assert got is not None
+                text = got[0]
+            check = sql.SQL("SELECT {}::{}").format(sql.Literal(text), sql.SQL(type_sql))
+            if _accepts(conn, check.as_string(conn)):
+                col.literal = text
+                break
+        if col.literal:
+            cols.append(col)
+        else:
+            skipped.append(f"{type_sql}: no candidate literal accepted")
+    return cols, skipped
+
+
+def _expected(base: str, text: str | None) -> Any:
+    if text is None:
+        return None
+    if base == "money":  # the README's exact amount: no currency symbol or group separators
+        return re.sub(r"[^0-9.\-]", "", text)
+    if base == "string":
+        return text
+    return PARSE[base](text)
+
+
+def _same(got: Any, want: Any) -> bool:
+    if isinstance(want, Decimal):
+        return (isinstance(got, Decimal) and got == want
+                and got.as_tuple().exponent == want.as_tuple().exponent)
+    if isinstance(want, float):
+        return isinstance(got, float) and abs(got - want) <= 1e-6 * max(1.0, abs(want))
+    if isinstance(want, list):
+        return (isinstance(got, list) and len(got) == len(want)
+                and all(_same(g, w) for g, w in zip(got, want, strict=True)))
+    if want is not None and type(want) is str and not isinstance(got, str):
+        return str(got) == want  # uuid: its canonical text
+    return bool(got == want)
+
+
+# format('%s', v) is v's output function (what pgoutput sends; a cast to text may differ:
+# inet's adds the netmask, bool's spells true).
+_ELEMENT_TEXTS = ("(SELECT array_agg(CASE WHEN {c}[i] IS NULL THEN NULL "
+                  "ELSE format('%s', {c}[i]) END ORDER BY i) FROM generate_subscripts({c}, 1) i)")
+
+
+def _oracle(conn: psycopg.Connection[Any], table: str, cols: list[Col]) -> dict[str, Any]:
+    """Each column's expected Avro value in row 1, from the server's text output."""
+    exprs = [sql.SQL(_ELEMENT_TEXTS if c.array else "format('%s', {c})").format(
+        c=sql.Identifier(c.name)) for c in cols]
+    row = conn.execute(sql.SQL("SELECT {} FROM {} WHERE id = 1").format(
+        sql.SQL(", ").join(exprs), sql.Identifier(table))).fetchone()
+    assert row is not None
+    want: dict[str, Any] = {}
+    for col, value in zip(cols, row, strict=True):
+        if col.array:
+            items: list[Any] = []
+            for item in value:
+                parsed = _expected(col.base, item)
+                # arrays of vectors: an element's own values are not a sub-array (flattened)
+                items.extend(parsed if isinstance(parsed, list) else [parsed])
+            want[col.name] = items
+        else:
+            want[col.name] = _expected(col.base, value)
+    return want
+
+
+def test_every_catalog_type_streams_and_reads_back(postgres, producer_run, log_dir) -> None:
+    port = free_port()
+    run = stream_run(producer_run, "--metrics-port", str(port))
+    tag = run.tag
+    table = f"every_{tag}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        for setting in SETTINGS:
+            conn.execute(setting)  # type: ignore[arg-type]
+        _make_user_types(conn, tag)
+        cols, skipped = _columns(conn, tag)
+        version = conn.execute("SHOW server_version").fetchone()
+        counts: dict[str, int] = {}
+        for col in cols:
+            counts[col.kind] = counts.get(col.kind, 0) + 1
+        print(f"PostgreSQL {version}: {len(cols)} column types {counts}; "
+              f"{len(skipped)} skipped: {skipped}")
+        assert {"base", "array", "domain", "enum", "range", "multirange",
+                "composite"} <= counts.keys(), counts
+        mine = [c for c in cols if tag in c.type_sql]
+        assert len(mine) == 10, [c.type_sql for c in mine]  # 5 user types and their arrays
+        conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY, marker int, {})").format(
+            sql.Identifier(table),
+            sql.SQL(", ").join(sql.SQL("{} {}").format(sql.Identifier(c.name), sql.SQL(c.type_sql))
+                               for c in cols)))
+        conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(
+            sql.Identifier(table)))
+        run.start(log_dir)
+        names = sql.SQL(", ").join(sql.Identifier(c.name) for c in cols)
+        conn.execute(sql.SQL("INSERT INTO {} (id, marker, {}) VALUES (1, 1, {})").format(
+            sql.Identifier(table), names,
+            sql.SQL(", ").join(sql.Literal(c.literal) for c in cols)))
+        conn.execute(sql.SQL("INSERT INTO {} (id, {}) VALUES (2, {})").format(  # no defaults
+            sql.Identifier(table), names, sql.SQL(", ").join(sql.NULL for _ in cols)))
+        conn.execute(sql.SQL("UPDATE {} SET marker = 2 WHERE id = 1").format(
+            sql.Identifier(table)))
+        want = _oracle(conn, table, cols)
+
+    records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                           min_count=3)
+    assert run.proc is not None and run.proc.poll() is None, (
+        f"pgcdc run stopped: {run.output()[-3000:]}")
+    events = [(r.value["op"], r.value["after"]["id"] if r.value["after"] else None)
+              for r in records]
+    assert events == [("c", 1), ("c", 2), ("u", 1)], events
+
+    by_name = {c.name: c for c in cols}
+    fallbacks = re.findall(r"column '([^']+)' of \S+: value .* published as", run.output())
+    unparsed = {k for r in records for k in (r.value.get("unparsed") or {})}
+    samples = {k: v for k, v in scrape_metrics(port).items()
+               if k.startswith("pgcdc_values_fallback_total") and v}
+    named = sorted({n.removeprefix("before.") for n in [*fallbacks, *unparsed]})
+    assert not named and not samples, "values fell back: " + "; ".join(
+        f"{n} ({by_name[n].type_sql if n in by_name else '?'})" for n in named) + f" {samples}"
+
+    mismatches = []
+    inserted, nulls, updated = (r.value for r in records)
+    for image, label in ((inserted["after"], "insert"), (updated["before"], "update before"),
+                         (updated["after"], "update after")):
+        for col in cols:
+            got, expect = image[col.name], want[col.name]
+            if col.base != "string" and got is None:
+                mismatches.append(f"{label} {col.name} ({col.type_sql}): typed value is null")
+            elif not _same(got, expect):
+                mismatches.append(f"{label} {col.name} ({col.type_sql}, literal "
+                                  f"{col.literal!r}): got {got!r}, want {expect!r}")
+    mismatches += [f"NULL row {c.name} ({c.type_sql}): got {nulls['after'][c.name]!r}"
+                   for c in cols if nulls["after"][c.name] is not None]
+    assert not mismatches, f"{len(mismatches)} mismatches:\n" + "\n".join(mismatches)
+    assert run.proc.poll() is None, f"pgcdc run stopped: {run.output()[-3000:]}"
