@@ -1,9 +1,10 @@
 """Issue 24 (part 1): a property test over the server's own catalog. One table holds a column
 of every type in ``pg_type`` that a table column can have -- base types, arrays, domains,
 enums, ranges, multiranges, composites, and the arrays of each -- with values made by the
-types' own input functions; `pgcdc run` (text tuples) streams an INSERT of it, an INSERT of
-NULLs and an UPDATE (REPLICA IDENTITY FULL: the row in ``before`` and ``after``), on
-PostgreSQL 15 and 18, without stopping, and every value reads back as schemas/README.md says.
+types' own input functions; one `pgcdc run` (text tuples) per server reads that row in its
+initial snapshot (COPY) and streams an INSERT of it, an INSERT of NULLs and an UPDATE (REPLICA
+IDENTITY FULL: the row in ``before`` and ``after``), on PostgreSQL 15 and 18, without
+stopping, and every value reads back as schemas/README.md says.
 
 Which types: ``pg_type`` rows that are defined (no shell types), not pseudo-types, in
 ``pg_catalog`` or ``information_schema`` (the server's own), plus one type of each user kind
@@ -42,7 +43,7 @@ import pytest
 from devstack.ports import free_port
 from psycopg import sql
 
-from tests.support.cdc_checks import read_records, stream_run
+from tests.support.cdc_checks import read_records
 from tests.support.producer import scrape_metrics
 
 pytestmark = pytest.mark.integration
@@ -251,7 +252,8 @@ def _oracle(conn: psycopg.Connection[Any], table: str, cols: list[Col]) -> dict[
 
 def test_every_catalog_type_streams_and_reads_back(postgres, producer_run, log_dir) -> None:
     port = free_port()
-    run = stream_run(producer_run, "--metrics-port", str(port))
+    run = producer_run("-", "--metrics-port", str(port))  # initial snapshot: the COPY path
+    run.tables = f"public.*{run.tag}*"
     tag = run.tag
     table = f"every_{tag}"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
@@ -275,11 +277,13 @@ def test_every_catalog_type_streams_and_reads_back(postgres, producer_run, log_d
                                for c in cols)))
         conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(
             sql.Identifier(table)))
-        run.start(log_dir)
         names = sql.SQL(", ").join(sql.Identifier(c.name) for c in cols)
+        literals = sql.SQL(", ").join(sql.Literal(c.literal) for c in cols)
+        conn.execute(sql.SQL("INSERT INTO {} (id, marker, {}) VALUES (3, 3, {})").format(
+            sql.Identifier(table), names, literals))  # read by the initial snapshot
+        run.start(log_dir)
         conn.execute(sql.SQL("INSERT INTO {} (id, marker, {}) VALUES (1, 1, {})").format(
-            sql.Identifier(table), names,
-            sql.SQL(", ").join(sql.Literal(c.literal) for c in cols)))
+            sql.Identifier(table), names, literals))
         conn.execute(sql.SQL("INSERT INTO {} (id, {}) VALUES (2, {})").format(  # no defaults
             sql.Identifier(table), names, sql.SQL(", ").join(sql.NULL for _ in cols)))
         conn.execute(sql.SQL("UPDATE {} SET marker = 2 WHERE id = 1").format(
@@ -287,12 +291,12 @@ def test_every_catalog_type_streams_and_reads_back(postgres, producer_run, log_d
         want = _oracle(conn, table, cols)
 
     records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
-                           min_count=3)
+                           min_count=4)
     assert run.proc is not None and run.proc.poll() is None, (
         f"pgcdc run stopped: {run.output()[-3000:]}")
     events = [(r.value["op"], r.value["after"]["id"] if r.value["after"] else None)
               for r in records]
-    assert events == [("c", 1), ("c", 2), ("u", 1)], events
+    assert events == [("r", 3), ("c", 1), ("c", 2), ("u", 1)], events
 
     by_name = {c.name: c for c in cols}
     fallbacks = re.findall(r"column '([^']+)' of \S+: value .* published as", run.output())
@@ -304,8 +308,9 @@ def test_every_catalog_type_streams_and_reads_back(postgres, producer_run, log_d
         f"{n} ({by_name[n].type_sql if n in by_name else '?'})" for n in named) + f" {samples}"
 
     mismatches = []
-    inserted, nulls, updated = (r.value for r in records)
-    for image, label in ((inserted["after"], "insert"), (updated["before"], "update before"),
+    snapshot, inserted, nulls, updated = (r.value for r in records)
+    for image, label in ((snapshot["after"], "snapshot"), (inserted["after"], "insert"),
+                         (updated["before"], "update before"),
                          (updated["after"], "update after")):
         for col in cols:
             got, expect = image[col.name], want[col.name]
