@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -57,9 +57,14 @@ CANDIDATES = (
     "<(1,2),3>", "{1,2,3}", "[1,2)", "{[1,2)}", "[2024-01-02,2024-01-03)",
     "{[2024-01-02,2024-01-03)}", "[\"2024-01-02 03:04:05\",\"2024-01-03 03:04:05\")",
     "{[\"2024-01-02 03:04:05\",\"2024-01-03 03:04:05\")}", "10:20:10,14,15", "$.a", "(1,x)",
-    "a", "[a,b)", "{[a,b)}", "<x>1</x>", "YES", "{}",
+    "a", "[a,b)", "{[a,b)}", "<x>1</x>", "YES", "{}", "-32768", "2147483647",
+    "-9223372036854775808", "4294967295", "18446744073709551615", "NaN", "-Infinity",
+    "123456.78", "1e-300", "-0", "\\x00ff", "1999-12-31 23:59:59.999999",
+    "2024-02-29 23:59:59.999999-08", "24:00:00", "00:00:00+14", "x'y\\\"z,{}()",
 )  # fmt: skip
 
+#: Rows of values: row k has each type's k-th accepted literal (cycling through fewer).
+ROWS = 6
 #: Base types (after domains) that the README maps to a typed (non-string) Avro value.
 TYPED = {"bool", "int2", "int4", "int8", "oid", "xid", "cid", "xid8", "float4", "float8",
          "date", "time", "timestamp", "timestamptz", "uuid", "bytea", "int2vector",
@@ -72,13 +77,21 @@ def _vector(text: str) -> list[int]:
     return [int(v) for v in text.split()]
 
 
+# README "Values outside 0001-01-01 .. 9999-12-31": ±infinity clamps (timestamptz: a day inside).
+_INFINITE = {"infinity": dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+             "-infinity": dt.datetime(1, 1, 1)}
+_INFINITE_TZ = {"infinity": dt.datetime(9999, 12, 30, 23, 59, 59, 999999, tzinfo=dt.UTC),
+                "-infinity": dt.datetime(1, 1, 3, tzinfo=dt.UTC)}
 PARSE: dict[str, Any] = {
     "bool": lambda t: t == "t",  # boolout: t / f
     "int2": int, "int4": int, "int8": int, "oid": int, "xid": int, "cid": int,
     "xid8": Decimal, "numeric82": Decimal,
     "float4": float, "float8": float,
-    "date": dt.date.fromisoformat, "time": dt.time.fromisoformat,
-    "timestamp": dt.datetime.fromisoformat, "timestamptz": dt.datetime.fromisoformat,
+    "date": lambda t: _INFINITE[t].date() if t in _INFINITE else dt.date.fromisoformat(t),
+    "time": lambda t: (dt.time(23, 59, 59, 999999) if t == "24:00:00"  # README: clamped
+                       else dt.time.fromisoformat(t)),
+    "timestamp": lambda t: _INFINITE.get(t) or dt.datetime.fromisoformat(t),
+    "timestamptz": lambda t: _INFINITE_TZ.get(t) or dt.datetime.fromisoformat(t),
     "uuid": str, "bytea": lambda t: bytes.fromhex(t[2:]),
     "int2vector": _vector, "oidvector": _vector,
 }  # fmt: skip
@@ -91,7 +104,10 @@ class Col:
     kind: str  # base, array, domain, enum, range, multirange, composite
     base: str  # the comparison: a key of PARSE, "money", or "string"
     array: bool
-    literal: str = ""
+    literals: list[str] = field(default_factory=list)  # accepted, in CANDIDATES order
+
+    def literal(self, row: int) -> str:
+        return self.literals[row % len(self.literals)]
 
 
 _KINDS = {"b": "base", "d": "domain", "e": "enum", "r": "range", "m": "multirange",
@@ -166,8 +182,8 @@ def _columns(conn: psycopg.Connection[Any], tag: str) -> tuple[list[Col], list[s
     for oid, type_sql, typtype, basename, elembase, is_array, elem_typtype in _catalog(conn,
                                                                                        tag):
         kind = _kind(typtype, is_array, elem_typtype)
-        if not _accepts(conn, f"CREATE TEMP TABLE probe_{tag} (c {type_sql}); "
-                              f"DROP TABLE probe_{tag}"):
+        probe = f"probe_{tag}"
+        if not _accepts(conn, f"CREATE TEMP TABLE {probe} (c {type_sql})"):
             skipped.append(f"{type_sql}: not a column type")
             continue
         base = elembase if is_array else basename
@@ -188,11 +204,15 @@ def _columns(conn: psycopg.Connection[Any], tag: str) -> tuple[list[Col], list[s
                     continue
                 assert got is not None
                 text = got[0]
-            check = sql.SQL("SELECT {}::{}").format(sql.Literal(text), sql.SQL(type_sql))
-            if _accepts(conn, check.as_string(conn)):
-                col.literal = text
-                break
-        if col.literal:
+            # an INSERT, not a cast: assignment checks lengths (a cast to char(1) truncates)
+            check = sql.SQL("INSERT INTO {} VALUES ({})").format(sql.Identifier(probe),
+                                                                 sql.Literal(text))
+            if text not in col.literals and _accepts(conn, check.as_string(conn)):
+                col.literals.append(text)
+                if len(col.literals) == ROWS:
+                    break
+        conn.execute(f"DROP TABLE {probe}")
+        if col.literals:
             cols.append(col)
         else:
             skipped.append(f"{type_sql}: no candidate literal accepted")
@@ -206,6 +226,8 @@ def _expected(base: str, text: str | None) -> Any:
         return re.sub(r"[^0-9.\-]", "", text)
     if base == "string":
         return text
+    if base == "numeric82" and text == "NaN":
+        return None  # README: numeric(p,s) NaN is null
     return PARSE[base](text)
 
 
@@ -214,7 +236,10 @@ def _same(got: Any, want: Any) -> bool:
         return (isinstance(got, Decimal) and got == want
                 and got.as_tuple().exponent == want.as_tuple().exponent)
     if isinstance(want, float):
-        return isinstance(got, float) and abs(got - want) <= 1e-6 * max(1.0, abs(want))
+        if want != want:  # NaN
+            return isinstance(got, float) and got != got
+        return isinstance(got, float) and (got == want
+                                           or abs(got - want) <= 1e-6 * abs(want))
     if isinstance(want, list):
         return (isinstance(got, list) and len(got) == len(want)
                 and all(_same(g, w) for g, w in zip(got, want, strict=True)))
@@ -229,13 +254,17 @@ _ELEMENT_TEXTS = ("(SELECT array_agg(CASE WHEN {c}[i] IS NULL THEN NULL "
                   "ELSE format('%s', {c}[i]) END ORDER BY i) FROM generate_subscripts({c}, 1) i)")
 
 
-def _oracle(conn: psycopg.Connection[Any], table: str, cols: list[Col]) -> dict[str, Any]:
-    """Each column's expected Avro value in row 1, from the server's text output."""
+def _oracle(conn: psycopg.Connection[Any], table: str,
+            cols: list[Col]) -> dict[int, dict[str, Any]]:
+    """Each row's expected Avro values by id, from the server's text output."""
     exprs = [sql.SQL(_ELEMENT_TEXTS if c.array else "format('%s', {c})").format(
         c=sql.Identifier(c.name)) for c in cols]
-    row = conn.execute(sql.SQL("SELECT {} FROM {} WHERE id = 1").format(
-        sql.SQL(", ").join(exprs), sql.Identifier(table))).fetchone()
-    assert row is not None
+    found = conn.execute(sql.SQL("SELECT id, {} FROM {} WHERE id <> 2").format(
+        sql.SQL(", ").join(exprs), sql.Identifier(table))).fetchall()
+    return {row[0]: _row_oracle(cols, row[1:]) for row in found}
+
+
+def _row_oracle(cols: list[Col], row: tuple[Any, ...]) -> dict[str, Any]:
     want: dict[str, Any] = {}
     for col, value in zip(cols, row, strict=True):
         if col.array:
@@ -278,25 +307,30 @@ def test_every_catalog_type_streams_and_reads_back(postgres, producer_run, log_d
         conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(
             sql.Identifier(table)))
         names = sql.SQL(", ").join(sql.Identifier(c.name) for c in cols)
-        literals = sql.SQL(", ").join(sql.Literal(c.literal) for c in cols)
+
+        def values(row: int) -> sql.Composable:
+            return sql.SQL(", ").join(sql.Literal(c.literal(row)) for c in cols)
+
         conn.execute(sql.SQL("INSERT INTO {} (id, marker, {}) VALUES (3, 3, {})").format(
-            sql.Identifier(table), names, literals))  # read by the initial snapshot
+            sql.Identifier(table), names, values(0)))  # read by the initial snapshot
         run.start(log_dir)
-        conn.execute(sql.SQL("INSERT INTO {} (id, marker, {}) VALUES (1, 1, {})").format(
-            sql.Identifier(table), names, literals))
+        conn.execute(sql.SQL("INSERT INTO {} (id, marker, {}) VALUES {}").format(
+            sql.Identifier(table), names, sql.SQL(", ").join(
+                sql.SQL("({}, 1, {})").format(100 + k, values(k)) for k in range(ROWS))))
         conn.execute(sql.SQL("INSERT INTO {} (id, {}) VALUES (2, {})").format(  # no defaults
             sql.Identifier(table), names, sql.SQL(", ").join(sql.NULL for _ in cols)))
-        conn.execute(sql.SQL("UPDATE {} SET marker = 2 WHERE id = 1").format(
+        conn.execute(sql.SQL("UPDATE {} SET marker = 2 WHERE id = 100").format(
             sql.Identifier(table)))
         want = _oracle(conn, table, cols)
 
     records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
-                           min_count=4)
+                           min_count=ROWS + 3)
     assert run.proc is not None and run.proc.poll() is None, (
         f"pgcdc run stopped: {run.output()[-3000:]}")
     events = [(r.value["op"], r.value["after"]["id"] if r.value["after"] else None)
               for r in records]
-    assert events == [("r", 3), ("c", 1), ("c", 2), ("u", 1)], events
+    assert events == [("r", 3), *(("c", 100 + k) for k in range(ROWS)), ("c", 2),
+                      ("u", 100)], events
 
     by_name = {c.name: c for c in cols}
     fallbacks = re.findall(r"column '([^']+)' of \S+: value .* published as", run.output())
@@ -308,17 +342,20 @@ def test_every_catalog_type_streams_and_reads_back(postgres, producer_run, log_d
         f"{n} ({by_name[n].type_sql if n in by_name else '?'})" for n in named) + f" {samples}"
 
     mismatches = []
-    snapshot, inserted, nulls, updated = (r.value for r in records)
-    for image, label in ((snapshot["after"], "snapshot"), (inserted["after"], "insert"),
-                         (updated["before"], "update before"),
-                         (updated["after"], "update after")):
+    snapshot, *inserted, nulls, updated = (r.value for r in records)
+    images = [(snapshot["after"], "snapshot row 3", want[3]),
+              *((r["after"], f"insert row {r['after']['id']}", want[r["after"]["id"]])
+                for r in inserted),
+              (updated["before"], "update before", want[100]),
+              (updated["after"], "update after", want[100])]
+    for image, label, wanted in images:
         for col in cols:
-            got, expect = image[col.name], want[col.name]
-            if col.base != "string" and got is None:
+            got, expect = image[col.name], wanted[col.name]
+            if col.base != "string" and got is None and expect is not None:
                 mismatches.append(f"{label} {col.name} ({col.type_sql}): typed value is null")
             elif not _same(got, expect):
-                mismatches.append(f"{label} {col.name} ({col.type_sql}, literal "
-                                  f"{col.literal!r}): got {got!r}, want {expect!r}")
+                mismatches.append(f"{label} {col.name} ({col.type_sql}): got {got!r}, "
+                                  f"want {expect!r}")
     mismatches += [f"NULL row {c.name} ({c.type_sql}): got {nulls['after'][c.name]!r}"
                    for c in cols if nulls["after"][c.name] is not None]
     assert not mismatches, f"{len(mismatches)} mismatches:\n" + "\n".join(mismatches)
