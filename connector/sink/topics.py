@@ -164,6 +164,10 @@ class TopicLedger:
             self._error = str(err)
 
 
+_NEW_TOPIC_ERRORS = {KafkaError._UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION,
+                     KafkaError.LEADER_NOT_AVAILABLE}
+
+
 def read_ledger(kafka_config: Mapping[str, Any], topic: str, timeout_s: float) -> dict[str, int]:
     """The ledger records of `topic`, last one per key. read_uncommitted: ledger records are
     not transactional, and an exactly-once producer's open transaction must not block this."""
@@ -175,13 +179,14 @@ def read_ledger(kafka_config: Mapping[str, Any], topic: str, timeout_s: float) -
     prefix = LEDGER_KEY_PREFIX.encode()
     deadline = time.monotonic() + timeout_s
     try:
-        while True:  # a topic created a moment ago may be unknown to the metadata for a while
+        while True:  # a topic created a moment ago may be unknown to the metadata, or have
+            # no leader yet, for a while
             try:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0),
                                                            timeout=timeout_s)
                 break
             except KafkaException as exc:
-                if (exc.args[0].code() != KafkaError._UNKNOWN_PARTITION
+                if (exc.args[0].code() not in _NEW_TOPIC_ERRORS
                         or time.monotonic() > deadline):
                     raise
                 time.sleep(0.2)
