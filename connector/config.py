@@ -24,6 +24,9 @@ SNAPSHOT_MODES = ("initial", "never", "initial_only")
 # Tables without a key, when pgcdc creates or extends the publication (ReplicationAdmin.
 # apply_keyless_policy): refuse to start | leave them out | set REPLICA IDENTITY FULL.
 KEYLESS_POLICIES = ("refuse", "skip", "full")
+# An event over max_event_bytes: stop (fail) | publish it with its largest columns null (omit;
+# connector/avro/oversized.py).
+OVERSIZED_POLICIES = ("fail", "omit")
 
 # PostgreSQL's own rules (ReplicationSlotValidateName; NAMEDATALEN - 1 bytes for any name):
 # checked here because the server silently truncates a longer name instead of refusing it.
@@ -68,6 +71,8 @@ class Config:
     exactly_once_batch_transactions: int = 1000  # PostgreSQL transactions per Kafka transaction
     exactly_once_batch_bytes: int = 16 * 1024 * 1024  # ... or this many event bytes
     exactly_once_batch_ms: int = 100  # ... or a Kafka transaction this old, whichever first
+    oversized_events: str = "fail"  # an event over max_event_bytes: fail | omit
+    max_event_bytes: int = 0  # 0: the producer's message.max.bytes (librdkafka: 1,000,000)
     kafka: dict[str, Any] = field(default_factory=dict)  # librdkafka settings (TLS/SASL ...)
     schema_registry: dict[str, Any] = field(default_factory=dict)  # registry client settings
 
@@ -89,6 +94,12 @@ class Config:
         if self.keyless_tables not in KEYLESS_POLICIES:
             raise ConfigError(f"keyless_tables must be one of {', '.join(KEYLESS_POLICIES)}, "
                               f"not {self.keyless_tables!r}")
+        if self.oversized_events not in OVERSIZED_POLICIES:
+            raise ConfigError(f"oversized_events must be one of {', '.join(OVERSIZED_POLICIES)}"
+                              f", not {self.oversized_events!r}")
+        if self.max_event_bytes < 0:
+            raise ConfigError(f"max_event_bytes must be >= 0 (0: the producer's "
+                              f"message.max.bytes), not {self.max_event_bytes}")
         if self.origin not in (None, "none", "any"):
             raise ConfigError(f"origin must be 'none' or 'any', not {self.origin!r}")
         return self.check_names()

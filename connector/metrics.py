@@ -24,6 +24,9 @@ VALUES_FALLBACK = Counter("pgcdc_values_fallback_total",
                           "Values published by the fallback rule (exact text, or null for a "
                           "typed column) because their type mapping refused them",
                           ["table", "column"])
+EVENTS_OVERSIZED = Counter("pgcdc_events_oversized_total",
+                           "Events over --max-event-bytes published with their largest columns "
+                           "null (--oversized-events omit; header pgcdc.omitted)", ["table"])
 CONNECTED = Gauge("pgcdc_connected", "1 while the replication stream is connected, else 0")
 
 

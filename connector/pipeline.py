@@ -32,6 +32,7 @@ from confluent_kafka import KafkaException, Producer
 from connector import metrics
 from connector.assembler import Assembler, LogicalMessage
 from connector.avro import AvroEncoder, CodecFactory, SchemaRegistry, registry_ids
+from connector.avro.oversized import OmitOversized, event_limit
 from connector.config import Config
 from connector.errors import CdcError, ConfigError, SinkError, SourceError, first_line
 from connector.names import table_topic
@@ -285,13 +286,16 @@ class Pipeline:
         ensure_failover(self.cfg.dsn, self.admin.conn, self.cfg.slot, self.cfg.failover_slot)
         tracker: AckTracker | TransactionalTracker
         sink: KafkaSink
+        oversized, limit = self._oversized_policy()
         if self.cfg.exactly_once:
             sink, tracker = exactly_once_sink(self.cfg, self.kafka_settings, self.topics,
-                                              self.db, slot.confirmed_flush_lsn)
+                                              self.db, slot.confirmed_flush_lsn,
+                                              oversized=oversized, max_event_bytes=limit)
         else:
             tracker = AckTracker(slot.confirmed_flush_lsn)
             sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
-                             tombstones=self.cfg.tombstones)
+                             tombstones=self.cfg.tombstones, oversized=oversized,
+                             max_event_bytes=limit)
         sink.add_check(self.registry.check_ids)  # a deleted subject stops us (registry.py)
         self.registry.watch()
         types = TypeCatalog()
@@ -389,6 +393,13 @@ class Pipeline:
             assembler.close()
             stream.close()
             snapshots.close()
+
+    def _oversized_policy(self) -> tuple[OmitOversized | None, int]:
+        """--oversized-events omit: the sink's hook and the event size limit (fail: none)."""
+        if self.cfg.oversized_events != "omit":
+            return None, 0
+        limit = event_limit(self.cfg.max_event_bytes, self.kafka_settings)
+        return OmitOversized(self.registry.schema, limit), limit
 
     @staticmethod
     def _confirmable(tracker: AckTracker | TransactionalTracker, assembler: Assembler,

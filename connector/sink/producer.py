@@ -41,6 +41,7 @@ registry's, connector/avro/registry.py), run from `poll` too.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -54,7 +55,11 @@ from connector.pgoutput.lsn import lsn_to_str
 from .acks import DeliveryTracker, Ticket
 from .topics import TopicCreator, partition_count, topic_problem
 
-__all__ = ["PRODUCER_DEFAULTS", "KafkaSink", "producer_config"]
+__all__ = ["PRODUCER_DEFAULTS", "KafkaSink", "Oversized", "producer_config"]
+
+#: `--oversized-events omit`'s hook: (topic, key, value) -> (smaller value, headers), or None
+#: to produce the record as it is.
+Oversized = Callable[[str, bytes | None, bytes], tuple[bytes, list[tuple[str, bytes]]] | None]
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +116,8 @@ class KafkaSink:
                  topics: TopicCreator | None = None, tombstones: bool = False,
                  partition_cache_s: float = 10.0, metadata_timeout_s: float = 30.0,
                  report_successes: bool = True, transactional_id: str | None = None,
-                 topic_check_interval_s: float = 5.0) -> None:
+                 topic_check_interval_s: float = 5.0,
+                 oversized: Oversized | None = None, max_event_bytes: int = 0) -> None:
         config = producer_config(kafka_config)
         if transactional_id is not None:  # the exactly-once sink (transactional.py)
             config["transactional.id"] = transactional_id
@@ -140,6 +146,10 @@ class KafkaSink:
         self._checks: list[Callable[[], None]] = []
         self.events = 0  # records handed to librdkafka
         self.bytes = 0  # their key + value bytes
+        # --oversized-events omit: a record over `max_event_bytes` goes through `oversized`
+        # first (connector/avro/oversized.py); without it the hot path compares with maxsize.
+        self._oversized = oversized
+        self._omit_above = max_event_bytes if oversized is not None else sys.maxsize
 
     # ------------------------------------------------------------------ producing
 
@@ -148,6 +158,10 @@ class KafkaSink:
         """Queue one record; its delivery report goes to `ticket`."""
         if topic not in self._ready:
             self._prepare(topic)
+        size = len(value or b"") + len(key or b"")
+        if size > self._omit_above and value is not None:
+            self._produce_oversized(topic, key, value, ticket, partition)
+            return
         ticket.expect(1)
         if partition is None:
             try:  # the hot path: one call into librdkafka, nothing allocated here
@@ -162,13 +176,30 @@ class KafkaSink:
         else:
             self._produce_slow(topic, key, value, ticket, partition)
         self.events += 1
-        self.bytes += len(value or b"") + len(key or b"")
+        self.bytes += size
+
+    def _produce_oversized(self, topic: str, key: bytes | None, value: bytes, ticket: Ticket,
+                           partition: int | None) -> None:
+        """A record over `max_event_bytes`: made to fit by the policy, with its header; one it
+        cannot shrink goes out as it is (and fails as without the policy)."""
+        assert self._oversized is not None
+        shrunk = self._oversized(topic, key, value)
+        headers = None
+        if shrunk is not None:
+            value, headers = shrunk
+        ticket.expect(1)
+        self._produce_slow(topic, key, value, ticket, partition, headers)
+        self.events += 1
+        self.bytes += len(value) + len(key or b"")
 
     def _produce_slow(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
-                      partition: int | None) -> None:
+                      partition: int | None, headers: list[tuple[str, bytes]] | None = None
+                      ) -> None:
         """`produce` with a partition, or after the local queue was full: waits for room;
         a refused record fails its ticket and raises `SinkError`."""
         kwargs: dict[str, Any] = {}
+        if headers:
+            kwargs["headers"] = headers
         if self._report_successes:
             kwargs["on_delivery"] = ticket.on_delivery
         if partition is not None:

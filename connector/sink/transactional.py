@@ -46,7 +46,7 @@ from connector.config import Config
 from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
-from .producer import KafkaSink, producer_config
+from .producer import KafkaSink, Oversized, producer_config
 from .topics import TopicCreator
 
 __all__ = ["SNAPSHOT_TRANSACTION_DEFAULTS", "BatchLimits", "SnapshotTransaction",
@@ -224,12 +224,14 @@ class TransactionalSink(KafkaSink):
     def __init__(self, kafka_config: Mapping[str, Any], tracker: TransactionalTracker, *,
                  db: str, slot: str, offsets: str, limits: BatchLimits = BatchLimits(),
                  topics: TopicCreator | None = None, tombstones: bool = False,
-                 commit_timeout_s: float = 60.0) -> None:
+                 commit_timeout_s: float = 60.0, oversized: Oversized | None = None,
+                 max_event_bytes: int = 0) -> None:
         # librdkafka wants message.timeout.ms <= transaction.timeout.ms; a killed instance's
         # open transaction is aborted by the broker after transaction.timeout.ms at the latest.
         kafka_config = {**TRANSACTIONAL_DEFAULTS, **kafka_config}
         super().__init__(kafka_config, tracker, topics=topics, tombstones=tombstones,
-                         transactional_id=transactional_id(db, slot))
+                         transactional_id=transactional_id(db, slot), oversized=oversized,
+                         max_event_bytes=max_event_bytes)
         self._ttracker = tracker
         self._key = _progress_key(db, slot)
         self._offsets = offsets
@@ -415,7 +417,8 @@ def fence(kafka_config: Mapping[str, Any], tid: str, timeout_s: float = 60.0) ->
 
 
 def exactly_once_sink(cfg: Config, kafka_settings: Mapping[str, Any], topics: TopicCreator,
-                      db: str, confirmed_lsn: int | None
+                      db: str, confirmed_lsn: int | None, *, oversized: Oversized | None = None,
+                      max_event_bytes: int = 0
                       ) -> tuple[TransactionalSink, TransactionalTracker]:
     """The pipeline's sink and tracker for ``--exactly-once``, resuming after the committed
     progress of `cfg.slot`. The producer starts first: its init_transactions aborts what a
@@ -426,7 +429,8 @@ def exactly_once_sink(cfg: Config, kafka_settings: Mapping[str, Any], topics: To
     limits = BatchLimits(cfg.exactly_once_batch_transactions, cfg.exactly_once_batch_bytes,
                          cfg.exactly_once_batch_ms / 1000)
     sink = TransactionalSink(kafka_settings, tracker, db=db, slot=cfg.slot, offsets=topic,
-                             limits=limits, topics=topics, tombstones=cfg.tombstones)
+                             limits=limits, topics=topics, tombstones=cfg.tombstones,
+                             oversized=oversized, max_event_bytes=max_event_bytes)
     committed = committed_lsn(kafka_settings, topic, db, cfg.slot)
     if committed is not None:
         log.info("exactly-once: Kafka holds slot %s up to %s; skipping what precedes it",

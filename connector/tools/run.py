@@ -54,6 +54,14 @@ def register(subparsers: Any) -> None:
                         "refuse (default) to start, naming them; skip: leave them out (with "
                         "--tables '*', a table list pgcdc keeps up to date instead of FOR ALL "
                         "TABLES); full: set REPLICA IDENTITY FULL on them")
+    p.add_argument("--oversized-events", choices=list(config_mod.OVERSIZED_POLICIES),
+                   help="an event larger than --max-event-bytes: fail (default) stops the run "
+                        "(every restart meets it again); omit publishes it with its largest "
+                        "non-key column values null, named in the record header pgcdc.omitted")
+    p.add_argument("--max-event-bytes", type=int,
+                   help="the event size --oversized-events omit keeps under (key + value; "
+                        "default: --kafka message.max.bytes, else 1000000); the topics' "
+                        "max.message.bytes must be at least this")
     p.add_argument("--binary", action="store_true", default=None,
                    help="ask pgoutput for binary tuples")
     p.add_argument("--failover-slot", action=argparse.BooleanOptionalAction, default=None,
@@ -105,7 +113,7 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
              "heartbeat_interval_s", "metrics_port", "metrics_host", "wal_warn_bytes", "snapshot",
              "snapshot_workers", "snapshot_chunk_rows", "incremental_chunk_rows", "exactly_once",
              "exactly_once_batch_transactions", "exactly_once_batch_bytes",
-             "exactly_once_batch_ms"]
+             "exactly_once_batch_ms", "oversized_events", "max_event_bytes"]
     overrides = {name: getattr(args, name) for name in names}
     cfg = config_mod.load(args.config, overrides)
     if args.kafka:
