@@ -34,6 +34,7 @@ class Record(NamedTuple):
     offset: int
     value_schema_id: int | None
     timestamp_ms: int
+    headers: dict[str, bytes] | None = None  # the record's headers (None: it has none)
 
 
 def read_records(bootstrap: str, registry_url: str, topic: str, *, min_count: int = 0,
@@ -73,8 +74,10 @@ def read_records(bootstrap: str, registry_url: str, topic: str, *, min_count: in
                 if msg.value():
                     decoded = decode(msg.value(), registry.schema, logical_types=logical_types)
                     value, schema_id = decoded.value, decoded.schema_id
+                headers = msg.headers()
                 records.append(Record(key, value, msg.partition(), msg.offset(), schema_id,
-                                      msg.timestamp()[1]))
+                                      msg.timestamp()[1],
+                                      dict(headers) if headers else None))
     finally:
         consumer.close()
     assert len(records) >= min_count, f"{topic}: {len(records)} < {min_count} records"

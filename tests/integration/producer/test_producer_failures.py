@@ -260,6 +260,31 @@ def test_record_larger_than_the_producer_limit(postgres, producer_run, log_dir) 
     _check_oversized(run, postgres.dsn, table, before, code, out)
 
 
+def test_oversized_events_omit_keeps_the_stream_moving(postgres, producer_run, log_dir) -> None:
+    """--oversized-events omit (issue 24): the ~2 MB row is published with its large column
+    null and named in the pgcdc.omitted header, the rows after it stream, the producer runs."""
+    run = stream_run(producer_run, "--oversized-events", "omit")
+    table = f"omit_{run.tag}"
+    topic = f"{run.prefix}.public.{table}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, note text, v text)")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (1, 'small', 'small')")
+    read_records(run.bootstrap, run.registry_url, topic, min_count=1, idle_s=0)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (2, 'kept', '{_noise(2_000_000)}')",
+            f"INSERT INTO {table} VALUES (3, 'after', 'after')")
+    run.wait_confirmed(current_lsn(postgres.dsn))
+    records = read_records(run.bootstrap, run.registry_url, topic, min_count=3)
+    assert [r.value["after"]["id"] for r in records] == [1, 2, 3]
+    assert records[1].value["after"] == {"id": 2, "note": "kept", "v": None}
+    assert records[1].headers == {"pgcdc.omitted": b"v"}
+    assert records[0].headers is None and records[2].headers is None
+    assert records[2].value["after"]["v"] == "after"
+    assert run.proc is not None and run.proc.poll() is None  # still running
+    assert run.stop() == 0
+    out = run.output()
+    assert f"public.{table}: an event of" in out and "column(s) v null" in out, out
+
+
 def test_record_larger_than_the_topic_limit(postgres, producer_run, log_dir) -> None:
     """The broker refuses it (the topic's max.message.bytes): a failed delivery report."""
     run = stream_run(producer_run)
