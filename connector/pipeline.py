@@ -216,7 +216,8 @@ class Pipeline:
         settings = SnapshotSettings(cfg.dsn, cfg.slot, cfg.publication, cfg.topic_prefix,
                                     workers=cfg.snapshot_workers,
                                     chunk_rows=cfg.snapshot_chunk_rows, binary=cfg.binary,
-                                    exactly_once=cfg.exactly_once)
+                                    exactly_once=cfg.exactly_once,
+                                    oversized_limit=self._oversized_policy()[1])
         result = take_snapshot(settings, self.admin, self.registry, self.kafka_settings,
                                self.topics, should_stop=lambda: self.stopping,
                                keep_slot=cfg.snapshot != "initial_only")

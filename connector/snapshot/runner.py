@@ -68,6 +68,7 @@ class SnapshotSettings:
     chunk_rows: int = 250_000
     binary: bool = False
     exactly_once: bool = False  # transactional producers, committed together at the end
+    oversized_limit: int = 0  # --oversized-events omit: the event size limit (0: fail)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,8 @@ class _Job:
             settings.topic_prefix, db, self.kafka_settings, self.tables,
             [TableIds(c.schemas.key_json, c.schemas.value_json, c.key_id, c.value_id)
              for c in self.codecs], log_level=logging.getLogger().getEffectiveLevel(),
-            slot=settings.slot, transactional=settings.exactly_once)
+            slot=settings.slot, transactional=settings.exactly_once,
+            oversized_limit=settings.oversized_limit)
 
     def _chunk_done(self, table: int) -> None:
         state = self.progress.tables[table]

@@ -25,6 +25,7 @@ on producing).
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
 import signal
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from connector.avro import CodecFactory, SchemaIds, TableSchemas
+from connector.avro.oversized import OmitOversized
 from connector.errors import CdcError, SchemaError, SinkError, SourceError
 from connector.pgtypes import TypeCatalog
 from connector.sink import AckTracker, KafkaSink
@@ -79,6 +81,7 @@ class ReaderSpec:
     log_level: int = logging.INFO
     slot: str = ""
     transactional: bool = False  # --exactly-once: see the module docstring
+    oversized_limit: int = 0  # --oversized-events omit: the event size limit (0: fail)
 
 
 class _Queue(Protocol):
@@ -147,7 +150,8 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any, i
         tid = snapshot_transactional_id(spec.db, spec.slot, index) if spec.transactional \
             else None
         sink = KafkaSink(spec.kafka_settings, tracker, report_successes=False,
-                         transactional_id=tid)
+                         transactional_id=tid, oversized=_oversized(spec),
+                         max_event_bytes=spec.oversized_limit)
         if tid is not None:
             txn = SnapshotTransaction(sink.producer, spec.kafka_settings)
             txn.begin()
@@ -194,6 +198,19 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any, i
         raise
     finally:
         conn.close()
+
+
+def _oversized(spec: ReaderSpec) -> OmitOversized | None:
+    """--oversized-events omit in a reader: the schemas by id from the coordinator's texts (a
+    reader makes no registry calls)."""
+    if spec.oversized_limit <= 0:
+        return None
+    schemas: dict[int, Mapping[str, Any]] = {}
+    for ids in spec.ids:
+        schemas[ids.value_id] = json.loads(ids.value_json)
+        if ids.key_id is not None and ids.key_json is not None:
+            schemas[ids.key_id] = json.loads(ids.key_json)
+    return OmitOversized(schemas.__getitem__, spec.oversized_limit)
 
 
 def _coordinator_ids(spec: ReaderSpec) -> SchemaIds:

@@ -318,6 +318,28 @@ def test_record_larger_than_the_limit_in_the_initial_snapshot(postgres, producer
     assert "--kafka message.max.bytes=N" in line, line
 
 
+def test_oversized_events_omit_in_the_initial_snapshot(postgres, producer_run, log_dir) -> None:
+    """The snapshot readers apply --oversized-events omit too (the same sink seam), here with
+    --max-event-bytes under the producer's limit; then the stream starts as usual."""
+    run = producer_run("-", "--oversized-events", "omit", "--max-event-bytes", "200000")
+    run.tables = f"public.*{run.tag}*"
+    table = f"snapomit_{run.tag}"
+    topic = f"{run.prefix}.public.{table}"
+    execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY, v text)",
+            f"INSERT INTO {table} VALUES (1, 'small'), (2, '{_noise(300_000)}')")
+    run.start(log_dir)
+    execute(postgres.dsn, f"INSERT INTO {table} VALUES (3, 'streamed')")
+    run.wait_confirmed(current_lsn(postgres.dsn))
+    records = [r for r in read_records(run.bootstrap, run.registry_url, topic, min_count=3)
+               if r.value["op"] != "t"]  # the snapshot's truncate marker
+    assert [(r.value["op"], r.value["after"]["id"]) for r in records] == [
+        ("r", 1), ("r", 2), ("c", 3)]
+    assert records[1].value["after"]["v"] is None
+    assert records[1].headers == {"pgcdc.omitted": b"v"}
+    assert records[0].value["after"]["v"] == "small" and records[0].headers is None
+    assert run.stop() == 0
+
+
 def test_compacted_topic_refused_before_anything_is_created(postgres, producer_run,
                                                             log_dir) -> None:
     """--tombstones is for compacted topics, but Kafka refuses the keyless truncate marker of
