@@ -4,6 +4,7 @@ null, and the hook re-encoding a Confluent-framed event with them null."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,6 +12,10 @@ from fastavro import parse_schema, schemaless_writer
 
 from connector.avro.oversized import OMITTED_HEADER, OmitOversized, columns_to_omit, event_limit
 from connector.avro.serializer import decode, frame
+from connector.cli import build_parser
+from connector.config import load
+from connector.errors import ConfigError
+from connector.tools.run import config_from_args
 
 
 def test_largest_first_as_few_as_needed() -> None:
@@ -97,3 +102,21 @@ def test_keyless_table_omits_any_column(limit: int) -> None:
     assert result is not None
     expected = b"big" if limit == 25_000 else b"big,doc"
     assert result[1] == [(OMITTED_HEADER, expected)]
+
+
+def test_settings_default_to_fail_and_come_from_flags_and_yaml(tmp_path: Path) -> None:
+    required = ["--dsn", "host=db", "--bootstrap-servers", "k:9092",
+                "--schema-registry-url", "http://r"]
+    cfg = config_from_args(build_parser().parse_args(["run", *required]))
+    assert (cfg.oversized_events, cfg.max_event_bytes) == ("fail", 0)
+    cfg = config_from_args(build_parser().parse_args([
+        "run", *required, "--oversized-events", "omit", "--max-event-bytes", "5000000"]))
+    assert (cfg.oversized_events, cfg.max_event_bytes) == ("omit", 5_000_000)
+    config = tmp_path / "pgcdc.yaml"
+    config.write_text("oversized-events: omit\nmax_event_bytes: 2000000\n")
+    cfg = load(str(config), {"dsn": "host=db", "bootstrap_servers": "k:9092",
+                             "schema_registry_url": "http://r"}, environ={})
+    assert (cfg.oversized_events, cfg.max_event_bytes) == ("omit", 2_000_000)
+    with pytest.raises(ConfigError, match="oversized_events must be one of fail, omit"):
+        load(None, {"dsn": "host=db", "bootstrap_servers": "k:9092",
+                    "schema_registry_url": "http://r", "oversized_events": "drop"}, environ={})
