@@ -36,6 +36,14 @@ CreateTopics, and that window must not read as a deletion. Until
 then nothing for the missing topic is acknowledged (librdkafka holds the records: it may not
 create the topic), so the watermark stays below it. `add_check` adds other such checks (the
 registry's, connector/avro/registry.py), run from `poll` too.
+
+Oversized events (issue 24, ``--oversized-events omit``): `produce` is the one seam every
+encoded event passes (the publisher's stream, the initial snapshot's readers, the incremental
+snapshots), so the size check is here: one compare of the key + value length it computes anyway
+with `max_event_bytes` (sys.maxsize without the policy, so the default path is unchanged). A
+larger record goes to the `oversized` hook (connector/avro/oversized.py), which returns a smaller
+value and its ``pgcdc.omitted`` header, or None: then the record goes out as it is and fails
+as without the policy.
 """
 
 from __future__ import annotations
