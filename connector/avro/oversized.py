@@ -26,7 +26,7 @@ from fastavro import parse_schema, schemaless_writer
 
 from connector import metrics
 
-from .serializer import decode, frame, parse_frame
+from .serializer import decode, frame, parse_frame, strip_logical_types
 
 __all__ = ["OMITTED_HEADER", "OVERSIZED_POLICIES", "LIBRDKAFKA_MESSAGE_MAX_BYTES",
            "OmitOversized", "columns_to_omit", "event_limit"]
@@ -82,14 +82,6 @@ def _datum_size(datum: Any) -> int:
     else:
         n = 8
     return 1 + n + (n.bit_length() + 6) // 7
-
-
-def _strip_logical(node: Any) -> Any:
-    if isinstance(node, dict):
-        return {k: _strip_logical(v) for k, v in node.items() if k != "logicalType"}
-    if isinstance(node, list):
-        return [_strip_logical(v) for v in node]
-    return node
 
 
 class OmitOversized:
@@ -164,7 +156,7 @@ class OmitOversized:
     def _encode(self, schema_id: int, event: Any) -> bytes:
         parsed = self._writers.get(schema_id)
         if parsed is None:
-            parsed = parse_schema(_strip_logical(dict(self._schema(schema_id))))
+            parsed = parse_schema(strip_logical_types(dict(self._schema(schema_id))))
             self._writers[schema_id] = parsed
         buf = io.BytesIO()
         schemaless_writer(buf, parsed, event)

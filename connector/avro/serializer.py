@@ -682,11 +682,13 @@ class Decoded(NamedTuple):
     value: Any
 
 
-def _strip_logical(node: Any) -> Any:
+def strip_logical_types(node: Any) -> Any:
+    """A schema without its logical types: readers and writers of it see the raw Avro data
+    (ints for dates and timestamps, bytes for decimals)."""
     if isinstance(node, dict):
-        return {k: _strip_logical(v) for k, v in node.items() if k != "logicalType"}
+        return {k: strip_logical_types(v) for k, v in node.items() if k != "logicalType"}
     if isinstance(node, list):
-        return [_strip_logical(v) for v in node]
+        return [strip_logical_types(v) for v in node]
     return node
 
 
@@ -703,7 +705,7 @@ def decode(data: bytes, schema_lookup: Callable[[int], Mapping[str, Any]], *,
     cache_key = (json.dumps(schema, sort_keys=True), logical_types)
     parsed = _parsed_cache.get(cache_key)
     if parsed is None:
-        parsed = parse_schema(dict(schema) if logical_types else _strip_logical(schema))
+        parsed = parse_schema(dict(schema) if logical_types else strip_logical_types(schema))
         _parsed_cache[cache_key] = parsed
     value = schemaless_reader(io.BytesIO(body), parsed, None)
     return Decoded(schema_id, value)

@@ -53,11 +53,7 @@ def handle(args: argparse.Namespace) -> int:
             try:
                 cancelled = signals.cancel(admin.conn, cfg.slot)
             except psycopg.Error as exc:
-                if is_privilege_error(exc):
-                    raise signals.lacking_grant(exc, admin.role) from None
-                raise SourceError(f"cannot write the signal table "
-                                  f"{'.'.join(signals.SIGNAL_TABLE)}: "
-                                  f"{first_line(exc)}") from None
+                raise _signal_write_error(exc, admin.role) from None
             print(f"slot {cfg.slot}: {cancelled} request(s) cancelled")
             return 0
         published = {f"{s}.{t}" for s, t, _, _ in admin.published_tables(cfg.publication)}
@@ -70,12 +66,16 @@ def handle(args: argparse.Namespace) -> int:
             signals.ensure_table(admin.conn)
             request = signals.request(admin.conn, cfg.slot, tables)
         except psycopg.Error as exc:
-            if is_privilege_error(exc):
-                raise signals.lacking_grant(exc, admin.role) from None
-            raise SourceError(f"cannot write the signal table "
-                              f"{'.'.join(signals.SIGNAL_TABLE)}: "
-                              f"{first_line(exc)}") from None
+            raise _signal_write_error(exc, admin.role) from None
         print(f"snapshot request {request} for slot {cfg.slot}: {', '.join(tables)}")
     finally:
         admin.close()
     return 0
+
+
+def _signal_write_error(exc: psycopg.Error, role: str) -> Exception:
+    """The one line for a failed write of the signal table: the missing grant, or the error."""
+    if is_privilege_error(exc):
+        return signals.lacking_grant(exc, role)
+    return SourceError(f"cannot write the signal table {'.'.join(signals.SIGNAL_TABLE)}: "
+                       f"{first_line(exc)}")
