@@ -40,15 +40,7 @@ def test_events_with_unparsed_decode_and_the_map_is_ignored(spark: SparkSession)
         commit_lsn=11))
     as_old = frame_bytes(3, plain[5:-1])  # the same event as the old schema wrote it
     values = [fell_back, plain, as_old]
-    df = spark.createDataFrame([(schemas.topic, 0, i, None, v) for i, v in enumerate(values)],
-                               KAFKA_ROW).selectExpr("*", "current_timestamp() AS timestamp")
-    frames = with_frame(df)
-    plans = plan_batch(frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID).count()
-                       .withColumnRenamed("count", "n").collect(),
-                       FixedSchemas({2: schemas.value_schema, 3: old_schema}))
-    good, corrupt = split_corrupt(decode_topic(frames, schemas.topic, plans[schemas.topic]),
-                                  frames, schemas.topic)
-    assert corrupt.count() == 0
+    good = _decoded(spark, schemas, old_schema, values)
     rows = sorted(good.collect(), key=lambda r: r["_kafka_offset"])
     assert [(r["id"], r["d"] is None, r["t"], r["_cdc_op"]) for r in rows] == [
         (1, True, "x", "c"), (2, False, "y", "c"), (2, False, "y", "c")]
@@ -75,8 +67,18 @@ def test_connect_attributes_are_ignored_by_the_merge_jobs_decoding(spark: SparkS
            '{"k": 1}', "abcde", "{1,NULL,3}")
     _, value = codec.change_from_tuples("c", None, row, SourceInfo(10, 0, 1))
     as_old = frame_bytes(3, value[5:])  # the same bytes under the schema without attributes
-    df = spark.createDataFrame([(schemas.topic, 0, i, None, v)
-                                for i, v in enumerate([value, as_old])],
+    new, old = sorted(_decoded(spark, schemas, old_schema, [value, as_old]).collect(),
+                      key=lambda r: r["_kafka_offset"])
+    names = ["id", "s", "d", "tm", "ts", "tz", "u", "n", "j", "v", "a"]
+    assert [new[n] for n in names] == [old[n] for n in names]
+    assert (new["id"], new["s"], new["v"], new["a"]) == (1, -7, "abcde", [1, None, 3])
+    assert str(new["n"]) == "12.34" and new["u"] == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+
+
+def _decoded(spark: Any, schemas: Any, old_schema: Any, values: list[bytes]) -> Any:
+    """`values` (framed with id 2 = the producer's schema, 3 = `old_schema`) decoded as the
+    merge job decodes a batch; none may be corrupt."""
+    df = spark.createDataFrame([(schemas.topic, 0, i, None, v) for i, v in enumerate(values)],
                                KAFKA_ROW).selectExpr("*", "current_timestamp() AS timestamp")
     frames = with_frame(df)
     plans = plan_batch(frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID).count()
@@ -85,8 +87,4 @@ def test_connect_attributes_are_ignored_by_the_merge_jobs_decoding(spark: SparkS
     good, corrupt = split_corrupt(decode_topic(frames, schemas.topic, plans[schemas.topic]),
                                   frames, schemas.topic)
     assert corrupt.count() == 0
-    new, old = sorted(good.collect(), key=lambda r: r["_kafka_offset"])
-    names = ["id", "s", "d", "tm", "ts", "tz", "u", "n", "j", "v", "a"]
-    assert [new[n] for n in names] == [old[n] for n in names]
-    assert (new["id"], new["s"], new["v"], new["a"]) == (1, -7, "abcde", [1, None, 3])
-    assert str(new["n"]) == "12.34" and new["u"] == "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"
+    return good
