@@ -49,12 +49,6 @@ def fresh_name(base: str, taken: Iterable[str]) -> str:
     return name
 
 
-def newer_expr(left: str, right: str) -> str:
-    """SQL: the change aliased `left` comes strictly after the one aliased `right`."""
-    return (f"({left}.{LSN} > {right}.{LSN} OR "
-            f"({left}.{LSN} = {right}.{LSN} AND {left}.{IDX} > {right}.{IDX}))")
-
-
 def after_position(df: DataFrame, position: Position | None) -> DataFrame:
     """Changes strictly after `position` (a truncate): older ones were removed by it."""
     if position is None:

@@ -33,6 +33,9 @@ class MergeConfig:
     table_properties: dict[str, str] = field(default_factory=dict)  # of new Delta tables
     column_mapping: bool = False  # new Delta tables: column mapping, PostgreSQL column names
     database: str | None = None  # register each Delta table in this catalog database
+    # Small batches through delta-rs (spark_jobs/fast_sink.py): auto = for local targets.
+    fast_merge: str = "auto"  # auto | off
+    fast_merge_max_events: int = 100_000
 
     def __post_init__(self) -> None:
         if bool(self.topic_prefix) == bool(self.topics):
@@ -55,6 +58,10 @@ class MergeConfig:
                              "--format parquet")
         if self.database is not None and not self.database.strip():
             raise ValueError("--database needs a name")
+        if self.fast_merge not in ("auto", "off"):
+            raise ValueError(f"--fast-merge must be auto or off, not {self.fast_merge!r}")
+        if self.fast_merge_max_events < 0:
+            raise ValueError("--fast-merge-max-events must not be negative")
         bad = [k for k in self.kafka_options if not k.startswith("kafka.")]
         if bad:
             raise ValueError(f"Kafka options must start with 'kafka.': {bad}")
@@ -66,6 +73,13 @@ class MergeConfig:
     @property
     def dead_letter_dir(self) -> str:
         return self.dead_letter or f"{self.target.rstrip('/')}/_pgcdc/dead_letter"
+
+    @property
+    def fast_merge_on(self) -> bool:
+        """Small Delta batches go through delta-rs: with auto, when the target is a local
+        path (delta-rs does not read Spark's Hadoop filesystem settings)."""
+        scheme = self.target.partition("://")[0] if "://" in self.target else "file"
+        return self.format == "delta" and self.fast_merge == "auto" and scheme == "file"
 
     @property
     def available_now(self) -> bool:
@@ -152,6 +166,11 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     p.add_argument("--database", metavar="NAME",
                    help="register each Delta table in the Spark catalog as "
                         "NAME.<schema>__<table> (created if missing)")
+    p.add_argument("--fast-merge", choices=("auto", "off"), default="auto",
+                   help="apply small batches through delta-rs (auto: when --target is a "
+                        "local path; off: always through Spark)")
+    p.add_argument("--fast-merge-max-events", type=int, default=100_000, metavar="N",
+                   help="batches of at most N events take the fast path (default 100000)")
     return p
 
 
@@ -177,6 +196,8 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "merge.py") -> Mer
             table_properties=_table_properties(args.table_property, args.change_data_feed),
             column_mapping=args.column_mapping,
             database=args.database,
+            fast_merge=args.fast_merge,
+            fast_merge_max_events=args.fast_merge_max_events,
         )
     except ValueError as exc:
         p.error(str(exc))

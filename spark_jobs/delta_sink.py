@@ -110,33 +110,39 @@ class DeltaTableSink:
         # New tables with mapping (also when asked with --table-property) take original names.
         self.column_mapping = self.properties.get(COLUMN_MAPPING, "none") != "none"
         self.catalog_name = catalog_name  # `db`.`name` to register the table as, or None
-        self._mapped = False  # the table has column mapping (known once loaded or created)
-        self._partitions: list[str] = []
+        self.mapped = False  # the table has column mapping (known once loaded or created)
+        self.partitions: list[str] = []
         self._registered = False
-        self._columns: list[str] | None = None  # row columns, None = not loaded yet
-        self._types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
-        self._has_tombstones = False
-        self._watermark: Position | None = None
+        self.columns: list[str] | None = None  # row columns, None = not loaded yet
+        self.types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
+        self.has_tombstones = False
+        self.watermark: Position | None = None
 
     # -- table state -------------------------------------------------------------------
     def _load(self, spark: SparkSession) -> bool:
         """Read the table's columns and truncate watermark once; False if there is no table."""
-        if self._columns is None and DeltaTable.isDeltaTable(spark, self.path):
+        if self.columns is None and DeltaTable.isDeltaTable(spark, self.path):
             detail = DeltaTable.forPath(spark, self.path).detail().first()
             assert detail is not None
-            props = detail["properties"] or {}
-            self._mapped = props.get(COLUMN_MAPPING, "none") != "none"
-            self._partitions = list(detail["partitionColumns"] or [])
-            if self.column_mapping and not self._mapped:
-                log.warning("%s: an existing table without column mapping keeps its column "
-                            "names (--column-mapping applies to new tables)", self.path)
-            if TRUNCATE_LSN in props:
-                self._watermark = Position(int(props[TRUNCATE_LSN]), int(props[TRUNCATE_IDX]))
-            schema = spark.read.format("delta").load(self.path).schema
-            self._columns = [f.name for f in schema.fields if f.name not in META]
-            self._types = {f.name.lower(): f.dataType for f in schema.fields}
-            self._has_tombstones = DeltaTable.isDeltaTable(spark, self.tomb_path)
-        return self._columns is not None
+            self.learn(detail["properties"] or {}, detail["partitionColumns"] or [],
+                       spark.read.format("delta").load(self.path).schema,
+                       DeltaTable.isDeltaTable(spark, self.tomb_path))
+        return self.columns is not None
+
+    def learn(self, properties: Mapping[str, str], partitions: Sequence[str],
+              schema: StructType, has_tombstones: bool) -> None:
+        """Remember what the existing table is (read by Spark, or by delta-rs: `fast_sink`)."""
+        self.mapped = properties.get(COLUMN_MAPPING, "none") != "none"
+        self.partitions = list(partitions)
+        if self.column_mapping and not self.mapped:
+            log.warning("%s: an existing table without column mapping keeps its column "
+                        "names (--column-mapping applies to new tables)", self.path)
+        if TRUNCATE_LSN in properties:
+            self.watermark = Position(int(properties[TRUNCATE_LSN]),
+                                       int(properties[TRUNCATE_IDX]))
+        self.columns = [f.name for f in schema.fields if f.name not in META]
+        self.types = {f.name.lower(): f.dataType for f in schema.fields}
+        self.has_tombstones = has_tombstones
 
     def _create(self, spark: SparkSession, changes: DataFrame) -> None:
         fields = [changes.schema[c] for c in row_columns(changes)]
@@ -150,18 +156,18 @@ class DeltaTableSink:
         for key, value in self.properties.items():
             builder = builder.property(key, value)
         builder.execute()
-        self._columns = [f.name for f in fields]
-        self._types = {f.name.lower(): f.dataType for f in fields}
-        self._mapped = self.column_mapping
-        self._partitions = list(self.partition_by)
+        self.columns = [f.name for f in fields]
+        self.types = {f.name.lower(): f.dataType for f in fields}
+        self.mapped = self.column_mapping
+        self.partitions = list(self.partition_by)
 
     def original_names(self, spark: SparkSession) -> bool:
         """Whether the table's columns carry the PostgreSQL names (`names.column_names`): a
         table with column mapping does, one without keeps the names it has; a table still to
         be created follows --column-mapping."""
-        return self._mapped if self._load(spark) else self.column_mapping
+        return self.mapped if self._load(spark) else self.column_mapping
 
-    def _register(self, spark: SparkSession) -> None:
+    def register(self, spark: SparkSession) -> None:
         """Register the table in the session catalog (once per run; IF NOT EXISTS, so a name
         already registered is left as it is)."""
         if self.catalog_name is None or self._registered:
@@ -175,20 +181,20 @@ class DeltaTableSink:
     def _evolve(self, spark: SparkSession, changes: DataFrame) -> None:
         """Add the columns the source has and the table lacks (a column dropped upstream stays:
         the MERGE sets it NULL in every row changed from then on)."""
-        assert self._columns is not None
-        have = {c.lower() for c in self._columns}
+        assert self.columns is not None
+        have = {c.lower() for c in self.columns}
         new = [changes.schema[c] for c in row_columns(changes) if c.lower() not in have]
         if not new:
             return
         # AFTER the last row column: metadata columns stay last, and the table has the same
         # layout whether it saw the columns in one batch or over several.
-        previous, added = self._columns[-1], []
+        previous, added = self.columns[-1], []
         for f in new:
             added.append(f"{q(f.name)} {f.dataType.simpleString()} AFTER {q(previous)}")
             previous = f.name
         spark.sql(f"ALTER TABLE delta.{q(self.path)} ADD COLUMNS ({', '.join(added)})")
-        self._columns += [f.name for f in new]
-        self._types.update({f.name.lower(): f.dataType for f in new})
+        self.columns += [f.name for f in new]
+        self.types.update({f.name.lower(): f.dataType for f in new})
         log.info("%s: added columns %s", self.path, [f.name for f in new])
 
     def _widen(self, spark: SparkSession, changes: DataFrame) -> None:
@@ -205,7 +211,7 @@ class DeltaTableSink:
         new_types: dict[str, DataType] = {}
         retyped: list[str] = []
         for c in row_columns(changes):
-            have = self._types.get(c.lower())
+            have = self.types.get(c.lower())
             if have is None:
                 continue
             change, new = column_change(have, changes.schema[c].dataType)
@@ -218,17 +224,17 @@ class DeltaTableSink:
         lost = _not_convertible(spark, self.path, {c.lower(): new_types[c.lower()]
                                                    for c in retyped})
         _rewrite_with_types(spark, self.path, new_types)
-        if self._has_tombstones:
+        if self.has_tombstones:
             _rewrite_with_types(spark, self.tomb_path, new_types)
         for c in retyped:
             log.warning("%s: column %s retyped %s -> %s (%d values not convertible set NULL)",
-                        self.path, c, self._types[c.lower()].simpleString(),
+                        self.path, c, self.types[c.lower()].simpleString(),
                         new_types[c.lower()].simpleString(), lost.get(c.lower(), 0))
         widened_ = {c: t.simpleString() for c, t in new_types.items()
                     if c not in {r.lower() for r in retyped}}
         if widened_:
             log.info("%s: widened %s", self.path, widened_)
-        self._types.update(new_types)
+        self.types.update(new_types)
 
     def _truncate(self, spark: SparkSession, position: Position) -> None:
         """Remove rows (and tombstones) older than the truncate and remember its position, so
@@ -236,11 +242,11 @@ class DeltaTableSink:
         lsn, idx = position
         older = f"{LSN} < {lsn} OR ({LSN} = {lsn} AND {IDX} < {idx})"
         DeltaTable.forPath(spark, self.path).delete(older)
-        if self._has_tombstones:
+        if self.has_tombstones:
             DeltaTable.forPath(spark, self.tomb_path).delete(older)
         spark.sql(f"ALTER TABLE delta.{q(self.path)} SET TBLPROPERTIES "
                   f"('{TRUNCATE_LSN}' = '{lsn}', '{TRUNCATE_IDX}' = '{idx}')")
-        self._watermark = position
+        self.watermark = position
         log.info("%s: truncated before %s", self.path, position)
 
     def _create_tombstones(self, spark: SparkSession, key: Sequence[str],
@@ -250,11 +256,11 @@ class DeltaTableSink:
                    .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
                                           + [StructField(LSN, LongType()),
                                              StructField(IDX, LongType())])))
-        if self._mapped:  # the key columns have the table's names
+        if self.mapped:  # the key columns have the table's names
             for key_, value in MAPPING_PROPERTIES.items():
                 builder = builder.property(key_, value)
         builder.execute()
-        self._has_tombstones = True
+        self.has_tombstones = True
         log.info("%s: tombstones at %s", self.path, self.tomb_path)
 
     # -- one batch -----------------------------------------------------------------------
@@ -265,12 +271,12 @@ class DeltaTableSink:
         fresh = not self._load(spark)
         if fresh:
             self._create(spark, changes)
-        self._register(spark)
+        self.register(spark)
         self._evolve(spark, changes)
         self._widen(spark, changes)
-        assert self._columns is not None
-        cut = truncate_position([self._watermark, facts.truncate])
-        if cut is not None and cut != self._watermark:
+        assert self.columns is not None
+        cut = truncate_position([self.watermark, facts.truncate])
+        if cut is not None and cut != self.watermark:
             self._truncate(spark, cut)
             fresh = False
         if facts.events == 0:
@@ -282,7 +288,7 @@ class DeltaTableSink:
         latest = latest_per_key(rows.select(*[F.col(q(c)) for c in row_columns(rows)],
                                             *META, TOAST),
                                 merge_key, facts.toast)
-        if self._has_tombstones:
+        if self.has_tombstones:
             tombstones = spark.read.format("delta").load(self.tomb_path)
             have = {c.lower() for c in tombstones.columns}
             missing = [k for k in merge_key if k.lower() not in have]
@@ -302,14 +308,14 @@ class DeltaTableSink:
         try:
             if fresh:
                 live = latest.where(F.col(OP) != "d").select(
-                    *[F.col(q(c)) for c in self._columns], *META)
+                    *[F.col(q(c)) for c in self.columns], *META)
                 _append(live, self.path, f"{self.app_id}:{self.path}{part}", batch_id)
             else:
-                dotted = any("." in c or "`" in c for c in self._partitions)
+                dotted = any("." in c or "`" in c for c in self.partitions)
                 with idempotent(spark, f"{self.app_id}:{self.path}{part}", batch_id,
                                 {REPARTITION_BEFORE_WRITE: "false"} if dotted else None):
                     _run(DeltaTable.forPath(spark, self.path), latest, merge_plan(
-                        merge_key, row_columns(rows), self._columns, facts.toast))
+                        merge_key, row_columns(rows), self.columns, facts.toast))
             if facts.deletes > 0:
                 self._add_tombstones(spark, latest, merge_key, batch_id, part)
         finally:
@@ -321,7 +327,7 @@ class DeltaTableSink:
         a third of the cost): the filter drops a change when *any* tombstone of its key is at or
         after it, so older tombstones of a key may stay and change nothing."""
         deletes = latest.where(F.col(OP) == "d").select(*[F.col(q(k)) for k in key], LSN, IDX)
-        if not self._has_tombstones:
+        if not self.has_tombstones:
             self._create_tombstones(spark, key, latest)
         _append(deletes, self.tomb_path, f"{self.app_id}:{self.tomb_path}{part}", batch_id)
 

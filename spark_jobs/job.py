@@ -8,11 +8,13 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from py4j.protocol import Py4JNetworkError  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import DataType
 
 from connector.errors import first_line
 
@@ -28,11 +30,13 @@ from .decode import (
     undecodable,
 )
 from .delta_sink import BatchFacts, DeltaTableSink
+from .fast_sink import Declined, apply_fast, load, row_types
 from .files import HadoopFs
 from .names import TableId, table_of
 from .parquet_sink import append_change_log
 from .registry import SchemaCache
-from .wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
+from .rows import NotForRows, WriterSchema, decode_rows
+from .wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
 
 log = logging.getLogger(__name__)
 APP_ID_FILE = "pgcdc-app-id"
@@ -106,6 +110,8 @@ class BatchProcessor:
         self._pool = ThreadPoolExecutor(config.parallel_tables, thread_name_prefix="pgcdc-table")
         self._local = threading.local()
         self._lock = threading.Lock()
+        # (schema id, original names) → decoder and the Spark types of its row columns
+        self._writers: dict[tuple[int, bool], tuple[WriterSchema, dict[str, DataType]]] = {}
 
     def _session(self) -> SparkSession:
         """This worker thread's session: Delta reads the idempotent-write settings from the
@@ -142,7 +148,9 @@ class BatchProcessor:
             plans = plan_batch(summary, self.schemas)
             dead = [d for d in [undecodable(frames, plans)] if d is not None]
             events = sum(p.events for p in plans.values())
-            jobs = [(topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id))
+            records = self._fast_records(frames, plans, events)
+            jobs = [(topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
+                                                    records.get(topic)))
                     for topic, plan in sorted(plans.items()) if plan.schemas]
             for topic, plan, job in jobs:
                 try:
@@ -185,10 +193,75 @@ class BatchProcessor:
             writable &= ~F.col(SCHEMA_ID).isin(list(plan.rejected))
         return frames.where(writable).select(*DEAD_COLUMNS[:-1], F.lit(reason).alias("reason"))
 
-    def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int
-               ) -> list[DataFrame]:
+    def _fast_records(self, frames: DataFrame, plans: dict[str, TopicPlan], events: int
+                      ) -> dict[str, list[tuple[int, bytes]]]:
+        """Topic → (schema id, body) of its decodable records, for the topics whose part of
+        a small batch can take the fast path (`fast_sink`): one Spark job for them all."""
+        if not self.config.fast_merge_on or events > self.config.fast_merge_max_events:
+            return {}
+        topics = [t for t, p in plans.items() if p.schemas and len(key_groups(p)) == 1]
+        if not topics:
+            return {}
+        wanted = F.col("topic").isin(topics) & F.col(PROBLEM).isNull()
+        out: dict[str, list[tuple[int, bytes]]] = {t: [] for t in topics}
+        table = frames.where(wanted).select("topic", SCHEMA_ID, BODY).toArrow()
+        for topic, sid, body in zip(*(table.column(i).to_pylist() for i in range(3)),
+                                    strict=True):
+            if sid in plans[topic].schemas:
+                out[topic].append((sid, body))
+        return out
+
+    def _writer(self, sid: int, schema: dict[str, Any], original: bool
+                ) -> tuple[WriterSchema, dict[str, DataType]]:
+        with self._lock:
+            found = self._writers.get((sid, original))
+        if found is None:
+            writer = WriterSchema.of(schema, original)
+            found = writer, row_types(self.spark, schema, writer.columns)
+            with self._lock:
+                self._writers[(sid, original)] = found
+        return found
+
+    def _fast(self, table: TableId, plan: TopicPlan, records: list[tuple[int, bytes]],
+              batch_id: int) -> int:
+        """The table's part of the batch through delta-rs; its number of row changes.
+        Raises Declined (or NotForRows) before writing anything when Spark must do it."""
+        sink = self._sink(table)
+        if sink.columns is None:
+            load(sink)
+        original = sink.mapped if sink.columns is not None else sink.column_mapping
+        writers: dict[int, WriterSchema] = {}
+        types: dict[str, DataType] = {}
+        for sid, schema in plan.schemas.items():
+            writers[sid], sid_types = self._writer(sid, schema, original)
+            for column, type_ in sid_types.items():
+                if types.setdefault(column, type_) != type_:
+                    raise Declined(f"column {column} has several types in the batch")
+        batch = decode_rows(records, writers)
+        apply_fast(sink, batch, types, plan.key_columns(original), batch_id)
+        sink.register(self._session())
+        return len(batch.rows) - batch.truncates
+
+    def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
+               records: list[tuple[int, bytes]] | None = None) -> list[DataFrame]:
         table = table_of(topic)
         started = time.monotonic()
+        if records is not None:
+            try:
+                events = self._fast(table, plan, records, batch_id)
+            except (Declined, NotForRows) as exc:
+                log.info("batch %d: %s: through Spark (%s)", batch_id, table.path, exc)
+            except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
+                if not table_failure(exc):
+                    raise
+                log.warning("batch %d: %s: delta-rs failed, through Spark instead: %s",
+                            batch_id, table.path, _error_class_line(exc))
+            else:
+                with self._lock:
+                    self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
+                log.info("batch %d: %s: %d change(s), merged by delta-rs in %.2f s", batch_id,
+                         table.path, events, time.monotonic() - started)
+                return []
         delta = self.config.format == "delta"
         sink = self._sink(table) if delta else None
         # The table's naming is fixed when it is created: column mapping, original names.

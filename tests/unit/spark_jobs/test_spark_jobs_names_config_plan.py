@@ -6,10 +6,9 @@ import re
 
 import pytest
 
-from spark_jobs.changes import newer_expr
 from spark_jobs.config import MergeConfig, parse_args
 from spark_jobs.names import TableId, column_names, subscribe_pattern, table_of
-from spark_jobs.plan import merge_plan, not_deleted_later
+from spark_jobs.plan import DATAFUSION, merge_plan, newer_expr, not_deleted_later
 
 
 def test_subscribe_pattern_matches_table_topics_only() -> None:
@@ -83,17 +82,30 @@ def test_merge_plan_guards_every_clause_by_position() -> None:
     plan = merge_plan(["id"], ["id", "name", "bio"], ["id", "name", "bio", "gone"], ["bio"])
     newer = newer_expr("s", "t")
     assert plan.on == "s.`id` <=> t.`id`"
-    assert plan.delete_when == f"s._cdc_op = 'd' AND {newer}"
-    assert plan.update_when == f"s._cdc_op <> 'd' AND {newer}"
-    assert plan.insert_when == "s._cdc_op <> 'd'"
+    assert plan.delete_when == f"s.`_cdc_op` = 'd' AND {newer}"
+    assert plan.update_when == f"s.`_cdc_op` <> 'd' AND {newer}"
+    assert plan.insert_when == "s.`_cdc_op` <> 'd'"
     assert plan.update_set["`name`"] == "s.`name`"
     assert plan.update_set["`bio`"] == (
-        "CASE WHEN array_contains(s._cdc_toast, 'bio') THEN t.`bio` ELSE s.`bio` END")
+        "CASE WHEN array_contains(s.`_cdc_toast`, 'bio') THEN t.`bio` ELSE s.`bio` END")
     assert plan.update_set["`gone`"] == "NULL"  # dropped upstream
     assert "`id`" not in plan.update_set
-    assert plan.update_set["_cdc_commit_lsn"] == "s._cdc_commit_lsn"
-    assert set(plan.insert_values) == {"`id`", "`name`", "`bio`", "_cdc_op", "_cdc_commit_lsn",
-                                       "_cdc_txn_index", "_cdc_ts_ms"}
+    assert plan.update_set["`_cdc_commit_lsn`"] == "s.`_cdc_commit_lsn`"
+    assert set(plan.insert_values) == {"`id`", "`name`", "`bio`", "`_cdc_op`",
+                                       "`_cdc_commit_lsn`", "`_cdc_txn_index`", "`_cdc_ts_ms`"}
+
+
+def test_the_same_plan_in_datafusion_sql_for_delta_rs() -> None:
+    plan = merge_plan(["id", "n"], ["id", "n", "it's"], ["id", "n", "it's", "gone"], ["it's"],
+                      DATAFUSION)
+    assert plan.on == '(s."id" IS NOT DISTINCT FROM t."id") AND (s."n" IS NOT DISTINCT FROM t."n")'
+    assert plan.delete_when == ("s.\"_cdc_op\" = 'd' AND (s.\"_cdc_commit_lsn\" > "
+                                "t.\"_cdc_commit_lsn\" OR (s.\"_cdc_commit_lsn\" = "
+                                "t.\"_cdc_commit_lsn\" AND s.\"_cdc_txn_index\" > "
+                                "t.\"_cdc_txn_index\"))")
+    assert plan.update_set['"it\'s"'] == ("CASE WHEN array_has(s.\"_cdc_toast\", 'it''s') "
+                                          "THEN t.\"it's\" ELSE s.\"it's\" END")
+    assert plan.update_set['"gone"'] == "NULL"
 
 
 def test_tombstone_filter() -> None:

@@ -1,0 +1,88 @@
+"""The batch logic of `changes` and `plan.not_deleted_later` over Python rows (dicts), for the
+fast path (`fast_sink`): the same rules, stated once in those modules' docstrings, checked
+equal by a test running both over random batches.
+
+Keys compare as Spark compares them: NULL equals NULL (the MERGE's null-safe equality),
+-0.0 equals 0.0, NaN equals NaN."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .changes import IDX, LSN, OP, TOAST, Position
+
+Row = dict[str, Any]
+
+
+def position(row: Row) -> Position:
+    return Position(row[LSN], row[IDX])
+
+
+def _comparable(value: Any) -> Any:
+    """A hashable stand-in for a key value with Spark's equality."""
+    if isinstance(value, float):
+        return "NaN" if math.isnan(value) else value + 0.0  # -0.0 + 0.0 == 0.0
+    if isinstance(value, list):
+        return tuple(_comparable(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _comparable(v)) for k, v in value.items()))
+    return value
+
+
+def key_of(row: Row, key: Sequence[str]) -> tuple[Any, ...]:
+    return tuple(_comparable(row[k]) for k in key)
+
+
+def after_position(rows: Iterable[Row], cut: Position | None) -> list[Row]:
+    """`changes.after_position`: the changes strictly after a truncate."""
+    return [r for r in rows if cut is None or position(r) > cut]
+
+
+def latest_per_key(rows: Iterable[Row], key: Sequence[str], toast: Iterable[str] = ()
+                   ) -> list[Row]:
+    """`changes.latest_per_key`: the last change per key by position; a column in `toast`
+    takes its value from the key's last change (up to the winner) that carried it, and stays
+    named in `_cdc_toast` only when none did."""
+    by_key: dict[tuple[Any, ...], list[Row]] = {}
+    for row in rows:
+        by_key.setdefault(key_of(row, key), []).append(row)
+    out = []
+    for changes in by_key.values():
+        changes.sort(key=position)
+        winner = changes[-1]
+        columns = [c for c in dict.fromkeys(toast) if c in winner and c not in key]
+        if not columns:
+            out.append(winner)
+            continue
+        row = dict(winner)
+        unchanged = []
+        for c in columns:
+            carrier = next((r for r in reversed(changes) if c not in (r[TOAST] or ())), None)
+            row[c] = None if carrier is None else carrier[c]
+            if carrier is None:
+                unchanged.append(c)
+        row[TOAST] = unchanged
+        out.append(row)
+    return out
+
+
+def not_deleted_later(rows: Iterable[Row], tombstones: Iterable[Row], key: Sequence[str],
+                      other_keys: Sequence[str] = ()) -> list[Row]:
+    """`plan.not_deleted_later` as a filter: drops a change when a tombstone of its key is at
+    or after it (a tombstone's column of another key, when not NULL, must match too)."""
+    latest: dict[tuple[Any, ...], list[Row]] = {}
+    for t in tombstones:
+        latest.setdefault(key_of(t, key), []).append(t)
+
+    def deleted_later(row: Row) -> bool:
+        return any(position(t) >= position(row)
+                   and all(t[c] is None or _comparable(t[c]) == _comparable(row[c])
+                           for c in other_keys)
+                   for t in latest.get(key_of(row, key), ()))
+    return [r for r in rows if not deleted_later(r)]
+
+
+def deletes(rows: Iterable[Row]) -> list[Row]:
+    return [r for r in rows if r[OP] == "d"]

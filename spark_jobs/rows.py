@@ -1,0 +1,116 @@
+"""Kafka records of one table topic → flattened change rows as Python dicts, without Spark.
+
+The same rows `decode.decode_topic` makes as a DataFrame: the table's row columns (from
+`after`, or `before` for a delete), named by `names.column_names`, plus `_cdc_op`,
+`_cdc_commit_lsn`, `_cdc_txn_index`, `_cdc_ts_ms` and `_cdc_toast`. Values are the ones the
+lake stores, in the form pyarrow builds the lake's Arrow types from: temporal values stay
+the integers Avro carries (microseconds, days: `timestamp[us]` and `date32` take them
+as they are, whatever the year), decimals are `Decimal`, uuids strings, time of day
+microseconds (`lake_types`). The fast path (`fast_sink`) uses these; the Spark path decodes
+with `from_avro`; a test runs both over the same events."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastavro import parse_schema, schemaless_reader
+
+from .changes import IDX, LSN, OP, TOAST, TS
+from .decode import value_record
+from .lake_types import lake_schema
+from .names import column_names
+
+# Kept by the decoder: everything else arrives as the plain Avro value (see module doc).
+_DECODED_LOGICAL = frozenset({"decimal"})
+# The producer writes none of these; a schema with one is left to the Spark path.
+_UNSUPPORTED_LOGICAL = frozenset({"timestamp-millis", "local-timestamp-millis"})
+
+
+class NotForRows(ValueError):
+    """A writer schema or event this module does not turn into rows (the Spark path does)."""
+
+
+def raw_schema(schema: Any) -> Any:
+    """An Avro schema with every logical type but decimal removed (same binary encoding)."""
+    if isinstance(schema, list):
+        return [raw_schema(branch) for branch in schema]
+    if not isinstance(schema, dict):
+        return schema
+    logical = schema.get("logicalType")
+    if logical in _UNSUPPORTED_LOGICAL:
+        raise NotForRows(f"logical type {logical}")
+    out = {k: v for k, v in schema.items()
+           if k != "logicalType" or logical in _DECODED_LOGICAL}
+    if "fields" in schema:
+        out["fields"] = [{**f, "type": raw_schema(f["type"])} for f in schema["fields"]]
+    for key in ("items", "values"):
+        if key in schema:
+            out[key] = raw_schema(schema[key])
+    return out
+
+
+@dataclass
+class WriterSchema:
+    """One writer schema of a topic, ready to decode: its parsed raw form and Avro field →
+    column names."""
+
+    parsed: Any
+    columns: dict[str, str]
+    has_toast: bool
+
+    @classmethod
+    def of(cls, schema: dict[str, Any], original: bool) -> WriterSchema:
+        return cls(parse_schema(raw_schema(lake_schema(schema))),
+                   column_names(value_record(schema), original),
+                   any(f["name"] == "unchanged_toast" for f in schema["fields"]))
+
+
+@dataclass
+class TopicRows:
+    """One topic's decoded changes of a batch."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)  # row columns, first seen first
+    truncates: int = 0
+    deletes: int = 0
+    toast: set[str] = field(default_factory=set)  # columns some change named unchanged
+
+
+def decode_rows(records: Iterable[tuple[int, bytes]], schemas: Mapping[int, WriterSchema]
+                ) -> TopicRows:
+    """(schema id, Avro body) of each decodable record → TopicRows. Raises NotForRows for a
+    body its schema cannot read (the Spark path dead-letters it)."""
+    out = TopicRows()
+    seen: set[str] = set()
+    for sid, body in records:
+        writer = schemas[sid]
+        for column in writer.columns.values():
+            if column not in seen:
+                seen.add(column)
+                out.columns.append(column)
+        try:
+            event = schemaless_reader(io.BytesIO(body), writer.parsed, None)
+        except Exception as exc:  # noqa: BLE001 - any decoding failure: leave it to Spark
+            raise NotForRows(f"undecodable body for schema id {sid}") from exc
+        assert isinstance(event, dict)
+        out.rows.append(flatten(event, writer))
+        op = event["op"]
+        out.truncates += op == "t"
+        out.deletes += op == "d"
+    for row in out.rows:
+        out.toast.update(row[TOAST])
+    return out
+
+
+def flatten(event: dict[str, Any], writer: WriterSchema) -> dict[str, Any]:
+    """One decoded Envelope → its flattened row (see module doc)."""
+    image = event["after"] if event["after"] is not None else event["before"]
+    row = {column: (image or {}).get(avro) for avro, column in writer.columns.items()}
+    toast: Sequence[str] = (event.get("unchanged_toast") or []) if writer.has_toast else []
+    source = event["source"]
+    row.update({OP: event["op"], LSN: source["commit_lsn"], IDX: source["txn_index"],
+                TS: source["ts_ms"], TOAST: [writer.columns.get(n, n) for n in toast]})
+    return row
