@@ -23,9 +23,9 @@ from typing import Any
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import Schema as DeltaSchema
 from pyspark.sql import SparkSession
-from pyspark.sql.pandas.types import to_arrow_type
-from pyspark.sql.types import DataType, StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from . import fold
 from .changes import IDX, LSN, META, OP, TOAST
@@ -75,7 +75,20 @@ def row_types(spark: SparkSession, schema: dict[str, Any], columns: Mapping[str,
     envelope = StructType.fromJson(json.loads(sql.dataType().json()))
     after = envelope["after"].dataType
     assert isinstance(after, StructType)
-    return {columns[f.name]: f.dataType for f in after.fields}
+    return {columns[f.name]: nullable(f.dataType) for f in after.fields}
+
+
+def nullable(type_: DataType) -> DataType:
+    """The type with every element, value and field nullable: what `from_avro` in PERMISSIVE
+    mode (the Spark path) makes of it."""
+    if isinstance(type_, ArrayType):
+        return ArrayType(nullable(type_.elementType), True)
+    if isinstance(type_, MapType):
+        return MapType(type_.keyType, nullable(type_.valueType), True)
+    if isinstance(type_, StructType):
+        return StructType([StructField(f.name, nullable(f.dataType), True)
+                           for f in type_.fields])
+    return type_
 
 
 def _learn(sink: DeltaTableSink, table: DeltaTable) -> None:
@@ -166,17 +179,14 @@ def _create(sink: DeltaTableSink, columns: Sequence[str], types: dict[str, DataT
     missing = [c for c in sink.partition_by if c not in columns]
     if missing:
         raise ConfigurationError(f"{sink.path}: no column(s) {missing} to partition by")
+    # The Spark types as Delta's schema JSON (the same format): the table is what Spark
+    # would create, nullability of array elements and map values included.
     schema = StructType([StructField(c, types[c]) for c in columns] + META_FIELDS)
-    table = DeltaTable.create(sink.path, _arrow_schema(schema), mode="ignore",
+    table = DeltaTable.create(sink.path, DeltaSchema.from_json(schema.json()), mode="ignore",
                               partition_by=sink.partition_by or None,
                               configuration=sink.properties or None)
     _learn(sink, table)
     return table
-
-
-def _arrow_schema(schema: StructType) -> pa.Schema:
-    return pa.schema([pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC"))
-                      for f in schema.fields])
 
 
 def _add_tombstones(sink: DeltaTableSink, table: DeltaTable, deletes: list[dict[str, Any]],

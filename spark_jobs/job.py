@@ -70,6 +70,7 @@ class MergeStats:
     events: int = 0
     dead_letters: int = 0
     tables: dict[str, int] = field(default_factory=dict)  # "<schema>/<table>" → events
+    fast_tables: int = 0  # tables' parts of batches merged by delta-rs (the fast path)
     # "<schema>/<table>" → why its last failed batch was not written (its events: dead letters)
     failed_tables: dict[str, str] = field(default_factory=dict)
     reports: list[BatchReport] = field(default_factory=list)
@@ -259,6 +260,7 @@ class BatchProcessor:
             else:
                 with self._lock:
                     self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
+                    self.stats.fast_tables += 1
                 log.info("batch %d: %s: %d change(s), merged by delta-rs in %.2f s", batch_id,
                          table.path, events, time.monotonic() - started)
                 return []

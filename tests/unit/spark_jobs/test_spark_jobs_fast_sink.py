@@ -1,0 +1,127 @@
+"""The fast path (delta-rs) and the Spark path write the same tables: random histories split
+into random batches with duplicates, each batch applied by a randomly chosen path (a batch
+the fast path declines, e.g. a truncate, goes through Spark as in the job), compared with
+the model the Spark path is tested against (test_spark_jobs_delta_sink.py), row for row
+including the change metadata of each row's last change."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+from pyspark.sql.types import LongType, StringType
+
+from spark_jobs.changes import IDX, LSN, OP, TOAST, TS
+from spark_jobs.delta_sink import DeltaTableSink
+from spark_jobs.fast_sink import Declined, apply_fast
+from spark_jobs.rows import TopicRows
+from tests.unit.spark_jobs.test_spark_jobs_delta_sink import (
+    Change,
+    apply,
+    batches,
+    ch,
+    model,
+)
+
+TYPES = {"id": LongType(), "name": StringType(), "bio": StringType()}
+
+
+def topic_rows(changes: list[Change]) -> TopicRows:
+    out = TopicRows(columns=["id", "name", "bio"])
+    for id_, name, bio, op, lsn, idx, ts, toast in changes:
+        out.rows.append({"id": id_, "name": name, "bio": bio, OP: op, LSN: lsn, IDX: idx,
+                         TS: ts, TOAST: list(toast)})
+        out.truncates += op == "t"
+        out.deletes += op == "d"
+        out.toast.update(toast)
+    return out
+
+
+def apply_either(spark: SparkSession, sink: DeltaTableSink, batch_id: int,
+                 changes: list[Change], fast: bool, key: list[str] | None = None) -> str:
+    """As the job does: the fast path when asked and it does not decline, else Spark."""
+    if fast:
+        try:
+            apply_fast(sink, topic_rows(changes), TYPES, ["id"] if key is None else key,
+                       batch_id)
+            return "fast"
+        except Declined:
+            pass
+    apply(spark, sink, batch_id, changes, key=key)
+    return "spark"
+
+
+def table(spark: SparkSession, sink: DeltaTableSink) -> list[tuple[Any, ...]]:
+    df = spark.read.format("delta").load(sink.path)
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def new_sink(tmp: Path) -> DeltaTableSink:
+    return DeltaTableSink(str(tmp), f"s/{uuid.uuid4().hex[:8]}", "test-app")
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(batches(), st.lists(st.booleans(), min_size=3, max_size=3))
+def test_fast_and_spark_paths_write_the_same_table(spark: SparkSession, tmp_path: Path,
+                                                   parts: list[list[Change]],
+                                                   fast: list[bool]) -> None:
+    mixed = new_sink(tmp_path)
+    for batch_id, part in enumerate(parts):
+        apply_either(spark, mixed, batch_id, part, fast[batch_id])
+    changes = [c for p in parts for c in p]
+    expected = {id_: (*values, *last_change(changes, id_))
+                for id_, values in model(changes).items()}
+    assert {r[0]: r[1:6] for r in table(spark, mixed)} == expected
+
+
+def last_change(changes: list[Change], id_: int) -> tuple[str, int, int]:
+    """(op, commit_lsn, txn_index) of the key's last change: what the row's metadata says."""
+    last = max((c for c in changes if c[0] == id_), key=lambda c: c[4:6])
+    return last[3], last[4], last[5]
+
+
+def test_fast_path_keeps_deletes_deleted_and_toast_values(spark: SparkSession,
+                                                          tmp_path: Path) -> None:
+    sink = new_sink(tmp_path)
+    assert apply_either(spark, sink, 0, [ch(1, "c", 10, 0, "a", "big"), ch(2, "c", 10, 1, "b"),
+                                         ch(3, "d", 12)], fast=True) == "fast"
+    assert apply_either(spark, sink, 1, [ch(1, "u", 20, 0, "a2", None, ("bio",)),
+                                         ch(2, "d", 20, 1), ch(3, "c", 5, 0, "x")],
+                        fast=True) == "fast"
+    # replays of the old inserts: the tombstones keep 2 and 3 deleted
+    assert apply_either(spark, sink, 2, [ch(2, "c", 10, 1, "b"), ch(3, "c", 5, 0, "x")],
+                        fast=True) == "fast"
+    assert {r[0]: r[1:3] for r in table(spark, sink)} == {1: ("a2", "big")}
+    tomb = spark.read.format("delta").load(sink.tomb_path).collect()
+    assert sorted(r["id"] for r in tomb) == [2, 3]
+    # a re-run of batch 1 (its txn id is recorded) changes nothing
+    version = spark.sql(f"DESCRIBE HISTORY delta.`{sink.path}`").first()["version"]  # type: ignore[index]
+    apply_either(spark, sink, 1, [ch(1, "u", 30, 0, "other")], fast=True)
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{sink.path}`").first()["version"] == version  # type: ignore[index]
+
+
+@pytest.mark.parametrize("change", [
+    [ch(None, "t", 20, 0)],  # a truncate
+])
+def test_what_the_fast_path_leaves_to_spark(tmp_path: Path, change: list[Change]) -> None:
+    sink = new_sink(tmp_path)
+    with pytest.raises(Declined):
+        apply_fast(sink, topic_rows(change), TYPES, ["id"], 0)
+
+
+def test_a_new_column_or_type_goes_through_spark(spark: SparkSession, tmp_path: Path) -> None:
+    sink = new_sink(tmp_path)
+    apply_either(spark, sink, 0, [ch(1, "c", 10, 0, "a")], fast=True)
+    with pytest.raises(Declined, match="changed type"):
+        apply_fast(sink, topic_rows([ch(1, "u", 11, 0, "b")]),
+                   {**TYPES, "id": StringType()}, ["id"], 1)
+    wider = topic_rows([ch(1, "u", 11, 0, "b")])
+    wider.columns.append("color")
+    with pytest.raises(Declined, match="new"):
+        apply_fast(sink, wider, {**TYPES, "color": StringType()}, ["id"], 1)
