@@ -36,6 +36,7 @@ class MergeConfig:
     # Small batches through delta-rs (spark_jobs/fast_sink.py): auto = for local targets.
     fast_merge: str = "auto"  # auto | off
     fast_merge_max_events: int = 100_000
+    maintenance_every: int = 100  # fast batches of a table between compactions (0: never)
 
     def __post_init__(self) -> None:
         if bool(self.topic_prefix) == bool(self.topics):
@@ -62,6 +63,8 @@ class MergeConfig:
             raise ValueError(f"--fast-merge must be auto or off, not {self.fast_merge!r}")
         if self.fast_merge_max_events < 0:
             raise ValueError("--fast-merge-max-events must not be negative")
+        if self.maintenance_every < 0:
+            raise ValueError("--maintenance-every must not be negative")
         bad = [k for k in self.kafka_options if not k.startswith("kafka.")]
         if bad:
             raise ValueError(f"Kafka options must start with 'kafka.': {bad}")
@@ -171,6 +174,9 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
                         "local path; off: always through Spark)")
     p.add_argument("--fast-merge-max-events", type=int, default=100_000, metavar="N",
                    help="batches of at most N events take the fast path (default 100000)")
+    p.add_argument("--maintenance-every", type=int, default=100, metavar="N",
+                   help="compact a table and its tombstones every N batches the fast path "
+                        "applied to it (default 100; 0: never)")
     return p
 
 
@@ -198,6 +204,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "merge.py") -> Mer
             database=args.database,
             fast_merge=args.fast_merge,
             fast_merge_max_events=args.fast_merge_max_events,
+            maintenance_every=args.maintenance_every,
         )
     except ValueError as exc:
         p.error(str(exc))

@@ -117,6 +117,7 @@ class DeltaTableSink:
         self.types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
         self.has_tombstones = False
         self.watermark: Position | None = None
+        self.fast_batches = 0  # batches delta-rs applied in this run (`fast_sink.maintain`)
 
     # -- table state -------------------------------------------------------------------
     def _load(self, spark: SparkSession) -> bool:

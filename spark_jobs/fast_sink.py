@@ -103,7 +103,7 @@ def _arrow(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
 
 
 def apply_fast(sink: DeltaTableSink, batch: TopicRows, types: dict[str, DataType],
-               key: Sequence[str] | None, batch_id: int) -> None:
+               key: Sequence[str] | None, batch_id: int, maintain_every: int = 0) -> None:
     """Merge one table's decoded changes of a batch (`types`: the Spark type of each row
     column, as the Spark path would decode it). Raises Declined before writing anything
     when the Spark path must do it."""
@@ -157,6 +157,34 @@ def apply_fast(sink: DeltaTableSink, batch: TopicRows, types: dict[str, DataType
          .execute())
     if deletes:
         _add_tombstones(sink, table, deletes, merge_key, batch_id)
+    sink.fast_batches += 1
+    if maintain_every and sink.fast_batches % maintain_every == 0:
+        maintain(sink)
+
+
+def maintain(sink: DeltaTableSink) -> None:
+    """Keep a table's cost flat over time: every batch adds small files to the table and its
+    tombstones. Compacts both (`OPTIMIZE`: same rows, fewer files), and rewrites the tombstones
+    to one per key, the newest, dropping those at or before the truncate cut: the filter
+    drops a change when *any* tombstone of its key is at or after it, so the newest one alone
+    decides, and a truncate already removed everything at or before its cut. Delta log
+    checkpoints are written by the commits themselves (`delta.checkpointInterval`); old files
+    stay for time travel until you VACUUM (spark_jobs/README.md, "Table maintenance")."""
+    table = _open(sink.path)
+    if table is not None:
+        table.optimize.compact()
+    tomb = _open(sink.tomb_path)
+    if tomb is None:
+        return
+    rows = tomb.to_pyarrow_table().to_pylist()
+    key = [c for c in (rows[0] if rows else {}) if c not in (LSN, IDX)]
+    kept = fold.newest_tombstones(fold.after_position(rows, sink.watermark), key)
+    if len(kept) < len(rows):
+        write_deltalake(tomb, _arrow(kept, pa.schema(tomb.schema().to_arrow())),
+                        mode="overwrite")
+        log.info("%s: tombstones compacted, %d -> %d", sink.path, len(rows), len(kept))
+    else:
+        tomb.optimize.compact()
 
 
 def _check_columns(sink: DeltaTableSink, columns: Sequence[str],

@@ -84,5 +84,17 @@ def not_deleted_later(rows: Iterable[Row], tombstones: Iterable[Row], key: Seque
     return [r for r in rows if not deleted_later(r)]
 
 
+def newest_tombstones(tombstones: Iterable[Row], key: Sequence[str]) -> list[Row]:
+    """One tombstone per key, the newest: `not_deleted_later` gives the same answer with it
+    alone. `key`: every column of the tombstones but the position (the keys of all key
+    schemas the table had, NULL where a tombstone was written under another)."""
+    newest: dict[tuple[Any, ...], Row] = {}
+    for t in tombstones:
+        k = key_of(t, key)
+        if k not in newest or position(t) > position(newest[k]):
+            newest[k] = t
+    return list(newest.values())
+
+
 def deletes(rows: Iterable[Row]) -> list[Row]:
     return [r for r in rows if r[OP] == "d"]

@@ -239,7 +239,8 @@ class BatchProcessor:
                 if types.setdefault(column, type_) != type_:
                     raise Declined(f"column {column} has several types in the batch")
         batch = decode_rows(records, writers)
-        apply_fast(sink, batch, types, plan.key_columns(original), batch_id)
+        apply_fast(sink, batch, types, plan.key_columns(original), batch_id,
+                   self.config.maintenance_every)
         sink.register(self._session())
         return len(batch.rows) - batch.truncates
 

@@ -125,3 +125,21 @@ def test_a_new_column_or_type_goes_through_spark(spark: SparkSession, tmp_path: 
     wider.columns.append("color")
     with pytest.raises(Declined, match="new"):
         apply_fast(sink, wider, {**TYPES, "color": StringType()}, ["id"], 1)
+
+
+def test_maintenance_keeps_one_tombstone_per_key_and_deletes_deleted(spark: SparkSession,
+                                                                     tmp_path: Path) -> None:
+    sink = new_sink(tmp_path)
+    history = [[ch(1, "c", 10 * b + 1, 0, f"v{b}"), ch(1, "d", 10 * b + 2, 0),
+                ch(2, "c", 10 * b + 1, 1, f"w{b}"), ch(2, "d", 10 * b + 3, 0)]
+               for b in range(4)]
+    for batch_id, part in enumerate(history):
+        apply_fast(sink, topic_rows(part), TYPES, ["id"], batch_id, maintain_every=4)
+    tomb = spark.read.format("delta").load(sink.tomb_path).collect()
+    assert sorted((r["id"], r["_cdc_commit_lsn"]) for r in tomb) == [(1, 32), (2, 33)]
+    # the old inserts again: the compacted tombstones still keep both keys deleted
+    apply_fast(sink, topic_rows([c for p in history for c in p if c[3] == "c"]), TYPES,
+               ["id"], 4)
+    assert table(spark, sink) == []
+    apply_fast(sink, topic_rows([ch(2, "c", 40, 0, "back")]), TYPES, ["id"], 5)
+    assert [r[:2] for r in table(spark, sink)] == [(2, "back")]
