@@ -64,7 +64,7 @@ def test_merge_sql_quotes_every_name() -> None:
     plan = merge_plan(["order id"], ODD, ODD, toast=["we`ird", "it's"])
     assert plan.on == "s.`order id` <=> t.`order id`"
     assert plan.update_set["`we``ird`"] == (
-        "CASE WHEN array_contains(s._cdc_toast, 'we`ird') THEN t.`we``ird` "
+        "CASE WHEN array_contains(s.`_cdc_toast`, 'we`ird') THEN t.`we``ird` "
         "ELSE s.`we``ird` END")
     assert plan.update_set["`a.b`"] == "s.`a.b`"
     assert plan.insert_values["`x=y,(z);{}`"] == "s.`x=y,(z);{}`"
