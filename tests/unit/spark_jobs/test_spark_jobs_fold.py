@@ -1,0 +1,67 @@
+"""The fast path's batch rules over Python rows (spark_jobs/fold.py), without Spark: what
+`changes.latest_per_key` and `plan.not_deleted_later` say, including Spark's key equality."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from spark_jobs.changes import IDX, LSN, OP, TOAST, Position
+from spark_jobs.fold import after_position, latest_per_key, newest_tombstones, not_deleted_later
+
+
+def row(k: Any, op: str, lsn: int, idx: int = 0, toast: tuple[str, ...] = (), **cols: Any
+        ) -> dict[str, Any]:
+    return {"k": k, **cols, OP: op, LSN: lsn, IDX: idx, TOAST: list(toast)}
+
+
+def test_last_change_per_key_wins_whatever_the_arrival_order() -> None:
+    rows = [row(1, "u", 20, v="b"), row(1, "c", 10, v="a"), row(2, "c", 10, 1, v="x"),
+            row(1, "u", 20, 1, v="c")]
+    got = {r["k"]: r["v"] for r in latest_per_key(rows, ["k"])}
+    assert got == {1: "c", 2: "x"}
+
+
+def test_unchanged_toast_takes_the_last_carried_value_or_stays_unchanged() -> None:
+    rows = [row(1, "c", 10, v="a", big="B1"), row(1, "u", 20, toast=("big",), v="b", big=None),
+            row(2, "u", 30, toast=("big",), v="z", big=None)]
+    got = {r["k"]: (r["v"], r["big"], r[TOAST]) for r in latest_per_key(rows, ["k"], ["big"])}
+    # key 1 carries B1 from its insert; key 2 has no carrier: the MERGE keeps the stored value
+    assert got == {1: ("b", "B1", []), 2: ("z", None, ["big"])}
+
+
+def test_a_delete_carries_nothing_forward() -> None:
+    rows = [row(1, "c", 10, big="B1"), row(1, "d", 20, big=None),
+            row(1, "c", 30, toast=("big",), big=None)]
+    [got] = latest_per_key(rows, ["k"], ["big"])
+    assert (got[OP], got["big"], got[TOAST]) == ("c", None, [])
+
+
+def test_keys_compare_as_spark_compares_them() -> None:
+    rows = [row(-0.0, "c", 10, v="neg"), row(0.0, "u", 20, v="pos"),
+            row(math.nan, "c", 10, v="n1"), row(math.nan, "u", 20, v="n2"),
+            row(None, "c", 10, v="a"), row(None, "u", 20, v="b")]
+    got = sorted(r["v"] for r in latest_per_key(rows, ["k"]))
+    assert got == ["b", "n2", "pos"]
+    # the key value is the winning change's own (-0.0 kept when it wins)
+    [only] = latest_per_key([row(0.0, "c", 10), row(-0.0, "u", 20)], ["k"])
+    assert math.copysign(1, only["k"]) == -1
+
+
+def test_tombstones_drop_older_changes_and_match_other_keys_when_set() -> None:
+    changes = [row(1, "c", 10, b=5), row(2, "c", 50, b=5), row(3, "c", 10, b=6)]
+    tombstones = [{"k": 1, "b": None, LSN: 20, IDX: 0},  # written under key (k) alone
+                  {"k": 2, "b": 5, LSN: 20, IDX: 0},  # older than the change
+                  {"k": 3, "b": 7, LSN: 20, IDX: 0}]  # another value of b
+    kept = not_deleted_later(changes, tombstones, ["k"], ["b"])
+    assert sorted(r["k"] for r in kept) == [2, 3]
+    # a tombstone at the very position of the change drops it too ("at or after")
+    assert not_deleted_later([row(1, "c", 20)], tombstones, ["k"]) == []
+
+
+def test_truncate_cut_and_newest_tombstones() -> None:
+    rows = [row(1, "c", 10), row(2, "c", 20), row(3, "c", 20, 1)]
+    assert [r["k"] for r in after_position(rows, Position(20, 0))] == [3]
+    assert after_position(rows, None) == rows
+    tombs = [{"k": 1, LSN: 5, IDX: 0}, {"k": 1, LSN: 9, IDX: 0}, {"k": 2, LSN: 1, IDX: 0}]
+    assert sorted((t["k"], t[LSN]) for t in newest_tombstones(tombs, ["k"])) == [(1, 9), (2, 1)]
