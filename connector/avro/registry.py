@@ -78,7 +78,6 @@ T = TypeVar("T")
 _RETRIABLE_STATUS: Final = frozenset({408, 429, 500, 502, 503, 504})
 _SUBJECT_NOT_FOUND: Final = 40401
 _WATCH_THREAD: Final = "pgcdc-registry-watch"
-WATCH_MAX_INTERVAL_S: Final = 30.0  # the longest wait between sweeps of a silent registry
 
 
 def _quiet_watch(record: logging.LogRecord) -> bool:
@@ -260,19 +259,21 @@ class SchemaRegistry:
 
     # --------------------------------------------------------------------- watching ids
 
-    def watch(self, gate: SweepGate | None = None, interval_s: float = 5.0,
-              max_interval_s: float = WATCH_MAX_INTERVAL_S) -> None:
+    def watch(self, gate: SweepGate | None = None, interval_s: float = 5.0) -> None:
         """Start the background re-check of every registered id (once; a daemon thread). Each
         sweep that finds every id vouches, in `gate`, for what was acknowledged when it began
         (connector/avro/sweep_gate.py). A registry that does not answer is asked again after
-        `interval_s`, doubled up to `max_interval_s` while it stays silent."""
+        `interval_s`, doubled while it stays silent up to the `max_backoff_s` of every other
+        request (whichever is longer): confirmation resumes soon after it is back."""
         if self._watch is not None:
             return
+
+        longest = max(interval_s, self._max_backoff_s)
 
         def sweep_forever() -> None:
             delay = interval_s
             while not self._stop_watch.wait(delay) and self._gone is None:
-                delay = interval_s if self.sweep(gate) else min(delay * 2, max_interval_s)
+                delay = interval_s if self.sweep(gate) else min(delay * 2, longest)
 
         self._watch = threading.Thread(target=sweep_forever, name=_WATCH_THREAD, daemon=True)
         logging.getLogger("httpx").addFilter(_quiet_watch)  # no request line per id per sweep

@@ -14,6 +14,10 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from devstack.maven import resolve_archive
+from devstack.ports import free_port
+from devstack.registry import Registry
+from devstack.stack import APICURIO, cache_dir
 
 from connector.avro import SchemaRegistry, decode, parse_frame
 from tests.support.cdc_checks import (
@@ -187,3 +191,39 @@ def test_what_a_deleted_id_carried_is_never_confirmed_and_a_restart_resends_it(
     assert [r.value["after"]["id"] for r in resent] == [2]
     assert run.stop() == 0
     assert run.confirmed_lsn() > deleted_at  # confirmed by the stop's last sweep
+
+
+def test_a_silent_registry_pauses_confirmation_not_the_stream(postgres, kafka, producer_run,
+                                                               log_dir, tmp_path) -> None:
+    own = Registry(resolve_archive(cache_dir(), APICURIO, "apicurio"), tmp_path / "registry",
+                   free_port())  # its own: the session's registry serves the other tests
+    own.start()
+    try:
+        run: ProducerRun = stream_run(producer_run)
+        run.registry_url = own.url
+        table = f"silent_{run.tag}"
+        execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)")
+        run.start(log_dir)
+        topic = f"{run.prefix}.public.{table}"
+        execute(postgres.dsn, f"INSERT INTO {table} VALUES (1)")
+        _raw(kafka.bootstrap, topic, lambda records: len(records) >= 1)
+        run.wait_confirmed(current_lsn(postgres.dsn))
+
+        own.stop()
+        silent_from = current_lsn(postgres.dsn)
+        for i in range(2, 12):
+            execute(postgres.dsn, f"INSERT INTO {table} VALUES ({i})")
+        # The stream goes on (the ids are cached) ...
+        _raw(kafka.bootstrap, topic, lambda records: len(records) >= 11)
+        time.sleep(12)  # a sweep or two fail meanwhile (every 5 s, then 10 s): one warning
+        assert run.proc is not None and run.proc.poll() is None, run.output()
+        # ... but nothing published since is confirmed: no sweep vouched for it.
+        assert run.confirmed_lsn() <= silent_from
+        assert run.output().count("cannot check the schema ids in use") == 1, run.output()
+
+        own.start()  # the same storage: the ids in use resolve again
+        run.wait_confirmed(current_lsn(postgres.dsn), timeout=90)
+        assert "answers again: confirming resumes" in run.output()
+        assert run.stop() == 0
+    finally:
+        own.stop()
