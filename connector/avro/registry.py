@@ -80,9 +80,12 @@ _SUBJECT_NOT_FOUND: Final = 40401
 _WATCH_THREAD: Final = "pgcdc-registry-watch"
 
 
+_SWEEPING = threading.local()  # `active` while a thread runs a sweep's requests
+
+
 def _quiet_watch(record: logging.LogRecord) -> bool:
-    """httpx logs each request at INFO: not those of the watch thread's sweeps."""
-    return record.threadName != _WATCH_THREAD or record.levelno > logging.INFO
+    """httpx logs each request at INFO: not those of sweeps (one per id, every few seconds)."""
+    return not getattr(_SWEEPING, "active", False) or record.levelno > logging.INFO
 
 
 def key_subject(topic: str) -> str:
@@ -276,7 +279,6 @@ class SchemaRegistry:
                 delay = interval_s if self.sweep(gate) else min(delay * 2, longest)
 
         self._watch = threading.Thread(target=sweep_forever, name=_WATCH_THREAD, daemon=True)
-        logging.getLogger("httpx").addFilter(_quiet_watch)  # no request line per id per sweep
         self._watch.start()
 
     def check_ids(self) -> None:
@@ -331,6 +333,14 @@ class SchemaRegistry:
         numbers, which do not identify an id: a subject deleted and registered again restarts
         at version 1; ``GET /schemas?subjectPrefix=`` answers 404 on Apicurio 3). A process
         holds about one id per subject (two after a schema change), so it would save little."""
+        logging.getLogger("httpx").addFilter(_quiet_watch)  # no request line per id per sweep
+        _SWEEPING.active = True
+        try:
+            return self._verify_ids()
+        finally:
+            _SWEEPING.active = False
+
+    def _verify_ids(self) -> tuple[SchemaError | None, str | None]:
         with SchemaRegistryClient(dict(self._conf)) as client:
             for (subject, _), schema_id in dict(self._ids).items():
                 try:

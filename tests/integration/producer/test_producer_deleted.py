@@ -191,6 +191,7 @@ def test_what_a_deleted_id_carried_is_never_confirmed_and_a_restart_resends_it(
     assert [r.value["after"]["id"] for r in resent] == [2]
     assert run.stop() == 0
     assert run.confirmed_lsn() > deleted_at  # confirmed by the stop's last sweep
+    assert "/schemas/ids/" not in run.output()  # sweeps log no request line per id
 
 
 def test_a_silent_registry_pauses_confirmation_not_the_stream(postgres, kafka, producer_run,

@@ -149,3 +149,17 @@ def test_verify_ids_against_no_registry_is_trouble_not_a_deletion() -> None:
     gone, trouble = registry.verify_ids()
     assert gone is None
     assert trouble is not None and "schema id 7" in trouble
+
+
+def test_a_sweeps_request_lines_are_not_logged_whichever_thread_sweeps() -> None:
+    from connector.avro import registry as module
+
+    line = logging.LogRecord("httpx", logging.INFO, "", 0, "HTTP Request: GET", None, None)
+    assert module._quiet_watch(line)
+    module._SWEEPING.active = True
+    try:
+        assert not module._quiet_watch(line)
+        line.levelno = logging.WARNING
+        assert module._quiet_watch(line)
+    finally:
+        module._SWEEPING.active = False
