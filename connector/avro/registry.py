@@ -21,8 +21,9 @@ Failures become `SchemaError` with one line a user can act on:
 The confluent-kafka client is used with its own retries off, so this module alone decides.
 
 Deleted subjects (issue 24). A subject deleted from the registry takes its schema ids with it
-(Apicurio at once; Confluent at a hard delete): every record already written with such an id
-is undecodable, and a cached id would make every next one undecodable too, with nothing said.
+(at a hard delete, ``?permanent=true``; seen on Apicurio 3.0.9 too): every record already
+written with such an id is undecodable, and a cached id would make every next one undecodable
+too, with nothing said.
 Asking the registry before each record is out of the question (the hot path), so `watch`
 starts a background thread that asks, every few seconds, whether each id this process
 registered still resolves (``GET /schemas/ids/<id>``, uncached, its own client). A soft delete
@@ -326,7 +327,8 @@ class SchemaRegistry:
         """Check every registered id once: (the error for the first one the registry answers
         404 for, None) -- or (None, why the registry could not answer) -- or (None, None): all
         found. ``GET /schemas/ids/<id>`` through a client of its own, so nothing is cached; a
-        soft-deleted subject's ids still resolve (Confluent), and its records still decode.
+        soft-deleted subject's ids still resolve (Confluent, Apicurio 3), and its records
+        still decode.
 
         One request per id, not per subject: the Confluent API has no per-subject request that
         returns the ids of all its versions (``GET /subjects/<s>/versions`` lists version

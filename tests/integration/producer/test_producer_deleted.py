@@ -123,7 +123,7 @@ def test_deleted_subject_stops_the_producer(postgres, kafka, registry, producer_
 
     httpx.delete(f"{registry.url}/subjects/{subject}", timeout=10).raise_for_status()
     httpx.delete(f"{registry.url}/subjects/{subject}", params={"permanent": "true"},
-                 timeout=10)  # Confluent needs the hard delete; Apicurio already forgot it
+                 timeout=10)  # a soft delete keeps the ids (Confluent, Apicurio 3.0.9)
     assert httpx.get(f"{registry.url}/schemas/ids/{schema_id}", timeout=10).status_code == 404
     execute(postgres.dsn, f"INSERT INTO {table} VALUES (2)")
 
