@@ -5,7 +5,10 @@
 
 The flush LSN sent to PostgreSQL is the tracker's watermark: the end LSN of the newest
 transaction whose every event Kafka acknowledged. When nothing is buffered or in flight, the
-server's keepalive position is confirmed too, so an idle slot does not hold WAL.
+server's keepalive position is confirmed too, so an idle slot does not hold WAL. Either is
+confirmed only once a registry sweep that began after it was reached found every schema id
+still registered (`SweepGate`, connector/avro/sweep_gate.py): changes published with an id
+deleted meanwhile are re-sent by the restart, never lost. A graceful stop runs one last sweep.
 A lost replication connection is retried with backoff from the slot (duplicates only of
 unconfirmed work); a Kafka delivery failure stops the run without advancing the LSN.
 
@@ -33,6 +36,7 @@ from connector import metrics
 from connector.assembler import Assembler, LogicalMessage
 from connector.avro import AvroEncoder, CodecFactory, SchemaRegistry, registry_ids
 from connector.avro.oversized import OmitOversized, event_limit
+from connector.avro.sweep_gate import SweepGate
 from connector.config import Config
 from connector.errors import CdcError, ConfigError, SinkError, SourceError, first_line
 from connector.names import table_topic
@@ -99,6 +103,8 @@ class Pipeline:
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry})
+        # What the registry sweeps vouch for: the flush LSN never passes it (sweep_gate.py).
+        self.gate = SweepGate()
         self.kafka_settings = {"bootstrap.servers": cfg.bootstrap_servers, **cfg.kafka}
         # librdkafka logs through Python logging (else it prints to stderr from its threads).
         admin_settings = {**self.kafka_settings,
@@ -298,7 +304,9 @@ class Pipeline:
                              tombstones=self.cfg.tombstones, oversized=oversized,
                              max_event_bytes=limit)
         sink.add_check(self.registry.check_ids)  # a deleted subject stops us (registry.py)
-        self.registry.watch()
+        gate = self.gate
+        gate.start(slot.confirmed_flush_lsn)
+        self.registry.watch(gate)
         types = TypeCatalog()
         codecs = CodecFactory(types, PostgresCatalog(self.admin.conn, types),
                               registry_ids(self.registry), prefix=self.cfg.topic_prefix,
@@ -358,6 +366,8 @@ class Pipeline:
                 watcher.tick()
                 snapshots.tick()
                 flush = self._confirmable(tracker, assembler, server_end)
+                gate.offer(flush)
+                flush = gate.limit(flush)
                 now = time.monotonic()
                 if reply or (flush > confirmed and now - stream.last_status_sent
                              >= STATUS_MIN_INTERVAL_S) or (
@@ -375,13 +385,17 @@ class Pipeline:
                 if self.cfg.heartbeat_interval_s > 0 and now >= next_heartbeat:
                     self._heartbeat()
                     next_heartbeat = now + self.cfg.heartbeat_interval_s
-            # Graceful stop: deliver what is in flight, then confirm it.
+            # Graceful stop: deliver what is in flight, then confirm it -- once one last
+            # sweep found every schema id (else the next start re-sends it).
             sink.close(30.0)
-            final = self._confirmable(tracker, assembler, server_end)
+            gate.offer(self._confirmable(tracker, assembler, server_end))
+            self.registry.sweep(gate)
+            final = max(gate.limit(self._confirmable(tracker, assembler, server_end)),
+                        confirmed)
             stream.send_status(final)
             self.sent_flush = max(final, self.sent_flush or 0)
-            log.info("stopped; confirmed %s",
-                     lsn_to_str(self._confirmable(tracker, assembler, server_end)))
+            log.info("stopped; confirmed %s", lsn_to_str(final))
+            self.registry.check_ids()  # the last sweep found an id gone: say so
         except SourceError:
             # Deliver what was produced so the reconnect replays as little as possible.
             try:

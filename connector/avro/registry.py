@@ -21,8 +21,9 @@ Failures become `SchemaError` with one line a user can act on:
 The confluent-kafka client is used with its own retries off, so this module alone decides.
 
 Deleted subjects (issue 24). A subject deleted from the registry takes its schema ids with it
-(Apicurio at once; Confluent at a hard delete): every record already written with such an id
-is undecodable, and a cached id would make every next one undecodable too, with nothing said.
+(at a hard delete, ``?permanent=true``; seen on Apicurio 3.0.9 too): every record already
+written with such an id is undecodable, and a cached id would make every next one undecodable
+too, with nothing said.
 Asking the registry before each record is out of the question (the hot path), so `watch`
 starts a background thread that asks, every few seconds, whether each id this process
 registered still resolves (``GET /schemas/ids/<id>``, uncached, its own client). A soft delete
@@ -35,8 +36,11 @@ topic's earlier records (all of them, not only the last seconds') stay undecodab
 the operator can repair that (restore the schema under its id, or re-snapshot the table).
 Restarting registers the schema again under a new id: the restart is the acknowledgement.
 What the loop published between the deletion and the next sweep (at most one interval) may
-carry the dead id: the same damage as the earlier records, repaired the same way. A registry
-that cannot be reached is not a deletion: the sweep logs it and tries again.
+carry the dead id, but its WAL is never confirmed to PostgreSQL: the pipeline confirms only
+positions a passing sweep vouched for (`SweepGate`, connector/avro/sweep_gate.py, has the
+argument), so the restart re-sends those changes under the new id. A registry that cannot be
+reached is not a deletion: the sweep warns once, confirmation pauses (the stream goes on) and
+the sweep is retried with a doubling interval until the registry answers.
 
 Registry differences (we test against Apicurio 3's ``/apis/ccompat/v7``; users run Confluent's):
 kept in the functions named ``*_quirk`` below, each with a test. Observed and harmless for us:
@@ -63,6 +67,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from connector.errors import SchemaError
 
 from .schema import render
+from .sweep_gate import SweepGate
 
 __all__ = ["SchemaRegistry", "canonical_json", "gone_id_message", "key_subject", "redact_url",
            "subject_topic", "value_subject"]
@@ -76,9 +81,12 @@ _SUBJECT_NOT_FOUND: Final = 40401
 _WATCH_THREAD: Final = "pgcdc-registry-watch"
 
 
+_SWEEPING = threading.local()  # `active` while a thread runs a sweep's requests
+
+
 def _quiet_watch(record: logging.LogRecord) -> bool:
-    """httpx logs each request at INFO: not those of the watch thread's sweeps."""
-    return record.threadName != _WATCH_THREAD or record.levelno > logging.INFO
+    """httpx logs each request at INFO: not those of sweeps (one per id, every few seconds)."""
+    return not getattr(_SWEEPING, "active", False) or record.levelno > logging.INFO
 
 
 def key_subject(topic: str) -> str:
@@ -171,6 +179,8 @@ class SchemaRegistry:
         self._gone: SchemaError | None = None  # set by the watch thread
         self._watch: threading.Thread | None = None
         self._stop_watch = threading.Event()
+        self._sweep_lock = threading.Lock()
+        self._unreachable = False  # the last sweep could not reach the registry (warned once)
 
     @property
     def client(self) -> SchemaRegistryClient:
@@ -253,19 +263,23 @@ class SchemaRegistry:
 
     # --------------------------------------------------------------------- watching ids
 
-    def watch(self, interval_s: float = 5.0) -> None:
-        """Start the background re-check of every registered id (once; a daemon thread)."""
+    def watch(self, gate: SweepGate | None = None, interval_s: float = 5.0) -> None:
+        """Start the background re-check of every registered id (once; a daemon thread). Each
+        sweep that finds every id vouches, in `gate`, for what was acknowledged when it began
+        (connector/avro/sweep_gate.py). A registry that does not answer is asked again after
+        `interval_s`, doubled while it stays silent up to the `max_backoff_s` of every other
+        request (whichever is longer): confirmation resumes soon after it is back."""
         if self._watch is not None:
             return
 
+        longest = max(interval_s, self._max_backoff_s)
+
         def sweep_forever() -> None:
-            while not self._stop_watch.wait(interval_s) and self._gone is None:
-                self._gone = self.verify_ids()
-                if self._gone is not None:
-                    log.error("%s", self._gone)
+            delay = interval_s
+            while not self._stop_watch.wait(delay) and self._gone is None:
+                delay = interval_s if self.sweep(gate) else min(delay * 2, longest)
 
         self._watch = threading.Thread(target=sweep_forever, name=_WATCH_THREAD, daemon=True)
-        logging.getLogger("httpx").addFilter(_quiet_watch)  # no request line per id per sweep
         self._watch.start()
 
     def check_ids(self) -> None:
@@ -273,25 +287,75 @@ class SchemaRegistry:
         if self._gone is not None:
             raise self._gone
 
-    def verify_ids(self) -> SchemaError | None:
-        """One sweep (thread-safe): the error for the first registered id the registry answers
-        404 for (``GET /schemas/ids/<id>`` through a client of its own, so nothing is cached;
-        a soft-deleted subject's ids still resolve, and its records still decode)."""
+    def sweep(self, gate: SweepGate | None = None) -> bool:
+        """One sweep (thread-safe; the watch thread's, and the pipeline's last one at a
+        graceful stop): sample `gate`, then check every id registered so far -- in this order,
+        see sweep_gate.py. All found: the sample becomes confirmable. One gone: `check_ids`
+        raises from then on and the gate vouches for nothing more. The registry unreachable:
+        nothing is vouched for; a warning the first time, not at each retry. False unless
+        every id was found."""
+        with self._sweep_lock:
+            if self._gone is not None:
+                return False
+            sample = gate.sample() if gate is not None else None
+            gone, trouble = self.verify_ids()
+            if gone is not None:
+                self._gone = gone
+                if gate is not None:
+                    gate.fail()
+                log.error("%s", gone)
+                return False
+            if trouble is not None:
+                if not self._unreachable:
+                    log.warning("schema registry %s: cannot check the schema ids in use (%s): "
+                                "nothing more is confirmed to PostgreSQL until it answers "
+                                "(the stream goes on; the slot retains the WAL)",
+                                self.url, trouble)
+                else:
+                    log.debug("schema registry %s still cannot be checked: %s", self.url,
+                              trouble)
+                self._unreachable = True
+                return False
+            if self._unreachable:
+                log.info("schema registry %s answers again: confirming resumes", self.url)
+                self._unreachable = False
+            if gate is not None:
+                gate.passed(sample)
+            return True
+
+    def verify_ids(self) -> tuple[SchemaError | None, str | None]:
+        """Check every registered id once: (the error for the first one the registry answers
+        404 for, None) -- or (None, why the registry could not answer) -- or (None, None): all
+        found. ``GET /schemas/ids/<id>`` through a client of its own, so nothing is cached; a
+        soft-deleted subject's ids still resolve (Confluent, Apicurio 3), and its records
+        still decode.
+
+        One request per id, not per subject: the Confluent API has no per-subject request that
+        returns the ids of all its versions (``GET /subjects/<s>/versions`` lists version
+        numbers, which do not identify an id: a subject deleted and registered again restarts
+        at version 1; ``GET /schemas?subjectPrefix=`` answers 404 on Apicurio 3). A process
+        holds about one id per subject (two after a schema change), so it would save little."""
+        logging.getLogger("httpx").addFilter(_quiet_watch)  # no request line per id per sweep
+        _SWEEPING.active = True
+        try:
+            return self._verify_ids()
+        finally:
+            _SWEEPING.active = False
+
+    def _verify_ids(self) -> tuple[SchemaError | None, str | None]:
         with SchemaRegistryClient(dict(self._conf)) as client:
             for (subject, _), schema_id in dict(self._ids).items():
                 try:
                     client.get_schema(schema_id)
                 except SchemaRegistryError as exc:
                     if exc.http_status_code == 404:
-                        return SchemaError(gone_id_message(self.url, schema_id, subject))
-                    log.warning("schema registry %s: cannot check schema id %d: HTTP %s",
-                                self.url, schema_id, exc.http_status_code)
-                    return None
+                        return SchemaError(gone_id_message(self.url, schema_id, subject)), None
+                    return None, (f"schema id {schema_id}: HTTP {exc.http_status_code} "
+                                  f"{_one_line(exc.error_message or '')}".rstrip())
                 except httpx.TransportError as exc:
-                    log.warning("schema registry %s: cannot check schema id %d: %s", self.url,
-                                schema_id, _one_line(str(exc)) or type(exc).__name__)
-                    return None
-        return None
+                    return None, (f"schema id {schema_id}: "
+                                  f"{_one_line(str(exc)) or type(exc).__name__}")
+        return None, None
 
     def close(self) -> None:
         """Stop the watch thread (if any)."""
