@@ -60,6 +60,9 @@ class Config:
     status_interval_s: float = 10.0  # standby status update period
     heartbeat_interval_s: float = 0.0  # >0: pg_logical_emit_message so idle slots advance
     spill_bytes: int = 64 * 1024 * 1024  # buffered transaction size before spilling to disk
+    # How often the schema ids in use are checked against the registry; WAL is confirmed to
+    # PostgreSQL only up to what the last passing check vouched for (sweep_gate.py).
+    schema_check_interval_s: float = 5.0
     wal_warn_bytes: int = 1 << 30  # warn (status, run) when a slot holds more WAL
     metrics_port: int = 0  # >0: Prometheus metrics on this port
     metrics_host: str = "0.0.0.0"  # the address /metrics binds (127.0.0.1: this host only)
@@ -102,6 +105,8 @@ class Config:
                               f"message.max.bytes), not {self.max_event_bytes}")
         if self.origin not in (None, "none", "any"):
             raise ConfigError(f"origin must be 'none' or 'any', not {self.origin!r}")
+        if self.schema_check_interval_s <= 0:
+            raise ConfigError("schema_check_interval_s must be > 0 (seconds)")
         return self.check_names()
 
     def check_names(self) -> Config:

@@ -306,7 +306,7 @@ class Pipeline:
         sink.add_check(self.registry.check_ids)  # a deleted subject stops us (registry.py)
         gate = self.gate
         gate.start(slot.confirmed_flush_lsn)
-        self.registry.watch(gate)
+        self.registry.watch(gate, self.cfg.schema_check_interval_s)
         types = TypeCatalog()
         codecs = CodecFactory(types, PostgresCatalog(self.admin.conn, types),
                               registry_ids(self.registry), prefix=self.cfg.topic_prefix,

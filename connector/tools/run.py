@@ -98,6 +98,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--metrics-host",
                    help="address the metrics port binds (default 0.0.0.0: every interface; "
                         "127.0.0.1: this host only)")
+    p.add_argument("--schema-check-interval-s", type=float,
+                   help="check the schema ids in use against the registry this often; WAL "
+                        "is confirmed up to what the last check vouched for (default 5)")
     p.add_argument("--wal-warn-bytes", type=int,
                    help="log a warning when more WAL than this awaits confirmation (default 1 GiB)")
     p.add_argument("--kafka", action="append", type=_key_value, metavar="KEY=VALUE",
@@ -110,7 +113,8 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
              "publication", "tables", "keyless_tables", "binary", "failover_slot", "origin",
              "topic_partitions", "topic_replication_factor", "tombstones", "transaction_topic",
-             "heartbeat_interval_s", "metrics_port", "metrics_host", "wal_warn_bytes", "snapshot",
+             "heartbeat_interval_s", "metrics_port", "metrics_host", "schema_check_interval_s",
+             "wal_warn_bytes", "snapshot",
              "snapshot_workers", "snapshot_chunk_rows", "incremental_chunk_rows", "exactly_once",
              "exactly_once_batch_transactions", "exactly_once_batch_bytes",
              "exactly_once_batch_ms", "oversized_events", "max_event_bytes"]

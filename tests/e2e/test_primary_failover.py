@@ -91,7 +91,7 @@ class Producer:
             [PGCDC, "run", "--dsn", self.dsn, "--bootstrap-servers", self.bootstrap,
              "--schema-registry-url", self.registry_url, "--topic-prefix", self.prefix,
              "--slot", self.slot, "--publication", f"pub_{self.tag}", "--tables",
-             f"{SCHEMA}.*", "--failover-slot"],
+             f"{SCHEMA}.*", "--failover-slot", "--schema-check-interval-s", "0.5"],
             stdout=open(self.log, "w"), stderr=subprocess.STDOUT, text=True)  # noqa: SIM115
 
     def output(self) -> str:

@@ -70,7 +70,7 @@ class ProducerRun:
         return [PGCDC, "run", "--dsn", self.dsn, "--bootstrap-servers", self.bootstrap,
                 "--schema-registry-url", self.registry_url, "--topic-prefix", self.prefix,
                 "--slot", self.slot, "--publication", f"pub_{self.tag}", "--tables",
-                self.tables]
+                self.tables, "--schema-check-interval-s", "0.5"]
 
     def start(self) -> None:
         log = self.log_dir / f"pgcdc-{self.tag}-{len(self.logs)}.log"

@@ -46,7 +46,7 @@ class ProducerRun:
         return [PGCDC, "run", "--dsn", self.dsn, "--bootstrap-servers", self.bootstrap,
                 "--schema-registry-url", self.registry_url, "--topic-prefix", self.prefix,
                 "--slot", self.slot, "--publication", f"pub_{self.tag}", "--tables",
-                self.tables, *self.extra]
+                self.tables, "--schema-check-interval-s", "0.5", *self.extra]
 
     def start(self, log_dir: Path, *, wait: bool = True) -> None:
         self.log = log_dir / f"pgcdc-{self.tag}-{time.monotonic_ns()}.log"
