@@ -107,9 +107,10 @@ class Pipeline:
             Producer(producer_config(admin_settings))
             self.topics = TopicCreator(admin_settings, TopicSpec(
                 partitions=cfg.topic_partitions, replication_factor=cfg.topic_replication_factor,
-                retention_ms=cfg.topic_retention_ms), ledger=TopicLedger(
-                admin_settings, offsets_topic(cfg.topic_prefix),
-                replication_factor=cfg.topic_replication_factor))
+                retention_ms=cfg.topic_retention_ms), timeout_s=cfg.kafka_timeout_s,
+                ledger=TopicLedger(admin_settings, offsets_topic(cfg.topic_prefix),
+                                   replication_factor=cfg.topic_replication_factor,
+                                   timeout_s=cfg.kafka_timeout_s))
         except KafkaException as exc:
             raise ConfigError(f"Kafka settings rejected: {exc.args[0].str()}") from None
 
@@ -296,7 +297,7 @@ class Pipeline:
             tracker = AckTracker(slot.confirmed_flush_lsn)
             sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
                              tombstones=self.cfg.tombstones, oversized=oversized,
-                             max_event_bytes=limit)
+                             max_event_bytes=limit, metadata_timeout_s=self.cfg.kafka_timeout_s)
         sink.add_check(self.registry.check_ids)  # a deleted subject stops us (registry.py)
         self.registry.watch()
         types = TypeCatalog()

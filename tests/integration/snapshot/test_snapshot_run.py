@@ -289,7 +289,8 @@ def test_unreachable_registry_fails_the_snapshot_in_one_line(postgres, producer_
 
 def test_unreachable_kafka_fails_the_snapshot_in_one_line(pg15, kafka, registry,
                                                           log_dir) -> None:
-    run = ProducerRun(pg15.dsn, f"127.0.0.1:{free_port()}", registry.url, "public.snapnok_*")
+    run = ProducerRun(pg15.dsn, f"127.0.0.1:{free_port()}", registry.url, "public.snapnok_*",
+                      ["--kafka-timeout-s", "3"])
     table = f"snapnok_{run.tag}"
     _execute(pg15.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)",
              f"INSERT INTO {table} VALUES (1)")
