@@ -98,7 +98,8 @@ class Pipeline:
         self.sent_flush: int | None = None
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
-        self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry})
+        self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry},
+                                       attempts=cfg.schema_registry_attempts)
         self.kafka_settings = {"bootstrap.servers": cfg.bootstrap_servers, **cfg.kafka}
         # librdkafka logs through Python logging (else it prints to stderr from its threads).
         admin_settings = {**self.kafka_settings,

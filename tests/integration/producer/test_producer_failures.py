@@ -381,6 +381,7 @@ def test_secrets_never_in_the_output(postgres, producer_run, log_dir) -> None:
 
     # Failures print what they are about (the registry, PostgreSQL), never its credentials.
     run.registry_url = f"http://reg:{SECRETS[1]}@127.0.0.1:{free_port()}/apis/ccompat/v7"
+    run.extra += ["--schema-registry-attempts", "2"]
     code, out = start_and_exit(run, log_dir, timeout=180)
     assert_one_clear_line(code, out, "registry")
     outputs.append(out)

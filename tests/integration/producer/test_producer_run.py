@@ -122,7 +122,7 @@ def test_unreachable_kafka_fails_loudly_and_confirms_nothing(postgres, producer_
 
 
 def test_unreachable_registry_is_one_clear_line(postgres, producer_run, log_dir) -> None:
-    run = producer_run("public.noreg_*", "--snapshot", "never")
+    run = producer_run("public.noreg_*", "--snapshot", "never", "--schema-registry-attempts", "2")
     run.registry_url = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE noreg_{run.tag} (id int PRIMARY KEY)")
