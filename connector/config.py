@@ -76,6 +76,8 @@ class Config:
     exactly_once_batch_ms: int = 100  # ... or a Kafka transaction this old, whichever first
     oversized_events: str = "fail"  # an event over max_event_bytes: fail | omit
     max_event_bytes: int = 0  # 0: the producer's message.max.bytes (librdkafka: 1,000,000)
+    kafka_timeout_s: float = 30.0  # how long a Kafka metadata/admin request may go unanswered
+    schema_registry_attempts: int = 5  # tries of a registry request (backoff 0.5 s, doubling)
     kafka: dict[str, Any] = field(default_factory=dict)  # librdkafka settings (TLS/SASL ...)
     schema_registry: dict[str, Any] = field(default_factory=dict)  # registry client settings
 
@@ -103,6 +105,11 @@ class Config:
         if self.max_event_bytes < 0:
             raise ConfigError(f"max_event_bytes must be >= 0 (0: the producer's "
                               f"message.max.bytes), not {self.max_event_bytes}")
+        if self.schema_registry_attempts < 1:
+            raise ConfigError(f"schema_registry_attempts must be >= 1, not "
+                              f"{self.schema_registry_attempts}")
+        if self.kafka_timeout_s <= 0:
+            raise ConfigError(f"kafka_timeout_s must be > 0 seconds, not {self.kafka_timeout_s}")
         if self.origin not in (None, "none", "any"):
             raise ConfigError(f"origin must be 'none' or 'any', not {self.origin!r}")
         if self.schema_check_interval_s <= 0:

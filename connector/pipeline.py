@@ -102,7 +102,8 @@ class Pipeline:
         self.sent_flush: int | None = None
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
-        self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry})
+        self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry},
+                                       attempts=cfg.schema_registry_attempts)
         # What the registry sweeps vouch for: the flush LSN never passes it (sweep_gate.py).
         self.gate = SweepGate()
         self.kafka_settings = {"bootstrap.servers": cfg.bootstrap_servers, **cfg.kafka}
@@ -113,9 +114,10 @@ class Pipeline:
             Producer(producer_config(admin_settings))
             self.topics = TopicCreator(admin_settings, TopicSpec(
                 partitions=cfg.topic_partitions, replication_factor=cfg.topic_replication_factor,
-                retention_ms=cfg.topic_retention_ms), ledger=TopicLedger(
-                admin_settings, offsets_topic(cfg.topic_prefix),
-                replication_factor=cfg.topic_replication_factor))
+                retention_ms=cfg.topic_retention_ms), timeout_s=cfg.kafka_timeout_s,
+                ledger=TopicLedger(admin_settings, offsets_topic(cfg.topic_prefix),
+                                   replication_factor=cfg.topic_replication_factor,
+                                   timeout_s=cfg.kafka_timeout_s))
         except KafkaException as exc:
             raise ConfigError(f"Kafka settings rejected: {exc.args[0].str()}") from None
 
@@ -302,7 +304,7 @@ class Pipeline:
             tracker = AckTracker(slot.confirmed_flush_lsn)
             sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
                              tombstones=self.cfg.tombstones, oversized=oversized,
-                             max_event_bytes=limit)
+                             max_event_bytes=limit, metadata_timeout_s=self.cfg.kafka_timeout_s)
         sink.add_check(self.registry.check_ids)  # a deleted subject stops us (registry.py)
         gate = self.gate
         gate.start(slot.confirmed_flush_lsn)

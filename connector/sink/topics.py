@@ -231,6 +231,11 @@ class TopicCreator:
         self._lock = threading.Lock()
         self.ledger = ledger
 
+    @property
+    def timeout_s(self) -> float:
+        """How long each of its Kafka requests may go unanswered (`--kafka-timeout-s`)."""
+        return self._timeout
+
     def known(self, topic: str) -> bool:
         """Whether `topic` was ensured (checked, created, recorded) by this creator before."""
         return topic in self._known

@@ -225,13 +225,13 @@ class TransactionalSink(KafkaSink):
                  db: str, slot: str, offsets: str, limits: BatchLimits = BatchLimits(),
                  topics: TopicCreator | None = None, tombstones: bool = False,
                  commit_timeout_s: float = 60.0, oversized: Oversized | None = None,
-                 max_event_bytes: int = 0) -> None:
+                 max_event_bytes: int = 0, metadata_timeout_s: float = 30.0) -> None:
         # librdkafka wants message.timeout.ms <= transaction.timeout.ms; a killed instance's
         # open transaction is aborted by the broker after transaction.timeout.ms at the latest.
         kafka_config = {**TRANSACTIONAL_DEFAULTS, **kafka_config}
         super().__init__(kafka_config, tracker, topics=topics, tombstones=tombstones,
                          transactional_id=transactional_id(db, slot), oversized=oversized,
-                         max_event_bytes=max_event_bytes)
+                         max_event_bytes=max_event_bytes, metadata_timeout_s=metadata_timeout_s)
         self._ttracker = tracker
         self._key = _progress_key(db, slot)
         self._offsets = offsets
@@ -424,14 +424,16 @@ def exactly_once_sink(cfg: Config, kafka_settings: Mapping[str, Any], topics: To
     progress of `cfg.slot`. The producer starts first: its init_transactions aborts what a
     killed predecessor left open, which read_committed would otherwise wait behind."""
     topic = offsets_topic(cfg.topic_prefix)
-    ensure_offsets_topic(kafka_settings, topic, cfg.topic_replication_factor)
+    ensure_offsets_topic(kafka_settings, topic, cfg.topic_replication_factor,
+                         cfg.kafka_timeout_s)
     tracker = TransactionalTracker(confirmed_lsn, None)
     limits = BatchLimits(cfg.exactly_once_batch_transactions, cfg.exactly_once_batch_bytes,
                          cfg.exactly_once_batch_ms / 1000)
     sink = TransactionalSink(kafka_settings, tracker, db=db, slot=cfg.slot, offsets=topic,
                              limits=limits, topics=topics, tombstones=cfg.tombstones,
-                             oversized=oversized, max_event_bytes=max_event_bytes)
-    committed = committed_lsn(kafka_settings, topic, db, cfg.slot)
+                             oversized=oversized, max_event_bytes=max_event_bytes,
+                             metadata_timeout_s=cfg.kafka_timeout_s)
+    committed = committed_lsn(kafka_settings, topic, db, cfg.slot, cfg.kafka_timeout_s)
     if committed is not None:
         log.info("exactly-once: Kafka holds slot %s up to %s; skipping what precedes it",
                  cfg.slot, lsn_to_str(committed))

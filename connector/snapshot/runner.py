@@ -138,6 +138,7 @@ class _Job:
         self.tracker = AckTracker(None)
         db = str(admin.conn.info.dbname)
         self.sink = KafkaSink(self.kafka_settings, self.tracker, topics=topics,
+                              metadata_timeout_s=topics.timeout_s,
                               transactional_id=snapshot_transactional_id(db, settings.slot, None)
                               if settings.exactly_once else None)
         # --exactly-once: the truncates, then every reader's rows, commit together at the end.

@@ -103,6 +103,13 @@ def register(subparsers: Any) -> None:
                         "is confirmed up to what the last check vouched for (default 5)")
     p.add_argument("--wal-warn-bytes", type=int,
                    help="log a warning when more WAL than this awaits confirmation (default 1 GiB)")
+    p.add_argument("--kafka-timeout-s", type=float,
+                   help="how long a Kafka metadata or admin request (listing, creating, "
+                        "describing topics) may go unanswered before pgcdc stops with an error "
+                        "(default 30)")
+    p.add_argument("--schema-registry-attempts", type=int,
+                   help="tries of each schema registry request before pgcdc stops with an error, "
+                        "waiting 0.5 s, 1 s, 2 s ... between them (default 5)")
     p.add_argument("--kafka", action="append", type=_key_value, metavar="KEY=VALUE",
                    help="librdkafka setting, repeatable (e.g. security.protocol=SASL_SSL)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
@@ -117,7 +124,8 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
              "wal_warn_bytes", "snapshot",
              "snapshot_workers", "snapshot_chunk_rows", "incremental_chunk_rows", "exactly_once",
              "exactly_once_batch_transactions", "exactly_once_batch_bytes",
-             "exactly_once_batch_ms", "oversized_events", "max_event_bytes"]
+             "exactly_once_batch_ms", "oversized_events", "max_event_bytes", "kafka_timeout_s",
+             "schema_registry_attempts"]
     overrides = {name: getattr(args, name) for name in names}
     cfg = config_mod.load(args.config, overrides)
     if args.kafka:

@@ -13,6 +13,7 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 
 from connector.avro import SchemaRegistry, decode
+from tests.support.kafka import caught_up
 from tests.support.producer import ProducerRun
 
 #: `pgcdc run` flags of tests about streaming: no initial snapshot of the (empty) tables.
@@ -41,7 +42,8 @@ def read_records(bootstrap: str, registry_url: str, topic: str, *, min_count: in
                  timeout: float = 60.0, logical_types: bool = True,
                  idle_s: float = 1.5, isolation: str = "read_committed") -> list[Record]:
     """Every record of `topic`, decoded with its writer schema (raw Avro data when
-    `logical_types` is False); waits for `min_count`, then until `idle_s` pass with nothing new.
+    `logical_types` is False); waits for `min_count`, then until every record already in the
+    topic is read (with `min_count` > 0) or `idle_s` pass with nothing new.
     `isolation="read_uncommitted"` also returns records of aborted Kafka transactions."""
     registry = SchemaRegistry(registry_url)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
@@ -63,7 +65,9 @@ def read_records(bootstrap: str, registry_url: str, topic: str, *, min_count: in
             batch = consumer.consume(1000, 0.3)
             good = [m for m in batch if m.error() is None]
             if not good:
-                if len(records) >= min_count and time.monotonic() - idle_since > idle_s:
+                if len(records) >= min_count and (
+                        time.monotonic() - idle_since > idle_s
+                        or (min_count and caught_up(consumer))):
                     break
                 continue
             idle_since = time.monotonic()

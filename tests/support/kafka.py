@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, Message
+from confluent_kafka import Consumer, Message, TopicPartition
 
 
 def unique(name: str) -> str:
@@ -39,3 +39,19 @@ def consume(bootstrap: str, topic: str, count: int, timeout_s: float = 60.0) -> 
 
 def values(records: list[Any]) -> list[bytes]:
     return [r.value() for r in records]
+
+
+def caught_up(consumer: Consumer) -> bool:
+    """Whether `consumer` has read every assigned partition up to its current high watermark:
+    every record Kafka acknowledged so far (what a test waited for: the producer's exit or its
+    confirmed LSN) was read. Readers stop here instead of waiting for seconds of silence.
+    A read_committed consumer that stopped before an open transaction's records is not caught up
+    (its readers then fall back to waiting for silence)."""
+    for tp in consumer.assignment():
+        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        if high <= low:
+            continue
+        position = consumer.position([TopicPartition(tp.topic, tp.partition)])[0].offset
+        if position < high:  # includes OFFSET_INVALID (< 0): nothing read yet
+            return False
+    return True

@@ -12,7 +12,8 @@ A directory opts in from its conftest.py with
     def pytest_generate_tests(metafunc):
         one_pg_version(metafunc, keep_both={"test_x.py"})
 
-Both versions still run for the files in `keep_both`, for tests marked
+Both versions still run for the files in `keep_both` (except their tests marked
+``@pytest.mark.one_pg_version``: the version changes nothing for them), for tests marked
 ``@pytest.mark.all_pg_versions`` (or a module's ``pytestmark``), and for every test when
 ``PGCDC_TEST_ALL_PG=1`` is set (`PGCDC_TEST_ALL_PG=1 make test`).
 """
@@ -36,7 +37,9 @@ def one_pg_version(metafunc: pytest.Metafunc, keep_both: Collection[str] = ()) -
     if "postgres" not in metafunc.fixturenames or os.environ.get(ALL_PG_ENV, "") not in ("", "0"):
         return
     definition = metafunc.definition
-    if Path(definition.path).name in keep_both or definition.get_closest_marker("all_pg_versions"):
+    if (Path(definition.path).name in keep_both
+            and not definition.get_closest_marker("one_pg_version")) \
+            or definition.get_closest_marker("all_pg_versions"):
         return
     for mark in definition.iter_markers("parametrize"):
         names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")

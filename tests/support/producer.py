@@ -17,6 +17,7 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 
 from connector.avro import SchemaRegistry, decode
+from tests.support.kafka import caught_up
 
 PGCDC = str(Path(sys.executable).parent / "pgcdc")
 
@@ -123,7 +124,8 @@ def current_lsn(dsn: str) -> int:
 def read_topic(bootstrap: str, registry_url: str, topic: str, *, min_count: int = 0,
                timeout: float = 60.0) -> list[tuple[Any, Any, int]]:
     """Every record of `topic` as (key, value, partition), decoded with its writer schemas;
-    waits until at least `min_count` are there."""
+    waits until at least `min_count` are there, then until every record already in the topic is
+    read (with `min_count` > 0) or 2 s pass with nothing new."""
     registry = SchemaRegistry(registry_url)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
@@ -143,7 +145,8 @@ def read_topic(bootstrap: str, registry_url: str, topic: str, *, min_count: int 
         while time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is None or msg.error() is not None:
-                if len(records) >= min_count and time.monotonic() - idle_since > 2:
+                if len(records) >= min_count and (
+                        time.monotonic() - idle_since > 2 or (min_count and caught_up(consumer))):
                     break
                 continue
             idle_since = time.monotonic()

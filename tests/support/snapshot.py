@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from connector.avro import SchemaRegistry, decode
 from connector.pgoutput.lsn import str_to_lsn
+from tests.support.kafka import caught_up
 from tests.support.producer import ProducerRun
 
 _CONSISTENT = re.compile(r"snapshot consistent at ([0-9A-F]+/[0-9A-F]+)")
@@ -107,7 +108,8 @@ class Event(NamedTuple):
 def read_events(bootstrap: str, registry_url: str, topic: str, *, min_count: int = 0,
                 timeout: float = 90.0, idle_s: float = 2.0) -> list[Event]:
     """Every record of `topic` with a value, decoded with its writer schema; waits for
-    `min_count`, then until `idle_s` pass with nothing new."""
+    `min_count`, then until every record already in the topic is read (with `min_count` > 0)
+    or `idle_s` pass with nothing new."""
     registry = SchemaRegistry(registry_url)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
@@ -126,7 +128,9 @@ def read_events(bootstrap: str, registry_url: str, topic: str, *, min_count: int
         while time.monotonic() < deadline:
             batch = [m for m in consumer.consume(1000, 0.3) if m.error() is None]
             if not batch:
-                if len(events) >= min_count and time.monotonic() - idle_since > idle_s:
+                if len(events) >= min_count and (
+                        time.monotonic() - idle_since > idle_s
+                        or (min_count and caught_up(consumer))):
                     break
                 continue
             idle_since = time.monotonic()

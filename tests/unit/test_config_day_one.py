@@ -44,3 +44,31 @@ def test_from_the_command_line() -> None:
 def test_wrong_values_are_one_line(key: str, value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         load(None, {**REQUIRED, key: value}, environ={})
+
+
+def test_kafka_timeout_from_yaml_and_flags(tmp_path: Path) -> None:
+    """`--kafka-timeout-s`: how long pgcdc waits for Kafka before one line (default 30 s)."""
+    assert load(None, dict(REQUIRED), environ={}).kafka_timeout_s == 30.0
+    config = tmp_path / "pgcdc.yaml"
+    config.write_text("kafka-timeout-s: 5\n")
+    assert load(str(config), dict(REQUIRED), environ={}).kafka_timeout_s == 5
+    args = build_parser().parse_args([
+        "run", "--dsn", "host=db", "--bootstrap-servers", "k:9092", "--schema-registry-url",
+        "http://r", "--kafka-timeout-s", "2.5"])
+    assert config_from_args(args).kafka_timeout_s == 2.5
+    with pytest.raises(ConfigError, match="kafka_timeout_s must be > 0 seconds"):
+        load(None, {**REQUIRED, "kafka_timeout_s": 0}, environ={})
+
+
+def test_schema_registry_attempts_from_yaml_and_flags(tmp_path: Path) -> None:
+    """`--schema-registry-attempts`: tries of a registry request before one line (default 5)."""
+    assert load(None, dict(REQUIRED), environ={}).schema_registry_attempts == 5
+    config = tmp_path / "pgcdc.yaml"
+    config.write_text("schema_registry_attempts: 2\n")
+    assert load(str(config), dict(REQUIRED), environ={}).schema_registry_attempts == 2
+    args = build_parser().parse_args([
+        "run", "--dsn", "host=db", "--bootstrap-servers", "k:9092", "--schema-registry-url",
+        "http://r", "--schema-registry-attempts", "1"])
+    assert config_from_args(args).schema_registry_attempts == 1
+    with pytest.raises(ConfigError, match="schema_registry_attempts must be >= 1"):
+        load(None, {**REQUIRED, "schema_registry_attempts": 0}, environ={})

@@ -21,6 +21,7 @@ from spark_jobs.config import MergeConfig
 from spark_jobs.job import run_merge
 from spark_jobs.verify import compare, lake_rows, pg_rows
 from tests.support.cdc_checks import Record, execute, read_records, rows
+from tests.support.kafka import caught_up
 from tests.support.producer import ProducerRun, current_lsn
 
 pytestmark = pytest.mark.integration
@@ -261,6 +262,8 @@ def _count_values(bootstrap: str, topic: str) -> int:
             batch = consumer.consume(5000, 0.5)
             if batch:
                 idle_since = time.monotonic()
+            elif caught_up(consumer):  # every record up to the high watermark was read
+                break
             count += sum(1 for m in batch if m.error() is None and m.value() is not None)
     finally:
         consumer.close()

@@ -141,7 +141,7 @@ def test_snapshot_never_refuses_a_new_slot_after_publishing(postgres, producer_r
 
 def test_snapshot_never_new_slot_needs_kafka(postgres, producer_run, log_dir) -> None:
     """Without Kafka a missing slot cannot be told from a lost one: one line, no slot made."""
-    run = stream_run(producer_run, "--kafka", "socket.timeout.ms=2000")
+    run = stream_run(producer_run, "--kafka", "socket.timeout.ms=2000", "--kafka-timeout-s", "3")
     run.bootstrap = f"127.0.0.1:{free_port()}"
     execute(postgres.dsn, f"CREATE TABLE nokafka_slot_{run.tag} (id int PRIMARY KEY)")
     code, out = start_and_exit(run, log_dir)
@@ -381,6 +381,7 @@ def test_secrets_never_in_the_output(postgres, producer_run, log_dir) -> None:
 
     # Failures print what they are about (the registry, PostgreSQL), never its credentials.
     run.registry_url = f"http://reg:{SECRETS[1]}@127.0.0.1:{free_port()}/apis/ccompat/v7"
+    run.extra += ["--schema-registry-attempts", "2"]
     code, out = start_and_exit(run, log_dir, timeout=180)
     assert_one_clear_line(code, out, "registry")
     outputs.append(out)

@@ -105,7 +105,8 @@ def test_unreachable_kafka_fails_loudly_and_confirms_nothing(postgres, producer_
     (An outage while streaming: test_producer_exactly_once.py and test_producer_failures.py
     restart the broker and reject records mid-stream.)"""
     run = producer_run("public.nokafka_*", "--kafka", "message.timeout.ms=3000",
-                       "--kafka", "socket.timeout.ms=2000", "--snapshot", "never")
+                       "--kafka", "socket.timeout.ms=2000", "--kafka-timeout-s", "3",
+                       "--snapshot", "never")
     run.bootstrap = f"127.0.0.1:{free_port()}"
     table = f"nokafka_{run.tag}"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
@@ -121,7 +122,7 @@ def test_unreachable_kafka_fails_loudly_and_confirms_nothing(postgres, producer_
 
 
 def test_unreachable_registry_is_one_clear_line(postgres, producer_run, log_dir) -> None:
-    run = producer_run("public.noreg_*", "--snapshot", "never")
+    run = producer_run("public.noreg_*", "--snapshot", "never", "--schema-registry-attempts", "2")
     run.registry_url = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE noreg_{run.tag} (id int PRIMARY KEY)")

@@ -274,7 +274,7 @@ def test_initial_only_exits_0_without_a_slot_and_never_skips_the_snapshot(postgr
 
 def test_unreachable_registry_fails_the_snapshot_in_one_line(postgres, producer_run,
                                                              log_dir) -> None:
-    run = producer_run("public.snapnoreg_*")
+    run = producer_run("public.snapnoreg_*", "--schema-registry-attempts", "2")
     run.registry_url = f"http://127.0.0.1:{free_port()}/apis/ccompat/v7"
     table = f"snapnoreg_{run.tag}"
     _execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)",
@@ -289,7 +289,8 @@ def test_unreachable_registry_fails_the_snapshot_in_one_line(postgres, producer_
 
 def test_unreachable_kafka_fails_the_snapshot_in_one_line(pg15, kafka, registry,
                                                           log_dir) -> None:
-    run = ProducerRun(pg15.dsn, f"127.0.0.1:{free_port()}", registry.url, "public.snapnok_*")
+    run = ProducerRun(pg15.dsn, f"127.0.0.1:{free_port()}", registry.url, "public.snapnok_*",
+                      ["--kafka-timeout-s", "3"])
     table = f"snapnok_{run.tag}"
     _execute(pg15.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)",
              f"INSERT INTO {table} VALUES (1)")
