@@ -8,6 +8,7 @@ adjusted schema reads the writer's bytes unchanged."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 PLAIN_TIME = frozenset({"time-micros", "time-millis"})
@@ -15,16 +16,23 @@ PLAIN_TIME = frozenset({"time-micros", "time-millis"})
 
 def lake_schema(schema: Any) -> Any:
     """A copy of an Avro schema with every time logical type dropped to its plain type."""
+    return without_logical_types(schema, lambda logical: logical in PLAIN_TIME)
+
+
+def without_logical_types(schema: Any, drop: Callable[[str], bool]) -> Any:
+    """A copy of an Avro schema without the logical types `drop` says yes to (their plain
+    types have the same binary encoding)."""
     if isinstance(schema, list):
-        return [lake_schema(branch) for branch in schema]
+        return [without_logical_types(branch, drop) for branch in schema]
     if not isinstance(schema, dict):
         return schema
-    if schema.get("logicalType") in PLAIN_TIME:
-        return {k: v for k, v in schema.items() if k != "logicalType"}
-    out = dict(schema)
+    logical = schema.get("logicalType")
+    out = ({k: v for k, v in schema.items() if k != "logicalType"}
+           if logical is not None and drop(logical) else dict(schema))
     if "fields" in schema:
-        out["fields"] = [{**f, "type": lake_schema(f["type"])} for f in schema["fields"]]
+        out["fields"] = [{**f, "type": without_logical_types(f["type"], drop)}
+                         for f in schema["fields"]]
     for key in ("items", "values"):
         if key in schema:
-            out[key] = lake_schema(schema[key])
+            out[key] = without_logical_types(schema[key], drop)
     return out

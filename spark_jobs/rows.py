@@ -20,7 +20,7 @@ from fastavro import parse_schema, schemaless_reader
 
 from .changes import IDX, LSN, OP, TOAST, TS
 from .decode import value_record
-from .lake_types import lake_schema
+from .lake_types import without_logical_types
 from .names import column_names
 
 # Kept by the decoder: everything else arrives as the plain Avro value (see module doc).
@@ -35,21 +35,11 @@ class NotForRows(ValueError):
 
 def raw_schema(schema: Any) -> Any:
     """An Avro schema with every logical type but decimal removed (same binary encoding)."""
-    if isinstance(schema, list):
-        return [raw_schema(branch) for branch in schema]
-    if not isinstance(schema, dict):
-        return schema
-    logical = schema.get("logicalType")
-    if logical in _UNSUPPORTED_LOGICAL:
-        raise NotForRows(f"logical type {logical}")
-    out = {k: v for k, v in schema.items()
-           if k != "logicalType" or logical in _DECODED_LOGICAL}
-    if "fields" in schema:
-        out["fields"] = [{**f, "type": raw_schema(f["type"])} for f in schema["fields"]]
-    for key in ("items", "values"):
-        if key in schema:
-            out[key] = raw_schema(schema[key])
-    return out
+    def drop(logical: str) -> bool:
+        if logical in _UNSUPPORTED_LOGICAL:
+            raise NotForRows(f"logical type {logical}")
+        return logical not in _DECODED_LOGICAL
+    return without_logical_types(schema, drop)
 
 
 @dataclass
@@ -63,7 +53,7 @@ class WriterSchema:
 
     @classmethod
     def of(cls, schema: dict[str, Any], original: bool) -> WriterSchema:
-        return cls(parse_schema(raw_schema(lake_schema(schema))),
+        return cls(parse_schema(raw_schema(schema)),
                    column_names(value_record(schema), original),
                    any(f["name"] == "unchanged_toast" for f in schema["fields"]))
 
