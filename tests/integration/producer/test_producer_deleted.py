@@ -158,7 +158,9 @@ def _raw(bootstrap: str, topic: str, until: Callable[[Raw], bool], timeout: floa
 @pytest.mark.parametrize("mode", ["default", "exactly-once"])
 def test_what_a_deleted_id_carried_is_never_confirmed_and_a_restart_resends_it(
         postgres, kafka, registry, producer_run, log_dir, mode: str) -> None:
-    run: ProducerRun = stream_run(producer_run,
+    # The default check interval (the test runners' 0.5 s would leave no window between
+    # the sweep that confirms row 1 and the next one for the delete and row 2).
+    run: ProducerRun = stream_run(producer_run, "--schema-check-interval-s", "5",
                                   *(["--exactly-once"] if mode == "exactly-once" else []))
     table = f"unconf_{run.tag}"
     execute(postgres.dsn, f"CREATE TABLE {table} (id int PRIMARY KEY)")
