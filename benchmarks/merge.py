@@ -257,6 +257,7 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, work: Pa
         print(f"  {mode} N={n} batch {round_}: {events} events, {took:.1f} s "
               f"({n / took:.1f} tables/s, {took / n:.2f} s/table), {stats.batches} batch(es), "
               f"fast_tables={stats.fast_tables}, tables with changes={len(stats.tables)}, "
+              f"inside foreachBatch {sum(r.seconds for r in stats.reports):.1f} s, "
               f"load {load}", flush=True)
     return out
 
