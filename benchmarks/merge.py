@@ -1,10 +1,18 @@
 """Merge job benchmark: N change events over 10 tables already in Kafka → Delta, available-now.
 
 Baseline in the same run: the same events decoded and appended to Delta without any merge
-(the ceiling of read + decode + write). Also the job's Parquet change-log mode. Optionally the
-steady-state freshness (Kafka append → visible in Delta) at a fixed producer rate.
+(the ceiling of read + decode + write). Also the job's Parquet change-log mode. Optionally:
+
+- `--many-tables N`: N tables with a few changes each, merged in one available-now batch
+  (then a second batch of a few changes each, MERGEd into the existing tables), with the fast
+  path (delta-rs) and, on `--many-tables-baseline` tables, with `--fast-merge off`.
+- `--freshness-rate R`: the job streams while a separate process produces R events/s over 10
+  tables; another process polls the Delta tables with delta-rs (an independent reader) and
+  each event's freshness is (first seen by the reader - sent by the producer). Fast path and
+  `--fast-merge off`, one after the other, each on its own topics.
 
     .venv/bin/python benchmarks/merge.py [--events 1000000] [--freshness-rate 5000]
+    .venv/bin/python benchmarks/merge.py --events 0 --many-tables 500 --freshness-rate 5000
 
 Starts a throwaway Kafka and Schema Registry (as the tests do) unless --bootstrap-servers and
 --schema-registry-url are given.
@@ -13,14 +21,19 @@ Starts a throwaway Kafka and Schema Registry (as the tests do) unless --bootstra
 from __future__ import annotations
 
 import argparse
+import bisect
 import datetime as dt
 import json
+import multiprocessing as mp
+import os
+import pickle
 import random
 import shutil
 import sys
 import tempfile
 import threading
 import time
+from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
 from decimal import Decimal
@@ -38,7 +51,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from spark_jobs.config import MergeConfig  # noqa: E402
 from spark_jobs.decode import decode_topic, plan_batch  # noqa: E402
 from spark_jobs.events import TableTopic, register_table  # noqa: E402
-from spark_jobs.job import run_merge, start_merge  # noqa: E402
+from spark_jobs.job import BatchReport, run_merge, start_merge  # noqa: E402
 from spark_jobs.registry import SchemaCache  # noqa: E402
 from spark_jobs.session import LOCAL_CONF, local_session  # noqa: E402
 from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame  # noqa: E402
@@ -78,14 +91,22 @@ def servers(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def make_tables(bootstrap: str, registry_url: str, prefix: str) -> list[TableTopic]:
-    client = SchemaRegistryClient({"url": registry_url})
+def make_tables(bootstrap: str, registry_url: str, prefix: str, tables: int = TABLES,
+                partitions: int = PARTITIONS) -> list[TableTopic]:
+    """Create the topics (one AdminClient call) and register the tables' schemas."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    topics = [f"{prefix}.public.t{i}" for i in range(TABLES)]
-    for f in admin.create_topics([NewTopic(t, PARTITIONS, 1) for t in topics]).values():
+    topics = [f"{prefix}.public.t{i}" for i in range(tables)]
+    for f in admin.create_topics([NewTopic(t, partitions, 1) for t in topics],
+                                 operation_timeout=120, request_timeout=180).values():
         f.result()
+    return register_tables(registry_url, prefix, tables)
+
+
+def register_tables(registry_url: str, prefix: str, tables: int = TABLES) -> list[TableTopic]:
+    """The tables' encoders (registering the same schema again returns the same id)."""
+    client = SchemaRegistryClient({"url": registry_url})
     return [register_table(client, prefix, "public", f"t{i}", COLUMNS, ["id"])
-            for i in range(TABLES)]
+            for i in range(tables)]
 
 
 def row(key: int, version: int, now: dt.datetime) -> dict[str, object]:
@@ -95,9 +116,11 @@ def row(key: int, version: int, now: dt.datetime) -> dict[str, object]:
 
 
 def produce(bootstrap: str, tables: list[TableTopic], events: int, lsn_start: int = 1000,
-            rate: float | None = None, stop: threading.Event | None = None) -> int:
+            rate: float | None = None, stop: threading.Event | None = None,
+            sent: tuple[array, array, array] | None = None) -> int:
     """Transactions of 10 changes on random tables: 30% inserts of new keys, 60% updates,
-    10% deletes. Returns the next LSN. `rate` (events/s) paces it for the freshness run."""
+    10% deletes. Returns the next LSN. `rate` (events/s) paces it for the freshness run;
+    `sent` collects (table, LSN, time.time() when handed to the producer) of every event."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "batch.num.messages": 10000, "queue.buffering.max.messages": 500000,
                          "compression.type": "lz4", "enable.idempotence": True})
@@ -137,6 +160,10 @@ def produce(bootstrap: str, tables: list[TableTopic], events: int, lsn_start: in
                 break
             except BufferError:
                 producer.poll(0.05)
+        if sent is not None:
+            sent[0].append(t)
+            sent[1].append(lsn)
+            sent[2].append(time.time())
         producer.poll(0)
     assert producer.flush(120) == 0
     return lsn
@@ -166,38 +193,308 @@ def timed(label: str, fn: object) -> float:
     return took
 
 
-def freshness(spark: SparkSession, bootstrap: str, registry_url: str, tables: list[TableTopic],
-              prefix: str, work: Path, rate: int, seconds: int) -> list[tuple[float, float, int]]:
-    """Produce at `rate` events/s while the job streams (trigger 1s) into the tables the
-    backlog runs built. Per batch: (Kafka append of its newest event → committed in Delta,
-    of its oldest event → committed, events)."""
-    target = work / "fresh"
-    shutil.copytree(work / "delta5", target)  # existing tables: every batch is a MERGE
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+# --- many tables --------------------------------------------------------------------------
+
+def produce_rounds(bootstrap: str, tables: list[TableTopic], round_: int) -> int:
+    """A few changes per table. Round 1: 3 inserts (keys 0-2). Round 2: update key 0, delete
+    key 1, insert key 3, update key 3 (4 events, one transaction per table). Returns events."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "enable.idempotence": True})
+    now = dt.datetime(2024, 6, 1, tzinfo=dt.UTC)
+    events = 0
+    for n, table in enumerate(tables):
+        lsn = 1000 * round_ + n * 10**6
+        if round_ == 1:
+            changes = [table.change("c", lsn, i, after=row(i, 0, now)) for i in range(3)]
+        else:
+            gone = {"id": 1, "name": None, "qty": None, "price": None, "updated": None,
+                    "note": None}
+            changes = [table.change("u", lsn, 0, after=row(0, 1, now)),
+                       table.change("d", lsn, 1, before=gone),
+                       table.change("c", lsn, 2, after=row(3, 0, now)),
+                       table.change("u", lsn, 3, after=row(3, 1, now))]
+        for key, value in changes:
+            while True:
+                try:
+                    producer.produce(table.topic, key=key, value=value)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        events += len(changes)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    return events
+
+
+def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, work: Path, n: int,
+                fast: bool) -> dict[str, object]:
+    """N new tables (1 partition each): batch 1 creates them (3 inserts each), batch 2 MERGEs
+    4 changes into each (update, delete, insert, update). Each batch one available-now run."""
+    mode = "fast" if fast else "off"
+    prefix = f"many{n}{mode}{int(time.time())}"
+    started = time.monotonic()
+    tables = make_tables(bootstrap, registry_url, prefix, n, 1)
+    print(f"  {n} topics created and registered in {time.monotonic() - started:.1f} s",
+          flush=True)
+    config = MergeConfig(bootstrap, registry_url, str(work / prefix), topic_prefix=prefix,
+                         trigger="available-now", fast_merge="auto" if fast else "off")
+    out: dict[str, object] = {"tables": n, "mode": mode, "prefix": prefix,
+                              "path": str(work / prefix)}
+    for round_ in (1, 2):
+        events = produce_rounds(bootstrap, tables, round_)
+        load = load_average()
+        started = time.monotonic()
+        stats = run_merge(spark, config)
+        took = time.monotonic() - started
+        out[f"r{round_}"] = {"events": events, "seconds": took, "load": load,
+                             "batches": stats.batches, "fast_tables": stats.fast_tables,
+                             "merged_tables": len(stats.tables),
+                             "batch_seconds": [r.seconds for r in stats.reports]}
+        print(f"  {mode} N={n} batch {round_}: {events} events, {took:.1f} s "
+              f"({n / took:.1f} tables/s, {took / n:.2f} s/table), {stats.batches} batch(es), "
+              f"fast_tables={stats.fast_tables}, tables with changes={len(stats.tables)}, "
+              f"inside foreachBatch {sum(r.seconds for r in stats.reports):.1f} s, "
+              f"load {load}", flush=True)
+    return out
+
+
+def same_tables(a: str, b: str, n: int) -> list[str]:
+    """Tables t0..t{n-1} that differ between two targets (read with delta-rs, by id)."""
+    from deltalake import DeltaTable
+
+    def rows(path: str) -> list[dict[str, object]]:
+        return sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+
+    return [f"t{i}" for i in range(n)
+            if rows(f"{a}/public/t{i}") != rows(f"{b}/public/t{i}")]
+
+
+# --- freshness by an independent reader -----------------------------------------------------
+
+def paced_producer(bootstrap: str, registry_url: str, prefix: str, rate: int, seconds: int,
+                   out: str) -> None:
+    """Child process: produce at `rate` events/s; pickle (table, LSN, sent) arrays to `out`."""
+    tables = register_tables(registry_url, prefix)
+    sent = (array("H"), array("q"), array("d"))
+    started = time.time()
+    produce(bootstrap, tables, rate * seconds, lsn_start=10**9, rate=rate, sent=sent)
+    with open(out, "wb") as f:
+        pickle.dump((sent, started, time.time()), f)
+
+
+def frontier_reader(paths: list[str], stop: object, out: str, interval: float) -> None:
+    """Child process, the independent reader: poll each Delta table with delta-rs and record
+    (time.time(), max _cdc_commit_lsn) whenever it grows. The max comes from the files' stats
+    in the Delta log (no data read)."""
+    from deltalake import DeltaTable
+
+    opened: list[DeltaTable | None] = [None] * len(paths)
+    frontier = [0] * len(paths)
+    seen: list[list[tuple[float, int]]] = [[] for _ in paths]
+    polls, poll_seconds = 0, 0.0
+    while not stop.is_set():  # type: ignore[attr-defined]
+        began = time.time()
+        for i, path in enumerate(paths):
+            try:
+                table = opened[i]
+                if table is None:
+                    if not DeltaTable.is_deltatable(path):
+                        continue
+                    table = opened[i] = DeltaTable(path)
+                else:
+                    table.update_incremental()
+                actions = table.get_add_actions(flatten=True)
+                column = actions.column("max._cdc_commit_lsn").to_pylist()
+            except Exception as exc:  # noqa: BLE001 - a table being written: poll again
+                print(f"reader: {path}: {exc}", file=sys.stderr)
+                continue
+            top = max((v for v in column if v is not None), default=0)
+            if top > frontier[i]:
+                frontier[i] = top
+                seen[i].append((time.time(), top))
+        polls += 1
+        poll_seconds += time.time() - began
+        time.sleep(max(0.0, interval - (time.time() - began)))
+    with open(out, "wb") as f:
+        pickle.dump((seen, polls, poll_seconds), f)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def median(values: object) -> float:
+    assert isinstance(values, list)
+    return pct(values, 0.5) if values else 0.0
+
+
+def freshness(spark: SparkSession, bootstrap: str, registry_url: str, work: Path, rate: int,
+              seconds: int, trigger: str, fast: bool, drain: int) -> dict[str, object]:
+    """The job streams (`trigger`) into 10 tables holding a 20k-event backlog while a child
+    process produces `rate` events/s for `seconds` and another polls the tables (delta-rs).
+    An event is visible once the reader sees its table's max LSN at or past the event's."""
+    mode = "fast" if fast else "off"
+    prefix = f"fresh{mode}{int(time.time())}"
+    make_tables(bootstrap, registry_url, prefix)
+    produce(bootstrap, register_tables(registry_url, prefix), 20_000)
+    target = work / prefix
     config = MergeConfig(bootstrap, registry_url, str(target), topic_prefix=prefix,
-                         checkpoint=str(work / "fresh-checkpoint"), trigger="1s")
+                         trigger=trigger, fast_merge="auto" if fast else "off")
     query, processor = start_merge(spark, config)
-    # first catch up with the backlog (already applied: position guards make it a no-op)
-    while not processor.stats.reports:
+    while not processor.stats.reports:  # the backlog: tables exist before the clock starts
         if query.exception() is not None:
             raise RuntimeError(f"the streaming query failed: {query.exception()}")
         time.sleep(0.5)
-    skip = len(processor.stats.reports) + 1
-    produce(bootstrap, tables, rate * seconds, lsn_start=10**9, rate=rate)
-    time.sleep(20)
+    skip = len(processor.stats.reports)
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    paths = [str(target / "public" / f"t{i}") for i in range(TABLES)]
+    reader_out, producer_out = str(work / f"{prefix}.reader"), str(work / f"{prefix}.sent")
+    reader = ctx.Process(target=frontier_reader, args=(paths, stop, reader_out, 0.1))
+    reader.start()
+    load = load_average()
+    producer = ctx.Process(target=paced_producer,
+                           args=(bootstrap, registry_url, prefix, rate, seconds, producer_out))
+    producer.start()
+    producer.join()
+    with open(producer_out, "rb") as f:
+        sent, sent_from, sent_to = pickle.load(f)
+    last = {t: lsn for t, lsn in zip(sent[0], sent[1], strict=True)}
+    # drain: wait until the job has applied every event (or `drain` seconds)
+    deadline = time.monotonic() + drain
+    applied = 0
+    while time.monotonic() < deadline and query.exception() is None:
+        applied = sum(r.events for r in processor.stats.reports[skip:])
+        if applied >= len(sent[0]):
+            time.sleep(2)  # the reader's next polls
+            break
+        time.sleep(1)
+    stop.set()
+    reader.join()
+    failed = query.exception()
     query.stop()
     processor.close()
-    return [(r.finished - r.newest_kafka_ms / 1000, r.finished - r.oldest_kafka_ms / 1000,
-             r.events) for r in processor.stats.reports[skip:]
-            if r.events > 0 and r.newest_kafka_ms is not None and r.oldest_kafka_ms is not None]
+    if failed is not None:
+        raise RuntimeError(f"the streaming query failed: {failed}")
+    with open(reader_out, "rb") as f:
+        seen, polls, poll_seconds = pickle.load(f)
+    ended = time.time()
+    times = [[t for t, _ in s] for s in seen]
+    tops = [[v for _, v in s] for s in seen]
+    lags: list[float] = []
+    unseen_lags: list[float] = []  # not seen by the end: lag so far (a lower bound)
+    for t, lsn, at in zip(sent[0], sent[1], sent[2], strict=True):
+        k = bisect.bisect_left(tops[t], lsn)
+        if k < len(tops[t]):
+            lags.append(times[t][k] - at)
+        else:
+            unseen_lags.append(ended - at)
+    reports: list[BatchReport] = processor.stats.reports[skip:]
+    busy = [r for r in reports if r.events]
+    third = max(1, len(busy) // 3)
+    out = {"mode": mode, "trigger": trigger, "rate": rate, "seconds": seconds, "load": load,
+           "load_end": load_average(), "events": len(sent[0]),
+           "achieved_rate": len(sent[0]) / (sent_to - sent_from),
+           "seen": len(lags), "unseen": len(unseen_lags),
+           "unseen_min_lag": min(unseen_lags, default=0.0),
+           "p50": pct(lags, 0.5) if lags else None, "p90": pct(lags, 0.9) if lags else None,
+           "p99": pct(lags, 0.99) if lags else None, "max": max(lags, default=None),
+           "batches": len(busy), "fast_tables": processor.stats.fast_tables,
+           "batch_events_median": pct([r.events for r in busy], 0.5) if busy else 0,
+           "batch_s_first_third": [round(r.seconds, 2) for r in busy[:third]],
+           "batch_s_last_third": [round(r.seconds, 2) for r in busy[-third:]],
+           "reader_polls": polls, "reader_poll_s": poll_seconds / max(1, polls),
+           "applied": applied, "last_lsn_per_table": len(last)}
+    if lags:
+        # freshness over time: p50/p99 of the events sent in each third of the run
+        span = (sent_to - sent_from) / 3
+        thirds: list[list[float]] = [[], [], []]
+        for lag, at in zip(lags_by_time(sent, tops, times), sent[2], strict=True):
+            if lag is not None:
+                thirds[min(2, int((at - sent_from) / span))].append(lag)
+        for part, chunk in enumerate(thirds):
+            if chunk:
+                out[f"freshness_third{part + 1}_p50_p99"] = (round(pct(chunk, 0.5), 2),
+                                                             round(pct(chunk, 0.99), 2))
+    print(f"  freshness {mode} (trigger {trigger}) at {rate}/s for {seconds} s [load {load}]: "
+          f"{len(lags)} of {len(sent[0])} events seen, p50 {out['p50']}, p90 {out['p90']}, "
+          f"p99 {out['p99']}; {len(busy)} batches of median {out['batch_events_median']} "
+          f"events, batch s first third median {median(out['batch_s_first_third']):.2f}, "
+          f"last third {median(out['batch_s_last_third']):.2f}", flush=True)
+    print("  " + json.dumps(out, default=str), flush=True)
+    return out
+
+
+def lags_by_time(sent: tuple[array, array, array], tops: list[list[int]],
+                 times: list[list[float]]) -> Iterator[float | None]:
+    for t, lsn, at in zip(sent[0], sent[1], sent[2], strict=True):
+        k = bisect.bisect_left(tops[t], lsn)
+        yield times[t][k] - at if k < len(tops[t]) else None
+
+
+def backlog(spark: SparkSession, bootstrap: str, registry_url: str, work: Path,
+            args: argparse.Namespace) -> None:
+    """The original runs: one backlog of `--events` over 10 tables, four ways."""
+    prefix = f"bench{int(time.time())}"
+    tables = make_tables(bootstrap, registry_url, prefix)
+    print(f"producing {args.events} events over {TABLES} tables ...", flush=True)
+    started = time.monotonic()
+    produce(bootstrap, tables, args.events)
+    print(f"  produced in {time.monotonic() - started:.1f} s [load {load_average()}]",
+          flush=True)
+    print("runs:", flush=True)
+    runs = {
+        "append to Delta, no merge (baseline)": lambda: baseline_append(
+            spark, bootstrap, registry_url, prefix, str(work / "append")),
+        "merge job, Delta, one batch (new tables)": lambda: run_merge(spark, MergeConfig(
+            bootstrap, registry_url, str(work / "delta"), topic_prefix=prefix,
+            trigger="available-now", max_offsets_per_trigger=args.max_offsets_per_trigger)),
+        # the same backlog in 5 batches: batches 2-5 MERGE into existing tables
+        "merge job, Delta, 5 batches (MERGE)": lambda: run_merge(spark, MergeConfig(
+            bootstrap, registry_url, str(work / "delta5"), topic_prefix=prefix,
+            trigger="available-now", max_offsets_per_trigger=args.events // 5 + 1)),
+        "merge job, Parquet change log": lambda: run_merge(spark, MergeConfig(
+            bootstrap, registry_url, str(work / "parquet"), topic_prefix=prefix,
+            format="parquet", trigger="available-now",
+            max_offsets_per_trigger=args.max_offsets_per_trigger)),
+    }
+    took = {label: timed(label, fn) for label, fn in runs.items()}
+    rows = spark.read.format("delta").load(str(work / "delta" / "public" / "t0")).count()
+    same = all(
+        spark.read.format("delta").load(str(work / "delta" / "public" / f"t{i}"))
+        .exceptAll(spark.read.format("delta").load(str(work / "delta5" / "public" / f"t{i}")))
+        .isEmpty() for i in range(TABLES))
+    base = took["append to Delta, no merge (baseline)"]
+    print(f"\n{args.events} events, {TABLES} tables x {PARTITIONS} partitions "
+          f"(30% insert / 60% update / 10% delete); t0 holds {rows} rows after the merge; "
+          f"one-batch and 5-batch tables {'equal' if same else 'DIFFER'}")
+    print("| run | seconds | events/s | time vs baseline |\n|---|---:|---:|---:|")
+    for label, secs in took.items():
+        print(f"| {label} | {secs:.1f} | {args.events / secs:,.0f} | {secs / base:.2f}x |")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--events", type=int, default=1_000_000)
+    p.add_argument("--events", type=int, default=1_000_000, help="backlog events, 0 = skip")
     p.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    p.add_argument("--many-tables", type=int, default=0, metavar="N",
+                   help="N tables, a few changes each, one batch (fast path); 0 = skip")
+    p.add_argument("--many-tables-baseline", type=int, default=40, metavar="N",
+                   help="tables for the --fast-merge off run (~3-5 s per table); 0 = skip")
     p.add_argument("--freshness-rate", type=int, default=0, help="events/s, 0 = skip")
     p.add_argument("--freshness-seconds", type=int, default=60)
+    p.add_argument("--freshness-baseline-seconds", type=int, default=None,
+                   help="production time of the --fast-merge off freshness run (default: "
+                   "--freshness-seconds); 0 = skip it")
+    p.add_argument("--freshness-drain", type=int, default=120,
+                   help="seconds to wait after producing for the job to apply everything")
+    p.add_argument("--trigger", default="1s", help="the freshness runs' trigger")
     p.add_argument("--bootstrap-servers")
     p.add_argument("--schema-registry-url")
     args = p.parse_args()
@@ -206,73 +503,73 @@ def main() -> None:
     from devstack.stack import cache_dir
 
     work = Path(tempfile.mkdtemp(prefix="pgcdc-bench-work-"))
+    print(f"start [load {load_average()}]", flush=True)
     with servers(args) as (bootstrap, registry_url):
-        prefix = f"bench{int(time.time())}"
-        tables = make_tables(bootstrap, registry_url, prefix)
-        print(f"producing {args.events} events over {TABLES} tables ...", flush=True)
-        started = time.monotonic()
-        produce(bootstrap, tables, args.events)
-        print(f"  produced in {time.monotonic() - started:.1f} s", flush=True)
-
         spark = local_session(spark_jars(cache_dir()), extra=SPARK_EXTRA)
         spark.sparkContext.setLogLevel("ERROR")
         # warm-up (JVM, codegen) on a tiny separate prefix so no run pays it alone
-        warm = f"{prefix}warm"
+        warm = f"warm{int(time.time())}"
         produce(bootstrap, make_tables(bootstrap, registry_url, warm), 2000)
         run_merge(spark, MergeConfig(bootstrap, registry_url, str(work / "warm"),
                                      topic_prefix=warm, replay=True))
-        print("runs:", flush=True)
-        runs = {
-            "append to Delta, no merge (baseline)": lambda: baseline_append(
-                spark, bootstrap, registry_url, prefix, str(work / "append")),
-            "merge job, Delta, one batch (new tables)": lambda: run_merge(spark, MergeConfig(
-                bootstrap, registry_url, str(work / "delta"), topic_prefix=prefix,
-                trigger="available-now", max_offsets_per_trigger=args.max_offsets_per_trigger)),
-            # the same backlog in 5 batches: batches 2-5 MERGE into existing tables
-            "merge job, Delta, 5 batches (MERGE)": lambda: run_merge(spark, MergeConfig(
-                bootstrap, registry_url, str(work / "delta5"), topic_prefix=prefix,
-                trigger="available-now", max_offsets_per_trigger=args.events // 5 + 1)),
-            "merge job, Parquet change log": lambda: run_merge(spark, MergeConfig(
-                bootstrap, registry_url, str(work / "parquet"), topic_prefix=prefix,
-                format="parquet", trigger="available-now",
-                max_offsets_per_trigger=args.max_offsets_per_trigger)),
-        }
-        took = {label: timed(label, fn) for label, fn in runs.items()}
-        rows = spark.read.format("delta").load(str(work / "delta" / "public" / "t0")).count()
-        same = all(
-            spark.read.format("delta").load(str(work / "delta" / "public" / f"t{i}"))
-            .exceptAll(spark.read.format("delta").load(str(work / "delta5" / "public" / f"t{i}")))
-            .isEmpty() for i in range(TABLES))
-
-        fresh: list[tuple[float, float, int]] = []
+        conf = {k: spark.conf.get(k) for k in sorted({**LOCAL_CONF, **SPARK_EXTRA})
+                if k != "spark.driver.memory"}
+        conf["spark.driver.memory"] = SPARK_EXTRA["spark.driver.memory"]
+        conf["master"] = spark.sparkContext.master
+        conf["maxOffsetsPerTrigger"] = str(args.max_offsets_per_trigger or "unbounded")
+        print(f"Spark: {json.dumps(conf)}", flush=True)
+        if args.events:
+            backlog(spark, bootstrap, registry_url, work, args)
+        if args.many_tables:
+            print(f"\nmany tables [load {load_average()}]:", flush=True)
+            runs = [many_tables(spark, bootstrap, registry_url, work, args.many_tables, True)]
+            if args.many_tables_baseline:
+                small = args.many_tables_baseline
+                if small != args.many_tables:
+                    runs.append(many_tables(spark, bootstrap, registry_url, work, small, True))
+                runs.append(many_tables(spark, bootstrap, registry_url, work, small, False))
+                differ = same_tables(str(runs[-2]["path"]), str(runs[-1]["path"]), small)
+                print(f"  fast vs off, {small} tables after 2 batches: "
+                      f"{'equal' if not differ else f'DIFFER: {differ}'}", flush=True)
+            print("| path | tables | batch | events | seconds | tables/s | s/table | "
+                  "fast_tables | load |\n|---|---:|---:|---:|---:|---:|---:|---:|---|")
+            for r in runs:
+                for round_ in (1, 2):
+                    d = r[f"r{round_}"]
+                    assert isinstance(d, dict)
+                    n = int(r["tables"])  # type: ignore[call-overload]
+                    print(f"| {r['mode']} | {n} | {round_} | {d['events']} | "
+                          f"{d['seconds']:.1f} | {n / d['seconds']:.1f} | "
+                          f"{d['seconds'] / n:.3f} | {d['fast_tables']} | {d['load']} |")
         if args.freshness_rate:
-            fresh = freshness(spark, bootstrap, registry_url, tables, prefix, work,
-                              args.freshness_rate, args.freshness_seconds)
-    conf = {k: spark.conf.get(k) for k in sorted({**LOCAL_CONF, **SPARK_EXTRA})
-            if k != "spark.driver.memory"}
-    conf["spark.driver.memory"] = SPARK_EXTRA["spark.driver.memory"]
-    conf["master"] = spark.sparkContext.master
-    conf["maxOffsetsPerTrigger"] = str(args.max_offsets_per_trigger or "unbounded")
-    spark.stop()
-    shutil.rmtree(work, ignore_errors=True)
+            print(f"\nfreshness [load {load_average()}]:", flush=True)
+            fresh = [freshness(spark, bootstrap, registry_url, work, args.freshness_rate,
+                               args.freshness_seconds, args.trigger, True,
+                               args.freshness_drain)]
+            off_seconds = (args.freshness_seconds if args.freshness_baseline_seconds is None
+                           else args.freshness_baseline_seconds)
+            if off_seconds:
+                fresh.append(freshness(spark, bootstrap, registry_url, work,
+                                       args.freshness_rate, off_seconds, args.trigger, False,
+                                       args.freshness_drain))
+            print("| path | trigger | produced s | load | events seen / sent | p50 s | p90 s | "
+                  "p99 s | batches | median batch events | batch s (first third) | "
+                  "batch s (last third) |\n|---|---|---:|---|---:|---:|---:|---:|---:|---:|"
+                  "---:|---:|")
+            for f in fresh:
+                first, last = f["batch_s_first_third"], f["batch_s_last_third"]
+                assert isinstance(first, list) and isinstance(last, list)
 
-    base = took["append to Delta, no merge (baseline)"]
-    print(f"\n{args.events} events, {TABLES} tables x {PARTITIONS} partitions "
-          f"(30% insert / 60% update / 10% delete); t0 holds {rows} rows after the merge; "
-          f"one-batch and 5-batch tables {'equal' if same else 'DIFFER'}")
-    print(f"Spark: {json.dumps(conf)}\n")
-    print("| run | seconds | events/s | time vs baseline |\n|---|---:|---:|---:|")
-    for label, secs in took.items():
-        print(f"| {label} | {secs:.1f} | {args.events / secs:,.0f} | {secs / base:.2f}x |")
-    if fresh:
-        best = sorted(f[0] for f in fresh)
-        worst = sorted(f[1] for f in fresh)
-        sizes = sorted(f[2] for f in fresh)
-        print(f"\nfreshness at {args.freshness_rate} events/s for {args.freshness_seconds} s "
-              f"(trigger 1s, MERGE into existing tables, {len(fresh)} batches of median "
-              f"{sizes[len(sizes) // 2]} events): Kafka append -> committed in Delta: "
-              f"newest event of a batch median {best[len(best) // 2]:.1f} s; oldest event of a "
-              f"batch median {worst[len(worst) // 2]:.1f} s, max {worst[-1]:.1f} s")
+                def fmt(x: object) -> str:
+                    return "-" if x is None else f"{x:.1f}"
+
+                print(f"| {f['mode']} | {f['trigger']} | {f['seconds']} | {f['load']} | "
+                      f"{f['seen']} / {f['events']} | {fmt(f['p50'])} | {fmt(f['p90'])} | "
+                      f"{fmt(f['p99'])} | {f['batches']} | {f['batch_events_median']} | "
+                      f"{pct(first, 0.5) if first else 0:.2f} | "
+                      f"{pct(last, 0.5) if last else 0:.2f} |")
+        spark.stop()
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
