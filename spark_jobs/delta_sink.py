@@ -6,6 +6,7 @@ import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -118,6 +119,7 @@ class DeltaTableSink:
         self.has_tombstones = False
         self.watermark: Position | None = None
         self.fast_batches = 0  # batches delta-rs applied in this run (`fast_sink.maintain`)
+        self.delta_rs: dict[str, Any] = {}  # path → delta-rs handle, kept by `fast_sink`
 
     # -- table state -------------------------------------------------------------------
     def _load(self, spark: SparkSession) -> bool:

@@ -43,8 +43,21 @@ class Declined(Exception):
     """This table's part of the batch goes the Spark way (the reason is logged)."""
 
 
-def _open(path: str) -> DeltaTable | None:
-    return DeltaTable(path) if DeltaTable.is_deltatable(path) else None
+def _open(sink: DeltaTableSink, path: str) -> DeltaTable | None:
+    """The delta-rs handle of the table or its tombstones at `path`, brought up to date: kept
+    on the sink between batches, so each batch reads only the log entries added since (by
+    either path), not the whole log."""
+    cached: DeltaTable | None = sink.delta_rs.get(path)
+    if cached is not None:
+        try:
+            cached.update_incremental()
+            return cached
+        except Exception:  # noqa: BLE001 - removed or replaced behind our back: open again
+            del sink.delta_rs[path]
+    if not DeltaTable.is_deltatable(path):
+        return None
+    sink.delta_rs[path] = table = DeltaTable(path)
+    return table
 
 
 def _txn(app_id: str, batch_id: int) -> CommitProperties:
@@ -59,7 +72,7 @@ def _done(table: DeltaTable, app_id: str, batch_id: int) -> bool:
 
 def load(sink: DeltaTableSink) -> None:
     """Learn an existing table's state through delta-rs (no Spark job); nothing if absent."""
-    table = _open(sink.path)
+    table = _open(sink, sink.path)
     if table is not None:
         _learn(sink, table)
 
@@ -109,7 +122,7 @@ def apply_fast(sink: DeltaTableSink, batch: TopicRows, types: dict[str, DataType
     when the Spark path must do it."""
     if batch.truncates:
         raise Declined("a truncate")
-    table = _open(sink.path)
+    table = _open(sink, sink.path)
     if table is not None and sink.columns is None:
         _learn(sink, table)
     if table is None and (sink.column_mapping or any("." in c for c in sink.partition_by)):
@@ -119,7 +132,7 @@ def apply_fast(sink: DeltaTableSink, batch: TopicRows, types: dict[str, DataType
     merge_key = list(key) if key else [LSN, IDX]
     rows = fold.after_position(batch.rows, sink.watermark)
     latest = fold.latest_per_key(rows, merge_key, sorted(batch.toast))
-    tombstones = _open(sink.tomb_path) if sink.has_tombstones else None
+    tombstones = _open(sink, sink.tomb_path) if sink.has_tombstones else None
     if tombstones is not None:
         have = {f.name for f in StructType.fromJson(
             json.loads(tombstones.schema().to_json())).fields}
@@ -156,7 +169,7 @@ def apply_fast(sink: DeltaTableSink, batch: TopicRows, types: dict[str, DataType
          .when_not_matched_insert(plan.insert_values, plan.insert_when)
          .execute())
     if deletes:
-        _add_tombstones(sink, table, deletes, merge_key, batch_id)
+        _add_tombstones(sink, table, tombstones, deletes, merge_key, batch_id)
     sink.fast_batches += 1
     if maintain_every and sink.fast_batches % maintain_every == 0:
         maintain(sink)
@@ -170,10 +183,10 @@ def maintain(sink: DeltaTableSink) -> None:
     decides, and a truncate already removed everything at or before its cut. Delta log
     checkpoints are written by the commits themselves (`delta.checkpointInterval`); old files
     stay for time travel until you VACUUM (spark_jobs/README.md, "Table maintenance")."""
-    table = _open(sink.path)
+    table = _open(sink, sink.path)
     if table is not None:
         table.optimize.compact()
-    tomb = _open(sink.tomb_path)
+    tomb = _open(sink, sink.tomb_path)
     if tomb is None:
         return
     rows = tomb.to_pyarrow_table().to_pylist()
@@ -210,22 +223,22 @@ def _create(sink: DeltaTableSink, columns: Sequence[str], types: dict[str, DataT
     # The Spark types as Delta's schema JSON (the same format): the table is what Spark
     # would create, nullability of array elements and map values included.
     schema = StructType([StructField(c, types[c]) for c in columns] + META_FIELDS)
-    table = DeltaTable.create(sink.path, DeltaSchema.from_json(schema.json()), mode="ignore",
-                              partition_by=sink.partition_by or None,
-                              configuration=sink.properties or None)
+    table = sink.delta_rs[sink.path] = DeltaTable.create(
+        sink.path, DeltaSchema.from_json(schema.json()), mode="ignore",
+        partition_by=sink.partition_by or None, configuration=sink.properties or None)
     _learn(sink, table)
     return table
 
 
-def _add_tombstones(sink: DeltaTableSink, table: DeltaTable, deletes: list[dict[str, Any]],
-                    key: Sequence[str], batch_id: int) -> None:
+def _add_tombstones(sink: DeltaTableSink, table: DeltaTable, tomb: DeltaTable | None,
+                    deletes: list[dict[str, Any]], key: Sequence[str], batch_id: int) -> None:
     """`DeltaTableSink._add_tombstones`: append the winning deletes' keys and positions."""
-    tomb = _open(sink.tomb_path)
     if tomb is None:
         target = pa.schema(table.schema().to_arrow())
         fields = [target.field(k) for k in key if k not in (LSN, IDX)]
         tomb = DeltaTable.create(sink.tomb_path, pa.schema(
             fields + [pa.field(LSN, pa.int64()), pa.field(IDX, pa.int64())]), mode="ignore")
+        sink.delta_rs[sink.tomb_path] = tomb
         sink.has_tombstones = True
         log.info("%s: tombstones at %s", sink.path, sink.tomb_path)
     app = f"{sink.app_id}:{sink.tomb_path}"
