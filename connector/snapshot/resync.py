@@ -1,0 +1,188 @@
+"""Re-sync after DDL: a table whose existing rows a DDL statement changed is re-read through an
+incremental snapshot, so consumers converge (``resync_on_ddl``, on by default).
+
+Which DDL, and why no row event tells a consumer: `connector.snapshot.rewrites`. The producer
+notices it two ways, both between reads of the stream (nothing here blocks it):
+
+* the catalog: every `CHECK_INTERVAL_S` one query reads the published tables' columns (type,
+  typmod, generated, whether a new column has values for existing rows, enum labels) and
+  `rewrites.Settle` compares them with the last check. pgoutput sends nothing for DDL alone
+  (not even a Relation: it sends one only before the table's next change), so this is what
+  catches an ``ALTER TABLE`` with no writes after it;
+* the stream: a Relation message that differs from the last one of its table (a column's type
+  or typmod changed; a column added, whose catalog row is checked at once). This catches DDL
+  the catalog check missed, e.g. made while the producer was down between two writes it
+  replays.
+
+Either queues one request in the signal table (`signals`, the request `pgcdc snapshot` makes),
+its message naming the DDL, so ``pgcdc status`` shows why it runs; one INFO line says the same.
+A burst of DDL on a table queues one re-sync: the catalog check waits until the table held
+still for one check, and no request is added while one for the table is still pending or
+was made for the same column description. The re-sync is an ordinary incremental snapshot:
+chunked by key, watermarked, while streaming goes on (its correctness argument:
+`incremental`); its rows are read after the DDL committed, so they carry the new values.
+
+With ``resync_on_ddl: false`` the same checks run and log a WARNING naming the table and the
+DDL (the consumers keep the old values until ``pgcdc snapshot --tables <table>``), and
+nothing is queued. A signal table the role may not create or write is a warning too: the
+stream goes on, the re-sync does not happen.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import psycopg
+
+from connector.errors import PrivilegeError, first_line, is_privilege_error
+from connector.pgoutput.messages import Relation
+from connector.replication.features import ServerFeatures
+
+from . import signals
+from .rewrites import Column, Settle, reasons, signature
+
+__all__ = ["CHECK_INTERVAL_S", "RESYNC_MESSAGE", "DdlResync", "catalog_columns"]
+
+log = logging.getLogger(__name__)
+
+CHECK_INTERVAL_S = 2.0
+RESYNC_MESSAGE = "re-sync after DDL: "  # the signal table's message of such a request
+
+Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
+
+# Per published table and live column: what `rewrites.Column` holds. `fills` is true for a
+# column whose existing rows have a value: a stored missing value (a non-volatile default), or
+# a default, identity or domain default at all (a volatile one rewrote the table, and a later
+# rewrite clears atthasmissing); only looked at for a column that is new.
+_COLUMNS_QUERY = """\
+SELECT c.oid::int8, n.nspname::text, c.relname::text, a.attnum::int4, a.attname::text,
+       a.atttypid::int8, a.atttypmod::int4, pg_catalog.format_type(a.atttypid, a.atttypmod),
+       (a.attgenerated <> '' AND NOT %(generated)s)
+         OR NOT coalesce(a.attname = ANY ({attnames}), true),
+       a.atthasmissing OR a.atthasdef OR a.attidentity <> '' OR t.typdefaultbin IS NOT NULL,
+       (SELECT array_agg(ARRAY[e.oid::text, e.enumlabel::text] ORDER BY e.oid)
+          FROM pg_catalog.pg_enum e
+         WHERE e.enumtypid = CASE WHEN t.typtype = 'e' THEN t.oid ELSE et.oid END)
+FROM pg_catalog.pg_publication_tables p
+JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
+JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_catalog.pg_type et ON et.oid = t.typelem AND t.typcategory = 'A'
+WHERE p.pubname = %(publication)s {only}
+ORDER BY c.oid, a.attnum"""
+
+
+def catalog_columns(conn: Conn, publication: str, features: ServerFeatures,
+                    relation_id: int | None = None
+                    ) -> dict[int, tuple[str, list[Column]]]:
+    """relation id -> (``schema.table``, its live columns) of every published table (or of
+    `relation_id` alone)."""
+    query = _COLUMNS_QUERY.format(
+        attnames="p.attnames::text[]" if features.publication_column_lists else "NULL::text[]",
+        only="AND c.oid = %(oid)s" if relation_id is not None else "")
+    rows = conn.execute(query, {"publication": publication, "oid": relation_id,
+                                "generated": features.publishes_generated_columns}).fetchall()
+    out: dict[int, tuple[str, list[Column]]] = {}
+    for oid, schema, table, attnum, name, type_oid, typmod, text, unpublished, fills, enum in rows:
+        labels = tuple((int(o), label) for o, label in enum) if enum else ()
+        out.setdefault(oid, (f"{schema}.{table}", []))[1].append(
+            Column(attnum, name, type_oid, typmod, bool(unpublished), bool(fills), labels, text))
+    return out
+
+
+class DdlResync:
+    def __init__(self, conn: Conn, publication: str, slot: str, features: ServerFeatures, *,
+                 enabled: bool) -> None:
+        self.conn = conn
+        self.publication = publication
+        self.slot = slot
+        self.features = features
+        self.enabled = enabled
+        self.settle = Settle()
+        self.relations: dict[int, Relation] = {}  # the last Relation per id, from the stream
+        # The published columns' (name, type, typmod) a re-sync was queued for, per table: the
+        # Relation showing the same DDL later (at the table's next write) queues nothing.
+        self.queued: dict[int, tuple[tuple[str, int, int], ...]] = {}
+        self.next_check = time.monotonic()
+        self.warned_grant = False
+
+    # ------------------------------------------------------------------ catalog side
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now < self.next_check:
+            return
+        self.next_check = now + CHECK_INTERVAL_S
+        try:
+            tables = catalog_columns(self.conn, self.publication, self.features)
+        except psycopg.Error as exc:  # retried at the next check; the stream goes on
+            log.warning("re-sync after DDL: cannot read the catalog: %s", first_line(exc))
+            return
+        self.settle.forget(tables)
+        for oid, (name, columns) in tables.items():
+            found = self.settle.observe(oid, columns)
+            if found:
+                self._resync(oid, name, found, signature(columns))
+
+    # ------------------------------------------------------------------ stream side
+
+    def relation(self, msg: Relation) -> None:
+        """A Relation from the stream: compare it with its table's previous one."""
+        before = self.relations.get(msg.relation_id)
+        self.relations[msg.relation_id] = msg
+        if before is None or before.columns == msg.columns:
+            return
+        shown = tuple((c.name, c.type_oid, c.type_modifier) for c in msg.columns)
+        if self.queued.get(msg.relation_id) == shown:
+            return  # the catalog check already queued this one
+        old = [Column(0, c.name, c.type_oid, c.type_modifier) for c in before.columns]
+        new = [Column(0, c.name, c.type_oid, c.type_modifier) for c in msg.columns]
+        known = {c.name for c in before.columns}
+        if any(c.name not in known for c in msg.columns):  # added: values for existing rows?
+            try:
+                current = catalog_columns(self.conn, self.publication, self.features,
+                                          msg.relation_id).get(msg.relation_id)
+            except psycopg.Error as exc:
+                log.warning("re-sync after DDL: cannot read the catalog of %s.%s: %s",
+                            msg.namespace, msg.name, first_line(exc))
+                current = None
+            fills = {c.name for c in current[1] if c.fills_existing} if current else set()
+            new = [c._replace(fills_existing=c.name not in known and c.name in fills)
+                   for c in new]
+        found = reasons(old, new)
+        if found:
+            self._resync(msg.relation_id, f"{msg.namespace}.{msg.name}", found, shown)
+
+    # ------------------------------------------------------------------ the request
+
+    def _resync(self, oid: int, name: str, found: Sequence[str],
+                shown: tuple[tuple[str, int, int], ...]) -> None:
+        why = "; ".join(found)
+        if not self.enabled:
+            log.warning("table %s: %s changed existing rows without row events; "
+                        "resync_on_ddl is off, so consumers keep the old values (re-publish "
+                        "them with: pgcdc snapshot --tables %s)", name, why, name)
+            return
+        self.queued[oid] = shown
+        try:
+            signals.ensure_table(self.conn)
+            if signals.pending_includes(self.conn, self.slot, name):
+                log.info("re-sync of %s after DDL (%s): already queued", name, why)
+                return
+            request = signals.request(self.conn, self.slot, [name],
+                                      message=RESYNC_MESSAGE + why)
+        except (psycopg.Error, PrivilegeError) as exc:
+            if isinstance(exc, PrivilegeError) or is_privilege_error(exc):
+                error = exc if isinstance(exc, PrivilegeError) else \
+                    signals.lacking_grant(exc, self.conn.info.user)
+                log.warning("re-sync of %s after DDL (%s) not queued: %s", name, why, error)
+            else:
+                log.warning("re-sync of %s after DDL (%s) not queued: %s", name, why,
+                            first_line(exc))
+            self.queued.pop(oid, None)
+            return
+        log.info("re-sync of %s queued (incremental snapshot %d) after DDL: %s", name,
+                 request, why)
