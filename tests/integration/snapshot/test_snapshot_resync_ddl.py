@@ -1,0 +1,95 @@
+"""Re-sync after DDL (`resync_on_ddl`): DDL that changes existing rows without row events
+(ADD COLUMN ... DEFAULT, ALTER COLUMN ... TYPE ... USING) makes the producer re-publish the
+table through an incremental snapshot, so the topic ends with every row's new values; with the
+setting off, only a warning."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.support.producer import current_lsn
+from tests.support.snapshot import final_state, read_events, table_rows, wait_for_output
+
+PGCDC = str(Path(sys.executable).parent / "pgcdc")
+ROWS = 120
+
+
+def _setup(postgres: Any, producer_run: Any, log_dir: Path, *extra: str) -> tuple[Any, str]:
+    run = producer_run("public.resync_*", "--snapshot", "never",
+                       "--incremental-chunk-rows", "50", *extra)
+    table = f"resync_{run.tag}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n int NOT NULL)")
+        # Written before the producer starts (--snapshot never): not in the topic.
+        conn.execute(f"INSERT INTO {table} SELECT i, i FROM generate_series(1, {ROWS}) i")
+    run.start(log_dir)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {table} VALUES ({ROWS + 1}, {ROWS + 1})")  # streamed
+    run.wait_confirmed(current_lsn(postgres.dsn))
+    time.sleep(2.5)  # one catalog check saw the table before the DDL
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN c text DEFAULT 'x'")
+        conn.execute(f"ALTER TABLE {table} ALTER COLUMN n TYPE bigint USING n * 10")
+    return run, table
+
+
+def _status(run: Any) -> str:
+    out = subprocess.run([PGCDC, "status", "--dsn", run.dsn, "--slot", run.slot,
+                          "--publication", f"pub_{run.tag}"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_ddl_rewriting_rows_resyncs_the_table(postgres, producer_run, log_dir) -> None:
+    run, table = _setup(postgres, producer_run, log_dir)
+    wait_for_output(run, f"re-sync of public.{table} queued", timeout=60)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        deadline = time.monotonic() + 120
+        while True:
+            rows = conn.execute("SELECT state, message FROM public.pgcdc_signal WHERE slot = %s",
+                                (run.slot,)).fetchall()
+            if rows and rows[0][0] == "done":
+                break
+            assert time.monotonic() < deadline, (rows, run.output())
+            time.sleep(0.2)
+    # One request for the burst of two statements, its message naming both.
+    assert len(rows) == 1, rows
+    message = rows[0][1]
+    assert message.startswith("re-sync after DDL: "), message
+    assert "column c added" in message and "column n changed type" in message, message
+    assert "re-sync after DDL" in _status(run)
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=120)
+
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=ROWS + 2)
+    reads = [e.value for e in events if e.value["op"] == "r"]
+    assert all(v["source"]["snapshot"] == "incremental" for v in reads)
+    # Every existing row, with the values the DDL gave it.
+    assert {v["after"]["id"] for v in reads} == set(range(1, ROWS + 2))
+    assert all(v["after"]["c"] == "x" and v["after"]["n"] == v["after"]["id"] * 10
+               for v in reads), reads[:3]
+    expected = table_rows(postgres.dsn, f"SELECT id, n, c FROM {table}")
+    assert final_state([e.value for e in events]) == expected
+
+
+def test_resync_off_only_warns(postgres, producer_run, log_dir) -> None:
+    run, table = _setup(postgres, producer_run, log_dir, "--no-resync-on-ddl")
+    wait_for_output(run, "resync_on_ddl is off", timeout=60)
+    assert f"table public.{table}: " in run.output()
+    time.sleep(3)  # nothing else follows
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        exists = conn.execute("SELECT to_regclass('public.pgcdc_signal') IS NOT NULL").fetchone()
+        if exists == (True,):
+            assert conn.execute("SELECT count(*) FROM public.pgcdc_signal WHERE slot = %s",
+                                (run.slot,)).fetchone() == (0,)
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=60)
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=1)
+    assert [e.value["op"] for e in events] == ["c"]
