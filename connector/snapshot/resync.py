@@ -48,6 +48,7 @@ __all__ = ["CHECK_INTERVAL_S", "RESYNC_MESSAGE", "DdlResync", "catalog_columns"]
 log = logging.getLogger(__name__)
 
 CHECK_INTERVAL_S = 2.0
+RELATION_DEDUP_S = 30.0  # a Relation's re-sync covers the catalog check's this long
 RESYNC_MESSAGE = "re-sync after DDL: "  # the signal table's message of such a request
 
 Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
@@ -103,9 +104,13 @@ class DdlResync:
         self.enabled = enabled
         self.settle = Settle()
         self.relations: dict[int, Relation] = {}  # the last Relation per id, from the stream
-        # The published columns' (name, type, typmod) a re-sync was queued for, per table: the
-        # Relation showing the same DDL later (at the table's next write) queues nothing.
-        self.queued: dict[int, tuple[tuple[str, int, int], ...]] = {}
+        # The published columns' (name, type, typmod) a re-sync was queued for, per table, by
+        # the catalog check: the Relation showing the same DDL later (before the table's next
+        # write, however late) queues nothing.
+        self.by_catalog: dict[int, tuple[tuple[str, int, int], ...]] = {}
+        # ... and by a Relation (with the time): the catalog check seeing the same DDL a few
+        # seconds later queues nothing.
+        self.by_relation: dict[int, tuple[tuple[tuple[str, int, int], ...], float]] = {}
         self.next_check = time.monotonic()
         self.warned_grant = False
 
@@ -124,8 +129,14 @@ class DdlResync:
         self.settle.forget(tables)
         for oid, (name, columns) in tables.items():
             found = self.settle.observe(oid, columns)
-            if found:
-                self._resync(oid, name, found, signature(columns))
+            if not found:
+                continue
+            shown = signature(columns)
+            seen = self.by_relation.pop(oid, None)
+            if seen is not None and seen[0] == shown and now - seen[1] < RELATION_DEDUP_S:
+                continue  # the Relation of the table's next write queued it already
+            if self._resync(name, found):
+                self.by_catalog[oid] = shown
 
     # ------------------------------------------------------------------ stream side
 
@@ -136,7 +147,7 @@ class DdlResync:
         if before is None or before.columns == msg.columns:
             return
         shown = tuple((c.name, c.type_oid, c.type_modifier) for c in msg.columns)
-        if self.queued.get(msg.relation_id) == shown:
+        if self.by_catalog.pop(msg.relation_id, None) == shown:
             return  # the catalog check already queued this one
         old = [Column(0, c.name, c.type_oid, c.type_modifier) for c in before.columns]
         new = [Column(0, c.name, c.type_oid, c.type_modifier) for c in msg.columns]
@@ -153,25 +164,24 @@ class DdlResync:
             new = [c._replace(fills_existing=c.name not in known and c.name in fills)
                    for c in new]
         found = reasons(old, new)
-        if found:
-            self._resync(msg.relation_id, f"{msg.namespace}.{msg.name}", found, shown)
+        if found and self._resync(f"{msg.namespace}.{msg.name}", found):
+            self.by_relation[msg.relation_id] = (shown, time.monotonic())
 
     # ------------------------------------------------------------------ the request
 
-    def _resync(self, oid: int, name: str, found: Sequence[str],
-                shown: tuple[tuple[str, int, int], ...]) -> None:
+    def _resync(self, name: str, found: Sequence[str]) -> bool:
+        """Queue a re-sync of `name` (unless one is pending); whether it is queued."""
         why = "; ".join(found)
         if not self.enabled:
             log.warning("table %s: %s changed existing rows without row events; "
                         "resync_on_ddl is off, so consumers keep the old values (re-publish "
                         "them with: pgcdc snapshot --tables %s)", name, why, name)
-            return
-        self.queued[oid] = shown
+            return True
         try:
             signals.ensure_table(self.conn)
             if signals.pending_includes(self.conn, self.slot, name):
-                log.info("re-sync of %s after DDL (%s): already queued", name, why)
-                return
+                log.info("re-sync of %s after DDL (%s): one is queued already", name, why)
+                return True
             request = signals.request(self.conn, self.slot, [name],
                                       message=RESYNC_MESSAGE + why)
         except (psycopg.Error, PrivilegeError) as exc:
@@ -182,7 +192,7 @@ class DdlResync:
             else:
                 log.warning("re-sync of %s after DDL (%s) not queued: %s", name, why,
                             first_line(exc))
-            self.queued.pop(oid, None)
-            return
+            return False
         log.info("re-sync of %s queued (incremental snapshot %d) after DDL: %s", name,
                  request, why)
+        return True

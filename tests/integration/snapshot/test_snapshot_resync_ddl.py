@@ -20,7 +20,12 @@ PGCDC = str(Path(sys.executable).parent / "pgcdc")
 ROWS = 120
 
 
-def _setup(postgres: Any, producer_run: Any, log_dir: Path, *extra: str) -> tuple[Any, str]:
+DDL = ["ALTER TABLE {t} ADD COLUMN c text DEFAULT 'x'",
+       "ALTER TABLE {t} ALTER COLUMN n TYPE bigint USING n * 10"]
+
+
+def _setup(postgres: Any, producer_run: Any, log_dir: Path, *extra: str,
+           ddl: list[str] = DDL) -> tuple[Any, str]:
     run = producer_run("public.resync_*", "--snapshot", "never",
                        "--incremental-chunk-rows", "50", *extra)
     table = f"resync_{run.tag}"
@@ -34,8 +39,8 @@ def _setup(postgres: Any, producer_run: Any, log_dir: Path, *extra: str) -> tupl
     run.wait_confirmed(current_lsn(postgres.dsn))
     time.sleep(2.5)  # one catalog check saw the table before the DDL
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"ALTER TABLE {table} ADD COLUMN c text DEFAULT 'x'")
-        conn.execute(f"ALTER TABLE {table} ALTER COLUMN n TYPE bigint USING n * 10")
+        for statement in ddl:
+            conn.execute(statement.format(t=table))
     return run, table
 
 
@@ -47,18 +52,23 @@ def _status(run: Any) -> str:
     return out.stdout
 
 
+def _requests_when_done(run: Any) -> list[tuple[str, str]]:
+    """(state, message) of the slot's requests, once the first is done."""
+    with psycopg.connect(run.dsn, autocommit=True) as conn:
+        deadline = time.monotonic() + 120
+        while True:
+            rows = conn.execute("SELECT state, message FROM public.pgcdc_signal WHERE slot = %s "
+                                "ORDER BY id", (run.slot,)).fetchall()
+            if rows and rows[0][0] == "done":
+                return rows
+            assert time.monotonic() < deadline, (rows, run.output())
+            time.sleep(0.2)
+
+
 def test_ddl_rewriting_rows_resyncs_the_table(postgres, producer_run, log_dir) -> None:
     run, table = _setup(postgres, producer_run, log_dir)
     wait_for_output(run, f"re-sync of public.{table} queued", timeout=60)
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        deadline = time.monotonic() + 120
-        while True:
-            rows = conn.execute("SELECT state, message FROM public.pgcdc_signal WHERE slot = %s",
-                                (run.slot,)).fetchall()
-            if rows and rows[0][0] == "done":
-                break
-            assert time.monotonic() < deadline, (rows, run.output())
-            time.sleep(0.2)
+    rows = _requests_when_done(run)
     # One request for the burst of two statements, its message naming both.
     assert len(rows) == 1, rows
     message = rows[0][1]
@@ -93,3 +103,25 @@ def test_resync_off_only_warns(postgres, producer_run, log_dir) -> None:
     events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
                          min_count=1)
     assert [e.value["op"] for e in events] == ["c"]
+
+
+def test_ddl_then_a_write_queues_one_resync(postgres, producer_run, log_dir) -> None:
+    """The write sends the changed Relation at once, the catalog check sees the DDL a few
+    seconds later: one re-sync between them."""
+    run, table = _setup(postgres, producer_run, log_dir, ddl=[
+        "ALTER TABLE {t} ALTER COLUMN n TYPE bigint USING n * 10",
+        "UPDATE {t} SET n = n + 1 WHERE id = 1"])
+    wait_for_output(run, f"re-sync of public.{table} queued", timeout=60)
+    _requests_when_done(run)
+    time.sleep(6)  # two more catalog checks
+    rows = _requests_when_done(run)
+    assert len(rows) == 1, (rows, run.output())
+    assert "column n changed type" in rows[0][1]
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=120)
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=ROWS + 3)
+    reads = [e.value for e in events if e.value["op"] == "r"]
+    assert {v["after"]["id"] for v in reads} == set(range(1, ROWS + 2))
+    expected = table_rows(postgres.dsn, f"SELECT id, n FROM {table}")
+    assert expected[2]["n"] == 20
+    assert final_state([e.value for e in events]) == expected
