@@ -149,8 +149,14 @@ class DdlResync:
         shown = tuple((c.name, c.type_oid, c.type_modifier) for c in msg.columns)
         if self.by_catalog.pop(msg.relation_id, None) == shown:
             return  # the catalog check already queued this one
-        old = [Column(0, c.name, c.type_oid, c.type_modifier) for c in before.columns]
-        new = [Column(0, c.name, c.type_oid, c.type_modifier) for c in msg.columns]
+        texts = self._type_texts({(c.type_oid, c.type_modifier)
+                                  for c in (*before.columns, *msg.columns)})
+        old = [Column(0, c.name, c.type_oid, c.type_modifier,
+                      type_text=texts.get((c.type_oid, c.type_modifier), ""))
+               for c in before.columns]
+        new = [Column(0, c.name, c.type_oid, c.type_modifier,
+                      type_text=texts.get((c.type_oid, c.type_modifier), ""))
+               for c in msg.columns]
         known = {c.name for c in before.columns}
         if any(c.name not in known for c in msg.columns):  # added: values for existing rows?
             try:
@@ -166,6 +172,18 @@ class DdlResync:
         found = reasons(old, new)
         if found and self._resync(f"{msg.namespace}.{msg.name}", found):
             self.by_relation[msg.relation_id] = (shown, time.monotonic())
+
+    def _type_texts(self, types: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
+        """format_type() of (type OID, typmod) pairs, for the log and status ({} on error)."""
+        pairs = sorted(types)
+        try:
+            rows = self.conn.execute(
+                "SELECT u.o::int8, u.m, pg_catalog.format_type(u.o, u.m) "
+                "FROM unnest(%s::oid[], %s::int4[]) AS u(o, m)",
+                ([p[0] for p in pairs], [p[1] for p in pairs])).fetchall()
+        except psycopg.Error:
+            return {}  # the message shows OIDs instead
+        return {(int(o), int(m)): str(text) for o, m, text in rows}
 
     # ------------------------------------------------------------------ the request
 

@@ -116,7 +116,7 @@ def test_ddl_then_a_write_queues_one_resync(postgres, producer_run, log_dir) -> 
     time.sleep(6)  # two more catalog checks
     rows = _requests_when_done(run)
     assert len(rows) == 1, (rows, run.output())
-    assert "column n changed type" in rows[0][1]
+    assert "column n changed type from integer to bigint" in rows[0][1]
     run.wait_confirmed(current_lsn(postgres.dsn), timeout=120)
     events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
                          min_count=ROWS + 3)
