@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from connector.snapshot.rewrites import Column, Settle, reasons, signature
 
 INT4, INT8, TEXT, VARCHAR = 23, 20, 25, 1043
@@ -85,3 +87,11 @@ def test_settle_ignores_harmless_changes_and_forgets_tables() -> None:
 def test_signature_is_what_a_relation_shows() -> None:
     g = Column(3, "g", INT4, -1, generated=True)
     assert signature([ID, N, g]) == (("id", INT4, -1), ("n", INT4, -1))
+
+
+def test_the_decision_is_pure() -> None:
+    from tests.unit.test_layering import IO_MODULES, imported_modules
+
+    path = Path(__file__).resolve().parents[3] / "connector" / "snapshot" / "rewrites.py"
+    assert [m for m in imported_modules(path)
+            if any(m == b or m.startswith(b + ".") for b in IO_MODULES)] == []
