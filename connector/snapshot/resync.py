@@ -12,7 +12,8 @@ notices it two ways, both between reads of the stream (nothing here blocks it):
 * the stream: a Relation message that differs from the last one of its table (a column's type
   or typmod changed; a column added, whose catalog row is checked at once). This catches DDL
   the catalog check missed, e.g. made while the producer was down between two writes it
-  replays.
+  replays. Relations inside a streamed (not yet committed) transaction are left to the
+  catalog check.
 
 Either queues one request in the signal table (`signals`, the request `pgcdc snapshot` makes),
 its message naming the DDL, so ``pgcdc status`` shows why it runs; one INFO line says the same.
@@ -141,12 +142,18 @@ class DdlResync:
     # ------------------------------------------------------------------ stream side
 
     def relation(self, msg: Relation) -> None:
-        """A Relation from the stream: compare it with its table's previous one."""
+        """A Relation from the stream: compare it with its table's previous one. One inside a
+        streamed transaction (xid set) is skipped: that transaction may not have committed (a
+        re-sync now would read the old rows) or may abort; the catalog check sees its DDL once
+        it commits."""
+        if msg.xid is not None:
+            return
         before = self.relations.get(msg.relation_id)
         self.relations[msg.relation_id] = msg
-        if before is None or before.columns == msg.columns:
-            return
         shown = tuple((c.name, c.type_oid, c.type_modifier) for c in msg.columns)
+        if before is None or shown == tuple((c.name, c.type_oid, c.type_modifier)
+                                            for c in before.columns):
+            return  # first seen, or only the key flags changed
         if self.by_catalog.pop(msg.relation_id, None) == shown:
             return  # the catalog check already queued this one
         texts = self._type_texts({(c.type_oid, c.type_modifier)

@@ -1,0 +1,78 @@
+"""`DdlResync.relation`: which Relation messages lead to a catalog look-up and a request. The
+look-ups and the request go to the connection, so a recording fake stands in for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from connector.pgoutput.messages import Relation, RelationColumn
+from connector.replication.features import ServerFeatures
+from connector.snapshot import resync as resync_mod
+from connector.snapshot.resync import DdlResync
+from connector.snapshot.rewrites import Column
+
+ID = RelationColumn(1, "id", 23, -1)
+N = RelationColumn(0, "n", 23, -1)
+
+
+def _rel(*columns: RelationColumn, xid: int | None = None) -> Relation:
+    return Relation(xid, 42, "public", "t", "d", columns)
+
+
+class _NoConn:
+    """Any use fails the test: the Relation needs no catalog."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"connection used ({name})")
+
+
+def _resync(conn: Any, queued: list[tuple[str, list[str]]], *, enabled: bool = True
+            ) -> DdlResync:
+    r = DdlResync(conn, "pub", "slot", ServerFeatures(180000), enabled=enabled)
+    r._resync = lambda name, found: queued.append((name, list(found))) or True  # type: ignore[method-assign]
+    return r
+
+
+def test_unchanged_first_seen_and_streamed_relations_do_nothing() -> None:
+    queued: list[tuple[str, list[str]]] = []
+    r = _resync(_NoConn(), queued)
+    r.relation(_rel(ID, N))  # first sight: the baseline
+    r.relation(_rel(ID, N))  # re-sent as is (after an invalidation)
+    r.relation(_rel(ID, N._replace(flags=1)))  # a key change: no values changed
+    # Inside a streamed transaction: maybe uncommitted, maybe aborted; the catalog check
+    # sees it once it commits.
+    r.relation(_rel(ID, N._replace(type_oid=20), xid=7))
+    assert queued == []
+
+
+def test_a_type_change_queues_one_resync(monkeypatch: pytest.MonkeyPatch) -> None:
+    queued: list[tuple[str, list[str]]] = []
+
+    class Conn:
+        def execute(self, query: str, params: Any) -> Any:
+            class Rows:
+                def fetchall(self) -> list[tuple[int, int, str]]:
+                    names = {23: "integer", 20: "bigint"}
+                    return [(o, m, names[o]) for o, m in zip(*params, strict=True)]
+            return Rows()
+
+    r = _resync(Conn(), queued)
+    r.relation(_rel(ID, N))
+    r.relation(_rel(ID, N._replace(type_oid=20)))
+    assert queued == [("public.t", ["column n changed type from integer to bigint"])]
+    # The catalog check seeing the same DDL a moment later does not queue it again.
+    states = iter([[Column(1, "id", 23, -1), Column(2, "n", 23, -1)],
+                   [Column(1, "id", 23, -1), Column(2, "n", 20, -1)],
+                   [Column(1, "id", 23, -1), Column(2, "n", 20, -1)]])
+
+    def catalog(*args: Any, **kwargs: Any) -> dict[int, tuple[str, list[Column]]]:
+        return {42: ("public.t", next(states))}
+
+    monkeypatch.setattr(resync_mod, "catalog_columns", catalog)
+    for _ in range(3):
+        r.next_check = 0.0
+        r.tick()
+    assert len(queued) == 1
+    assert 42 not in r.by_relation  # the check did find the change, and matched it
