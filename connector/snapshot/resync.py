@@ -37,7 +37,8 @@ from collections.abc import Sequence
 
 import psycopg
 
-from connector.errors import PrivilegeError, first_line, is_privilege_error
+from connector import metrics
+from connector.errors import PrivilegeError, SourceError, first_line, is_privilege_error
 from connector.pgoutput.messages import Relation
 from connector.replication.features import ServerFeatures
 
@@ -124,6 +125,9 @@ class DdlResync:
         self.next_check = now + CHECK_INTERVAL_S
         try:
             tables = catalog_columns(self.conn, self.publication, self.features)
+        except psycopg.OperationalError as exc:  # the connection: the session reconnects
+            raise SourceError(f"checking the catalog for DDL: {first_line(exc)}",
+                              transient=True) from None
         except psycopg.Error as exc:  # retried at the next check; the stream goes on
             log.warning("re-sync after DDL: cannot read the catalog: %s", first_line(exc))
             return
@@ -220,4 +224,5 @@ class DdlResync:
             return False
         log.info("re-sync of %s queued (incremental snapshot %d) after DDL: %s", name,
                  request, why)
+        metrics.DDL_RESYNCS.labels(name).inc()
         return True
