@@ -103,6 +103,7 @@ class Pipeline:
         self.streaming = False
         # Highest flush LSN sent to the server: what every reconnect's slot must not be ahead of.
         self.sent_flush: int | None = None
+        self.resync: DdlResync | None = None  # re-sync after DDL, made by the first session
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry})
@@ -324,8 +325,13 @@ class Pipeline:
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication,
                                keyless=self.cfg.keyless_tables)
-        resync = DdlResync(self.admin.conn, self.cfg.publication, self.cfg.slot,
-                           self.admin.features, enabled=self.cfg.resync_on_ddl)
+        # One for the whole run: what it saw before a reconnect stays its baseline, so DDL
+        # made while the stream was reconnecting is still noticed.
+        if self.resync is None:
+            self.resync = DdlResync(self.admin.conn, self.cfg.publication, self.cfg.slot,
+                                    self.admin.features, enabled=self.cfg.resync_on_ddl)
+        resync = self.resync
+        resync.conn = self.admin.conn  # a reconnect replaced the admin connection
         options = StreamOptions(self.cfg.slot, self.cfg.publication, proto,
                                 binary=self.cfg.binary, origin=self.cfg.origin)
         stream = ReplicationStream(self.cfg.dsn, options)

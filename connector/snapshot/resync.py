@@ -114,7 +114,6 @@ class DdlResync:
         # seconds later queues nothing.
         self.by_relation: dict[int, tuple[tuple[tuple[str, int, int], ...], float]] = {}
         self.next_check = time.monotonic()
-        self.warned_grant = False
 
     # ------------------------------------------------------------------ catalog side
 
@@ -140,7 +139,12 @@ class DdlResync:
             seen = self.by_relation.pop(oid, None)
             if seen is not None and seen[0] == shown and now - seen[1] < RELATION_DEDUP_S:
                 continue  # the Relation of the table's next write queued it already
-            if self._resync(name, found):
+            try:
+                queued = self._resync(name, found)
+            except SourceError:
+                self.settle.waiting[oid] = list(found)  # again at the next check
+                raise
+            if queued:
                 self.by_catalog[oid] = shown
 
     # ------------------------------------------------------------------ stream side
@@ -154,6 +158,14 @@ class DdlResync:
             return
         before = self.relations.get(msg.relation_id)
         self.relations[msg.relation_id] = msg
+        try:
+            self._compare(before, msg)
+        except SourceError:  # the replayed stream sends this Relation again: compare it then
+            if before is not None:
+                self.relations[msg.relation_id] = before
+            raise
+
+    def _compare(self, before: Relation | None, msg: Relation) -> None:
         shown = tuple((c.name, c.type_oid, c.type_modifier) for c in msg.columns)
         if before is None or shown == tuple((c.name, c.type_oid, c.type_modifier)
                                             for c in before.columns):
@@ -173,6 +185,9 @@ class DdlResync:
             try:
                 current = catalog_columns(self.conn, self.publication, self.features,
                                           msg.relation_id).get(msg.relation_id)
+            except psycopg.OperationalError as exc:
+                raise SourceError(f"checking the catalog for DDL: {first_line(exc)}",
+                                  transient=True) from None
             except psycopg.Error as exc:
                 log.warning("re-sync after DDL: cannot read the catalog of %s.%s: %s",
                             msg.namespace, msg.name, first_line(exc))
@@ -213,6 +228,9 @@ class DdlResync:
                 return True
             request = signals.request(self.conn, self.slot, [name],
                                       message=RESYNC_MESSAGE + why)
+        except psycopg.OperationalError as exc:  # the connection: the session reconnects
+            raise SourceError(f"queueing a re-sync of {name} after DDL: {first_line(exc)}",
+                              transient=True) from None
         except (psycopg.Error, PrivilegeError) as exc:
             if isinstance(exc, PrivilegeError) or is_privilege_error(exc):
                 error = exc if isinstance(exc, PrivilegeError) else \

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from connector.errors import SourceError
 from connector.pgoutput.messages import Relation, RelationColumn
 from connector.replication.features import ServerFeatures
 from connector.snapshot import resync as resync_mod
@@ -76,3 +77,50 @@ def test_a_type_change_queues_one_resync(monkeypatch: pytest.MonkeyPatch) -> Non
         r.tick()
     assert len(queued) == 1
     assert 42 not in r.by_relation  # the check did find the change, and matched it
+
+
+def test_a_lost_connection_retries_the_request_at_the_next_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    r = DdlResync(_NoConn(), "pub", "slot", ServerFeatures(180000), enabled=True)
+    calls: list[str] = []
+
+    def flaky(name: str, found: Any) -> bool:
+        calls.append(name)
+        if len(calls) == 1:
+            raise SourceError("connection lost", transient=True)
+        return True
+
+    r._resync = flaky  # type: ignore[method-assign]
+    states = iter([[Column(1, "id", 23, -1), Column(2, "n", 23, -1)]]
+                  + [[Column(1, "id", 23, -1), Column(2, "n", 20, -1)]] * 3)
+    monkeypatch.setattr(resync_mod, "catalog_columns",
+                        lambda *a, **k: {42: ("public.t", next(states))})
+    r.next_check = 0.0
+    r.tick()
+    r.next_check = 0.0
+    r.tick()
+    r.next_check = 0.0
+    with pytest.raises(SourceError):
+        r.tick()
+    r.next_check = 0.0
+    r.tick()  # the session reconnected: the same DdlResync asks again
+    assert calls == ["public.t", "public.t"]
+
+
+def test_a_relation_lost_with_the_connection_is_compared_again() -> None:
+    r = DdlResync(_NoConn(), "pub", "slot", ServerFeatures(180000), enabled=True)
+    r._type_texts = lambda types: {}  # type: ignore[method-assign]
+    calls: list[str] = []
+
+    def flaky(name: str, found: Any) -> bool:
+        calls.append(name)
+        if len(calls) == 1:
+            raise SourceError("connection lost", transient=True)
+        return True
+
+    r._resync = flaky  # type: ignore[method-assign]
+    r.relation(_rel(ID, N))
+    with pytest.raises(SourceError):
+        r.relation(_rel(ID, N._replace(type_oid=20)))
+    r.relation(_rel(ID, N._replace(type_oid=20)))  # replayed after the reconnect
+    assert calls == ["public.t", "public.t"]
