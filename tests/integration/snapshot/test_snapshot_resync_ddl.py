@@ -125,3 +125,35 @@ def test_ddl_then_a_write_queues_one_resync(postgres, producer_run, log_dir) -> 
     expected = table_rows(postgres.dsn, f"SELECT id, n FROM {table}")
     assert expected[2]["n"] == 20
     assert final_state([e.value for e in events]) == expected
+
+
+def test_enum_rename_and_drop_expression_resync(postgres, producer_run, log_dir) -> None:
+    """DDL that changes no column type: an enum value renamed, a generated column made plain
+    (its stored values were never published)."""
+    run = producer_run("public.resync_*", "--snapshot", "never")
+    table, mood = f"resync_{run.tag}", f"resync_mood_{run.tag}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TYPE {mood} AS ENUM ('sad', 'ok')")
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, e {mood}, "
+                     "g int GENERATED ALWAYS AS (id * 2) STORED)")
+        conn.execute(f"INSERT INTO {table} SELECT i, 'sad' FROM generate_series(1, 10) i")
+    run.start(log_dir)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {table} VALUES (11, 'ok')")
+    run.wait_confirmed(current_lsn(postgres.dsn))
+    time.sleep(2.5)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER TYPE {mood} RENAME VALUE 'sad' TO 'blue'")
+        conn.execute(f"ALTER TABLE {table} ALTER COLUMN g DROP EXPRESSION")
+    wait_for_output(run, f"re-sync of public.{table} queued", timeout=60)
+    rows = _requests_when_done(run)
+    assert len(rows) == 1, rows
+    assert "enum value renamed 'sad' to 'blue'" in rows[0][1], rows
+    assert "column g is no longer generated" in rows[0][1], rows
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=120)
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=12)
+    reads = {e.value["after"]["id"]: e.value["after"] for e in events if e.value["op"] == "r"}
+    assert set(reads) == set(range(1, 12))
+    assert all(v["e"] == ("ok" if k == 11 else "blue") and v["g"] == 2 * k
+               for k, v in reads.items()), reads
