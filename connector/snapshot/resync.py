@@ -45,7 +45,8 @@ from connector.replication.features import ServerFeatures
 from . import signals
 from .rewrites import Column, Settle, reasons, signature
 
-__all__ = ["CHECK_INTERVAL_S", "RESYNC_MESSAGE", "DdlResync", "catalog_columns"]
+__all__ = ["CHECK_INTERVAL_S", "RESYNC_MESSAGE", "DdlResync", "catalog_columns",
+           "catalog_digests"]
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +66,10 @@ SELECT c.oid::int8, n.nspname::text, c.relname::text, a.attnum::int4, a.attname:
        (a.attgenerated <> '' AND NOT %(generated)s)
          OR NOT coalesce(a.attname = ANY ({attnames}), true),
        a.atthasmissing OR a.atthasdef OR a.attidentity <> '' OR t.typdefaultbin IS NOT NULL,
-       (SELECT array_agg(ARRAY[e.oid::text, e.enumlabel::text] ORDER BY e.oid)
-          FROM pg_catalog.pg_enum e
-         WHERE e.enumtypid = CASE WHEN t.typtype = 'e' THEN t.oid ELSE et.oid END)
+       CASE WHEN t.typtype = 'e' OR et.typtype = 'e' THEN
+         (SELECT array_agg(ARRAY[e.oid::text, e.enumlabel::text] ORDER BY e.oid)
+            FROM pg_catalog.pg_enum e
+           WHERE e.enumtypid = CASE WHEN t.typtype = 'e' THEN t.oid ELSE et.oid END) END
 FROM pg_catalog.pg_publication_tables p
 JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
 JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
@@ -77,16 +79,49 @@ LEFT JOIN pg_catalog.pg_type et ON et.oid = t.typelem AND t.typcategory = 'A'
 WHERE p.pubname = %(publication)s {only}
 ORDER BY c.oid, a.attnum"""
 
+# One row per table: the versions (xmin) of its pg_class and pg_attribute rows and its
+# published columns. Every DDL the check looks for writes one of those rows (an enum rename
+# writes pg_enum: `_ENUMS_QUERY`), so a check fetches the columns above only for the tables
+# whose digest changed. A changed digest without a changed column (ALTER TABLE ... SET
+# (fillfactor), a frozen catalog row) costs that fetch, nothing more.
+_DIGEST_QUERY = """
+SELECT c.oid::int8, c.xmin::text || ':' || coalesce(({attnames})::text, '') || ':'
+       || string_agg(a.xmin::text, ',' ORDER BY a.attnum)
+FROM pg_catalog.pg_publication_tables p
+JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
+JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+WHERE p.pubname = %(publication)s
+GROUP BY c.oid, c.xmin, ({attnames})::text"""
+_ENUMS_QUERY = "SELECT string_agg(xmin::text, ',' ORDER BY oid) FROM pg_catalog.pg_enum"
+
+
+def _columns_query(features: ServerFeatures, only: str = "") -> str:
+    return _COLUMNS_QUERY.format(
+        attnames="p.attnames::text[]" if features.publication_column_lists else "NULL::text[]",
+        only=only)
+
+
+def catalog_digests(conn: Conn, publication: str, features: ServerFeatures
+                    ) -> tuple[dict[int, str], str]:
+    """relation id -> a digest that changes with its `catalog_columns`, for every published
+    table; and one of every enum's labels."""
+    attnames = "p.attnames::text[]" if features.publication_column_lists else "NULL::text[]"
+    rows = conn.execute(_DIGEST_QUERY.format(attnames=attnames),
+                        {"publication": publication}).fetchall()
+    enums = conn.execute(_ENUMS_QUERY).fetchone()
+    return {int(oid): str(digest) for oid, digest in rows}, str(enums[0] if enums else "")
+
 
 def catalog_columns(conn: Conn, publication: str, features: ServerFeatures,
-                    relation_id: int | None = None
+                    relation_ids: Sequence[int] | None = None
                     ) -> dict[int, tuple[str, list[Column]]]:
     """relation id -> (``schema.table``, its live columns) of every published table (or of
-    `relation_id` alone)."""
-    query = _COLUMNS_QUERY.format(
-        attnames="p.attnames::text[]" if features.publication_column_lists else "NULL::text[]",
-        only="AND c.oid = %(oid)s" if relation_id is not None else "")
-    rows = conn.execute(query, {"publication": publication, "oid": relation_id,
+    those in `relation_ids`)."""
+    query = _columns_query(features, "" if relation_ids is None
+                           else "AND c.oid = ANY (%(oids)s::oid[])")
+    rows = conn.execute(query, {"publication": publication,
+                                "oids": None if relation_ids is None else list(relation_ids),
                                 "generated": features.publishes_generated_columns}).fetchall()
     out: dict[int, tuple[str, list[Column]]] = {}
     for oid, schema, table, attnum, name, type_oid, typmod, text, unpublished, fills, enum in rows:
@@ -114,6 +149,9 @@ class DdlResync:
         # seconds later queues nothing.
         self.by_relation: dict[int, tuple[tuple[tuple[str, int, int], ...], float]] = {}
         self.next_check = time.monotonic()
+        self.digests: dict[int, str] = {}  # per table, at the last check
+        self.enums = ""  # of pg_enum, at the last check
+        self.names: dict[int, str] = {}  # ``schema.table`` per table, at the last fetch
 
     # ------------------------------------------------------------------ catalog side
 
@@ -123,18 +161,33 @@ class DdlResync:
             return
         self.next_check = now + CHECK_INTERVAL_S
         try:
-            tables = catalog_columns(self.conn, self.publication, self.features)
+            digests, enums = catalog_digests(self.conn, self.publication, self.features)
+            changed = [oid for oid, digest in digests.items() if self.digests.get(oid) != digest
+                       or enums != self.enums]  # an enum renamed: every table, once
+            fetched = catalog_columns(self.conn, self.publication, self.features, changed) \
+                if changed else {}
         except psycopg.OperationalError as exc:  # the connection: the session reconnects
             raise SourceError(f"checking the catalog for DDL: {first_line(exc)}",
                               transient=True) from None
         except psycopg.Error as exc:  # retried at the next check; the stream goes on
             log.warning("re-sync after DDL: cannot read the catalog: %s", first_line(exc))
             return
-        self.settle.forget(tables)
-        for oid, (name, columns) in tables.items():
+        self.settle.forget(digests)
+        self.enums = enums
+        self.digests = {oid: digest for oid, digest in digests.items()
+                        if oid in fetched or oid not in changed}  # (dropped meanwhile: again)
+        for oid, (name, _) in fetched.items():
+            self.names[oid] = name
+        # The tables whose columns changed, and those that changed at an earlier check (they
+        # settle once a check sees them unchanged).
+        observe = {oid: columns for oid, (_, columns) in fetched.items()}
+        observe.update((oid, list(self.settle.seen[oid])) for oid in self.settle.waiting
+                       if oid in digests and oid not in fetched)
+        for oid, columns in observe.items():
             found = self.settle.observe(oid, columns)
             if not found:
                 continue
+            name = self.names[oid]
             shown = signature(columns)
             seen = self.by_relation.pop(oid, None)
             if seen is not None and seen[0] == shown and now - seen[1] < RELATION_DEDUP_S:
@@ -184,7 +237,7 @@ class DdlResync:
         if any(c.name not in known for c in msg.columns):  # added: values for existing rows?
             try:
                 current = catalog_columns(self.conn, self.publication, self.features,
-                                          msg.relation_id).get(msg.relation_id)
+                                          [msg.relation_id]).get(msg.relation_id)
             except psycopg.OperationalError as exc:
                 raise SourceError(f"checking the catalog for DDL: {first_line(exc)}",
                                   transient=True) from None

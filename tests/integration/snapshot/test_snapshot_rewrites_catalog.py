@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from connector.replication.features import ServerFeatures
-from connector.snapshot.resync import catalog_columns
+from connector.snapshot.resync import catalog_columns, catalog_digests
 from connector.snapshot.rewrites import reasons
 
 pytestmark = pytest.mark.integration
@@ -49,8 +49,14 @@ def test_each_ddl_is_classified(postgres: Any) -> None:
         try:
             oid = conn.execute("SELECT %s::regclass::oid::int8", (table,)).fetchone()[0]
             before = catalog_columns(conn, pub, features)[oid][1]
+            digests, enums = catalog_digests(conn, pub, features)
             for ddl, wanted in STEPS:
                 conn.execute(ddl.format(t=table, e=enum))
+                # The cheap check notices every DDL that matters (it fetches the columns then).
+                new_digests, new_enums = catalog_digests(conn, pub, features)
+                if wanted:
+                    assert (new_digests[oid], new_enums) != (digests[oid], enums), ddl
+                digests, enums = new_digests, new_enums
                 name, after = catalog_columns(conn, pub, features)[oid]
                 assert name == f"public.{table}"
                 found = reasons(before, after)
@@ -61,7 +67,7 @@ def test_each_ddl_is_classified(postgres: Any) -> None:
                     assert part in reason, (ddl, found)
                 before = after
             # The one query for a single table sees the same.
-            assert catalog_columns(conn, pub, features, oid)[oid][1] == before
+            assert catalog_columns(conn, pub, features, [oid])[oid][1] == before
         finally:
             conn.execute(f"DROP PUBLICATION {pub}")
             conn.execute(f"DROP TABLE {table}")

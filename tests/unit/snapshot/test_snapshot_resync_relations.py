@@ -3,6 +3,7 @@ look-ups and the request go to the connection, so a recording fake stands in for
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,6 +35,19 @@ def _resync(conn: Any, queued: list[tuple[str, list[str]]], *, enabled: bool = T
     r = DdlResync(conn, "pub", "slot", ServerFeatures(180000), enabled=enabled)
     r._resync = lambda name, found: queued.append((name, list(found))) or True  # type: ignore[method-assign]
     return r
+
+
+def _catalog(monkeypatch: pytest.MonkeyPatch, states: Iterator[list[Column]]) -> None:
+    """Each check sees the next state of table 42 (digest, then the columns if it changed)."""
+    current: list[list[Column]] = []
+
+    def digests(*args: Any) -> tuple[dict[int, str], str]:
+        current[:] = [next(states)]
+        return {42: repr(current[0])}, ""
+
+    monkeypatch.setattr(resync_mod, "catalog_digests", digests)
+    monkeypatch.setattr(resync_mod, "catalog_columns",
+                        lambda *a, **k: {42: ("public.t", current[0])})
 
 
 def test_unchanged_first_seen_and_streamed_relations_do_nothing() -> None:
@@ -68,10 +82,7 @@ def test_a_type_change_queues_one_resync(monkeypatch: pytest.MonkeyPatch) -> Non
                    [Column(1, "id", 23, -1), Column(2, "n", 20, -1)],
                    [Column(1, "id", 23, -1), Column(2, "n", 20, -1)]])
 
-    def catalog(*args: Any, **kwargs: Any) -> dict[int, tuple[str, list[Column]]]:
-        return {42: ("public.t", next(states))}
-
-    monkeypatch.setattr(resync_mod, "catalog_columns", catalog)
+    _catalog(monkeypatch, states)
     for _ in range(3):
         r.next_check = 0.0
         r.tick()
@@ -93,8 +104,7 @@ def test_a_lost_connection_retries_the_request_at_the_next_check(
     r._resync = flaky  # type: ignore[method-assign]
     states = iter([[Column(1, "id", 23, -1), Column(2, "n", 23, -1)]]
                   + [[Column(1, "id", 23, -1), Column(2, "n", 20, -1)]] * 3)
-    monkeypatch.setattr(resync_mod, "catalog_columns",
-                        lambda *a, **k: {42: ("public.t", next(states))})
+    _catalog(monkeypatch, states)
     r.next_check = 0.0
     r.tick()
     r.next_check = 0.0
