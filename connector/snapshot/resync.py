@@ -4,9 +4,10 @@ incremental snapshot, so consumers converge (``resync_on_ddl``, on by default).
 Which DDL, and why no row event tells a consumer: `connector.snapshot.rewrites`. The producer
 notices it two ways, both between reads of the stream (nothing here blocks it):
 
-* the catalog: every `CHECK_INTERVAL_S` one query reads the published tables' columns (type,
-  typmod, generated, whether a new column has values for existing rows, enum labels) and
-  `rewrites.Settle` compares them with the last check. pgoutput sends nothing for DDL alone
+* the catalog: every `CHECK_INTERVAL_S` one query reads a digest per published table (the
+  versions of its catalog rows) and, for the tables whose digest changed, their columns (type,
+  typmod, generated, whether a new column has values for existing rows, enum labels);
+  `rewrites.Settle` compares those with the last check. pgoutput sends nothing for DDL alone
   (not even a Relation: it sends one only before the table's next change), so this is what
   catches an ``ALTER TABLE`` with no writes after it;
 * the stream: a Relation message that differs from the last one of its table (a column's type
