@@ -27,6 +27,8 @@ VALUES_FALLBACK = Counter("pgcdc_values_fallback_total",
 EVENTS_OVERSIZED = Counter("pgcdc_events_oversized_total",
                            "Events over --max-event-bytes published with their largest columns "
                            "null (--oversized-events omit; header pgcdc.omitted)", ["table"])
+DDL_RESYNCS = Counter("pgcdc_ddl_resyncs_total", "Incremental snapshots queued because DDL "
+                      "changed a table's existing rows (resync_on_ddl)", ["table"])
 CONNECTED = Gauge("pgcdc_connected", "1 while the replication stream is connected, else 0")
 
 

@@ -17,8 +17,10 @@ Before the first session, a new slot (or --snapshot initial_only) gets the initi
 event is acknowledged, and streaming resumes from there.
 
 While streaming, between reads, `TableWatcher` adds new tables matching --tables to the
-publication and `IncrementalSnapshots` runs the requests of `pgcdc snapshot` (and of new
-tables) in watermarked chunks (connector/snapshot/incremental.py).
+publication, `DdlResync` requests a re-sync of tables whose rows a DDL statement changed
+(connector/snapshot/resync.py), and `IncrementalSnapshots` runs the requests of `pgcdc
+snapshot` (and of new tables, and re-syncs) in watermarked chunks
+(connector/snapshot/incremental.py).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from connector.avro.sweep_gate import SweepGate
 from connector.config import Config
 from connector.errors import CdcError, ConfigError, SinkError, SourceError, first_line
 from connector.names import table_topic
-from connector.pgoutput import PrimaryKeepalive, Type, XLogData, lsn_to_str
+from connector.pgoutput import PrimaryKeepalive, Relation, Type, XLogData, lsn_to_str
 from connector.pgtypes import TypeCatalog
 from connector.publisher import HEARTBEAT_PREFIX, Publisher
 from connector.replication import (
@@ -56,6 +58,7 @@ from connector.sink.transactional import TransactionalTracker, exactly_once_sink
 from connector.snapshot import SnapshotSettings, signals, take_snapshot
 from connector.snapshot.lifecycle import TableWatcher
 from connector.snapshot.resnapshot import IncrementalSnapshots
+from connector.snapshot.resync import DdlResync
 from connector.source_catalog import PostgresCatalog
 
 log = logging.getLogger(__name__)
@@ -100,6 +103,7 @@ class Pipeline:
         self.streaming = False
         # Highest flush LSN sent to the server: what every reconnect's slot must not be ahead of.
         self.sent_flush: int | None = None
+        self.resync: DdlResync | None = None  # re-sync after DDL, made by the first session
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry},
@@ -323,6 +327,13 @@ class Pipeline:
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication,
                                keyless=self.cfg.keyless_tables)
+        # One for the whole run: what it saw before a reconnect stays its baseline, so DDL
+        # made while the stream was reconnecting is still noticed.
+        if self.resync is None:
+            self.resync = DdlResync(self.admin.conn, self.cfg.publication, self.cfg.slot,
+                                    self.admin.features, enabled=self.cfg.resync_on_ddl)
+        resync = self.resync
+        resync.conn = self.admin.conn  # a reconnect replaced the admin connection
         options = StreamOptions(self.cfg.slot, self.cfg.publication, proto,
                                 binary=self.cfg.binary, origin=self.cfg.origin)
         stream = ReplicationStream(self.cfg.dsn, options)
@@ -357,6 +368,8 @@ class Pipeline:
                                     publisher.publish(out)
                         elif type(msg) is Type:
                             types.register_type_message(msg.type_oid, msg.namespace, msg.name)
+                        elif type(msg) is Relation:
+                            resync.relation(msg)
                         if frame[1] > server_end:
                             server_end = frame[1]
                     else:
@@ -366,6 +379,7 @@ class Pipeline:
                 self.streaming = True
                 sink.poll(0)
                 watcher.tick()
+                resync.tick()
                 snapshots.tick()
                 flush = self._confirmable(tracker, assembler, server_end)
                 gate.offer(flush)

@@ -23,8 +23,8 @@ from connector.errors import PrivilegeError, is_privilege_error
 from connector.replication.privileges import lacking, signal_grant_sql
 
 __all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "ddl", "ensure_table",
-           "lacking_grant", "mark_running", "next_request", "record_progress", "request",
-           "requests", "set_state", "state_of", "table_exists"]
+           "lacking_grant", "mark_running", "next_request", "pending_includes", "record_progress",
+           "request", "requests", "set_state", "state_of", "table_exists"]
 
 SIGNAL_TABLE = ("public", "pgcdc_signal")
 _TABLE = sql.Identifier(*SIGNAL_TABLE)
@@ -106,12 +106,21 @@ def table_exists(conn: Conn) -> bool:
     return bool(row and row[0])
 
 
-def request(conn: Conn, slot: str, tables: Sequence[str]) -> int:
-    """A new request; its id."""
-    row = conn.execute(sql.SQL("INSERT INTO {} (slot, tables) VALUES (%s, %s) RETURNING id")
-                       .format(_TABLE), (slot, list(tables))).fetchone()
+def request(conn: Conn, slot: str, tables: Sequence[str], message: str | None = None) -> int:
+    """A new request; its id. `message` says why (a re-sync after DDL), for `pgcdc status`."""
+    row = conn.execute(sql.SQL("INSERT INTO {} (slot, tables, message) VALUES (%s, %s, %s) "
+                               "RETURNING id").format(_TABLE),
+                       (slot, list(tables), message)).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def pending_includes(conn: Conn, slot: str, table: str) -> bool:
+    """Whether a request of `slot` not started yet includes `table` (``schema.table``)."""
+    row = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE slot = %s AND "
+                               "state = 'pending' AND %s = ANY (tables))").format(_TABLE),
+                       (slot, table)).fetchone()
+    return bool(row and row[0])
 
 
 def cancel(conn: Conn, slot: str) -> int:
@@ -169,5 +178,8 @@ def mark_running(conn: Conn, request_id: int) -> None:
 
 
 def set_state(conn: Conn, request_id: int, state: str, message: str | None = None) -> None:
-    conn.execute(sql.SQL("UPDATE {} SET state = %s, message = %s, updated_at = now() "
-                         "WHERE id = %s").format(_TABLE), (state, message, request_id))
+    """A new state; `message` replaces the request's message (None keeps it: a re-sync's
+    reason stays on the request once it is done)."""
+    conn.execute(sql.SQL("UPDATE {} SET state = %s, message = coalesce(%s, message), "
+                         "updated_at = now() WHERE id = %s").format(_TABLE),
+                 (state, message, request_id))

@@ -85,6 +85,11 @@ def register(subparsers: Any) -> None:
                    help="rows per snapshot chunk, about (default 250000)")
     p.add_argument("--incremental-chunk-rows", type=int,
                    help="rows per incremental snapshot chunk (`pgcdc snapshot`; default 10000)")
+    p.add_argument("--resync-on-ddl", action=argparse.BooleanOptionalAction, default=None,
+                   help="re-read a table by an incremental snapshot after DDL that changed its "
+                        "existing rows without row events (ALTER COLUMN TYPE, ADD COLUMN with a "
+                        "default, DROP EXPRESSION, RENAME COLUMN, enum RENAME VALUE; default on; "
+                        "off: a warning only)")
     p.add_argument("--exactly-once", action="store_true", default=None,
                    help="transactional producer: each change once in Kafka for read_committed "
                         "consumers, even after a crash (streaming; see README)")
@@ -122,7 +127,8 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
              "topic_partitions", "topic_replication_factor", "tombstones", "transaction_topic",
              "heartbeat_interval_s", "metrics_port", "metrics_host", "schema_check_interval_s",
              "wal_warn_bytes", "snapshot",
-             "snapshot_workers", "snapshot_chunk_rows", "incremental_chunk_rows", "exactly_once",
+             "snapshot_workers", "snapshot_chunk_rows", "incremental_chunk_rows", "resync_on_ddl",
+             "exactly_once",
              "exactly_once_batch_transactions", "exactly_once_batch_bytes",
              "exactly_once_batch_ms", "oversized_events", "max_event_bytes", "kafka_timeout_s",
              "schema_registry_attempts"]

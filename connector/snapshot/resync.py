@@ -1,0 +1,300 @@
+"""Re-sync after DDL: a table whose existing rows a DDL statement changed is re-read through an
+incremental snapshot, so consumers converge (``resync_on_ddl``, on by default).
+
+Which DDL, and why no row event tells a consumer: `connector.snapshot.rewrites`. The producer
+notices it two ways, both between reads of the stream (nothing here blocks it):
+
+* the catalog: every `CHECK_INTERVAL_S` one query reads a digest per published table (the
+  versions of its catalog rows) and, for the tables whose digest changed, their columns (type,
+  typmod, generated, whether a new column has values for existing rows, enum labels);
+  `rewrites.Settle` compares those with the last check. pgoutput sends nothing for DDL alone
+  (not even a Relation: it sends one only before the table's next change), so this is what
+  catches an ``ALTER TABLE`` with no writes after it;
+* the stream: a Relation message that differs from the last one of its table (a column's type
+  or typmod changed; a column added, whose catalog row is checked at once). This catches DDL
+  the catalog check missed, e.g. made while the producer was down between two writes it
+  replays. Relations inside a streamed (not yet committed) transaction are left to the
+  catalog check.
+
+Either queues one request in the signal table (`signals`, the request `pgcdc snapshot` makes),
+its message naming the DDL, so ``pgcdc status`` shows why it runs; one INFO line says the same.
+A burst of DDL on a table queues one re-sync: the catalog check waits until the table held
+still for one check, and no request is added while one for the table is still pending or
+was made for the same column description. The re-sync is an ordinary incremental snapshot:
+chunked by key, watermarked, while streaming goes on (its correctness argument:
+`incremental`); its rows are read after the DDL committed, so they carry the new values.
+
+With ``resync_on_ddl: false`` the same checks run and log a WARNING naming the table and the
+DDL (the consumers keep the old values until ``pgcdc snapshot --tables <table>``), and
+nothing is queued. A signal table the role may not create or write is a warning too: the
+stream goes on, the re-sync does not happen.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import psycopg
+
+from connector import metrics
+from connector.errors import PrivilegeError, SourceError, first_line, is_privilege_error
+from connector.pgoutput.messages import Relation
+from connector.replication.features import ServerFeatures
+
+from . import signals
+from .rewrites import Column, Settle, reasons, signature
+
+__all__ = ["CHECK_INTERVAL_S", "RESYNC_MESSAGE", "DdlResync", "catalog_columns",
+           "catalog_digests"]
+
+log = logging.getLogger(__name__)
+
+CHECK_INTERVAL_S = 2.0
+RELATION_DEDUP_S = 30.0  # a Relation's re-sync covers the catalog check's this long
+RESYNC_MESSAGE = "re-sync after DDL: "  # the signal table's message of such a request
+
+Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
+
+# Per published table and live column: what `rewrites.Column` holds. `fills` is true for a
+# column whose existing rows have a value: a stored missing value (a non-volatile default), or
+# a default, identity or domain default at all (a volatile one rewrote the table, and a later
+# rewrite clears atthasmissing); only looked at for a column that is new.
+_COLUMNS_QUERY = """\
+SELECT c.oid::int8, n.nspname::text, c.relname::text, a.attnum::int4, a.attname::text,
+       a.atttypid::int8, a.atttypmod::int4, pg_catalog.format_type(a.atttypid, a.atttypmod),
+       (a.attgenerated <> '' AND NOT %(generated)s)
+         OR NOT coalesce(a.attname = ANY ({attnames}), true),
+       a.atthasmissing OR a.atthasdef OR a.attidentity <> '' OR t.typdefaultbin IS NOT NULL,
+       CASE WHEN t.typtype = 'e' OR et.typtype = 'e' THEN
+         (SELECT array_agg(ARRAY[e.oid::text, e.enumlabel::text] ORDER BY e.oid)
+            FROM pg_catalog.pg_enum e
+           WHERE e.enumtypid = CASE WHEN t.typtype = 'e' THEN t.oid ELSE et.oid END) END
+FROM pg_catalog.pg_publication_tables p
+JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
+JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_catalog.pg_type et ON et.oid = t.typelem AND t.typcategory = 'A'
+WHERE p.pubname = %(publication)s {only}
+ORDER BY c.oid, a.attnum"""
+
+# One row per table: the versions (xmin) of its pg_class and pg_attribute rows and its
+# published columns. Every DDL the check looks for writes one of those rows (an enum rename
+# writes pg_enum: `_ENUMS_QUERY`), so a check fetches the columns above only for the tables
+# whose digest changed. A changed digest without a changed column (ALTER TABLE ... SET
+# (fillfactor), a frozen catalog row) costs that fetch, nothing more.
+_DIGEST_QUERY = """
+SELECT c.oid::int8, c.xmin::text || ':' || coalesce(({attnames})::text, '') || ':'
+       || string_agg(a.xmin::text, ',' ORDER BY a.attnum)
+FROM pg_catalog.pg_publication_tables p
+JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
+JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
+WHERE p.pubname = %(publication)s
+GROUP BY c.oid, c.xmin, ({attnames})::text"""
+_ENUMS_QUERY = "SELECT string_agg(xmin::text, ',' ORDER BY oid) FROM pg_catalog.pg_enum"
+
+
+def _columns_query(features: ServerFeatures, only: str = "") -> str:
+    return _COLUMNS_QUERY.format(
+        attnames="p.attnames::text[]" if features.publication_column_lists else "NULL::text[]",
+        only=only)
+
+
+def catalog_digests(conn: Conn, publication: str, features: ServerFeatures
+                    ) -> tuple[dict[int, str], str]:
+    """relation id -> a digest that changes with its `catalog_columns`, for every published
+    table; and one of every enum's labels."""
+    attnames = "p.attnames::text[]" if features.publication_column_lists else "NULL::text[]"
+    rows = conn.execute(_DIGEST_QUERY.format(attnames=attnames),
+                        {"publication": publication}).fetchall()
+    enums = conn.execute(_ENUMS_QUERY).fetchone()
+    return {int(oid): str(digest) for oid, digest in rows}, str(enums[0] if enums else "")
+
+
+def catalog_columns(conn: Conn, publication: str, features: ServerFeatures,
+                    relation_ids: Sequence[int] | None = None
+                    ) -> dict[int, tuple[str, list[Column]]]:
+    """relation id -> (``schema.table``, its live columns) of every published table (or of
+    those in `relation_ids`)."""
+    query = _columns_query(features, "" if relation_ids is None
+                           else "AND c.oid = ANY (%(oids)s::oid[])")
+    rows = conn.execute(query, {"publication": publication,
+                                "oids": None if relation_ids is None else list(relation_ids),
+                                "generated": features.publishes_generated_columns}).fetchall()
+    out: dict[int, tuple[str, list[Column]]] = {}
+    for oid, schema, table, attnum, name, type_oid, typmod, text, unpublished, fills, enum in rows:
+        labels = tuple((int(o), label) for o, label in enum) if enum else ()
+        out.setdefault(oid, (f"{schema}.{table}", []))[1].append(
+            Column(attnum, name, type_oid, typmod, bool(unpublished), bool(fills), labels, text))
+    return out
+
+
+class DdlResync:
+    def __init__(self, conn: Conn, publication: str, slot: str, features: ServerFeatures, *,
+                 enabled: bool) -> None:
+        self.conn = conn
+        self.publication = publication
+        self.slot = slot
+        self.features = features
+        self.enabled = enabled
+        self.settle = Settle()
+        self.relations: dict[int, Relation] = {}  # the last Relation per id, from the stream
+        # The published columns' (name, type, typmod) a re-sync was queued for, per table, by
+        # the catalog check: the Relation showing the same DDL later (before the table's next
+        # write, however late) queues nothing.
+        self.by_catalog: dict[int, tuple[tuple[str, int, int], ...]] = {}
+        # ... and by a Relation (with the time): the catalog check seeing the same DDL a few
+        # seconds later queues nothing.
+        self.by_relation: dict[int, tuple[tuple[tuple[str, int, int], ...], float]] = {}
+        self.next_check = time.monotonic()
+        self.digests: dict[int, str] = {}  # per table, at the last check
+        self.enums = ""  # of pg_enum, at the last check
+        self.names: dict[int, str] = {}  # ``schema.table`` per table, at the last fetch
+
+    # ------------------------------------------------------------------ catalog side
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now < self.next_check:
+            return
+        self.next_check = now + CHECK_INTERVAL_S
+        try:
+            digests, enums = catalog_digests(self.conn, self.publication, self.features)
+            changed = [oid for oid, digest in digests.items() if self.digests.get(oid) != digest
+                       or enums != self.enums]  # an enum renamed: every table, once
+            fetched = catalog_columns(self.conn, self.publication, self.features, changed) \
+                if changed else {}
+        except psycopg.OperationalError as exc:  # the connection: the session reconnects
+            raise SourceError(f"checking the catalog for DDL: {first_line(exc)}",
+                              transient=True) from None
+        except psycopg.Error as exc:  # retried at the next check; the stream goes on
+            log.warning("re-sync after DDL: cannot read the catalog: %s", first_line(exc))
+            return
+        self.settle.forget(digests)
+        self.enums = enums
+        self.digests = {oid: digest for oid, digest in digests.items()
+                        if oid in fetched or oid not in changed}  # (dropped meanwhile: again)
+        for oid, (name, _) in fetched.items():
+            self.names[oid] = name
+        # The tables whose columns changed, and those that changed at an earlier check (they
+        # settle once a check sees them unchanged).
+        observe = {oid: columns for oid, (_, columns) in fetched.items()}
+        observe.update((oid, list(self.settle.seen[oid])) for oid in self.settle.waiting
+                       if oid in digests and oid not in fetched)
+        for oid, columns in observe.items():
+            found = self.settle.observe(oid, columns)
+            if not found:
+                continue
+            name = self.names[oid]
+            shown = signature(columns)
+            seen = self.by_relation.pop(oid, None)
+            if seen is not None and seen[0] == shown and now - seen[1] < RELATION_DEDUP_S:
+                continue  # the Relation of the table's next write queued it already
+            try:
+                queued = self._resync(name, found)
+            except SourceError:
+                self.settle.waiting[oid] = list(found)  # again at the next check
+                raise
+            if queued:
+                self.by_catalog[oid] = shown
+
+    # ------------------------------------------------------------------ stream side
+
+    def relation(self, msg: Relation) -> None:
+        """A Relation from the stream: compare it with its table's previous one. One inside a
+        streamed transaction (xid set) is skipped: that transaction may not have committed (a
+        re-sync now would read the old rows) or may abort; the catalog check sees its DDL once
+        it commits."""
+        if msg.xid is not None:
+            return
+        before = self.relations.get(msg.relation_id)
+        self.relations[msg.relation_id] = msg
+        try:
+            self._compare(before, msg)
+        except SourceError:  # the replayed stream sends this Relation again: compare it then
+            if before is not None:
+                self.relations[msg.relation_id] = before
+            raise
+
+    def _compare(self, before: Relation | None, msg: Relation) -> None:
+        shown = tuple((c.name, c.type_oid, c.type_modifier) for c in msg.columns)
+        if before is None or shown == tuple((c.name, c.type_oid, c.type_modifier)
+                                            for c in before.columns):
+            return  # first seen, or only the key flags changed
+        if self.by_catalog.pop(msg.relation_id, None) == shown:
+            return  # the catalog check already queued this one
+        texts = self._type_texts({(c.type_oid, c.type_modifier)
+                                  for c in (*before.columns, *msg.columns)})
+        old = [Column(0, c.name, c.type_oid, c.type_modifier,
+                      type_text=texts.get((c.type_oid, c.type_modifier), ""))
+               for c in before.columns]
+        new = [Column(0, c.name, c.type_oid, c.type_modifier,
+                      type_text=texts.get((c.type_oid, c.type_modifier), ""))
+               for c in msg.columns]
+        known = {c.name for c in before.columns}
+        if any(c.name not in known for c in msg.columns):  # added: values for existing rows?
+            try:
+                current = catalog_columns(self.conn, self.publication, self.features,
+                                          [msg.relation_id]).get(msg.relation_id)
+            except psycopg.OperationalError as exc:
+                raise SourceError(f"checking the catalog for DDL: {first_line(exc)}",
+                                  transient=True) from None
+            except psycopg.Error as exc:
+                log.warning("re-sync after DDL: cannot read the catalog of %s.%s: %s",
+                            msg.namespace, msg.name, first_line(exc))
+                current = None
+            fills = {c.name for c in current[1] if c.fills_existing} if current else set()
+            new = [c._replace(fills_existing=c.name not in known and c.name in fills)
+                   for c in new]
+        found = reasons(old, new)
+        if found and self._resync(f"{msg.namespace}.{msg.name}", found):
+            self.by_relation[msg.relation_id] = (shown, time.monotonic())
+
+    def _type_texts(self, types: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
+        """format_type() of (type OID, typmod) pairs, for the log and status ({} on error)."""
+        pairs = sorted(types)
+        try:
+            rows = self.conn.execute(
+                "SELECT u.o::int8, u.m, pg_catalog.format_type(u.o, u.m) "
+                "FROM unnest(%s::oid[], %s::int4[]) AS u(o, m)",
+                ([p[0] for p in pairs], [p[1] for p in pairs])).fetchall()
+        except psycopg.Error:
+            return {}  # the message shows OIDs instead
+        return {(int(o), int(m)): str(text) for o, m, text in rows}
+
+    # ------------------------------------------------------------------ the request
+
+    def _resync(self, name: str, found: Sequence[str]) -> bool:
+        """Queue a re-sync of `name` (unless one is pending); whether it is queued."""
+        why = "; ".join(found)
+        if not self.enabled:
+            log.warning("table %s: %s changed existing rows without row events; "
+                        "resync_on_ddl is off, so consumers keep the old values (re-publish "
+                        "them with: pgcdc snapshot --tables %s)", name, why, name)
+            return True
+        try:
+            signals.ensure_table(self.conn)
+            if signals.pending_includes(self.conn, self.slot, name):
+                log.info("re-sync of %s after DDL (%s): one is queued already", name, why)
+                return True
+            request = signals.request(self.conn, self.slot, [name],
+                                      message=RESYNC_MESSAGE + why)
+        except psycopg.OperationalError as exc:  # the connection: the session reconnects
+            raise SourceError(f"queueing a re-sync of {name} after DDL: {first_line(exc)}",
+                              transient=True) from None
+        except (psycopg.Error, PrivilegeError) as exc:
+            if isinstance(exc, PrivilegeError) or is_privilege_error(exc):
+                error = exc if isinstance(exc, PrivilegeError) else \
+                    signals.lacking_grant(exc, self.conn.info.user)
+                log.warning("re-sync of %s after DDL (%s) not queued: %s", name, why, error)
+            else:
+                log.warning("re-sync of %s after DDL (%s) not queued: %s", name, why,
+                            first_line(exc))
+            return False
+        log.info("re-sync of %s queued (incremental snapshot %d) after DDL: %s", name,
+                 request, why)
+        metrics.DDL_RESYNCS.labels(name).inc()
+        return True

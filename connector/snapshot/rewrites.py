@@ -1,0 +1,119 @@
+"""Which DDL changes a table's existing rows without a row event: the re-sync decision (pure).
+
+pgoutput sends no DDL and no events for the rows a DDL statement rewrites, so after
+
+* ``ALTER TABLE t ALTER COLUMN c TYPE ...`` (PostgreSQL converts every value),
+* ``ALTER TABLE t ADD COLUMN c ... DEFAULT <x>`` (existing rows read as x: a non-volatile
+  default is stored once as the column's "missing value", ``pg_attribute.atthasmissing``; a
+  volatile one such as ``random()``, an identity column or a domain with a default rewrites
+  the table),
+* ``ALTER TABLE t ALTER COLUMN g DROP EXPRESSION`` (a generated column, not published, becomes
+  a plain one that is: its stored values were never sent),
+* ``ALTER TABLE t RENAME COLUMN a TO b`` (the values are now under a name the consumer has no
+  values for),
+* ``ALTER TYPE e RENAME VALUE 'x' TO 'y'`` (every row holding x now reads y),
+
+a consumer of the topic keeps the old values for good. The producer compares successive
+descriptions of each published table (`Column`, from the catalog or a Relation message) and
+re-reads a table through an incremental snapshot when `reasons` finds one of the above.
+
+Not detected (no catalog trace; README "Re-sync after DDL"): a USING conversion to the same
+type (``ALTER COLUMN n TYPE int USING n * 10`` on an int column), and DDL made while the
+producer was not running (the first description it sees is the baseline).
+
+`Settle` coalesces a burst: a table is re-synced once its description stayed the same for one
+more check, so a migration running ten ALTERs on a table queues one re-sync, not ten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+__all__ = ["Column", "Settle", "reasons", "signature"]
+
+
+class Column(NamedTuple):
+    """One live column as the catalog describes it (`attnum` 0 when unknown: a Relation)."""
+
+    attnum: int
+    name: str
+    type_oid: int
+    typmod: int
+    generated: bool = False  # attgenerated <> '': not published (before PostgreSQL 18)
+    fills_existing: bool = False  # atthasmissing, a volatile default, identity, domain default
+    enum_labels: tuple[tuple[int, str], ...] = ()  # (pg_enum oid, label) of an enum type
+    type_text: str = ""  # format_type(), for messages ("" : shown as the OID and typmod)
+
+    def kind(self) -> str:
+        if self.type_text:
+            return self.type_text
+        return f"type {self.type_oid}" + (f" typmod {self.typmod}" if self.typmod >= 0 else "")
+
+
+def signature(columns: Iterable[Column]) -> tuple[tuple[str, int, int], ...]:
+    """The published columns' (name, type, typmod): what a Relation message shows."""
+    return tuple((c.name, c.type_oid, c.typmod) for c in columns if not c.generated)
+
+
+def reasons(old: Sequence[Column], new: Sequence[Column]) -> list[str]:
+    """Why the change from `old` to `new` changed existing rows' published values (empty: it
+    did not). Columns are matched by attnum when both sides know it, else by name."""
+    by_num = all(c.attnum for c in old) and all(c.attnum for c in new)
+    before = {(c.attnum if by_num else c.name): c for c in old}
+    found: list[str] = []
+    for col in new:
+        prev = before.get(col.attnum if by_num else col.name)
+        if prev is None:
+            if col.fills_existing and not col.generated:
+                found.append(f"column {col.name} added with a value for existing rows")
+            continue
+        if col.generated:
+            continue
+        if prev.generated:
+            found.append(f"column {col.name} is no longer generated (DROP EXPRESSION)")
+            continue
+        if prev.name != col.name:
+            found.append(f"column {prev.name} renamed to {col.name}")
+        if (prev.type_oid, prev.typmod) != (col.type_oid, col.typmod):
+            found.append(f"column {col.name} changed type from {prev.kind()} to {col.kind()}")
+        elif prev.enum_labels and col.enum_labels:
+            renamed = dict(prev.enum_labels)
+            changed = [f"{renamed[oid]!r} to {label!r}" for oid, label in col.enum_labels
+                       if oid in renamed and renamed[oid] != label]
+            if changed:
+                found.append(f"column {col.name}: enum value renamed {', '.join(changed)}")
+    return found
+
+
+@dataclass
+class Settle:
+    """Per table: the description last seen, and the reasons gathered while it still changes.
+
+    `observe` returns the reasons to re-sync once a changed table's description held still for
+    one check (None otherwise). A table seen for the first time is only remembered."""
+
+    seen: dict[int, tuple[Column, ...]] = field(default_factory=dict)
+    waiting: dict[int, list[str]] = field(default_factory=dict)
+
+    def observe(self, table: int, columns: Sequence[Column]) -> list[str] | None:
+        now = tuple(columns)
+        before = self.seen.get(table)
+        self.seen[table] = now
+        if before is None:
+            return None
+        if before != now:
+            found = reasons(before, now)
+            if found or table in self.waiting:
+                gathered = self.waiting.setdefault(table, [])
+                gathered.extend(r for r in found if r not in gathered)
+            return None
+        return self.waiting.pop(table, None)
+
+    def forget(self, keep: Iterable[int]) -> None:
+        """Drop the tables no longer published."""
+        kept = set(keep)
+        for table in [t for t in self.seen if t not in kept]:
+            del self.seen[table]
+            self.waiting.pop(table, None)

@@ -1,0 +1,159 @@
+"""Re-sync after DDL (`resync_on_ddl`): DDL that changes existing rows without row events
+(ADD COLUMN ... DEFAULT, ALTER COLUMN ... TYPE ... USING) makes the producer re-publish the
+table through an incremental snapshot, so the topic ends with every row's new values; with the
+setting off, only a warning."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.support.producer import current_lsn
+from tests.support.snapshot import final_state, read_events, table_rows, wait_for_output
+
+PGCDC = str(Path(sys.executable).parent / "pgcdc")
+ROWS = 120
+
+
+DDL = ["ALTER TABLE {t} ADD COLUMN c text DEFAULT 'x'",
+       "ALTER TABLE {t} ALTER COLUMN n TYPE bigint USING n * 10"]
+
+
+def _setup(postgres: Any, producer_run: Any, log_dir: Path, *extra: str,
+           ddl: list[str] = DDL) -> tuple[Any, str]:
+    run = producer_run("public.resync_*", "--snapshot", "never",
+                       "--incremental-chunk-rows", "50", *extra)
+    table = f"resync_{run.tag}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n int NOT NULL)")
+        # Written before the producer starts (--snapshot never): not in the topic.
+        conn.execute(f"INSERT INTO {table} SELECT i, i FROM generate_series(1, {ROWS}) i")
+    run.start(log_dir)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {table} VALUES ({ROWS + 1}, {ROWS + 1})")  # streamed
+    run.wait_confirmed(current_lsn(postgres.dsn))
+    time.sleep(2.5)  # one catalog check saw the table before the DDL
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        for statement in ddl:
+            conn.execute(statement.format(t=table))
+    return run, table
+
+
+def _status(run: Any) -> str:
+    out = subprocess.run([PGCDC, "status", "--dsn", run.dsn, "--slot", run.slot,
+                          "--publication", f"pub_{run.tag}"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _requests_when_done(run: Any) -> list[tuple[str, str]]:
+    """(state, message) of the slot's requests, once the first is done."""
+    with psycopg.connect(run.dsn, autocommit=True) as conn:
+        deadline = time.monotonic() + 120
+        while True:
+            rows = conn.execute("SELECT state, message FROM public.pgcdc_signal WHERE slot = %s "
+                                "ORDER BY id", (run.slot,)).fetchall()
+            if rows and rows[0][0] == "done":
+                return rows
+            assert time.monotonic() < deadline, (rows, run.output())
+            time.sleep(0.2)
+
+
+def test_ddl_rewriting_rows_resyncs_the_table(postgres, producer_run, log_dir) -> None:
+    run, table = _setup(postgres, producer_run, log_dir)
+    wait_for_output(run, f"re-sync of public.{table} queued", timeout=60)
+    rows = _requests_when_done(run)
+    # One request for the burst of two statements, its message naming both.
+    assert len(rows) == 1, rows
+    message = rows[0][1]
+    assert message.startswith("re-sync after DDL: "), message
+    assert "column c added" in message and "column n changed type" in message, message
+    assert "re-sync after DDL" in _status(run)
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=120)
+
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=ROWS + 2)
+    reads = [e.value for e in events if e.value["op"] == "r"]
+    assert all(v["source"]["snapshot"] == "incremental" for v in reads)
+    # Every existing row, with the values the DDL gave it.
+    assert {v["after"]["id"] for v in reads} == set(range(1, ROWS + 2))
+    assert all(v["after"]["c"] == "x" and v["after"]["n"] == v["after"]["id"] * 10
+               for v in reads), reads[:3]
+    expected = table_rows(postgres.dsn, f"SELECT id, n, c FROM {table}")
+    assert final_state([e.value for e in events]) == expected
+
+
+def test_resync_off_only_warns(postgres, producer_run, log_dir) -> None:
+    run, table = _setup(postgres, producer_run, log_dir, "--no-resync-on-ddl")
+    wait_for_output(run, "resync_on_ddl is off", timeout=60)
+    assert f"table public.{table}: " in run.output()
+    time.sleep(3)  # nothing else follows
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        exists = conn.execute("SELECT to_regclass('public.pgcdc_signal') IS NOT NULL").fetchone()
+        if exists == (True,):
+            assert conn.execute("SELECT count(*) FROM public.pgcdc_signal WHERE slot = %s",
+                                (run.slot,)).fetchone() == (0,)
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=60)
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=1)
+    assert [e.value["op"] for e in events] == ["c"]
+
+
+def test_ddl_then_a_write_queues_one_resync(postgres, producer_run, log_dir) -> None:
+    """The write sends the changed Relation at once, the catalog check sees the DDL a few
+    seconds later: one re-sync between them."""
+    run, table = _setup(postgres, producer_run, log_dir, ddl=[
+        "ALTER TABLE {t} ALTER COLUMN n TYPE bigint USING n * 10",
+        "UPDATE {t} SET n = n + 1 WHERE id = 1"])
+    wait_for_output(run, f"re-sync of public.{table} queued", timeout=60)
+    _requests_when_done(run)
+    time.sleep(6)  # two more catalog checks
+    rows = _requests_when_done(run)
+    assert len(rows) == 1, (rows, run.output())
+    assert "column n changed type from integer to bigint" in rows[0][1]
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=120)
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=ROWS + 3)
+    reads = [e.value for e in events if e.value["op"] == "r"]
+    assert {v["after"]["id"] for v in reads} == set(range(1, ROWS + 2))
+    expected = table_rows(postgres.dsn, f"SELECT id, n FROM {table}")
+    assert expected[2]["n"] == 20
+    assert final_state([e.value for e in events]) == expected
+
+
+def test_enum_rename_and_drop_expression_resync(postgres, producer_run, log_dir) -> None:
+    """DDL that changes no column type: an enum value renamed, a generated column made plain
+    (its stored values were never published)."""
+    run = producer_run("public.resync_*", "--snapshot", "never")
+    table, mood = f"resync_{run.tag}", f"resync_mood_{run.tag}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TYPE {mood} AS ENUM ('sad', 'ok')")
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, e {mood}, "
+                     "g int GENERATED ALWAYS AS (id * 2) STORED)")
+        conn.execute(f"INSERT INTO {table} SELECT i, 'sad' FROM generate_series(1, 10) i")
+    run.start(log_dir)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {table} VALUES (11, 'ok')")
+    run.wait_confirmed(current_lsn(postgres.dsn))
+    time.sleep(2.5)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER TYPE {mood} RENAME VALUE 'sad' TO 'blue'")
+        conn.execute(f"ALTER TABLE {table} ALTER COLUMN g DROP EXPRESSION")
+    wait_for_output(run, f"re-sync of public.{table} queued", timeout=60)
+    rows = _requests_when_done(run)
+    assert len(rows) == 1, rows
+    assert "enum value renamed 'sad' to 'blue'" in rows[0][1], rows
+    assert "column g is no longer generated" in rows[0][1], rows
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=120)
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                         min_count=12)
+    reads = {e.value["after"]["id"]: e.value["after"] for e in events if e.value["op"] == "r"}
+    assert set(reads) == set(range(1, 12))
+    assert all(v["e"] == ("ok" if k == 11 else "blue") and v["g"] == 2 * k
+               for k, v in reads.items()), reads

@@ -1,0 +1,136 @@
+"""`DdlResync.relation`: which Relation messages lead to a catalog look-up and a request. The
+look-ups and the request go to the connection, so a recording fake stands in for it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from connector.errors import SourceError
+from connector.pgoutput.messages import Relation, RelationColumn
+from connector.replication.features import ServerFeatures
+from connector.snapshot import resync as resync_mod
+from connector.snapshot.resync import DdlResync
+from connector.snapshot.rewrites import Column
+
+ID = RelationColumn(1, "id", 23, -1)
+N = RelationColumn(0, "n", 23, -1)
+
+
+def _rel(*columns: RelationColumn, xid: int | None = None) -> Relation:
+    return Relation(xid, 42, "public", "t", "d", columns)
+
+
+class _NoConn:
+    """Any use fails the test: the Relation needs no catalog."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"connection used ({name})")
+
+
+def _resync(conn: Any, queued: list[tuple[str, list[str]]], *, enabled: bool = True
+            ) -> DdlResync:
+    r = DdlResync(conn, "pub", "slot", ServerFeatures(180000), enabled=enabled)
+    r._resync = lambda name, found: queued.append((name, list(found))) or True  # type: ignore[method-assign]
+    return r
+
+
+def _catalog(monkeypatch: pytest.MonkeyPatch, states: Iterator[list[Column]]) -> None:
+    """Each check sees the next state of table 42 (digest, then the columns if it changed)."""
+    current: list[list[Column]] = []
+
+    def digests(*args: Any) -> tuple[dict[int, str], str]:
+        current[:] = [next(states)]
+        return {42: repr(current[0])}, ""
+
+    monkeypatch.setattr(resync_mod, "catalog_digests", digests)
+    monkeypatch.setattr(resync_mod, "catalog_columns",
+                        lambda *a, **k: {42: ("public.t", current[0])})
+
+
+def test_unchanged_first_seen_and_streamed_relations_do_nothing() -> None:
+    queued: list[tuple[str, list[str]]] = []
+    r = _resync(_NoConn(), queued)
+    r.relation(_rel(ID, N))  # first sight: the baseline
+    r.relation(_rel(ID, N))  # re-sent as is (after an invalidation)
+    r.relation(_rel(ID, N._replace(flags=1)))  # a key change: no values changed
+    # Inside a streamed transaction: maybe uncommitted, maybe aborted; the catalog check
+    # sees it once it commits.
+    r.relation(_rel(ID, N._replace(type_oid=20), xid=7))
+    assert queued == []
+
+
+def test_a_type_change_queues_one_resync(monkeypatch: pytest.MonkeyPatch) -> None:
+    queued: list[tuple[str, list[str]]] = []
+
+    class Conn:
+        def execute(self, query: str, params: Any) -> Any:
+            class Rows:
+                def fetchall(self) -> list[tuple[int, int, str]]:
+                    names = {23: "integer", 20: "bigint"}
+                    return [(o, m, names[o]) for o, m in zip(*params, strict=True)]
+            return Rows()
+
+    r = _resync(Conn(), queued)
+    r.relation(_rel(ID, N))
+    r.relation(_rel(ID, N._replace(type_oid=20)))
+    assert queued == [("public.t", ["column n changed type from integer to bigint"])]
+    # The catalog check seeing the same DDL a moment later does not queue it again.
+    states = iter([[Column(1, "id", 23, -1), Column(2, "n", 23, -1)],
+                   [Column(1, "id", 23, -1), Column(2, "n", 20, -1)],
+                   [Column(1, "id", 23, -1), Column(2, "n", 20, -1)]])
+
+    _catalog(monkeypatch, states)
+    for _ in range(3):
+        r.next_check = 0.0
+        r.tick()
+    assert len(queued) == 1
+    assert 42 not in r.by_relation  # the check did find the change, and matched it
+
+
+def test_a_lost_connection_retries_the_request_at_the_next_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    r = DdlResync(_NoConn(), "pub", "slot", ServerFeatures(180000), enabled=True)
+    calls: list[str] = []
+
+    def flaky(name: str, found: Any) -> bool:
+        calls.append(name)
+        if len(calls) == 1:
+            raise SourceError("connection lost", transient=True)
+        return True
+
+    r._resync = flaky  # type: ignore[method-assign]
+    states = iter([[Column(1, "id", 23, -1), Column(2, "n", 23, -1)]]
+                  + [[Column(1, "id", 23, -1), Column(2, "n", 20, -1)]] * 3)
+    _catalog(monkeypatch, states)
+    r.next_check = 0.0
+    r.tick()
+    r.next_check = 0.0
+    r.tick()
+    r.next_check = 0.0
+    with pytest.raises(SourceError):
+        r.tick()
+    r.next_check = 0.0
+    r.tick()  # the session reconnected: the same DdlResync asks again
+    assert calls == ["public.t", "public.t"]
+
+
+def test_a_relation_lost_with_the_connection_is_compared_again() -> None:
+    r = DdlResync(_NoConn(), "pub", "slot", ServerFeatures(180000), enabled=True)
+    r._type_texts = lambda types: {}  # type: ignore[method-assign]
+    calls: list[str] = []
+
+    def flaky(name: str, found: Any) -> bool:
+        calls.append(name)
+        if len(calls) == 1:
+            raise SourceError("connection lost", transient=True)
+        return True
+
+    r._resync = flaky  # type: ignore[method-assign]
+    r.relation(_rel(ID, N))
+    with pytest.raises(SourceError):
+        r.relation(_rel(ID, N._replace(type_oid=20)))
+    r.relation(_rel(ID, N._replace(type_oid=20)))  # replayed after the reconnect
+    assert calls == ["public.t", "public.t"]
