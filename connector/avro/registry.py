@@ -357,9 +357,12 @@ class SchemaRegistry:
                                   f"{_one_line(str(exc)) or type(exc).__name__}")
         return None, None
 
-    def close(self) -> None:
-        """Stop the watch thread (if any)."""
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Stop the watch thread (if any) and wait for a sweep in progress: a daemon thread
+        still inside an HTTP request while the interpreter shuts down can crash it."""
         self._stop_watch.set()
+        if self._watch is not None and self._watch is not threading.current_thread():
+            self._watch.join(timeout_s)
 
     # --------------------------------------------------------------------- errors & retry
 
