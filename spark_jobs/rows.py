@@ -74,13 +74,10 @@ def decode_rows(records: Iterable[tuple[int, bytes]], schemas: Mapping[int, Writ
     """(schema id, Avro body) of each decodable record → TopicRows. Raises NotForRows for a
     body its schema cannot read (the Spark path dead-letters it)."""
     out = TopicRows()
-    seen: set[str] = set()
+    used: dict[int, None] = {}  # the schema ids seen, first seen first
     for sid, body in records:
         writer = schemas[sid]
-        for column in writer.columns.values():
-            if column not in seen:
-                seen.add(column)
-                out.columns.append(column)
+        used.setdefault(sid)
         try:
             event = schemaless_reader(io.BytesIO(body), writer.parsed, None)
         except Exception as exc:  # noqa: BLE001 - any decoding failure: leave it to Spark
@@ -90,6 +87,8 @@ def decode_rows(records: Iterable[tuple[int, bytes]], schemas: Mapping[int, Writ
         op = event["op"]
         out.truncates += op == "t"
         out.deletes += op == "d"
+    # Per schema id, not per record: the row columns, first seen first.
+    out.columns = list(dict.fromkeys(c for sid in used for c in schemas[sid].columns.values()))
     for row in out.rows:
         out.toast.update(row[TOAST])
     return out

@@ -90,9 +90,8 @@ def test_a_type_change_queues_one_resync(monkeypatch: pytest.MonkeyPatch) -> Non
     assert 42 not in r.by_relation  # the check did find the change, and matched it
 
 
-def test_a_lost_connection_retries_the_request_at_the_next_check(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    r = DdlResync(_NoConn(), "pub", "slot", ServerFeatures(180000), enabled=True)
+def _fail_first_request(r: DdlResync) -> list[str]:
+    """Make `r`'s first re-sync request lose the connection; returns the tables asked for."""
     calls: list[str] = []
 
     def flaky(name: str, found: Any) -> bool:
@@ -102,6 +101,13 @@ def test_a_lost_connection_retries_the_request_at_the_next_check(
         return True
 
     r._resync = flaky  # type: ignore[method-assign]
+    return calls
+
+
+def test_a_lost_connection_retries_the_request_at_the_next_check(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    r = DdlResync(_NoConn(), "pub", "slot", ServerFeatures(180000), enabled=True)
+    calls = _fail_first_request(r)
     states = iter([[Column(1, "id", 23, -1), Column(2, "n", 23, -1)]]
                   + [[Column(1, "id", 23, -1), Column(2, "n", 20, -1)]] * 3)
     _catalog(monkeypatch, states)
@@ -120,15 +126,7 @@ def test_a_lost_connection_retries_the_request_at_the_next_check(
 def test_a_relation_lost_with_the_connection_is_compared_again() -> None:
     r = DdlResync(_NoConn(), "pub", "slot", ServerFeatures(180000), enabled=True)
     r._type_texts = lambda types: {}  # type: ignore[method-assign]
-    calls: list[str] = []
-
-    def flaky(name: str, found: Any) -> bool:
-        calls.append(name)
-        if len(calls) == 1:
-            raise SourceError("connection lost", transient=True)
-        return True
-
-    r._resync = flaky  # type: ignore[method-assign]
+    calls = _fail_first_request(r)
     r.relation(_rel(ID, N))
     with pytest.raises(SourceError):
         r.relation(_rel(ID, N._replace(type_oid=20)))
