@@ -37,6 +37,8 @@ class MergeConfig:
     fast_merge: str = "auto"  # auto | off
     fast_merge_max_events: int = 100_000
     maintenance_every: int = 100  # fast batches of a table between compactions (0: never)
+    # Record transaction-consistent cuts in <target>/_pgcdc/cuts (spark_jobs/cut_policy.py).
+    consistent_cuts: bool = False
 
     def __post_init__(self) -> None:
         if bool(self.topic_prefix) == bool(self.topics):
@@ -68,6 +70,22 @@ class MergeConfig:
         bad = [k for k in self.kafka_options if not k.startswith("kafka.")]
         if bad:
             raise ValueError(f"Kafka options must start with 'kafka.': {bad}")
+        if self.consistent_cuts:
+            self._check_cuts()
+
+    def _check_cuts(self) -> None:
+        """What `--consistent-cuts` cannot work with (spark_jobs/cut_policy.py says why)."""
+        if self.format != "delta":
+            raise ValueError("--consistent-cuts records Delta versions: the Parquet change log "
+                             "has each change's _cdc_commit_lsn instead (see spark_jobs/README.md)")
+        if self.available_now:
+            raise ValueError("--consistent-cuts needs a streaming --trigger interval: a "
+                             "heartbeat vouches for changes one batch after the batch that "
+                             "read it (not with available-now or --replay)")
+        if self.max_offsets_per_trigger is not None:
+            raise ValueError("--consistent-cuts needs batches that read to the latest offsets: "
+                             "leave out --max-offsets-per-trigger")
+        self.heartbeat_topic  # noqa: B018 - raises for topics of several prefixes
 
     @property
     def checkpoint_dir(self) -> str:
@@ -99,12 +117,28 @@ class MergeConfig:
                 "min": "minutes"}.get(unit, unit if unit.endswith("s") else unit + "s")
         return f"{number} {unit}"
 
+    @property
+    def heartbeat_topic(self) -> str:
+        """`<prefix>.heartbeat` of the subscribed tables' prefix (with --topics: their one
+        prefix)."""
+        if self.topic_prefix:
+            return f"{self.topic_prefix}.heartbeat"
+        prefixes = {t.rsplit(".", 2)[0] for t in self.topics}
+        if len(prefixes) != 1:
+            raise ValueError("--consistent-cuts needs topics of one prefix (its heartbeats), "
+                             f"not {sorted(prefixes)}")
+        return f"{prefixes.pop()}.heartbeat"
+
     def subscription(self) -> tuple[str, str]:
         """The Kafka source's (option, value): a pattern, so new tables appear without a
-        restart, or a fixed topic list."""
+        restart, or a fixed topic list; with --consistent-cuts the heartbeat topic too."""
         if self.topic_prefix:
-            return "subscribePattern", subscribe_pattern(self.topic_prefix)
-        return "subscribe", ",".join(self.topics)
+            pattern = subscribe_pattern(self.topic_prefix)
+            if self.consistent_cuts:
+                pattern = f"{pattern}|^{re.escape(self.heartbeat_topic)}$"
+            return "subscribePattern", pattern
+        topics = [*self.topics, self.heartbeat_topic] if self.consistent_cuts else self.topics
+        return "subscribe", ",".join(topics)
 
 
 def _csv(text: str) -> tuple[str, ...]:
@@ -177,6 +211,10 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     p.add_argument("--maintenance-every", type=int, default=100, metavar="N",
                    help="compact a table and its tombstones every N batches the fast path "
                         "applied to it (default 100; 0: never)")
+    p.add_argument("--consistent-cuts", action="store_true",
+                   help="apply only changes the producer's heartbeats vouch for and record "
+                        "each transaction-consistent cut in TARGET/_pgcdc/cuts (needs "
+                        "`pgcdc run --heartbeat-interval-s`)")
     return p
 
 
@@ -205,6 +243,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "merge.py") -> Mer
             fast_merge=args.fast_merge,
             fast_merge_max_events=args.fast_merge_max_events,
             maintenance_every=args.maintenance_every,
+            consistent_cuts=args.consistent_cuts,
         )
     except ValueError as exc:
         p.error(str(exc))

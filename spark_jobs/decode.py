@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,11 +90,15 @@ def value_record(envelope: dict[str, Any]) -> dict[str, Any]:
     raise NotAnEnvelope("Envelope without a Value record")
 
 
-def plan_batch(summary: list[Any], cache: SchemaCache) -> dict[str, TopicPlan]:
+def plan_batch(summary: list[Any], cache: SchemaCache, control: Collection[str] = ()
+               ) -> dict[str, TopicPlan]:
     """From the batch summary rows (topic, problem, sid, key_sid, n), per topic: fetch each
-    writer schema once (cached across batches) and sort ids into decodable and rejected."""
+    writer schema once (cached across batches) and sort ids into decodable and rejected.
+    `control`: subscribed topics that are no table (the heartbeat topic of --consistent-cuts)."""
     plans: dict[str, TopicPlan] = defaultdict(TopicPlan)
     for row in summary:
+        if row["topic"] in control:
+            continue
         plan = plans[row["topic"]]
         plan.events += row["n"]
         if row[PROBLEM] is not None:

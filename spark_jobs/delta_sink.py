@@ -59,6 +59,7 @@ class BatchFacts:
     truncate: Position | None
     toast: list[str]
     first: Position | None = None  # the earliest position of any change (truncates too)
+    newest_ts: int | None = None  # newest commit time (source.ts_ms) of a change
 
 
 @contextmanager

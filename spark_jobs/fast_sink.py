@@ -60,6 +60,12 @@ def _open(sink: DeltaTableSink, path: str) -> DeltaTable | None:
     return table
 
 
+def version(sink: DeltaTableSink) -> int | None:
+    """The table's current Delta version through its cached delta-rs handle (None: absent)."""
+    table = _open(sink, sink.path)
+    return None if table is None else table.version()
+
+
 def _txn(app_id: str, batch_id: int) -> CommitProperties:
     return CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)])
 

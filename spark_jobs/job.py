@@ -18,8 +18,17 @@ from pyspark.sql.types import DataType
 
 from connector.errors import first_line
 
-from .changes import IDX, LSN, OP, TOAST, Position, q
+from .changes import IDX, LSN, OP, TOAST, TS, Position, q
 from .config import MergeConfig
+from .cut_policy import (
+    CutState,
+    after,
+    bound,
+    cut_lsn,
+    initial,
+    records_cut,
+    stale_warning,
+)
 from .dead_letter import write_dead_letters
 from .decode import (
     DEAD_COLUMNS,
@@ -30,12 +39,14 @@ from .decode import (
     undecodable,
 )
 from .delta_sink import BatchFacts, DeltaTableSink
-from .fast_sink import Declined, apply_fast, load, row_types
+from .fast_sink import Declined, apply_fast, load, row_types, version
 from .files import HadoopFs
-from .names import TableId, table_of
+from .held import RAW_COLUMNS, PendingStore, heartbeat_lsn
+from .manifest import Cut, append_cut, read_cuts
+from .names import OFFSET, PARTITION, TableId, table_of
 from .parquet_sink import append_change_log
 from .registry import SchemaCache
-from .rows import NotForRows, WriterSchema, decode_rows
+from .rows import NotForRows, WriterSchema, decode_rows, split_held
 from .wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
 
 log = logging.getLogger(__name__)
@@ -74,6 +85,53 @@ class MergeStats:
     # "<schema>/<table>" → why its last failed batch was not written (its events: dead letters)
     failed_tables: dict[str, str] = field(default_factory=dict)
     reports: list[BatchReport] = field(default_factory=list)
+    cuts: int = 0  # cuts recorded (--consistent-cuts)
+    held: int = 0  # changes held back by the last batch (--consistent-cuts)
+
+
+@dataclass
+class BatchCut:
+    """One batch's side of `--consistent-cuts` (`cut_policy`): the bound it applies, and what
+    its tables report back: the keys (topic, partition, offset) of the records they held
+    back, their Delta versions and the newest commit time they applied."""
+
+    bound: int | None
+    heartbeat: int | None = None  # highest heartbeat LSN of this batch (for the next one)
+    held_frames: list[DataFrame] = field(default_factory=list)  # persisted keys (Spark path)
+    held_keys: list[tuple[str, int, int]] = field(default_factory=list)  # (fast path)
+    held: int = 0
+    newest_ts: int | None = None
+    versions: dict[str, int] = field(default_factory=dict)
+    pending: str | None = None  # where the held-back records were stored
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def hold(self, decoded: DataFrame, topic: str) -> DataFrame:
+        """The changes of `decoded` (one topic's `decode_topic`, cached) this batch applies;
+        the keys of the others are kept (cached) for the pending store. Same rule as
+        `cut_policy.held`: commit_lsn >= bound, or no bound yet; undecodable rows pass on
+        (to the dead letters)."""
+        lsn = F.col(LSN)
+        waits = lsn.isNotNull() if self.bound is None else lsn >= F.lit(self.bound)
+        keys = decoded.where(waits).select(
+            F.lit(topic).alias("topic"), F.col(PARTITION).alias("partition"),
+            F.col(OFFSET).alias("offset")).persist()
+        count = keys.count()
+        with self.lock:
+            self.held += count
+            (self.held_frames.append(keys) if count else keys.unpersist())
+        return decoded.where(~waits | lsn.isNull())
+
+    def hold_keys(self, topic: str, keys: list[tuple[int, int]]) -> None:
+        with self.lock:
+            self.held_keys.extend((topic, p, o) for p, o in keys)
+            self.held += len(keys)
+
+    def applied(self, path: str, version_: int | None, newest_ts: int | None) -> None:
+        with self.lock:
+            if version_ is not None:
+                self.versions[path] = version_
+            if newest_ts is not None:
+                self.newest_ts = max(newest_ts, self.newest_ts or newest_ts)
 
 
 def table_facts(decoded: DataFrame) -> tuple[int, BatchFacts]:
@@ -86,12 +144,13 @@ def table_facts(decoded: DataFrame) -> tuple[int, BatchFacts]:
         F.min(F.when(F.col(OP).isNotNull(), F.struct(F.col(LSN), F.col(IDX)))).alias("first"),
         F.array_distinct(F.flatten(F.collect_set(
             F.when(F.size(F.col(TOAST)) > 0, F.col(TOAST))))).alias("toast"),
+        F.max(F.when(F.col(OP).isNotNull(), F.col(TS))).alias("newest"),
     ).first()
     assert row is not None
     truncate = Position(*row["truncate"]) if row["truncate"] is not None else None
     first = Position(*row["first"]) if row["first"] is not None else None
     return row["corrupt"], BatchFacts(row["events"], row["deletes"], truncate,
-                                      sorted(row["toast"] or []), first)
+                                      sorted(row["toast"] or []), first, row["newest"])
 
 
 class BatchProcessor:
@@ -113,6 +172,8 @@ class BatchProcessor:
         self._lock = threading.Lock()
         # (schema id, original names) → decoder and the Spark types of its row columns
         self._writers: dict[tuple[int, bool], tuple[WriterSchema, dict[str, DataType]]] = {}
+        self.store = (PendingStore(spark, config.target, app_id) if config.consistent_cuts
+                      else None)
 
     def _session(self) -> SparkSession:
         """This worker thread's session: Delta reads the idempotent-write settings from the
@@ -139,6 +200,70 @@ class BatchProcessor:
         self._pool.shutdown(wait=True)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.store is None:
+            self._process(batch, batch_id, None)
+        else:
+            self._with_cut(batch, batch_id)
+
+    def _with_cut(self, batch: DataFrame, batch_id: int) -> None:
+        """A batch under `--consistent-cuts` (`cut_policy`, `held`): the records held back by
+        the previous batch go in front of this one's, changes the heartbeats of earlier batches
+        do not vouch for wait, and once every table is written the cut is recorded."""
+        assert self.store is not None
+        if self.store.done(batch_id):
+            log.info("batch %d: applied with its cut already (a re-run): skipped", batch_id)
+            return
+        previous = self.store.latest(batch_id) or self._fresh_state()
+        cut = BatchCut(bound(previous))
+        source = batch.select(*RAW_COLUMNS)
+        if previous.pending:
+            source = source.unionByName(self.store.read_rows(previous.pending))
+        self._process(source, batch_id, cut)
+        recorded = records_cut(previous, cut.bound)
+        now = time.time_ns() // 1_000_000
+        state = after(previous, batch_id, cut.bound, cut.heartbeat, cut.newest_ts, cut.pending,
+                      cut.versions, recorded, now)
+        if recorded:
+            assert cut.bound is not None
+            append_cut(self.config.target, Cut(cut_lsn(cut.bound), batch_id, state.versions,
+                                               state.source_ts_ms), self.app_id)
+            self.stats.cuts += 1
+            log.info("batch %d: cut recorded at %s (%d table(s)), %d change(s) held back",
+                     batch_id, Cut(cut_lsn(cut.bound), batch_id, {}).lsn_text,
+                     len(state.versions), cut.held)
+        self.store.write_state(state)
+        self.store.prune(batch_id)
+        self.stats.held = cut.held
+        warning = stale_warning(state, cut.held > 0, self.config.heartbeat_topic, now)
+        if warning:
+            log.warning("batch %d: %s", batch_id, warning)
+
+    def _fresh_state(self) -> CutState:
+        """A new application's start: cuts continue above the manifest's last one, and the
+        tables already in the lake are in every cut from the first one on."""
+        cuts = read_cuts(self.config.target)
+        floor = max((c.lsn for c in cuts), default=None)
+        versions: dict[str, int] = {}
+        target = self.config.target.rstrip("/")
+        for found in HadoopFs(self.spark, target).glob(f"{target}/*/*/_delta_log"):
+            schema, table = found.rstrip("/").split("/")[-3:-1]
+            if schema != "_pgcdc":
+                found_version = self._version(self._sink(TableId(schema, table)), self.spark)
+                if found_version is not None:
+                    versions[f"{schema}/{table}"] = found_version
+        return initial(floor, versions, time.time_ns() // 1_000_000)
+
+    def _version(self, sink: DeltaTableSink, session: SparkSession) -> int | None:
+        """A table's current Delta version: through delta-rs where it can read the target
+        (no Spark job), else the newest entry of the table's history."""
+        if self.config.fast_merge_on:
+            return version(sink)
+        from delta.tables import DeltaTable
+
+        row = DeltaTable.forPath(session, sink.path).history(1).select("version").first()
+        return None if row is None else int(row[0])
+
+    def _process(self, batch: DataFrame, batch_id: int, cut: BatchCut | None) -> None:
         started = time.monotonic()
         frames = with_frame(batch).persist()
         try:
@@ -146,12 +271,17 @@ class BatchProcessor:
                        .agg(F.count(F.lit(1)).alias("n"),
                             F.unix_millis(F.min("timestamp")).alias("oldest"),
                             F.unix_millis(F.max("timestamp")).alias("newest")).collect())
-            plans = plan_batch(summary, self.schemas)
+            beat_topic = self.config.heartbeat_topic if cut is not None else None
+            plans = plan_batch(summary, self.schemas, (beat_topic,) if beat_topic else ())
+            if cut is not None:
+                beats = frames.where((F.col("topic") == beat_topic) & F.col(PROBLEM).isNull()
+                                     ).select(SCHEMA_ID, BODY).collect()
+                cut.heartbeat = heartbeat_lsn(((r[0], r[1]) for r in beats), self.schemas)
             dead = [d for d in [undecodable(frames, plans)] if d is not None]
             events = sum(p.events for p in plans.values())
             records = self._fast_records(frames, plans, events)
             jobs = [(topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
-                                                    records.get(topic)))
+                                                    records.get(topic), cut))
                     for topic, plan in sorted(plans.items()) if plan.schemas]
             for topic, plan, job in jobs:
                 try:
@@ -165,8 +295,12 @@ class BatchProcessor:
                 dead[0] = dead[0].unionByName(part)
             if dead:
                 dead_count = write_dead_letters(dead[0], self.config.dead_letter_dir, batch_id)
+            if cut is not None:
+                self._hold(frames, cut, batch_id)
         finally:
             frames.unpersist()
+            for keys in cut.held_frames if cut is not None else []:
+                keys.unpersist()
         took = time.monotonic() - started
         self.stats.batches += 1
         self.stats.events += events
@@ -177,6 +311,21 @@ class BatchProcessor:
                                               time.time()))
         log.info("batch %d: %d events from %d topic(s), %d dead letter(s), %.1f s",
                  batch_id, events, len(plans), dead_count, took)
+
+    def _hold(self, frames: DataFrame, cut: BatchCut, batch_id: int) -> None:
+        """Store the Kafka records of the changes this batch held back (`held`)."""
+        assert self.store is not None
+        parts = list(cut.held_frames)
+        if cut.held_keys:
+            parts.append(self.spark.createDataFrame(
+                cut.held_keys, "topic string, partition int, offset long"))
+        if not parts:
+            return
+        keys = parts[0]
+        for part in parts[1:]:
+            keys = keys.unionByName(part)
+        cut.pending = self.store.write_rows(
+            frames.join(keys, ["topic", "partition", "offset"], "left_semi"), batch_id)
 
     def _not_written(self, frames: DataFrame, topic: str, plan: TopicPlan, exc: Exception,
                      batch_id: int) -> DataFrame:
@@ -195,7 +344,7 @@ class BatchProcessor:
         return frames.where(writable).select(*DEAD_COLUMNS[:-1], F.lit(reason).alias("reason"))
 
     def _fast_records(self, frames: DataFrame, plans: dict[str, TopicPlan], events: int
-                      ) -> dict[str, list[tuple[int, bytes]]]:
+                      ) -> dict[str, list[tuple[int, bytes, int, int]]]:
         """Topic → (schema id, body) of its decodable records, for the topics whose part of
         a small batch can take the fast path (`fast_sink`): one Spark job for them all."""
         if not self.config.fast_merge_on or events > self.config.fast_merge_max_events:
@@ -204,12 +353,13 @@ class BatchProcessor:
         if not topics:
             return {}
         wanted = F.col("topic").isin(topics) & F.col(PROBLEM).isNull()
-        out: dict[str, list[tuple[int, bytes]]] = {t: [] for t in topics}
-        table = frames.where(wanted).select("topic", SCHEMA_ID, BODY).toArrow()
-        for topic, sid, body in zip(*(table.column(i).to_pylist() for i in range(3)),
-                                    strict=True):
+        out: dict[str, list[tuple[int, bytes, int, int]]] = {t: [] for t in topics}
+        table = frames.where(wanted).select("topic", SCHEMA_ID, BODY, "partition", "offset"
+                                            ).toArrow()
+        for topic, sid, body, partition, offset in zip(
+                *(table.column(i).to_pylist() for i in range(5)), strict=True):
             if sid in plans[topic].schemas:
-                out[topic].append((sid, body))
+                out[topic].append((sid, body, partition, offset))
         return out
 
     def _writer(self, sid: int, schema: dict[str, Any], original: bool
@@ -223,8 +373,9 @@ class BatchProcessor:
                 self._writers[(sid, original)] = found
         return found
 
-    def _fast(self, table: TableId, plan: TopicPlan, records: list[tuple[int, bytes]],
-              batch_id: int) -> int:
+    def _fast(self, table: TableId, plan: TopicPlan,
+              records: list[tuple[int, bytes, int, int]], batch_id: int, topic: str,
+              cut: BatchCut | None) -> int:
         """The table's part of the batch through delta-rs; its number of row changes.
         Raises Declined (or NotForRows) before writing anything when Spark must do it."""
         sink = self._sink(table)
@@ -238,19 +389,27 @@ class BatchProcessor:
             for column, type_ in sid_types.items():
                 if types.setdefault(column, type_) != type_:
                     raise Declined(f"column {column} has several types in the batch")
-        batch = decode_rows(records, writers)
+        batch = decode_rows(((sid, body) for sid, body, _, _ in records), writers)
+        waiting: list[int] = []
+        if cut is not None:
+            batch, waiting = split_held(batch, cut.bound)
         apply_fast(sink, batch, types, plan.key_columns(original), batch_id,
                    self.config.maintenance_every)
         sink.register(self._session())
+        if cut is not None:
+            cut.hold_keys(topic, [(records[i][2], records[i][3]) for i in waiting])
+            cut.applied(table.path, version(sink),
+                        max((r[TS] for r in batch.rows if r[TS] is not None), default=None))
         return len(batch.rows) - batch.truncates
 
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
-               records: list[tuple[int, bytes]] | None = None) -> list[DataFrame]:
+               records: list[tuple[int, bytes, int, int]] | None = None,
+               cut: BatchCut | None = None) -> list[DataFrame]:
         table = table_of(topic)
         started = time.monotonic()
         if records is not None:
             try:
-                events = self._fast(table, plan, records, batch_id)
+                events = self._fast(table, plan, records, batch_id, topic, cut)
             except (Declined, NotForRows) as exc:
                 log.info("batch %d: %s: through Spark (%s)", batch_id, table.path, exc)
             except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
@@ -283,7 +442,10 @@ class BatchProcessor:
                     F.col(KEY_SCHEMA_ID).isNull() if group is None
                     else F.col(KEY_SCHEMA_ID).isin(ids))
                 parts.append((decode_topic(part, topic, plan, original).persist(), group))
-            found = [(*table_facts(decoded), decoded, group) for decoded, group in parts]
+            # --consistent-cuts: a filter in front of the merge, which stays the same.
+            found = [(*table_facts(applied), applied, group) for applied, group in
+                     ((cut.hold(decoded, topic) if cut else decoded, group)
+                      for decoded, group in parts)]
             found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
             decoded_at = time.monotonic()
             dead, events = [], 0
@@ -303,6 +465,10 @@ class BatchProcessor:
                     sink.apply(self._session(), changes, facts,
                                plan.key_columns(original, group if known else -1), batch_id,
                                part="" if group == plan.key_schema_id else f"#key{group}")
+            if cut is not None and sink is not None:
+                cut.applied(table.path, self._version(sink, self._session()),
+                            max((f[1].newest_ts for f in found if f[1].newest_ts is not None),
+                                default=None))
             with self._lock:
                 self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
             log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",

@@ -19,6 +19,7 @@ from typing import Any
 from fastavro import parse_schema, schemaless_reader
 
 from .changes import IDX, LSN, OP, TOAST, TS
+from .cut_policy import held
 from .decode import value_record
 from .lake_types import without_logical_types
 from .names import column_names
@@ -103,3 +104,20 @@ def flatten(event: dict[str, Any], writer: WriterSchema) -> dict[str, Any]:
     row.update({OP: event["op"], LSN: source["commit_lsn"], IDX: source["txn_index"],
                 TS: source["ts_ms"], TOAST: [writer.columns.get(n, n) for n in toast]})
     return row
+
+
+def split_held(batch: TopicRows, bound: int | None) -> tuple[TopicRows, list[int]]:
+    """(the rows a batch applies, the indexes of the rows it holds back) under a consistent
+    cut's bound (`cut_policy.held`: commit_lsn >= bound, or no bound yet); `rows[i]` is the
+    i-th record given to `decode_rows`, so an index names its Kafka record."""
+    keep = TopicRows(columns=batch.columns)
+    waiting: list[int] = []
+    for i, row in enumerate(batch.rows):
+        if held(row[LSN], bound):
+            waiting.append(i)
+            continue
+        keep.rows.append(row)
+        keep.truncates += row[OP] == "t"
+        keep.deletes += row[OP] == "d"
+        keep.toast.update(row[TOAST])
+    return keep, waiting
