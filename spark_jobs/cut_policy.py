@@ -46,16 +46,19 @@ merge (position guard, tombstones, truncate, TOAST); a held-back change is appli
 same code one batch later, and a duplicate of an already applied change stays a no-op.
 
 Snapshot rows. Initial snapshot rows carry commit_lsn = P (the slot's consistent point) and
-are acknowledged under tickets ending at P before streaming starts; they are applied once a
-heartbeat W > P is seen (the second heartbeat after streaming starts at the latest), all
-together, so a cut never shows part of the initial snapshot. Incremental snapshot rows carry
-the chunk's low watermark l and are produced at its high watermark h (connector/snapshot/
-incremental.py); a cut with l <= L < h may show some, all or none of the chunk's rows. That
-contradicts no transaction: every key of a chunk is unchanged between l and h (changed keys
-are dropped from the window), so each row shows its key's state at L. What such a cut does
-not give is completeness of a table being incrementally snapshotted whose lake copy lacked
-rows (a table added to the publication): it is complete from the first cut after its
-snapshot request is done, like any reader of it.
+are acknowledged under tickets ending at P before streaming starts (and so before the first
+heartbeat, whose W is at least P). They stand for every transaction committed before P, so
+they belong to the cut P - 1 and every later one: a snapshot row (`snapshot_row`, also the
+truncate a re-snapshot starts with) is applied once B >= P, where a change is once B > its
+commit_lsn. All of them together: a cut never shows part of the initial snapshot.
+Incremental snapshot rows carry the chunk's low watermark l and are produced at its high
+watermark h (connector/snapshot/incremental.py), so a cut between l and h may show some, all
+or none of a chunk's rows. That contradicts no transaction: every key a chunk publishes is
+unchanged between l and h (keys the stream changes are dropped from the window), so each row
+shows its key's state at the cut. What such a cut cannot give is completeness of a table
+whose lake copy lacks rows the incremental snapshot is bringing (a table added to the
+publication): that table is complete from the first cut after its snapshot request is done
+(as it is for any reader), the others at every cut.
 
 Why heartbeats rather than per-transaction counts (the END records of
 `<prefix>.transaction`, whose `data_collections` count each table's events): counting needs
@@ -88,6 +91,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 
 STALE_MS = 120_000  # no new heartbeat for this long: warn every batch
+TRUNCATE_INDEX = -1  # txn_index of a snapshot's truncate (schemas/README.md "Ordering")
 
 
 @dataclass(frozen=True)
@@ -124,12 +128,23 @@ def bound(previous: CutState) -> int | None:
     return previous.seen
 
 
-def held(commit_lsn: int | None, bound_: int | None) -> bool:
-    """Whether a change waits for a later batch: not yet vouched for by a heartbeat. A record
-    without a position (undecodable: a dead letter) is never held."""
+def snapshot_row(op: str | None, txn_index: int | None) -> bool:
+    """A row of a snapshot (`r`) or the truncate that starts a snapshot into an existing topic
+    (`t` at txn_index -1): its commit_lsn P stands for every transaction before P."""
+    return op == "r" or (op == "t" and txn_index == TRUNCATE_INDEX)
+
+
+def held(commit_lsn: int | None, bound_: int | None, snapshot: bool = False) -> bool:
+    """Whether a change waits for a later batch: not yet vouched for by a heartbeat
+    (commit_lsn >= bound). A snapshot's rows at P = bound are not held: they show the tables
+    as of every commit before P, which is what the cut at P - 1 claims, and they were all in
+    Kafka before streaming (and so any heartbeat) started. A record without a position
+    (undecodable: a dead letter) is never held."""
     if commit_lsn is None:
         return False
-    return bound_ is None or commit_lsn >= bound_
+    if bound_ is None:
+        return True
+    return commit_lsn > bound_ or (commit_lsn == bound_ and not snapshot)
 
 
 def heartbeat_lsns(values: Iterable[int | None]) -> int | None:

@@ -21,6 +21,7 @@ from connector.errors import first_line
 from .changes import IDX, LSN, OP, TOAST, TS, Position, q
 from .config import MergeConfig
 from .cut_policy import (
+    TRUNCATE_INDEX,
     CutState,
     after,
     bound,
@@ -108,10 +109,11 @@ class BatchCut:
     def hold(self, decoded: DataFrame, topic: str) -> DataFrame:
         """The changes of `decoded` (one topic's `decode_topic`, cached) this batch applies;
         the keys of the others are kept (cached) for the pending store. Same rule as
-        `cut_policy.held`: commit_lsn >= bound, or no bound yet; undecodable rows pass on
-        (to the dead letters)."""
-        lsn = F.col(LSN)
-        waits = lsn.isNotNull() if self.bound is None else lsn >= F.lit(self.bound)
+        `cut_policy.held`; undecodable rows pass on (to the dead letters)."""
+        lsn, op = F.col(LSN), F.col(OP)
+        snapshot = (op == "r") | ((op == "t") & (F.col(IDX) == TRUNCATE_INDEX))
+        waits = (lsn.isNotNull() if self.bound is None else
+                 (lsn > F.lit(self.bound)) | ((lsn == F.lit(self.bound)) & ~snapshot))
         keys = decoded.where(waits).select(
             F.lit(topic).alias("topic"), F.col(PARTITION).alias("partition"),
             F.col(OFFSET).alias("offset")).persist()

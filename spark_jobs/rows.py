@@ -19,7 +19,7 @@ from typing import Any
 from fastavro import parse_schema, schemaless_reader
 
 from .changes import IDX, LSN, OP, TOAST, TS
-from .cut_policy import held
+from .cut_policy import held, snapshot_row
 from .decode import value_record
 from .lake_types import without_logical_types
 from .names import column_names
@@ -108,12 +108,12 @@ def flatten(event: dict[str, Any], writer: WriterSchema) -> dict[str, Any]:
 
 def split_held(batch: TopicRows, bound: int | None) -> tuple[TopicRows, list[int]]:
     """(the rows a batch applies, the indexes of the rows it holds back) under a consistent
-    cut's bound (`cut_policy.held`: commit_lsn >= bound, or no bound yet); `rows[i]` is the
+    cut's bound (`cut_policy.held`); `rows[i]` is the
     i-th record given to `decode_rows`, so an index names its Kafka record."""
     keep = TopicRows(columns=batch.columns)
     waiting: list[int] = []
     for i, row in enumerate(batch.rows):
-        if held(row[LSN], bound):
+        if held(row[LSN], bound, snapshot_row(row[OP], row[IDX])):
             waiting.append(i)
             continue
         keep.rows.append(row)

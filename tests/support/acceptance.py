@@ -57,6 +57,7 @@ class ProducerRun:
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     proc: subprocess.Popen[str] | None = None
     logs: list[Path] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)  # more `pgcdc run` arguments
 
     @property
     def prefix(self) -> str:
@@ -70,7 +71,7 @@ class ProducerRun:
         return [PGCDC, "run", "--dsn", self.dsn, "--bootstrap-servers", self.bootstrap,
                 "--schema-registry-url", self.registry_url, "--topic-prefix", self.prefix,
                 "--slot", self.slot, "--publication", f"pub_{self.tag}", "--tables",
-                self.tables, "--schema-check-interval-s", "0.5"]
+                self.tables, "--schema-check-interval-s", "0.5", *self.extra]
 
     def start(self) -> None:
         log = self.log_dir / f"pgcdc-{self.tag}-{len(self.logs)}.log"
