@@ -17,6 +17,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.types import DataType
 
 from connector.errors import first_line
+from connector.pgoutput.lsn import lsn_to_str
 
 from .changes import IDX, LSN, OP, TOAST, TS, Position, q
 from .config import MergeConfig
@@ -233,6 +234,8 @@ class BatchProcessor:
             log.info("batch %d: cut recorded at %s (%d table(s)), %d change(s) held back",
                      batch_id, Cut(cut_lsn(cut.bound), batch_id, {}).lsn_text,
                      len(state.versions), cut.held)
+        log.info("batch %d: --consistent-cuts: bound %s, %d change(s) held back, newest "
+                 "heartbeat %s", batch_id, _lsn(cut.bound), cut.held, _lsn(cut.heartbeat))
         self.store.write_state(state)
         self.store.prune(batch_id)
         self.stats.held = cut.held
@@ -480,6 +483,10 @@ class BatchProcessor:
         finally:
             for decoded, _ in parts:
                 decoded.unpersist()
+
+
+def _lsn(value: int | None) -> str:
+    return "none" if value is None else lsn_to_str(value)
 
 
 def key_groups(plan: TopicPlan) -> list[int | None]:

@@ -1,0 +1,156 @@
+"""Transaction-consistent cuts (`--consistent-cuts`) end to end: PostgreSQL → `pgcdc run`
+(heartbeats, 3 partitions per topic) → Kafka → the streaming merge job → Delta.
+
+A transfer workload keeps the sum of `amount` over two tables constant in every committed
+PostgreSQL transaction (moves between rows of both tables, inserts and deletes that take
+their amount from the other table). At every cut the job records, both tables read at the
+cut's versions give that sum; the last cut equals PostgreSQL; and mixing the tables'
+versions of two different cuts breaks the sum (so the check above could fail)."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from deltalake import DeltaTable
+
+from spark_jobs.config import MergeConfig
+from spark_jobs.job import start_merge
+from spark_jobs.manifest import Cut, read_cuts
+from tests.support.acceptance import ProducerRun
+
+pytestmark = pytest.mark.e2e
+
+SCHEMA = "cuts"
+ROWS, START = 30, 1000
+TOTAL = 2 * ROWS * START
+
+
+def _create(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+        conn.execute(f"CREATE SCHEMA {SCHEMA}")
+        for table in ("a", "b"):
+            conn.execute(f"CREATE TABLE {SCHEMA}.{table} (id int PRIMARY KEY, amount bigint)")
+            conn.execute(f"INSERT INTO {SCHEMA}.{table} SELECT g, {START} "
+                         f"FROM generate_series(1, {ROWS}) g")
+
+
+def _transfers(dsn: str, rng: random.Random, stop: threading.Event, done: list[int]) -> None:
+    """Transactions that each keep sum(a.amount) + sum(b.amount) unchanged."""
+    next_id = ROWS + 1
+    with psycopg.connect(dsn) as conn:
+        while not stop.is_set():
+            src, dst = rng.sample(["a", "b"], 2)
+            x = rng.randint(1, 50)
+            with conn.transaction():
+                (one,) = conn.execute(f"SELECT id FROM {SCHEMA}.{dst} ORDER BY random() LIMIT 1"
+                                      ).fetchone() or (None,)
+                kind = rng.random()
+                if kind < 0.15:  # a new row in src, its amount taken from a row of dst
+                    conn.execute(f"INSERT INTO {SCHEMA}.{src} VALUES (%s, %s)", (next_id, x))
+                    conn.execute(f"UPDATE {SCHEMA}.{dst} SET amount = amount - %s WHERE id = %s",
+                                 (x, one))
+                    next_id += 1
+                elif kind < 0.25:  # a row of src deleted, its amount given to a row of dst
+                    row = conn.execute(f"DELETE FROM {SCHEMA}.{src} WHERE id = (SELECT id FROM "
+                                       f"{SCHEMA}.{src} ORDER BY random() LIMIT 1) "
+                                       "RETURNING amount").fetchone()
+                    if row is not None:
+                        conn.execute(f"UPDATE {SCHEMA}.{dst} SET amount = amount + %s "
+                                     "WHERE id = %s", (row[0], one))
+                else:  # a transfer between a row of each table
+                    conn.execute(f"UPDATE {SCHEMA}.{src} SET amount = amount - %s WHERE id = "
+                                 f"(SELECT id FROM {SCHEMA}.{src} ORDER BY random() LIMIT 1)",
+                                 (x,))
+                    conn.execute(f"UPDATE {SCHEMA}.{dst} SET amount = amount + %s WHERE id = %s",
+                                 (x, one))
+            done[0] += 1
+            time.sleep(0.01)
+
+
+def _rows(target: Path, table: str, version: int | None) -> dict[int, int]:
+    if version is None:
+        return {}
+    data = DeltaTable(str(target / SCHEMA / table), version=version).to_pyarrow_table(
+        columns=["id", "amount"]).to_pylist()
+    return {r["id"]: r["amount"] for r in data}
+
+
+def _total(target: Path, versions: dict[str, int | None]) -> int:
+    return sum(sum(_rows(target, t, versions.get(f"{SCHEMA}/{t}")).values()) for t in "ab")
+
+
+@pytest.fixture
+def producer(pg18: Any, kafka: Any, registry: Any, tmp_path: Path) -> Iterator[ProducerRun]:
+    run = ProducerRun(pg18.dsn, kafka.bootstrap, registry.url, tmp_path, tables=f"{SCHEMA}.*",
+                      extra=["--heartbeat-interval-s", "0.3", "--topic-partitions", "3"])
+    yield run
+    run.drop()
+
+
+def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, registry: Any,
+                                             tmp_path: Path, producer: ProducerRun) -> None:
+    seed = int(os.environ.get("PGCDC_CUTS_SEED") or random.randrange(2**31))
+    print(f"\ncuts seed: {seed} (replay with PGCDC_CUTS_SEED={seed})")
+    _create(pg18.dsn)
+    producer.start()  # initial snapshot of both tables, then streaming with heartbeats
+    target = tmp_path / "lake"
+    config = MergeConfig(bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
+                         target=str(target), topic_prefix=producer.prefix, trigger="1s",
+                         consistent_cuts=True)
+    query, processor = start_merge(spark, config)
+    stop, done = threading.Event(), [0]
+    worker = threading.Thread(target=_transfers, args=(pg18.dsn, random.Random(seed), stop,
+                                                       done))
+    try:
+        worker.start()
+        deadline = time.monotonic() + 180  # a bound on a hang, not a timing assertion
+        while processor.stats.cuts < 5 or done[0] < 200:
+            assert query.exception() is None, f"seed {seed}: {query.exception()}"
+            assert worker.is_alive(), f"seed {seed}: workload stopped"
+            assert time.monotonic() < deadline, f"seed {seed}: {processor.stats.cuts} cut(s)"
+            time.sleep(0.5)
+        stop.set()
+        worker.join()
+        with psycopg.connect(pg18.dsn, autocommit=True) as conn:
+            row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
+            assert row is not None
+            end = int(row[0])
+            source = {t: dict(conn.execute(f"SELECT id, amount FROM {SCHEMA}.{t}").fetchall())
+                      for t in "ab"}
+        # Until a cut covers every workload transaction (heartbeats keep coming).
+        while not any(c.lsn + 1 >= end for c in read_cuts(str(target))):
+            assert query.exception() is None, f"seed {seed}: {query.exception()}"
+            assert time.monotonic() < deadline + 60, f"seed {seed}: no cut reached {end}"
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        query.stop()
+        processor.close()
+        if worker.is_alive():
+            worker.join()
+
+    cuts: list[Cut] = read_cuts(str(target))
+    assert sum(source["a"].values()) + sum(source["b"].values()) == TOTAL
+    broken = [(c.lsn_text, _total(target, dict(c.versions))) for c in cuts
+              if _total(target, dict(c.versions)) != TOTAL]
+    assert not broken, f"seed {seed}: cuts whose tables do not sum to {TOTAL}: {broken}"
+    last = cuts[-1]
+    assert {t: _rows(target, t, last.versions.get(f"{SCHEMA}/{t}")) for t in "ab"} == source, \
+        f"seed {seed}: the last cut differs from PostgreSQL"
+    # Both tables' versions not taken from one cut: table a at a cut, b at the next one.
+    mixed = [_total(target, {f"{SCHEMA}/a": x.versions.get(f"{SCHEMA}/a"),
+                             f"{SCHEMA}/b": y.versions.get(f"{SCHEMA}/b")})
+             for x, y in zip(cuts, cuts[1:], strict=False)]
+    assert any(total != TOTAL for total in mixed), f"seed {seed}: {mixed}"
+    assert len({c.batch_id for c in cuts}) == len(cuts)
+    assert all(c.source_ts_ms is not None for c in cuts)
+    print(f"{len(cuts)} cuts, {done[0]} transactions, fast path: {processor.stats.fast_tables}")
