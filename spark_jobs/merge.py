@@ -67,6 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark.stop()
     say(err, f"{stats.batches} batch(es), {stats.events} event(s), "
              f"{stats.dead_letters} dead letter(s) to {config.dead_letter_dir}")
+    if config.consistent_cuts:
+        say(err, f"{stats.cuts} consistent cut(s) recorded in "
+                 f"{config.target.rstrip('/')}/_pgcdc/cuts ({stats.held} change(s) held back "
+                 "for the next batch)")
     for reason in stats.failed_tables.values():
         say(err, f"ERROR: {reason}; its events are dead letters in {config.dead_letter_dir} "
                  "(README: recovering a table)")

@@ -148,3 +148,12 @@ def test_config_subscribes_to_heartbeats_and_refuses_what_breaks_the_argument() 
                       ({"topic_prefix": None, "topics": ("a.s.t", "b.s.t")}, "one prefix")]:
         with pytest.raises(ValueError, match=words):
             _config(**kw)
+
+
+def test_the_command_line_option_reaches_the_config() -> None:
+    from spark_jobs.config import parse_args
+
+    args = ["--bootstrap-servers", "k:9092", "--schema-registry-url", "http://r",
+            "--topic-prefix", "p", "--target", "/lake"]
+    assert parse_args([*args, "--consistent-cuts"]).consistent_cuts
+    assert not parse_args(args).consistent_cuts
