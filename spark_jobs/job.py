@@ -244,19 +244,46 @@ class BatchProcessor:
             log.warning("batch %d: %s", batch_id, warning)
 
     def _fresh_state(self) -> CutState:
-        """A new application's start: cuts continue above the manifest's last one, and the
-        tables already in the lake are in every cut from the first one on."""
+        """A new application's start (a new checkpoint, or --consistent-cuts turned on): the
+        tables already in the lake are in every cut from the first one on, and no cut is
+        recorded below what they already hold: the manifest's last cut, or the newest position
+        any table holds (a row, a tombstone, a truncate), which a target filled without
+        --consistent-cuts (or by a --replay) may have reached."""
         cuts = read_cuts(self.config.target)
         floor = max((c.lsn for c in cuts), default=None)
         versions: dict[str, int] = {}
         target = self.config.target.rstrip("/")
         for found in HadoopFs(self.spark, target).glob(f"{target}/*/*/_delta_log"):
             schema, table = found.rstrip("/").split("/")[-3:-1]
-            if schema != "_pgcdc":
-                found_version = self._version(self._sink(TableId(schema, table)), self.spark)
-                if found_version is not None:
-                    versions[f"{schema}/{table}"] = found_version
+            if schema == "_pgcdc":
+                continue
+            sink = self._sink(TableId(schema, table))
+            found_version = self._version(sink, self.spark)
+            if found_version is None:
+                continue
+            versions[f"{schema}/{table}"] = found_version
+            held_up_to = self._newest_position(sink)
+            if held_up_to is not None:  # a cut at held_up_to or later
+                floor = max(floor if floor is not None else -1, held_up_to - 1)
+        log.info("--consistent-cuts: %d table(s) in the lake; cuts start above %s",
+                 len(versions), _lsn(floor))
         return initial(floor, versions, time.time_ns() // 1_000_000)
+
+    def _newest_position(self, sink: DeltaTableSink) -> int | None:
+        """The newest commit LSN a table holds: its rows', its tombstones', its truncate's
+        (read once per new application: one column of each table)."""
+        newest: list[int] = []
+        session = self.spark
+        for path in (sink.path, sink.tomb_path):
+            if not HadoopFs(session, path).exists(f"{path}/_delta_log"):
+                continue
+            found = (_newest_local(path) if self.config.fast_merge_on
+                     else _newest_spark(session, path))
+            if found is not None:
+                newest.append(found)
+        if sink._load(session) and sink.watermark is not None:  # noqa: SLF001
+            newest.append(sink.watermark.commit_lsn)
+        return max(newest, default=None)
 
     def _version(self, sink: DeltaTableSink, session: SparkSession) -> int | None:
         """A table's current Delta version: through delta-rs where it can read the target
@@ -483,6 +510,26 @@ class BatchProcessor:
         finally:
             for decoded, _ in parts:
                 decoded.unpersist()
+
+
+def _newest_local(path: str) -> int | None:
+    """max(_cdc_commit_lsn) of a local Delta table through delta-rs (no Spark job)."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable as RsTable
+
+    dataset = RsTable(path).to_pyarrow_dataset()
+    if LSN not in dataset.schema.names:
+        return None
+    value = pc.max(dataset.to_table(columns=[LSN]).column(LSN)).as_py()
+    return None if value is None else int(value)
+
+
+def _newest_spark(session: SparkSession, path: str) -> int | None:
+    df = session.read.format("delta").load(path)
+    if LSN not in df.columns:
+        return None
+    row = df.agg(F.max(LSN)).first()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def _lsn(value: int | None) -> str:

@@ -119,3 +119,34 @@ def test_changes_wait_for_a_heartbeat_and_every_cut_reads_back(
     assert states == [f"state-{4:012d}.json"]  # older states and records pruned
     held = spark.read.parquet(str(pending / f"batch-{4:012d}")).collect()
     assert [(r["topic"], r["offset"]) for r in held] == [("p.public.t", 7)]
+
+
+def test_a_target_filled_without_cuts_gets_none_below_what_it_holds(
+        spark: SparkSession, tmp_path: Path) -> None:
+    """The tables hold changes up to LSN 60 (written without --consistent-cuts, or by a
+    --replay): old heartbeats replayed from the earliest offsets must not give a cut below."""
+    topic, schemas = _setup()
+    target = tmp_path / "lake"
+    rows = [("p.public.t", *topic.change("c", lsn, 0, after={"id": lsn, "v": 1}))
+            for lsn in (10, 60)]
+    plain = MergeConfig("unused:9092", "http://unused", str(target), topic_prefix="p")
+    first = BatchProcessor(spark, plain, "plain-app", schemas)
+    try:
+        first(_kafka(spark, rows, 0), 0)
+    finally:
+        first.close()
+    config = MergeConfig("unused:9092", "http://unused", str(target), topic_prefix="p",
+                         consistent_cuts=True)
+    processor = BatchProcessor(spark, config, "cuts-app", schemas)
+    try:
+        processor(_kafka(spark, [*rows, _beat(35)], 0), 0)
+        processor(_kafka(spark, [_beat(80)], 3), 1)  # bound 35: 10 again, a no-op; 60 waits
+        assert read_cuts(str(target)) == []  # a cut at 34 would claim 60 is not in the table
+        processor(_kafka(spark, [("p.public.t", *topic.change("u", 70, 0,
+                                                              after={"id": 10, "v": 2}))],
+                         4), 2)  # bound 80
+    finally:
+        processor.close()
+    cuts = read_cuts(str(target))
+    assert [(c.lsn, c.batch_id) for c in cuts] == [(79, 2)]
+    assert _at(target, cuts[0].versions["public/t"]) == {10: 2, 60: 1}
