@@ -78,8 +78,9 @@ heartbeat seen, the last recorded cut, where its held-back records are) is store
 so a batch Spark re-runs with the same offsets computes the same result, and a restarted job
 continues from the last batch's state. A new checkpoint (a new application id) starts with no
 heartbeat: it re-reads the topics from the earliest offsets, whatever heartbeats retention kept;
-its cuts start at the first heartbeat it sees, never below the manifest's last cut (`floor`):
-the tables already hold changes up to that cut.
+its cuts start at the first heartbeat it sees, never below `floor`: the manifest's last cut,
+and the newest position the tables already hold (a target filled without --consistent-cuts,
+or by a --replay, holds changes no heartbeat of the new application vouched for yet).
 
 Cuts are recorded only when the bound advanced (an idle batch records nothing).
 """
