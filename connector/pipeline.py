@@ -41,6 +41,7 @@ from connector.avro.oversized import OmitOversized, event_limit
 from connector.avro.sweep_gate import SweepGate
 from connector.config import Config
 from connector.errors import CdcError, ConfigError, SinkError, SourceError, first_line
+from connector.flow import RECONNECT_BACKOFF_S, confirmable, reconnect_delay, status_due
 from connector.names import table_topic
 from connector.pgoutput import PrimaryKeepalive, Relation, Type, XLogData, lsn_to_str
 from connector.pgtypes import TypeCatalog
@@ -63,7 +64,6 @@ from connector.source_catalog import PostgresCatalog
 
 log = logging.getLogger(__name__)
 
-STATUS_MIN_INTERVAL_S = 1.0  # confirm progress at most this often, unless asked
 # Streaming allocates a few container objects per change (messages, Change, Envelope fields),
 # nearly all freed by reference counting at once. With CPython's default gen0 threshold (700)
 # the cyclic collector still runs every few hundred changes, and each older-generation pass
@@ -72,7 +72,6 @@ STATUS_MIN_INTERVAL_S = 1.0  # confirm progress at most this often, unless asked
 # gen0 every 50,000 net allocations instead; memory stays bounded because the garbage the
 # loop makes is not cyclic (what is, still goes at the next, rarer, collection).
 GC_GEN0_THRESHOLD = 50_000
-RECONNECT_BACKOFF_S = (1, 2, 5, 10, 20, 30, 30, 30, 30, 30)
 LAG_WARNING_INTERVAL_S = 300.0  # a growing lag is logged at most this often
 
 
@@ -278,11 +277,9 @@ class Pipeline:
                 self._session(proto)
                 return
             except (SourceError, SinkError) as exc:
-                # Connection-level failures and aborted Kafka transactions (marked transient
-                # where they are raised) are retried; a refused or misconfigured stream is not.
-                if self.stopping or attempt >= len(RECONNECT_BACKOFF_S) or not exc.transient:
+                delay = reconnect_delay(exc, attempt, stopping=self.stopping)
+                if delay is None:
                     raise
-                delay = RECONNECT_BACKOFF_S[attempt]
                 attempt += 1
                 log.warning("%s; reconnecting in %ss (attempt %d/%d)", exc, delay, attempt,
                             len(RECONNECT_BACKOFF_S))
@@ -385,9 +382,8 @@ class Pipeline:
                 gate.offer(flush)
                 flush = gate.limit(flush)
                 now = time.monotonic()
-                if reply or (flush > confirmed and now - stream.last_status_sent
-                             >= STATUS_MIN_INTERVAL_S) or (
-                        now - stream.last_status_sent >= self.cfg.status_interval_s):
+                if status_due(now, stream.last_status_sent, flush, confirmed,
+                              reply_requested=reply, interval_s=self.cfg.status_interval_s):
                     stream.send_status(flush)
                     confirmed = flush
                     self.sent_flush = max(flush, self.sent_flush or 0)
@@ -435,13 +431,9 @@ class Pipeline:
     @staticmethod
     def _confirmable(tracker: AckTracker | TransactionalTracker, assembler: Assembler,
                      server_end: int) -> int:
-        acked = tracker.watermark() or 0
-        buffered = assembler.low_watermark
-        if buffered is not None:
-            # A held (prepared or streamed) transaction must be re-sent after a restart.
-            return min(acked, buffered)
-        idle = tracker.open_transactions == 0 and not assembler.in_transaction
-        return max(acked, server_end) if idle else acked
+        return confirmable(tracker.watermark(), assembler.low_watermark,
+                           tracker.open_transactions > 0 or assembler.in_transaction,
+                           server_end)
 
     def _heartbeat(self) -> None:
         try:
