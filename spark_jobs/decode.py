@@ -93,6 +93,8 @@ def plan_batch(summary: list[Any], cache: SchemaCache) -> dict[str, TopicPlan]:
     """From the batch summary rows (topic, problem, sid, key_sid, n), per topic: fetch each
     writer schema once (cached across batches) and sort ids into decodable and rejected."""
     plans: dict[str, TopicPlan] = defaultdict(TopicPlan)
+    cache.prefetch(int(row[sid]) for row in summary if row[PROBLEM] is None
+                   for sid in (SCHEMA_ID, KEY_SCHEMA_ID) if row[sid] is not None)
     for row in summary:
         plan = plans[row["topic"]]
         plan.events += row["n"]
