@@ -29,6 +29,7 @@ import gc
 import logging
 import signal
 import time
+from dataclasses import dataclass
 from types import FrameType
 
 import psycopg
@@ -41,8 +42,9 @@ from connector.avro.oversized import OmitOversized, event_limit
 from connector.avro.sweep_gate import SweepGate
 from connector.config import Config
 from connector.errors import CdcError, ConfigError, SinkError, SourceError, first_line
+from connector.flow import RECONNECT_BACKOFF_S, confirmable, reconnect_delay, status_due
 from connector.names import table_topic
-from connector.pgoutput import PrimaryKeepalive, Relation, Type, XLogData, lsn_to_str
+from connector.pgoutput import Decoder, PrimaryKeepalive, Relation, Type, XLogData, lsn_to_str
 from connector.pgtypes import TypeCatalog
 from connector.publisher import HEARTBEAT_PREFIX, Publisher
 from connector.replication import (
@@ -63,7 +65,6 @@ from connector.source_catalog import PostgresCatalog
 
 log = logging.getLogger(__name__)
 
-STATUS_MIN_INTERVAL_S = 1.0  # confirm progress at most this often, unless asked
 # Streaming allocates a few container objects per change (messages, Change, Envelope fields),
 # nearly all freed by reference counting at once. With CPython's default gen0 threshold (700)
 # the cyclic collector still runs every few hundred changes, and each older-generation pass
@@ -72,7 +73,6 @@ STATUS_MIN_INTERVAL_S = 1.0  # confirm progress at most this often, unless asked
 # gen0 every 50,000 net allocations instead; memory stays bounded because the garbage the
 # loop makes is not cyclic (what is, still goes at the next, rarer, collection).
 GC_GEN0_THRESHOLD = 50_000
-RECONNECT_BACKOFF_S = (1, 2, 5, 10, 20, 30, 30, 30, 30, 30)
 LAG_WARNING_INTERVAL_S = 300.0  # a growing lag is logged at most this often
 
 
@@ -91,6 +91,28 @@ def oversized_remedy(message: str) -> str | None:
             "topic's max.message.bytes (broker default: message.max.bytes) and the producer's "
             "message.max.bytes (--kafka message.max.bytes=N) above the record size (README: "
             "Troubleshooting)")
+
+@dataclass
+class Session:
+    """The parts of one replication session (`Pipeline._open_session`)."""
+
+    start: int  # the slot's confirmed position the stream starts from
+    sink: KafkaSink
+    tracker: AckTracker | TransactionalTracker
+    types: TypeCatalog  # learns the Type messages of the stream
+    publisher: Publisher
+    snapshots: IncrementalSnapshots
+    watcher: TableWatcher
+    resync: DdlResync
+    stream: ReplicationStream
+    decoder: Decoder
+    assembler: Assembler
+
+    def close(self) -> None:
+        self.assembler.close()
+        self.stream.close()
+        self.snapshots.close()
+
 
 class Pipeline:
     def __init__(self, cfg: Config) -> None:
@@ -278,11 +300,9 @@ class Pipeline:
                 self._session(proto)
                 return
             except (SourceError, SinkError) as exc:
-                # Connection-level failures and aborted Kafka transactions (marked transient
-                # where they are raised) are retried; a refused or misconfigured stream is not.
-                if self.stopping or attempt >= len(RECONNECT_BACKOFF_S) or not exc.transient:
+                delay = reconnect_delay(exc, attempt, stopping=self.stopping)
+                if delay is None:
                     raise
-                delay = RECONNECT_BACKOFF_S[attempt]
                 attempt += 1
                 log.warning("%s; reconnecting in %ss (attempt %d/%d)", exc, delay, attempt,
                             len(RECONNECT_BACKOFF_S))
@@ -290,6 +310,11 @@ class Pipeline:
 
     def _session(self, proto: int) -> None:
         """One replication connection, from the slot's confirmed position to a stop."""
+        self._stream(self._open_session(proto))
+
+    def _open_session(self, proto: int) -> Session:
+        """Check the slot and build a session's parts: the Kafka sink and its tracker, the
+        codecs and publisher, the snapshot and catalog watchers, the replication stream."""
         slot = self.admin.slot(self.cfg.slot)
         info = self.admin.conn.info  # with a multi-host DSN, the host libpq chose
         check_slot_continuity(self.cfg.slot, slot.confirmed_flush_lsn if slot else None,
@@ -339,15 +364,25 @@ class Pipeline:
         stream = ReplicationStream(self.cfg.dsn, options)
         log.info("streaming slot %s from %s (protocol %d) to %s", self.cfg.slot,
                  lsn_to_str(slot.confirmed_flush_lsn or 0), proto, self.cfg.bootstrap_servers)
-        decoder = options.decoder()
-        assembler = Assembler(spill_bytes=self.cfg.spill_bytes)
-        confirmed = slot.confirmed_flush_lsn or 0
-        server_end = confirmed
+        return Session(slot.confirmed_flush_lsn or 0, sink, tracker, types, publisher,
+                       snapshots, watcher, resync, stream, options.decoder(),
+                       Assembler(spill_bytes=self.cfg.spill_bytes))
+
+    def _stream(self, session: Session) -> None:
+        """The session's loop: read, decode, assemble, publish; confirm what `flow` allows;
+        the watchers' turns between reads; a graceful stop delivers and confirms first."""
+        sink, tracker, types, publisher = (session.sink, session.tracker, session.types,
+                                           session.publisher)
+        snapshots, watcher, resync, stream = (session.snapshots, session.watcher,
+                                              session.resync, session.stream)
+        assembler = session.assembler
+        gate = self.gate
+        confirmed = server_end = session.start
         next_heartbeat = time.monotonic() + self.cfg.heartbeat_interval_s
         next_lag_warning = 0.0
         # The hot loop runs once per change: bound methods in locals, tuple indexing for
         # XLogData (wal_start, wal_end, server_clock, payload), no per-frame allocation.
-        decode = decoder.decode
+        decode = session.decoder.decode
         feed = assembler.feed
         read = stream.read
         metrics.CONNECTED.set(1)
@@ -385,9 +420,8 @@ class Pipeline:
                 gate.offer(flush)
                 flush = gate.limit(flush)
                 now = time.monotonic()
-                if reply or (flush > confirmed and now - stream.last_status_sent
-                             >= STATUS_MIN_INTERVAL_S) or (
-                        now - stream.last_status_sent >= self.cfg.status_interval_s):
+                if status_due(now, stream.last_status_sent, flush, confirmed,
+                              reply_requested=reply, interval_s=self.cfg.status_interval_s):
                     stream.send_status(flush)
                     confirmed = flush
                     self.sent_flush = max(flush, self.sent_flush or 0)
@@ -421,9 +455,7 @@ class Pipeline:
             raise
         finally:
             metrics.CONNECTED.set(0)
-            assembler.close()
-            stream.close()
-            snapshots.close()
+            session.close()
 
     def _oversized_policy(self) -> tuple[OmitOversized | None, int]:
         """--oversized-events omit: the sink's hook and the event size limit (fail: none)."""
@@ -435,13 +467,9 @@ class Pipeline:
     @staticmethod
     def _confirmable(tracker: AckTracker | TransactionalTracker, assembler: Assembler,
                      server_end: int) -> int:
-        acked = tracker.watermark() or 0
-        buffered = assembler.low_watermark
-        if buffered is not None:
-            # A held (prepared or streamed) transaction must be re-sent after a restart.
-            return min(acked, buffered)
-        idle = tracker.open_transactions == 0 and not assembler.in_transaction
-        return max(acked, server_end) if idle else acked
+        return confirmable(tracker.watermark(), assembler.low_watermark,
+                           tracker.open_transactions > 0 or assembler.in_transaction,
+                           server_end)
 
     def _heartbeat(self) -> None:
         try:

@@ -96,6 +96,8 @@ def plan_batch(summary: list[Any], cache: SchemaCache, control: Collection[str] 
     writer schema once (cached across batches) and sort ids into decodable and rejected.
     `control`: subscribed topics that are no table (the heartbeat topic of --consistent-cuts)."""
     plans: dict[str, TopicPlan] = defaultdict(TopicPlan)
+    cache.prefetch(int(row[sid]) for row in summary if row[PROBLEM] is None
+                   for sid in (SCHEMA_ID, KEY_SCHEMA_ID) if row[sid] is not None)
     for row in summary:
         if row["topic"] in control:
             continue

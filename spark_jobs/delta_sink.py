@@ -29,6 +29,7 @@ from .changes import (
     truncate_position,
 )
 from .files import HadoopFs
+from .incarnation import Incarnation
 from .plan import MergePlan, merge_plan, not_deleted_later, sql_string
 from .widening import column_change, exact_cast
 
@@ -119,6 +120,7 @@ class DeltaTableSink:
         self.types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
         self.has_tombstones = False
         self.watermark: Position | None = None
+        self.incarnation: Incarnation | None = None  # the upstream table it holds (if known)
         self.fast_batches = 0  # batches delta-rs applied in this run (`fast_sink.maintain`)
         self.delta_rs: dict[str, Any] = {}  # path → delta-rs handle, kept by `fast_sink`
 
@@ -144,9 +146,45 @@ class DeltaTableSink:
         if TRUNCATE_LSN in properties:
             self.watermark = Position(int(properties[TRUNCATE_LSN]),
                                        int(properties[TRUNCATE_IDX]))
+        self.incarnation = Incarnation.of_properties(properties)
         self.columns = [f.name for f in schema.fields if f.name not in META]
         self.types = {f.name.lower(): f.dataType for f in schema.fields}
         self.has_tombstones = has_tombstones
+
+    def exists(self, spark: SparkSession) -> bool:
+        return self._load(spark)
+
+    def take(self, spark: SparkSession, incarnation: Incarnation, replace: bool,
+             template: DataFrame) -> None:
+        """Hold `incarnation` of the upstream table from now on (`spark_jobs/incarnation.py`).
+        `replace`: the table held another one, whose rows go; the table takes the columns
+        and types of `template` (the new incarnation's decoded changes). A table still to be
+        created records it when created."""
+        if self._load(spark):
+            if replace:
+                self._replace(spark, template, incarnation)
+            properties = ", ".join(f"'{k}' = '{v}'" for k, v in incarnation.properties().items())
+            spark.sql(f"ALTER TABLE delta.{q(self.path)} SET TBLPROPERTIES ({properties})")
+        self.incarnation = incarnation
+
+    def _replace(self, spark: SparkSession, template: DataFrame,
+                 incarnation: Incarnation) -> None:
+        """Empty the table and its tombstones and give it `template`'s columns, in one commit
+        each: a new version of the same table (time travel still shows the old rows)."""
+        fields = [StructField(f.name, f.dataType) for f in template.schema.fields
+                  if f.name in row_columns(template)]
+        missing = [c for c in self.partitions if c not in {f.name for f in fields}]
+        if missing:
+            raise ConfigurationError(f"{self.path}: no column(s) {missing} to partition by")
+        _overwrite_empty(spark, self.path, StructType(fields + META_FIELDS), self.partitions)
+        if self.has_tombstones:  # key columns join again with the first delete
+            _overwrite_empty(spark, self.tomb_path, StructType(META_FIELDS[1:3]), [])
+        log.warning("%s: the table was dropped and created again upstream (relation id %s -> "
+                    "%d): the lake table starts again, with its columns", self.path,
+                    self.incarnation.relation_id if self.incarnation else "unknown",
+                    incarnation.relation_id)
+        self.columns = [f.name for f in fields]
+        self.types = {f.name.lower(): f.dataType for f in fields}
 
     def _create(self, spark: SparkSession, changes: DataFrame) -> None:
         fields = [changes.schema[c] for c in row_columns(changes)]
@@ -157,13 +195,18 @@ class DeltaTableSink:
                    .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
                                           + META_FIELDS))
                    .partitionedBy(*self.partition_by))
-        for key, value in self.properties.items():
+        for key, value in self.create_properties().items():
             builder = builder.property(key, value)
         builder.execute()
         self.columns = [f.name for f in fields]
         self.types = {f.name.lower(): f.dataType for f in fields}
         self.mapped = self.column_mapping
         self.partitions = list(self.partition_by)
+
+    def create_properties(self) -> dict[str, str]:
+        """The table properties of a table created now."""
+        return {**self.properties,
+                **(self.incarnation.properties() if self.incarnation else {})}
 
     def original_names(self, spark: SparkSession) -> bool:
         """Whether the table's columns carry the PostgreSQL names (`names.column_names`): a
@@ -364,6 +407,13 @@ def _rewrite_with_types(spark: SparkSession, path: str, types: dict[str, DataTyp
                if f.name.lower() in types else F.col(q(f.name)) for f in table.schema.fields]
     (table.select(*columns).write.format("delta").mode("overwrite")
      .option("overwriteSchema", "true").partitionBy(*detail["partitionColumns"]).save(path))
+
+
+def _overwrite_empty(spark: SparkSession, path: str, schema: StructType,
+                     partitions: Sequence[str]) -> None:
+    """Replace a Delta table's rows and schema with none and `schema` (properties stay)."""
+    (spark.createDataFrame([], schema).write.format("delta").mode("overwrite")
+     .option("overwriteSchema", "true").partitionBy(*partitions).save(path))
 
 
 def _append(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:

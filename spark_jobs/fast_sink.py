@@ -231,7 +231,7 @@ def _create(sink: DeltaTableSink, columns: Sequence[str], types: dict[str, DataT
     schema = StructType([StructField(c, types[c]) for c in columns] + META_FIELDS)
     table = sink.delta_rs[sink.path] = DeltaTable.create(
         sink.path, DeltaSchema.from_json(schema.json()), mode="ignore",
-        partition_by=sink.partition_by or None, configuration=sink.properties or None)
+        partition_by=sink.partition_by or None, configuration=sink.create_properties() or None)
     _learn(sink, table)
     return table
 

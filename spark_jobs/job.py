@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from py4j.protocol import Py4JNetworkError  # type: ignore[import-untyped]
@@ -44,6 +44,7 @@ from .delta_sink import BatchFacts, DeltaTableSink
 from .fast_sink import Declined, apply_fast, load, row_types, version
 from .files import HadoopFs
 from .held import RAW_COLUMNS, PendingStore, heartbeat_lsn
+from .incarnation import Incarnation, decide, of_schema
 from .manifest import Cut, append_cut, read_cuts
 from .names import OFFSET, PARTITION, TableId, table_of
 from .parquet_sink import append_change_log
@@ -422,8 +423,18 @@ class BatchProcessor:
                 if types.setdefault(column, type_) != type_:
                     raise Declined(f"column {column} has several types in the batch")
         batch = decode_rows(((sid, body) for sid, body, _, _ in records), writers)
+        labels = {label for schema in plan.schemas.values()
+                  if (label := of_schema(schema)) is not None}
+        current = sink.incarnation
+        if labels and not (current is not None and labels == {current.relation_id}):
+            # A new table takes its only incarnation when created; anything else (a table
+            # re-created upstream, an existing table learning its relation id) is Spark's.
+            if sink.columns is not None or len(labels) > 1 or not batch.rows:
+                raise Declined("a table (re-)created upstream")
+            first = min((r[LSN], r[IDX]) for r in batch.rows)
+            sink.incarnation = Incarnation(labels.pop(), Position(*first))
         waiting: list[int] = []
-        if cut is not None:
+        if cut is not None:  # --consistent-cuts: a filter in front of the merge
             batch, waiting = split_held(batch, cut.bound)
         apply_fast(sink, batch, types, plan.key_columns(original), batch_id,
                    self.config.maintenance_every)
@@ -433,6 +444,30 @@ class BatchProcessor:
             cut.applied(table.path, version(sink),
                         max((r[TS] for r in batch.rows if r[TS] is not None), default=None))
         return len(batch.rows) - batch.truncates
+
+    def _incarnation(self, frames: DataFrame, topic: str, plan: TopicPlan,
+                     sink: DeltaTableSink, original: bool) -> TopicPlan:
+        """The plan of the events the table's upstream incarnation takes
+        (`spark_jobs/incarnation.py`), the table replaced or labelled first when needed."""
+        labels = {sid: of_schema(schema) for sid, schema in plan.schemas.items()}
+        current = sink.incarnation
+        if set(labels.values()) <= {None, current.relation_id if current else None}:
+            return plan
+        firsts: dict[int | None, Position] = {}
+        for label in set(labels.values()):
+            part = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
+                                          if labels[sid] == label})
+            row = (decode_topic(frames, topic, part, original).where(F.col(OP).isNotNull())
+                   .agg(F.min(F.struct(LSN, IDX))).first())
+            if row is not None and row[0] is not None:
+                firsts[label] = Position(*row[0])
+        decision = decide(current, firsts)
+        kept = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
+                                      if labels[sid] in decision.keep})
+        if decision.table is not None and decision.changes(current) and kept.schemas:
+            sink.take(self._session(), decision.table, decision.replace,
+                      decode_topic(frames, topic, kept, original))
+        return kept
 
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
                records: list[tuple[int, bytes, int, int]] | None = None,
@@ -460,6 +495,12 @@ class BatchProcessor:
         sink = self._sink(table) if delta else None
         # The table's naming is fixed when it is created: column mapping, original names.
         original = sink.original_names(self._session()) if sink else False
+        if sink is not None:
+            plan = self._incarnation(frames, topic, plan, sink, original)
+            if not plan.schemas:
+                log.info("batch %d: %s: only events of a table dropped since", batch_id,
+                         table.path)
+                return []
         # Each event is merged by the key it was written with: a batch holding events of
         # several key schemas (a primary key changed or dropped) is applied one key at a time,
         # the key whose events come first first (see `key_groups`).

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from confluent_kafka.schema_registry import SchemaRegistryClient
@@ -37,6 +39,16 @@ class SchemaCache:
         if isinstance(found, SchemaLookupError):
             raise found
         return found
+
+    def prefetch(self, schema_ids: Iterable[int]) -> None:
+        """Fetch the ids not cached yet, several at a time: a first batch over many tables
+        needs hundreds, one registry round trip each."""
+        missing = sorted({i for i in schema_ids if i not in self._schemas})
+        if len(missing) < 2:
+            return
+        with ThreadPoolExecutor(min(8, len(missing)), thread_name_prefix="pgcdc-registry") as pool:
+            for schema_id, found in zip(missing, pool.map(self._fetch, missing), strict=True):
+                self._schemas[schema_id] = found
 
     def _fetch(self, schema_id: int) -> dict[str, Any] | SchemaLookupError:
         try:

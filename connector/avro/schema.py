@@ -118,6 +118,10 @@ def _columns(relation: Relation, catalog: TypeCatalog, array_dims: Mapping[str, 
     return tuple(specs)
 
 
+# The Envelope's attribute naming the table's relation id (its pg_class oid).
+RELATION_ID = "pgcdc.relation_id"
+
+
 def envelope_schema(namespace: str, value_fields: list[dict[str, Any]]) -> dict[str, Any]:
     """The Envelope record of schemas/README.md around a Value record with these fields."""
     defined: set[str] = set()
@@ -172,6 +176,11 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
         key_schema = {"type": "record", "name": "Key", "namespace": namespace,
                       "fields": [_field(c) for c in keys]}
     value_schema = envelope_schema(namespace, [_field(c) for c in columns])
+    if relation.relation_id is not None:
+        # Which table this is, not only its name: a table dropped and created again under
+        # the same name has a new relation id, so consumers tell its events apart from the
+        # old table's (the merge job starts the lake table again: spark_jobs/incarnation.py).
+        value_schema[RELATION_ID] = relation.relation_id
     source_constants = {"version": __version__, "connector": CONNECTOR, "name": prefix,
                         "db": db, "schema": schema_name, "table": relation.name}
     return TableSchemas(

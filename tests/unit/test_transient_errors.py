@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import psycopg
 import pytest
 
-from connector import pipeline as pipeline_mod
 from connector.errors import PrivilegeError, SourceError, connection_gone, is_privilege_error
+from connector.flow import RECONNECT_BACKOFF_S, reconnect_delay
 from connector.replication.privileges import connect_refusal, lacking
 from connector.replication.stream import _connect_error
 
@@ -43,59 +41,6 @@ def test_connect_errors() -> None:
     assert str(down).startswith("cannot open a replication connection")
 
 
-class _Admin:
-    def close(self) -> None:
-        pass
-
-
-def _pipeline(monkeypatch: pytest.MonkeyPatch, errors: list[SourceError]) -> Any:
-    p = pipeline_mod.Pipeline.__new__(pipeline_mod.Pipeline)
-    p.cfg = type("Cfg", (), {"metrics_port": None, "metrics_host": "0.0.0.0", "dsn": "dbname=x",
-                             "snapshot": "never"})()
-    p.stopping = False
-    p.needs_snapshot = False
-    p.admin = _Admin()
-    p.registry = type("Registry", (), {"check_reachable": lambda self: None})()
-    p.streaming = False
-    p.slot_existed = True  # nothing for a failed start to undo
-    p.created_publication = False
-    p.sessions = 0
-    p.slept = []
-
-    def session(proto: int) -> None:
-        p.sessions += 1
-        if errors:
-            raise errors.pop(0)
-
-    monkeypatch.setattr(p, "prepare_source", lambda: 3, raising=False)
-    monkeypatch.setattr(p, "_session", session, raising=False)
-    monkeypatch.setattr(p, "_sleep", p.slept.append, raising=False)
-    monkeypatch.setattr(pipeline_mod.metrics, "serve", lambda port, host: None)
-    monkeypatch.setattr(pipeline_mod, "_tune_gc", lambda: None)  # not in the test process
-    monkeypatch.setattr(pipeline_mod.ReplicationAdmin, "connect",
-                        classmethod(lambda cls, dsn: _Admin()))
-    return p
-
-
-def test_transient_failures_are_retried(monkeypatch: pytest.MonkeyPatch) -> None:
-    p = _pipeline(monkeypatch, [SourceError("replication connection lost: x", transient=True),
-                                SourceError("anything at all", transient=True)])
-    p.run()
-    assert p.sessions == 3
-    assert p.slept == list(pipeline_mod.RECONNECT_BACKOFF_S[:2])
-
-
-def test_other_failures_stop_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The text of a transient failure, without the flag: not retried.
-    error = SourceError("replication connection lost: but not marked")
-    p = _pipeline(monkeypatch, [error])
-    with pytest.raises(SourceError) as raised:
-        p.run()
-    assert raised.value is error
-    assert p.sessions == 1
-    assert p.slept == []
-
-
 class _Refused(psycopg.errors.InsufficientPrivilege):
     """A server refusal as psycopg raises it (SQLSTATE 42501), with the server's text."""
 
@@ -124,13 +69,18 @@ def test_a_privilege_error_names_the_grant_and_is_not_transient(
     assert "\n" not in str(error)
 
 
-def test_a_privilege_error_stops_run_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    error = lacking(_Refused("must be owner of table t9"), "cdc")
-    p = _pipeline(monkeypatch, [error])
-    with pytest.raises(PrivilegeError):
-        p.run()
-    assert p.sessions == 1
-    assert p.slept == []
+def test_only_transient_failures_are_retried_with_backoff_a_bounded_number_of_times(
+        ) -> None:
+    lost = SourceError("replication connection lost: x", transient=True)
+    delays = [reconnect_delay(lost, attempt, stopping=False) for attempt in range(20)]
+    assert delays[:len(RECONNECT_BACKOFF_S)] == list(RECONNECT_BACKOFF_S)
+    assert delays[len(RECONNECT_BACKOFF_S):] == [None] * (20 - len(RECONNECT_BACKOFF_S))
+    assert reconnect_delay(lost, 0, stopping=True) is None  # a stop wins over a retry
+    # The text of a transient failure, without the flag: not retried; nor a refusal.
+    assert reconnect_delay(SourceError("replication connection lost: but not marked"), 0,
+                           stopping=False) is None
+    refused = lacking(_Refused("must be owner of table t9"), "cdc")
+    assert reconnect_delay(refused, 0, stopping=False) is None
 
 
 def test_other_server_errors_are_not_privilege_errors() -> None:

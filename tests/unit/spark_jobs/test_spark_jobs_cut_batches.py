@@ -22,28 +22,20 @@ from spark_jobs.config import MergeConfig
 from spark_jobs.events import TableTopic, envelope_schema, key_schema
 from spark_jobs.job import BatchProcessor
 from spark_jobs.manifest import read_cuts
-from spark_jobs.registry import SchemaCache
 from spark_jobs.wire import frame_bytes
+from tests.support.schemas import FixedSchemas
 
 COLUMNS = [("id", "long"), ("v", "long")]
 HEARTBEAT = json.loads((Path(__file__).resolve().parents[3] / "connector" / "avro" / "schemas"
                         / "heartbeat.avsc").read_text())
 
 
-class Schemas(SchemaCache):
-    def __init__(self, schemas: dict[int, dict[str, Any]]) -> None:
-        self.schemas = schemas
-
-    def get(self, schema_id: int) -> dict[str, Any]:
-        return self.schemas[schema_id]
-
-
-def _setup() -> tuple[TableTopic, Schemas]:
+def _setup() -> tuple[TableTopic, FixedSchemas]:
     value = envelope_schema("p", "public", "t", COLUMNS)
     key = key_schema("p", "public", "t", COLUMNS[:1])
     topic = TableTopic("p", "public", "t", ["id"], 1, 2, fastavro.parse_schema(value),
                        fastavro.parse_schema(key))
-    return topic, Schemas({1: value, 2: key, 3: HEARTBEAT})
+    return topic, FixedSchemas({1: value, 2: key, 3: HEARTBEAT})
 
 
 def _beat(lsn: int) -> tuple[str, bytes | None, bytes]:

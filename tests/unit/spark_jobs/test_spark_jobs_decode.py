@@ -19,27 +19,13 @@ from spark_jobs.decode import (
     value_record,
 )
 from spark_jobs.events import avro_name, envelope_schema, key_schema, source
-from spark_jobs.registry import SchemaCache, SchemaLookupError
 from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, frame_bytes, with_frame
+from tests.support.schemas import FixedSchemas
 
 COLUMNS = [("id", "long"), ("order-id", "long"), ("note", "string")]
 ENVELOPE = envelope_schema("p", "s", "t", COLUMNS)
 KEY = key_schema("p", "s", "t", COLUMNS[:1])
 KAFKA_ROW = "topic string, partition int, offset long, key binary, value binary"
-
-
-class FakeSchemas(SchemaCache):
-    """Unit tests only: a registry of fixed ids (the real one is in the e2e tests)."""
-
-    def __init__(self, schemas: dict[int, dict[str, Any]]) -> None:
-        self.schemas = schemas
-        self.lookups: list[int] = []
-
-    def get(self, schema_id: int) -> dict[str, Any]:
-        self.lookups.append(schema_id)
-        if schema_id not in self.schemas:
-            raise SchemaLookupError(f"unknown schema id {schema_id}")
-        return self.schemas[schema_id]
 
 
 def body(envelope: dict[str, Any]) -> bytes:
@@ -87,7 +73,7 @@ def test_framing_columns(spark: SparkSession) -> None:
 
 
 def test_plan_fetches_each_schema_once_and_sorts_out_bad_ids() -> None:
-    schemas = FakeSchemas({1: ENVELOPE, 2: KEY, 3: {"type": "record", "name": "X",
+    schemas = FixedSchemas({1: ENVELOPE, 2: KEY, 3: {"type": "record", "name": "X",
                                                     "fields": []}})
     summary = [
         {"topic": "p.s.t", PROBLEM: None, SCHEMA_ID: 1, KEY_SCHEMA_ID: 2, "n": 5},
@@ -118,7 +104,7 @@ def test_decode_flattens_and_separates_corrupt_bodies(spark: SparkSession) -> No
                                KAFKA_ROW).selectExpr("*", "current_timestamp() AS timestamp")
     frames = with_frame(df)
     plans = plan_batch(frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID).count()
-                       .withColumnRenamed("count", "n").collect(), FakeSchemas({1: ENVELOPE}))
+                       .withColumnRenamed("count", "n").collect(), FixedSchemas({1: ENVELOPE}))
     good, corrupt = split_corrupt(decode_topic(frames, "p.s.t", plans["p.s.t"]), frames,
                                   "p.s.t")
     rows = sorted(good.collect(), key=lambda r: r["_kafka_offset"])

@@ -15,22 +15,12 @@ from pyspark.sql import DataFrame, SparkSession
 from spark_jobs.config import MergeConfig
 from spark_jobs.events import TableTopic, envelope_schema, key_schema
 from spark_jobs.job import BatchProcessor
-from spark_jobs.registry import SchemaCache, SchemaLookupError
+from tests.support.schemas import FixedSchemas
 
 COLUMNS = [("a", "long"), ("b", "long")]
 
 
-class FakeSchemas(SchemaCache):
-    def __init__(self, schemas: dict[int, dict[str, Any]]) -> None:
-        self.schemas = schemas
-
-    def get(self, schema_id: int) -> dict[str, Any]:
-        if schema_id not in self.schemas:
-            raise SchemaLookupError(f"unknown schema id {schema_id}")
-        return self.schemas[schema_id]
-
-
-def _topics() -> tuple[TableTopic, TableTopic, TableTopic, FakeSchemas]:
+def _topics() -> tuple[TableTopic, TableTopic, TableTopic, FixedSchemas]:
     value = envelope_schema("p", "public", "t", COLUMNS)
     by_a = key_schema("p", "public", "t", COLUMNS[:1])
     by_ab = key_schema("p", "public", "t", COLUMNS)
@@ -40,7 +30,7 @@ def _topics() -> tuple[TableTopic, TableTopic, TableTopic, FakeSchemas]:
         return TableTopic("p", "public", "t", key, 1, key_id, parsed,
                           None if schema is None else fastavro.parse_schema(schema))
     return (topic(["a"], 2, by_a), topic(["a", "b"], 3, by_ab), topic([], None, None),
-            FakeSchemas({1: value, 2: by_a, 3: by_ab}))
+            FixedSchemas({1: value, 2: by_a, 3: by_ab}))
 
 
 def _events() -> list[tuple[bytes | None, bytes]]:

@@ -20,7 +20,7 @@ from spark_jobs.config import MergeConfig
 from spark_jobs.events import TableTopic, envelope_schema, key_schema
 from spark_jobs.job import BatchProcessor
 from spark_jobs.names import METADATA_COLUMNS, column_names
-from spark_jobs.registry import SchemaCache, SchemaLookupError
+from tests.support.schemas import FixedSchemas
 
 KAFKA = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
          "headers"]
@@ -33,23 +33,13 @@ ESCAPED = {m: "_x005F" + m[1:].replace("_", "_x005F") for m in METADATA_COLUMNS}
 LAKE = [ESCAPED.get(c, c) for c in COLUMNS[:-1]] + ["_x005Fx005Fcdc_x005Fx005Fop"]
 
 
-class FakeSchemas(SchemaCache):
-    def __init__(self, schemas: dict[int, dict[str, Any]]) -> None:
-        self.schemas = schemas
-
-    def get(self, schema_id: int) -> dict[str, Any]:
-        if schema_id not in self.schemas:
-            raise SchemaLookupError(f"unknown schema id {schema_id}")
-        return self.schemas[schema_id]
-
-
-def _table(prefix: str) -> tuple[TableTopic, FakeSchemas]:
+def _table(prefix: str) -> tuple[TableTopic, FixedSchemas]:
     columns = [(c, "string") for c in COLUMNS]
     value, key = (envelope_schema(prefix, "public", "settings", columns),
                   key_schema(prefix, "public", "settings", columns[:1]))
     topic = TableTopic(prefix, "public", "settings", ["key"], 1, 2,
                        fastavro.parse_schema(value), fastavro.parse_schema(key))
-    return topic, FakeSchemas({1: value, 2: key})
+    return topic, FixedSchemas({1: value, 2: key})
 
 
 def _row(key: str, tag: str) -> dict[str, Any]:

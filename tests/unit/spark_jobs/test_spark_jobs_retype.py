@@ -26,23 +26,13 @@ from spark_jobs.decode import decode_topic, plan_batch, split_corrupt
 from spark_jobs.delta_sink import DeltaTableSink
 from spark_jobs.events import envelope_schema, source
 from spark_jobs.job import table_facts
-from spark_jobs.registry import SchemaCache
 from spark_jobs.widening import batch_type, column_change
 from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, frame_bytes, with_frame
+from tests.support.schemas import FixedSchemas
 
 KAFKA_ROW = "topic string, partition int, offset long, key binary, value binary"
 META = "_cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, _cdc_ts_ms long, " \
        "_cdc_toast array<string>"
-
-
-class FakeSchemas(SchemaCache):
-    """Unit tests only: a registry of fixed ids."""
-
-    def __init__(self, schemas: dict[int, dict[str, Any]]) -> None:
-        self.schemas = schemas
-
-    def get(self, schema_id: int) -> dict[str, Any]:
-        return self.schemas[schema_id]
 
 
 def test_column_change_is_same_widen_or_retype() -> None:
@@ -119,7 +109,7 @@ def test_a_batch_mixing_old_and_new_writer_schemas_merges(spark: SparkSession,
                                    KAFKA_ROW).selectExpr("*", "current_timestamp() AS timestamp")
         frames = with_frame(df)
         plans = plan_batch(frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID).count()
-                           .withColumnRenamed("count", "n").collect(), FakeSchemas(schemas))
+                           .withColumnRenamed("count", "n").collect(), FixedSchemas(schemas))
         changes, _ = split_corrupt(decode_topic(frames, "p.s.t", plans["p.s.t"]), frames,
                                    "p.s.t")
         _, facts = table_facts(changes)

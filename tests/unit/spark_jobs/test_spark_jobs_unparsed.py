@@ -12,19 +12,11 @@ from pyspark.sql import SparkSession
 from connector.avro import SourceInfo, TableCodec, derive_table_schemas
 from connector.pgtypes import oids
 from spark_jobs.decode import decode_topic, plan_batch, split_corrupt
-from spark_jobs.registry import SchemaCache
 from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, frame_bytes, with_frame
 from tests.support.avro import catalog, column, relation
+from tests.support.schemas import FixedSchemas
 
 KAFKA_ROW = "topic string, partition int, offset long, key binary, value binary"
-
-
-class FixedSchemas(SchemaCache):
-    def __init__(self, schemas: dict[int, dict[str, Any]]) -> None:
-        self.schemas = schemas
-
-    def get(self, schema_id: int) -> dict[str, Any]:
-        return self.schemas[schema_id]
 
 
 def test_events_with_unparsed_decode_and_the_map_is_ignored(spark: SparkSession) -> None:

@@ -1,0 +1,104 @@
+"""Table incarnations: a table dropped and created again under the same name.
+
+The topic (and so the lake table) is named after the table, but the dropped table and the new
+one are different tables: the new one starts empty, may have other columns and types, and
+none of the old rows belong to it. The producer writes the table's relation id (its
+`pg_class` oid, new for every CREATE TABLE) into each value schema (`RELATION_ID`), so every
+event says which incarnation wrote it.
+
+Rules (`decide`), for one table's part of a batch:
+
+* Every change of an incarnation comes after every change of the incarnations before it (a
+  table is dropped before one of its name can be created; in one transaction, the DROP's
+  changes come first). So the incarnation whose first change in the batch is the latest is the
+  newest one in the batch, and an incarnation is newer than the table's own when its first
+  change is after the first change the table saw of its own (`Incarnation.since`): late or
+  duplicate events of an older incarnation are before it, events of a newer one after all of
+  the table's.
+* The lake table follows the newest incarnation: when a newer one arrives the table is
+  replaced (emptied, with the new incarnation's columns and types: every row in it is the old
+  table's), and from then on only that incarnation's events are applied; events of older
+  incarnations are superseded and dropped (not dead letters: they were right, for a table
+  that is gone).
+* Events whose schema has no relation id (written before the producer recorded it) are
+  applied to whatever the table is, as before; an existing table first seen with one relation
+  id adopts it without being replaced (nothing tells whether its rows are the same table's),
+  with several it takes the newest and is replaced.
+* A new relation id can also come from a restore into another cluster (new oids): the table
+  is replaced by the new incarnation's events, which a new slot's initial snapshot provides.
+
+Pure: the job supplies each incarnation's first position in the batch and applies the
+decision (`delta_sink.DeltaTableSink.replace`, `fast_sink`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from connector.avro.schema import RELATION_ID
+
+from .changes import Position
+
+# Table properties: the incarnation the table holds, and its `since` position.
+PROPERTY, SINCE_LSN, SINCE_IDX = ("pgcdc.relationId", "pgcdc.relationId.sinceLsn",
+                                  "pgcdc.relationId.sinceTxnIndex")
+
+
+@dataclass(frozen=True)
+class Incarnation:
+    relation_id: int
+    since: Position  # the earliest of its changes the table saw when it took this incarnation
+
+    def properties(self) -> dict[str, str]:
+        return {PROPERTY: str(self.relation_id), SINCE_LSN: str(self.since.commit_lsn),
+                SINCE_IDX: str(self.since.txn_index)}
+
+    @staticmethod
+    def of_properties(properties: Mapping[str, str]) -> Incarnation | None:
+        if PROPERTY not in properties:
+            return None
+        return Incarnation(int(properties[PROPERTY]), Position(
+            int(properties.get(SINCE_LSN, 0)), int(properties.get(SINCE_IDX, 0))))
+
+
+@dataclass(frozen=True)
+class Decision:
+    keep: frozenset[int | None]  # the incarnations whose events are applied (None: no id)
+    table: Incarnation | None  # the incarnation the table holds after this batch
+    replace: bool  # the table must be emptied and take the new incarnation's columns first
+
+    def changes(self, current: Incarnation | None) -> bool:
+        """Whether the table's recorded incarnation must be written."""
+        return self.replace or self.table != current
+
+
+def of_schema(schema: Mapping[str, Any]) -> int | None:
+    """The relation id a value schema was written for (None: a schema without one)."""
+    value = schema.get(RELATION_ID)
+    return value if isinstance(value, int) else None
+
+
+def decide(current: Incarnation | None, firsts: Mapping[int | None, Position]) -> Decision:
+    """What to do with a table's part of a batch. `current`: the incarnation the table holds
+    (None: not known, or no table yet); `firsts`: each incarnation in the batch → the
+    earliest position of its events in the batch."""
+    every = frozenset(firsts)
+    known = {i: p for i, p in firsts.items() if i is not None}
+    if not known:
+        return Decision(every, current, False)
+    if current is None:
+        newest = max(known, key=lambda i: known[i])
+        if len(known) == 1:
+            return Decision(frozenset({None, newest}), Incarnation(newest, known[newest]),
+                            False)
+        # Several: what the table holds is older than the newest one's first event.
+        return Decision(frozenset({newest}), Incarnation(newest, known[newest]), True)
+    if set(known) == {current.relation_id}:
+        return Decision(every, current, False)
+    newer = {i: p for i, p in known.items() if i != current.relation_id and p > current.since}
+    if not newer:
+        return Decision(frozenset({None, current.relation_id}), current, False)
+    newest = max(newer, key=lambda i: newer[i])
+    return Decision(frozenset({newest}), Incarnation(newest, newer[newest]), True)

@@ -1,0 +1,76 @@
+"""Which events of a table re-created upstream reach the lake table (spark_jobs/incarnation)."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from connector.avro.schema import RELATION_ID
+from spark_jobs.changes import Position
+from spark_jobs.incarnation import Decision, Incarnation, decide, of_schema
+
+OLD = Incarnation(100, Position(50, 0))
+
+
+def test_schema_names_its_relation_id():
+    assert of_schema({"type": "record", RELATION_ID: 16384}) == 16384
+    assert of_schema({"type": "record"}) is None
+
+
+def test_properties_round_trip():
+    assert Incarnation.of_properties(OLD.properties()) == OLD
+    assert Incarnation.of_properties({}) is None
+
+
+def test_same_incarnation_or_none_changes_nothing():
+    assert decide(OLD, {100: Position(60, 0), None: Position(55, 0)}) == Decision(
+        frozenset({100, None}), OLD, False)
+    assert decide(None, {None: Position(1, 0)}) == Decision(frozenset({None}), None, False)
+
+
+def test_a_new_table_or_an_unlabelled_one_adopts_its_only_incarnation():
+    found = decide(None, {7: Position(80, 2), None: Position(70, 0)})
+    assert found == Decision(frozenset({7, None}), Incarnation(7, Position(80, 2)), False)
+    assert found.changes(None)
+
+
+def test_a_newer_incarnation_replaces_the_table_and_only_its_events_apply():
+    found = decide(OLD, {100: Position(60, 0), 200: Position(90, 3), None: Position(10, 0)})
+    assert found == Decision(frozenset({200}), Incarnation(200, Position(90, 3)), True)
+
+
+def test_late_events_of_an_older_incarnation_are_superseded():
+    current = Incarnation(200, Position(90, 3))
+    assert decide(current, {100: Position(60, 0), 200: Position(95, 0)}) == Decision(
+        frozenset({None, 200}), current, False)
+    # its first event seen is later than the table's, yet it is older: only a newer one's
+    # events come after every event of the table's
+    assert decide(current, {100: Position(89, 0)}).keep == frozenset({None, 200})
+
+
+def test_several_at_once_on_a_table_without_one_take_the_newest_and_replace():
+    found = decide(None, {1: Position(5, 0), 2: Position(9, 0), 3: Position(7, 0)})
+    assert found == Decision(frozenset({2}), Incarnation(2, Position(9, 0)), True)
+
+
+# A history of incarnations 1, 2, 3, ...: incarnation n's events at positions in
+# [100 n, 100 n + 99]. Batches hold any subset of events, in any order: the table ends up
+# holding the newest incarnation seen, and applies only its events (and unlabelled ones while
+# no replacement happened).
+events = st.lists(st.tuples(st.integers(1, 4), st.integers(0, 99)), min_size=1, max_size=12)
+
+
+@given(st.lists(events, min_size=1, max_size=5))
+def test_the_table_follows_the_newest_incarnation_whatever_the_arrival(batches):
+    current = None
+    for batch in batches:
+        firsts: dict[int | None, Position] = {}
+        for inc, offset in batch:
+            p = Position(100 * inc + offset, 0)
+            firsts[inc] = min(firsts.get(inc, p), p)
+        found = decide(current, firsts)
+        newest_seen = max([current.relation_id] if current else [], default=0)
+        newest = max(max(firsts), newest_seen)  # type: ignore[type-var]
+        assert found.table is not None and found.table.relation_id == newest
+        assert found.keep - {None} == {newest}
+        assert found.replace == (current is not None and newest != current.relation_id
+                                 or current is None and len(firsts) > 1)
+        current = found.table
