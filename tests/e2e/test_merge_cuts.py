@@ -13,7 +13,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.e2e
 SCHEMA = "cuts"
 ROWS, START = 30, 1000
 TOTAL = 2 * ROWS * START
-TRANSACTIONS = 400
+TRANSACTIONS, ROUNDS = 400, 5
 # The Spark path instead of delta-rs for every batch (slower; run by hand: =off).
 FAST_MERGE = os.environ.get("PGCDC_CUTS_FAST_MERGE", "auto")
 
@@ -46,11 +46,18 @@ def _create(dsn: str) -> None:
                          f"FROM generate_series(1, {ROWS}) g")
 
 
-def _transfers(dsn: str, rng: random.Random, stop: threading.Event, done: list[int]) -> None:
-    """TRANSACTIONS transactions that each keep sum(a.amount) + sum(b.amount) unchanged."""
+def _transfers(dsn: str, rng: random.Random, stop: threading.Event, done: list[int],
+               cuts: Callable[[], int]) -> None:
+    """TRANSACTIONS transactions that each keep sum(a.amount) + sum(b.amount) unchanged, in
+    ROUNDS rounds; after each round, until the job recorded another cut (so the cuts fall
+    between rounds however fast or slow the job is, and consecutive ones differ)."""
     next_id = ROWS + 1
     with psycopg.connect(dsn) as conn:
         while not stop.is_set() and done[0] < TRANSACTIONS:
+            if done[0] and done[0] % (TRANSACTIONS // ROUNDS) == 0:
+                seen = cuts()
+                while cuts() == seen and not stop.is_set():
+                    time.sleep(0.2)
             src, dst = rng.sample(["a", "b"], 2)
             x = rng.randint(1, 50)
             with conn.transaction():
@@ -76,7 +83,7 @@ def _transfers(dsn: str, rng: random.Random, stop: threading.Event, done: list[i
                     conn.execute(f"UPDATE {SCHEMA}.{dst} SET amount = amount + %s WHERE id = %s",
                                  (x, one))
             done[0] += 1
-            time.sleep(0.02)
+            time.sleep(0.01)
 
 
 def _rows(target: Path, table: str, version: int | None) -> dict[int, int]:
@@ -112,7 +119,7 @@ def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, r
     query, processor = start_merge(spark, config)
     stop, done = threading.Event(), [0]
     worker = threading.Thread(target=_transfers, args=(pg18.dsn, random.Random(seed), stop,
-                                                       done))
+                                                       done, lambda: processor.stats.cuts))
     try:
         worker.start()
         deadline = time.monotonic() + 180  # a bound on a hang, not a timing assertion
