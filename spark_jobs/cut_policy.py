@@ -18,8 +18,9 @@ only when a Kafka transaction commits, so every record below W is committed and 
 visible to the job's read_committed consumer. Either way the records of every transaction
 ending at or before W were in Kafka, readable, before the heartbeat record was produced.
 (W is never raised by keepalives: the idle "flush to the server's end" position is the
-pipeline's confirm LSN (connector/flow.py `confirmable`), not the tracker's watermark; the tracker starts at the slot's
-confirmed position, before which everything was acknowledged or had nothing to publish.)
+pipeline's confirm LSN (connector/flow.py `confirmable`), not the tracker's watermark; the
+tracker starts at the slot's confirmed position, before which everything was acknowledged
+or had nothing to publish.)
 
 Which transactions W vouches for: a transaction's events carry its commit record's start
 (`source.commit_lsn`), the tracker its end. Commit records do not overlap, so a transaction T
