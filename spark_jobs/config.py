@@ -86,6 +86,11 @@ class MergeConfig:
             raise ValueError("--consistent-cuts needs batches that read to the latest offsets: "
                              "leave out --max-offsets-per-trigger")
         self.heartbeat_topic  # noqa: B018 - raises for topics of several prefixes
+        scheme = self.target.partition("://")[0] if "://" in self.target else "file"
+        if scheme in ("s3a", "s3n", "hdfs", "viewfs"):
+            raise ValueError(f"--consistent-cuts writes its manifest with delta-rs, which does "
+                             f"not read {scheme}:// paths: give --target as a local path, s3://, "
+                             "abfss:// or gs://")
 
     @property
     def checkpoint_dir(self) -> str:

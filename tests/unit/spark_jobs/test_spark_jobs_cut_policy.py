@@ -145,6 +145,7 @@ def test_config_subscribes_to_heartbeats_and_refuses_what_breaks_the_argument() 
                       ({"replay": True}, "available-now"),
                       ({"max_offsets_per_trigger": 10}, "--max-offsets-per-trigger"),
                       ({"format": "parquet"}, "_cdc_commit_lsn"),
+                      ({"target": "s3a://bucket/lake"}, "delta-rs"),
                       ({"topic_prefix": None, "topics": ("a.s.t", "b.s.t")}, "one prefix")]:
         with pytest.raises(ValueError, match=words):
             _config(**kw)
