@@ -97,9 +97,11 @@ JSON_CONNECT_NAME: Final = "io.debezium.data.Json"
 # names, so that stock sinks (Debezium's JDBC sink...) create typed columns:
 #: Connect schema name of the types that have one (the value is the Avro datum as it is).
 #: timestamptz is UTC microseconds, which is what MicroTimestamp means to a sink; Debezium's
-#: own ZonedTimestamp is a string, not our long. timetz stays a plain string.
+#: own ZonedTimestamp is a string, not our long. timetz stays a plain string. date is Connect's
+#: own Date: AvroConverter turns Avro's ``date`` logical type into it and refuses any other
+#: name beside it (Debezium's io.debezium.time.Date has no logical type; ours keeps it).
 CONNECT_NAMES: Final[dict[int, str]] = {
-    oids.DATE: "io.debezium.time.Date",
+    oids.DATE: "org.apache.kafka.connect.data.Date",
     oids.TIME: "io.debezium.time.MicroTime",
     oids.TIMESTAMP: "io.debezium.time.MicroTimestamp",
     oids.TIMESTAMPTZ: "io.debezium.time.MicroTimestamp",

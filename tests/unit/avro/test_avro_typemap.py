@@ -271,7 +271,7 @@ def _params(oid: int, mod: int = -1, cat: TypeCatalog = CATALOG) -> dict[str, st
     ("oid", "mod", "attributes"),
     [
         (oids.INT2, -1, {"connect.type": "int16"}),
-        (oids.DATE, -1, {"connect.name": "io.debezium.time.Date"}),
+        (oids.DATE, -1, {"connect.name": "org.apache.kafka.connect.data.Date"}),
         (oids.TIME, -1, {"connect.name": "io.debezium.time.MicroTime"}),
         (oids.TIMESTAMP, -1, {"connect.name": "io.debezium.time.MicroTimestamp"}),
         (oids.TIMESTAMPTZ, -1, {"connect.name": "io.debezium.time.MicroTimestamp"}),  # UTC
