@@ -3,7 +3,8 @@ Apicurio's AvroConverter reading Confluent framing from our registry) replicates
 database into another one, and the copy equals the source.
 
 - ``typed``: a table of the types issue 20 lists (int2, time, timestamp, timestamptz, date,
-  uuid, inet, cidr, macaddr, money, jsonb, interval, enum, ...), written into a PRE-CREATED
+  uuid, inet, cidr, macaddr, money, jsonb, interval, enum, and timetz and unbounded numeric,
+  which Debezium does not keep exact), written into a PRE-CREATED
   table of the same column types: the sink binds each value as its column's type (a
   timestamptz was a bigint before the Connect names), and every value arrives exact;
 - ``created``: the same types into a table the SINK CREATES: its columns are typed (smallint,
@@ -55,12 +56,15 @@ TYPES = """
   mood mood,
   n numeric(10, 2),
   vc varchar(20),
+  tz timetz,
+  nu numeric,
   txt text
 """
 ROW = ("(%s, 7, 70000, 7000000000, 1.5, true, '12:34:56.789012', '2024-02-29 23:59:59.5',"
        " '2024-01-01 12:00:00+05:30', '2024-02-29', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11',"
        " '192.168.0.1/24', '10.0.0.0/8', '08:00:2b:01:02:03', '-12.34', '{\"a\": [1, 2]}',"
-       " '1 year 2 mons -3 days 04:05:06.5', 'happy', '12345678.90', 'varchar', 'text')")
+       " '1 year 2 mons -3 days 04:05:06.5', 'happy', '12345678.90', 'varchar', '12:00:00+01',"
+       " '123456789012345678901234567890.1234567890', 'text')")
 SOURCE_DDL = f"""
 CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
 CREATE TABLE typed ({TYPES});
