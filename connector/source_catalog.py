@@ -113,20 +113,31 @@ class PostgresCatalog:
         expressions = constant_defaults(rows, immutable)
         if not expressions:
             return {}
+        # One query for the table: each constant's text, or NULL for a NULL value. The
+        # expressions are the server's own deparsed catalog text, evaluated without side effects
+        # (immutable calls only); the settings are the stream's, and rolled back with the
+        # transaction (or savepoint, on a connection inside a snapshot's transaction).
+        columns = list(expressions)
+        query = sql.SQL("SELECT {}").format(sql.SQL(", ").join(
+            sql.SQL("(SELECT pg_catalog.format('%s', v) FROM (SELECT {} AS v) s"
+                    " WHERE v IS NOT NULL)").format(sql.SQL(expressions[c]))
+            for c in columns))
+        row: tuple[object, ...] | None = None
         try:
             with self.conn.transaction():
                 for name, value in _OUTPUT_SETTINGS:
                     self.conn.execute("SELECT pg_catalog.set_config(%s, %s, true)", [name, value])
-                texts = {}
-                for column, expression in expressions.items():
-                    # the server's own text of a constant expression of its own catalog
-                    query = sql.SQL("SELECT pg_catalog.format('%s', v) FROM (SELECT {} AS v) s"
-                                    " WHERE v IS NOT NULL").format(sql.SQL(expression))
-                    row = self.conn.execute(query).fetchone()
-                    if row is not None:
-                        texts[column] = str(row[0])
+                row = self.conn.execute(query).fetchone()
+                raise psycopg.Rollback()
         except psycopg.Error as exc:
             detail = first_line(exc)
-            raise SourceError(f"catalog lookup failed: {detail}",
-                              transient=connection_gone(detail)) from None
-        return texts
+            if connection_gone(detail):
+                raise SourceError(f"catalog lookup failed: {detail}", transient=True) from None
+            # a default that fails when evaluated (DEFAULT 1/0 is accepted by CREATE TABLE)
+            log.warning("%s.%s: column defaults not carried to the schema (%s)",
+                        relation.namespace, relation.name, detail)
+            return {}
+        if row is None:
+            return {}
+        return {column: str(text) for column, text in zip(columns, row, strict=True)
+                if text is not None}

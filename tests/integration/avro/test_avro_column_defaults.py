@@ -46,6 +46,7 @@ CREATE TABLE defaults_t (
   gen int GENERATED ALWAYS AS (id * 2) STORED
 );
 ALTER TABLE defaults_t ADD COLUMN added text DEFAULT 'later';
+CREATE TABLE bad_default (id int PRIMARY KEY, ok text DEFAULT 'fine', x int DEFAULT 1 / 0);
 """
 
 EXPECTED = {"t": "dflt", "v": "x", "c": "a  ", "i2": 7, "f": 1.5, "b": True, "d": 18263,
@@ -64,13 +65,13 @@ def conn(pg15: Any) -> Iterator[psycopg.Connection[Any]]:
         yield c
 
 
-def _relation(conn: psycopg.Connection[Any]) -> Relation:
+def _relation(conn: psycopg.Connection[Any], table: str = "defaults_t") -> Relation:
     rows = conn.execute(
         "SELECT attname::text, atttypid::int, atttypmod, attnum = 1 FROM pg_attribute"
-        " WHERE attrelid = 'defaults_t'::regclass AND attnum > 0 AND NOT attisdropped"
-        " ORDER BY attnum").fetchall()
-    oid = conn.execute("SELECT 'defaults_t'::regclass::oid::int").fetchone()[0]  # type: ignore[index]
-    return Relation(None, oid, "public", "defaults_t", "d",
+        " WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped"
+        " ORDER BY attnum", (table,)).fetchall()
+    oid = conn.execute("SELECT %s::regclass::oid::int", (table,)).fetchone()[0]  # type: ignore[index]
+    return Relation(None, oid, "public", table, "d",
                     tuple(RelationColumn(1 if k else 0, n, t, m) for n, t, m, k in rows))
 
 
@@ -90,6 +91,21 @@ def test_constant_defaults_are_carried_and_volatile_ones_are_not(
     assert all(f["default"] is None and f["type"][0] == "null" for f in fields.values())
     # the session's own settings are untouched by the lookup
     assert conn.execute("SHOW DateStyle").fetchone() == ("ISO, MDY",)
+
+
+def test_lookup_inside_a_transaction_leaves_its_settings_and_survives_a_failing_default(
+        conn: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture) -> None:
+    """A snapshot reader's connection is inside a transaction: the stream's settings are
+    rolled back with a savepoint. A default that fails when evaluated (1 / 0) costs the
+    table its Connect defaults, with a warning, not the stream."""
+    with psycopg.connect(conn.info.dsn) as inside:  # not autocommit: a transaction is open
+        inside.execute("SET TimeZone = 'Europe/Paris'")
+        facts = PostgresCatalog(inside, TypeCatalog())
+        assert facts.column_defaults(_relation(inside))["ts"] == "2020-01-01 00:00:00+00"
+        assert inside.execute("SHOW TimeZone").fetchone() == ("Europe/Paris",)
+        assert facts.column_defaults(_relation(inside, "bad_default")) == {}
+        assert "column defaults not carried" in caplog.text and "division by zero" in caplog.text
+        assert inside.execute("SELECT 1").fetchone() == (1,)  # the transaction goes on
 
 
 def test_default_functions_reads_node_trees(conn: psycopg.Connection[Any]) -> None:
