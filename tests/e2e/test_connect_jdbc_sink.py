@@ -163,9 +163,9 @@ def test_debezium_jdbc_sink_replicates_pgcdc_topics(databases: tuple[str, str], 
         **converter_settings(registry.url, "key"),
         **converter_settings(registry.url, "value"),
     })
-    producer.start(tmp_path)
+    connect.start()  # first: its JVM starts while the producer takes its snapshot
     try:
-        connect.start()
+        producer.start(tmp_path)
         wait_for(lambda: _count(sink, "parted") == 12 and _count(sink, "typed") == 4
                  and _count(sink, "created") == 3, "snapshot rows in the sink", connect, 90)
         with psycopg.connect(source, autocommit=True) as conn:
