@@ -1,7 +1,8 @@
 """Kafka Connect attributes (``connect.name``, ``connect.type``, ``connect.parameters``,
 ``connect.default``)
 against the real registry: a table's schemas with them register under a subject that holds the
-same schemas without them (as registered before they existed) with BACKWARD compatibility, as
+same schemas without them (as registered before they existed) with FULL (BACKWARD and FORWARD)
+compatibility, as
 a new version, and are served back by id with every attribute kept (Connect's AvroConverter
 reads them from the schema it fetches)."""
 
@@ -41,7 +42,7 @@ def test_connect_attributes_are_a_backward_compatible_new_version(registry: Any)
         assert old != schema  # the attributes are really there
         assert "connect." not in json.dumps(old)
         old_id = client.register(subject, json.dumps(old))
-        client.set_compatibility(subject, "BACKWARD")
+        client.set_compatibility(subject, "FULL")
         assert client.is_compatible(subject, text), subject
         assert text is not None
         new_id = client.register(subject, text)
