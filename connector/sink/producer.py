@@ -57,6 +57,7 @@ from typing import Any, Final
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from connector import metrics
+from connector.config import TRUNCATE_RECORDS
 from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
@@ -96,7 +97,7 @@ def truncate_partitions(mode: str, partitions: int) -> range:
         return range(1)
     if mode == "none":
         return range(0)
-    raise ConfigError(f"truncate_records must be one of every-partition, one, none; "
+    raise ConfigError(f"truncate_records must be one of {', '.join(TRUNCATE_RECORDS)}, "
                       f"not {mode!r}")
 
 
