@@ -98,7 +98,10 @@ class ConnectStandalone:
         kafka_jars = resolve_pom(cache_dir(), "kafka.pom.xml")
         with open(self.log_file, "ab") as log:
             self.proc = subprocess.Popen(
-                [java(), "-Xmx512m", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+                # UTC: the JDBC sink writes MicroTimestamp (our timestamptz, UTC microseconds)
+                # as a timestamp its connection's time zone reads (schemas/README.md)
+                [java(), "-Xmx512m", "-Duser.timezone=UTC",
+                 "-Dorg.slf4j.simpleLogger.showDateTime=true",
                  "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
                  "-cp", f"{logging}/*:{kafka_jars}/*", WORKER_CLASS,
                  str(worker_file),
