@@ -1,0 +1,82 @@
+"""The history tables through delta-rs (spark_jobs/history_sink.py), on local Delta tables:
+random batches of a random workload, delivered out of order with duplicates, re-run batches
+and a second app id, give the versions `history.versions` computes from the set of events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from deltalake import DeltaTable
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql.types import IntegerType, LongType, StringType
+
+from spark_jobs.changes import OP
+from spark_jobs.history import FROM_LSN, FROM_TS, TO_LSN, Tracking, versions
+from spark_jobs.history_sink import HistorySink, history_path
+from tests.unit.spark_jobs.test_spark_jobs_history import COLUMNS, KEY, event, workloads
+
+TYPES = {"k": LongType(), "a": LongType(), "b": StringType(), "big": StringType(),
+         "late": LongType()}
+
+
+def stored(target: Path) -> list[dict[str, Any]]:
+    rows = DeltaTable(history_path(str(target), "s/t")).to_pyarrow_table().to_pylist()
+    return sorted(({c: r.get(c) for c in [*COLUMNS, FROM_LSN, TO_LSN]} for r in rows), key=repr)
+
+
+def expected(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(({c: v[c] for c in [*COLUMNS, FROM_LSN, TO_LSN]}
+                   for v in versions(events, KEY, COLUMNS)), key=repr)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data(), source=workloads())
+def test_batches_in_any_order_give_the_versions_of_the_event_set(
+        tmp_path_factory: Any, data: st.DataObject, source: list[dict[str, Any]]) -> None:
+    target = tmp_path_factory.mktemp("lake")
+    dup = data.draw(st.lists(st.sampled_from(source), max_size=4))
+    arrival = data.draw(st.permutations(source + dup))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(arrival)), max_size=3)))
+    sink = HistorySink(str(target), "s/t", "app", Tracking())
+    batches = [arrival[lo:hi] for lo, hi in zip([0, *cuts], [*cuts, len(arrival)], strict=True)]
+    for batch_id, batch in enumerate(batches):
+        sink.apply(batch, {c: TYPES[c] for c in COLUMNS if any(c in e for e in batch)}, KEY,
+                   batch_id)
+        if data.draw(st.booleans()):  # re-run by Spark after a crash: nothing changes
+            assert sink.apply(batch, TYPES, KEY, batch_id) == 0
+    if not any(e[OP] != "t" for e in source):
+        return
+    assert stored(target) == expected(source)
+    # a new checkpoint (another app id) over the same events changes nothing
+    other = HistorySink(str(target), "s/t", "other-app", Tracking())
+    other.apply(arrival, TYPES, KEY, 0)
+    assert stored(target) == expected(source)
+
+
+def test_columns_added_and_widened_and_timestamps(tmp_path: Path) -> None:
+    sink = HistorySink(str(tmp_path), "s/t", "app", Tracking())
+    sink.apply([event(1, "c", 100, a=1), event(2, "c", 100, 1, a=2)],
+               {"k": LongType(), "a": IntegerType()}, KEY, 0)
+    sink.apply([event(1, "u", 200, a=2**40, big="x")],
+               {"k": LongType(), "a": LongType(), "big": StringType()}, KEY, 1)
+    table = DeltaTable(history_path(str(tmp_path), "s/t"))
+    types = {f.name: f.type for f in table.schema().fields}
+    assert str(types["a"]) == 'PrimitiveType("long")' and "big" in types
+    rows = sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: (r["k"], r[FROM_LSN]))
+    assert [(r["k"], r["a"], r["big"], r[TO_LSN]) for r in rows] == [
+        (1, 1, None, 200), (1, 2**40, "x", None), (2, 2, None, None)]
+    assert rows[0][FROM_TS].timestamp() == 100.0  # _cdc_ts_ms 100,000: commit time
+
+
+def test_a_late_event_can_merge_versions_away(tmp_path: Path) -> None:
+    """An update arriving first opens a version; the older insert with the same values, late,
+    makes it an in-place update of the insert's version: the stored row goes."""
+    sink = HistorySink(str(tmp_path), "s/t", "app", Tracking())
+    types = {"k": LongType(), "a": LongType()}
+    sink.apply([event(1, "u", 300, a=1)], types, KEY, 0)
+    sink.apply([event(1, "c", 100, a=1)], types, KEY, 1)
+    rows = DeltaTable(history_path(str(tmp_path), "s/t")).to_pyarrow_table().to_pylist()
+    assert [(r[FROM_LSN], r[TO_LSN]) for r in rows] == [(100, None)]
