@@ -32,6 +32,7 @@ from .decode import (
 from .delta_sink import BatchFacts, DeltaTableSink
 from .fast_sink import Declined, apply_fast, load, row_types
 from .files import HadoopFs
+from .history_job import HistoryWriter
 from .incarnation import Incarnation, decide, of_schema
 from .names import TableId, table_of
 from .parquet_sink import append_change_log
@@ -114,6 +115,8 @@ class BatchProcessor:
         self._lock = threading.Lock()
         # (schema id, original names) → decoder and the Spark types of its row columns
         self._writers: dict[tuple[int, bool], tuple[WriterSchema, dict[str, DataType]]] = {}
+        # --history: each table's history follows its mirror, per batch (history_job.py)
+        self.history = HistoryWriter(config, app_id) if config.history else None
 
     def _session(self) -> SparkSession:
         """This worker thread's session: Delta reads the idempotent-write settings from the
@@ -252,6 +255,9 @@ class BatchProcessor:
             sink.incarnation = Incarnation(labels.pop(), Position(*first))
         apply_fast(sink, batch, types, plan.key_columns(original), batch_id,
                    self.config.maintenance_every)
+        if self.history is not None:
+            self.history.from_rows(self._session(), table, batch.rows, types,
+                                   plan.key_columns(original), batch_id)
         sink.register(self._session())
         return len(batch.rows) - batch.truncates
 
@@ -327,9 +333,10 @@ class BatchProcessor:
             found = [(*table_facts(decoded), decoded, group) for decoded, group in parts]
             found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
             decoded_at = time.monotonic()
-            dead, events = [], 0
+            dead, events, applied = [], 0, []
             for corrupt, facts, decoded, group in found:
                 changes, corrupt_rows = split_corrupt(decoded, frames, topic)
+                applied.append(changes)
                 if corrupt:
                     dead.append(corrupt_rows)  # recomputed from the cached frames later
                 events += facts.events
@@ -344,6 +351,9 @@ class BatchProcessor:
                     sink.apply(self._session(), changes, facts,
                                plan.key_columns(original, group if known else -1), batch_id,
                                part="" if group == plan.key_schema_id else f"#key{group}")
+            if self.history is not None and sink is not None:
+                self.history.from_frames(self._session(), table, applied,
+                                         plan.key_columns(original), batch_id)
             with self._lock:
                 self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
             log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",

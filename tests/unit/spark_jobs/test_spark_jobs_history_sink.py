@@ -14,6 +14,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType
 
 from spark_jobs.changes import OP
 from spark_jobs.history import FROM_LSN, FROM_TS, TO_LSN, Tracking, versions
+from spark_jobs.history_read import as_of_arrow
 from spark_jobs.history_sink import HistorySink, history_path
 from tests.unit.spark_jobs.test_spark_jobs_history import COLUMNS, KEY, event, workloads
 
@@ -80,3 +81,21 @@ def test_a_late_event_can_merge_versions_away(tmp_path: Path) -> None:
     sink.apply([event(1, "c", 100, a=1)], types, KEY, 1)
     rows = DeltaTable(history_path(str(tmp_path), "s/t")).to_pyarrow_table().to_pylist()
     assert [(r[FROM_LSN], r[TO_LSN]) for r in rows] == [(100, None)]
+
+
+def test_as_of_reads_by_lsn_position_and_time(tmp_path: Path) -> None:
+    sink = HistorySink(str(tmp_path), "s/t", "app", Tracking())
+    types = {"k": LongType(), "a": LongType()}
+    sink.apply([event(1, "c", 100, a=1), event(1, "d", 200, 0), event(1, "c", 200, 1, a=2),
+                event(2, "c", 300, a=3)], types, KEY, 0)
+    path = history_path(str(tmp_path), "s/t")
+
+    def rows(table: Any) -> list[tuple[int, int]]:
+        return sorted((r["k"], r["a"]) for r in table.to_pylist())
+    assert rows(as_of_arrow(path, lsn=99)) == []
+    assert rows(as_of_arrow(path, lsn=150)) == [(1, 1)]
+    assert rows(as_of_arrow(path, lsn=200, txn_index=0)) == []  # inside the key change
+    assert rows(as_of_arrow(path, lsn=200)) == [(1, 2)]
+    assert rows(as_of_arrow(path, lsn=10**6)) == [(1, 2), (2, 3)]
+    assert rows(as_of_arrow(path, timestamp=250_000)) == [(1, 2)]  # epoch ms
+    assert as_of_arrow(path, lsn=150).column_names == ["k", "a"]
