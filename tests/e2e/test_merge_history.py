@@ -1,7 +1,7 @@
 """History tables end to end (`--history`): a random workload published to real Kafka with
 late events, duplicates and three partitions (truncates on each), merged in small streaming
-batches (the fast path and Spark), then replayed through Spark alone and again under a new
-checkpoint: the history tables are the same, and as of every commit LSN they hold the topic
+batches (the fast path and Spark), then replayed through Spark alone: the history tables
+are the same, and as of every commit LSN they hold the topic
 folded up to it."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from connector.names import table_topic
-from spark_jobs.changes import IDX, LSN, OP, TOAST, Position
+from spark_jobs.changes import Position
 from spark_jobs.config import MergeConfig
 from spark_jobs.events import TableTopic
 from spark_jobs.history import at_lsn
@@ -32,7 +32,7 @@ V1 = [("id", "long"), ("name", "string"), ("bio", "string"), ("score", "int")]
 V2 = [("id", "long"), ("name", "string"), ("bio", "string"), ("color", "string")]  # ADD/DROP
 
 
-def workload(rng: random.Random, steps: int = 70) -> list[dict[str, Any]]:
+def workload(rng: random.Random, steps: int = 50) -> list[dict[str, Any]]:
     """Source changes in commit order: (schema version, op, position, row, unchanged TOAST)."""
     out: list[dict[str, Any]] = []
     live: set[int] = set()
@@ -51,8 +51,9 @@ def workload(rng: random.Random, steps: int = 70) -> list[dict[str, Any]]:
             nonlocal idx
             out.append({"v2": v2, "op": op, "lsn": lsn, "idx": idx, "row": r, "toast": toast})
             idx += 1
-        kind = rng.choice(["insert", "insert", "update", "toast", "delete", "rekey"]
-                          + (["truncate"] if step % 23 == 22 else []))
+        # truncates: with the schema change (one Spark batch for both) and near the end
+        kind = "truncate" if step in (steps // 2, steps - 5) else rng.choice(
+            ["insert", "insert", "update", "toast", "delete", "rekey"])
         k = rng.randint(1, 8)
         if kind == "truncate":
             add("t", {})
@@ -139,7 +140,7 @@ def test_history_streamed_equals_replayed_and_as_of_is_the_fold(
 
     streamed = tmp_path / "streamed"
     stats = run_merge(spark, _config(kafka, registry, prefix, streamed, trigger="available-now",
-                                     max_offsets_per_trigger=25))
+                                     max_offsets_per_trigger=30))
     assert stats.batches >= 4 and stats.fast_tables > 0 and not stats.failed_tables
     path = history_path(str(streamed), rel)
     for lsn in sorted({e["lsn"] for e in events}) + [999, 10**6]:
@@ -155,12 +156,4 @@ def test_history_streamed_equals_replayed_and_as_of_is_the_fold(
                                      fast_merge="off"))
     assert stats.batches == 1 and stats.fast_tables == 0
     assert _rows(history_path(str(replayed), rel)) == _rows(path)
-
-    # a new checkpoint over the streamed target: every event again, nothing changes
-    before = _rows(path)
-    stats = run_merge(spark, _config(kafka, registry, prefix, streamed, trigger="available-now",
-                                     checkpoint=str(tmp_path / "other-checkpoint")))
-    assert stats.events > 0
-    assert _rows(path) == before
-    assert {OP, LSN, IDX, TOAST} <= set(DeltaTable(
-        f"{streamed}/_pgcdc/history_log/{rel}").to_pyarrow_table().column_names)
+    # (a new checkpoint over a kept target, a re-run batch: test_spark_jobs_history_sink.py)
