@@ -84,7 +84,8 @@ class HistoryWriter:
             sink = self._sinks.get(table.path)
             if sink is None:
                 sink = self._sinks[table.path] = HistorySink(
-                    self.config.target, table.path, self.app_id, self.tracking)
+                    self.config.target, table.path, self.app_id, self.tracking,
+                    self.config.maintenance_every)
         started = time.monotonic()
         written = sink.apply(events, types, key, batch_id)
         log.info("batch %d: %s: history, %d version row(s) written in %.2f s", batch_id,

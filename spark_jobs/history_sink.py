@@ -95,19 +95,42 @@ def _done(table: DeltaTable | None, app_id: str, batch_id: int) -> bool:
     return version is not None and version >= batch_id
 
 
-def _open(path: str) -> DeltaTable | None:
-    return DeltaTable(path) if DeltaTable.is_deltatable(path) else None
-
-
 class HistorySink:
     """One table's history (see the module doc). `key`: the table's key columns."""
 
-    def __init__(self, target: str, rel_path: str, app_id: str, tracking: Tracking) -> None:
+    def __init__(self, target: str, rel_path: str, app_id: str, tracking: Tracking,
+                 maintain_every: int = 0) -> None:
         self.path = history_path(target, rel_path)
         self.log_path = f"{target.rstrip('/')}/{LOG_DIR}/{rel_path}"
         self.rel_path = rel_path
         self.app_id = app_id
         self.tracking = tracking
+        self.maintain_every = maintain_every  # compact both tables every N batches (0: never)
+        self.batches = 0
+        self._handles: dict[str, DeltaTable] = {}
+
+    def _open(self, path: str) -> DeltaTable | None:
+        """The delta-rs handle of `path`, kept between batches and brought up to date (each
+        batch reads only the log entries added since); None when there is no table yet."""
+        cached = self._handles.get(path)
+        if cached is not None:
+            try:
+                cached.update_incremental()
+                return cached
+            except Exception:  # noqa: BLE001 - removed or replaced behind our back
+                del self._handles[path]
+        if not DeltaTable.is_deltatable(path):
+            return None
+        self._handles[path] = table = DeltaTable(path)
+        return table
+
+    def maintain(self) -> None:
+        """Compact the log and the history (`OPTIMIZE`: same rows, fewer files): each batch
+        adds a file to each, and every batch reads them by key."""
+        for path in (self.log_path, self.path):
+            table = self._open(path)
+            if table is not None:
+                table.optimize.compact()
 
     def apply(self, events: pa.Table | Sequence[Mapping[str, Any]],
               types: Mapping[str, DataType], key: Sequence[str], batch_id: int) -> int:
@@ -119,13 +142,13 @@ class HistorySink:
         if clash:
             raise HistoryError(f"{self.rel_path}: column(s) {clash} clash with the history "
                                "table's own columns; leave the table out of --history")
-        hist, logged = _open(self.path), _open(self.log_path)
+        hist, logged = self._open(self.path), self._open(self.log_path)
         hist_app, log_app = f"{self.app_id}:{self.path}", f"{self.app_id}:{self.log_path}"
         if _done(hist, hist_app, batch_id):
             return 0
         recovering = _done(logged, log_app, batch_id)
         fields = self._reconcile(logged, hist, types)
-        hist, logged = _open(self.path), _open(self.log_path)  # as rewritten
+        hist, logged = self._open(self.path), self._open(self.log_path)  # as rewritten
         if hist is not None:
             _add_columns(hist, fields)
         schema = arrow_schema([*fields, *EVENT_META])
@@ -150,8 +173,12 @@ class HistorySink:
         if full:
             touched = {key_of(r, key) for r in old if r[OP] != "t"} | touched
         stored = _read(hist, key, touched, full, events=False)
-        return self._replace(hist, stored, computed, key, version_schema,
-                             _txn(hist_app, batch_id))
+        written = self._replace(hist, stored, computed, key, version_schema,
+                                _txn(hist_app, batch_id))
+        self.batches += 1
+        if self.maintain_every and self.batches % self.maintain_every == 0:
+            self.maintain()
+        return written
 
     def _reconcile(self, logged: DeltaTable | None, hist: DeltaTable | None,
                    types: Mapping[str, DataType]) -> list[StructField]:

@@ -51,8 +51,9 @@ def workload(rng: random.Random, steps: int = 50) -> list[dict[str, Any]]:
             nonlocal idx
             out.append({"v2": v2, "op": op, "lsn": lsn, "idx": idx, "row": r, "toast": toast})
             idx += 1
-        # truncates: with the schema change (one Spark batch for both) and near the end
-        kind = "truncate" if step in (steps // 2, steps - 5) else rng.choice(
+        # a truncate with the schema change (one Spark batch for both: Spark batches cost);
+        # late events sent after it include older ones, which it must close
+        kind = "truncate" if step == steps // 2 else rng.choice(
             ["insert", "insert", "update", "toast", "delete", "rekey"])
         k = rng.randint(1, 8)
         if kind == "truncate":
@@ -141,7 +142,7 @@ def test_history_streamed_equals_replayed_and_as_of_is_the_fold(
     streamed = tmp_path / "streamed"
     stats = run_merge(spark, _config(kafka, registry, prefix, streamed, trigger="available-now",
                                      max_offsets_per_trigger=30))
-    assert stats.batches >= 4 and stats.fast_tables > 0 and not stats.failed_tables
+    assert stats.batches >= 2 and stats.fast_tables > 0 and not stats.failed_tables
     path = history_path(str(streamed), rel)
     for lsn in sorted({e["lsn"] for e in events}) + [999, 10**6]:
         got = {r["id"]: {c: r.get(c) for c in COLUMNS}

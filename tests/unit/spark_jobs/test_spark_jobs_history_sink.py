@@ -99,3 +99,14 @@ def test_as_of_reads_by_lsn_position_and_time(tmp_path: Path) -> None:
     assert rows(as_of_arrow(path, lsn=10**6)) == [(1, 2), (2, 3)]
     assert rows(as_of_arrow(path, timestamp=250_000)) == [(1, 2)]  # epoch ms
     assert as_of_arrow(path, lsn=150).column_names == ["k", "a"]
+
+
+def test_compaction_keeps_the_rows(tmp_path: Path) -> None:
+    sink = HistorySink(str(tmp_path), "s/t", "app", Tracking(), maintain_every=3)
+    types = {"k": LongType(), "a": LongType()}
+    events = [event(k % 3, "u", 100 + k, a=k) for k in range(7)]
+    for batch_id, e in enumerate(events):
+        sink.apply([e], types, KEY, batch_id)
+    assert stored(tmp_path) == expected(events)
+    # one log file per batch without compaction
+    assert len(DeltaTable(f"{tmp_path}/_pgcdc/history_log/s/t").file_uris()) < 7
