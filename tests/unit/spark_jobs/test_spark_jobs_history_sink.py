@@ -4,13 +4,24 @@ and a second app id, give the versions `history.versions` computes from the set 
 
 from __future__ import annotations
 
+import datetime as dt
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from deltalake import DeltaTable
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql.types import IntegerType, LongType, StringType
+from pyspark.sql.types import (
+    DateType,
+    DecimalType,
+    IntegerType,
+    LongType,
+    StringType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from spark_jobs.changes import OP
 from spark_jobs.history import FROM_LSN, FROM_TS, TO_LSN, Tracking, versions
@@ -110,3 +121,35 @@ def test_compaction_keeps_the_rows(tmp_path: Path) -> None:
     assert stored(tmp_path) == expected(events)
     # one log file per batch without compaction
     assert len(DeltaTable(f"{tmp_path}/_pgcdc/history_log/s/t").file_uris()) < 7
+
+
+def test_both_paths_inputs_give_the_same_history(tmp_path: Path) -> None:
+    """The fast path's Python rows (temporal values as Avro's integers) and the Spark path's
+    Arrow table (`toArrow()`: typed arrays, timestamps in the session time zone) of the same
+    events make the same history rows."""
+    types = {"k": LongType(), "d": DateType(), "ts": TimestampType(),
+             "ntz": TimestampNTZType(), "amount": DecimalType(10, 2)}
+    micros = 1_700_000_000_123_456
+    rows = [{**event(1, "c", 100), "d": 19_000, "ts": micros, "ntz": micros,
+             "amount": Decimal("1.50")},
+            {**event(1, "u", 200), "d": 19_001, "ts": micros + 1, "ntz": micros,
+             "amount": Decimal("2.50")}]
+    wall = dt.datetime(2023, 11, 14, 22, 13, 20, 123456)  # `micros` as a UTC wall clock
+    at = wall.replace(tzinfo=dt.UTC).astimezone(dt.timezone(dt.timedelta(hours=2)))
+    arrow = pa.Table.from_pylist(
+        [{**event(1, "c", 100), "d": dt.date(2022, 1, 8), "ts": at, "ntz": wall,
+          "amount": Decimal("1.50")},
+         {**event(1, "u", 200), "d": dt.date(2022, 1, 9), "ts": at + dt.timedelta(
+             microseconds=1), "ntz": wall, "amount": Decimal("2.50")}],
+        schema=pa.schema([("k", pa.int64()), ("_cdc_op", pa.string()),
+                          ("_cdc_commit_lsn", pa.int64()), ("_cdc_txn_index", pa.int64()),
+                          ("_cdc_ts_ms", pa.int64()), ("_cdc_toast", pa.list_(pa.string())),
+                          ("d", pa.date32()), ("ts", pa.timestamp("us", tz="Etc/GMT-2")),
+                          ("ntz", pa.timestamp("us")), ("amount", pa.decimal128(10, 2))]))
+    got = []
+    for name, events in (("rows", rows), ("arrow", arrow)):
+        HistorySink(str(tmp_path / name), "s/t", "app", Tracking()).apply(
+            events, types, KEY, 0)
+        table = DeltaTable(history_path(str(tmp_path / name), "s/t")).to_pyarrow_table()
+        got.append(sorted(map(repr, table.to_pylist())))
+    assert got[0] == got[1] and len(got[0]) == 2
