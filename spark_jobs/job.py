@@ -33,6 +33,7 @@ from .delta_sink import BatchFacts, DeltaTableSink
 from .fast_sink import Declined, apply_fast, load, row_types
 from .files import HadoopFs
 from .history_job import HistoryWriter
+from .history_sink import HISTORY_DIR, LOG_DIR
 from .incarnation import Incarnation, decide, of_schema
 from .names import TableId, table_of
 from .parquet_sink import append_change_log
@@ -412,6 +413,9 @@ def _check_replay(spark: SparkSession, config: MergeConfig) -> None:
     fs = HadoopFs(spark, config.target)
     target = config.target.rstrip("/")
     tables = [p for p in fs.glob(f"{target}/*") if not p.rstrip("/").endswith("/_pgcdc")]
+    # history tables and their event logs (history_sink.py) would carry old events over
+    tables += [p for p in (f"{target}/{HISTORY_DIR}", f"{target}/{LOG_DIR}")
+               if fs.has_entries(p)]
     if tables or fs.has_entries(config.checkpoint_dir):
         raise ReplayTargetNotEmpty(
             f"--replay rebuilds into an empty target: {target} or its checkpoint "

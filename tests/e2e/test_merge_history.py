@@ -22,7 +22,7 @@ from spark_jobs.events import TableTopic
 from spark_jobs.history import at_lsn
 from spark_jobs.history_read import as_of_arrow, as_of_spark
 from spark_jobs.history_sink import history_path
-from spark_jobs.job import run_merge
+from spark_jobs.job import ReplayTargetNotEmpty, _check_replay, run_merge
 from spark_jobs.names import table_of
 from tests.support.merge import CdcPublisher
 
@@ -158,3 +158,15 @@ def test_history_streamed_equals_replayed_and_as_of_is_the_fold(
     assert stats.batches == 1 and stats.fast_tables == 0
     assert _rows(history_path(str(replayed), rel)) == _rows(path)
     # (a new checkpoint over a kept target, a re-run batch: test_spark_jobs_history_sink.py)
+
+
+def test_replay_refuses_a_target_with_history_left(spark: SparkSession, tmp_path: Path) -> None:
+    """Old events in a history log would join the replayed ones (same positions: dropped as
+    duplicates), so --replay wants them gone like the tables."""
+    (tmp_path / "_pgcdc" / "history_log" / "public").mkdir(parents=True)
+    config = MergeConfig(bootstrap_servers="k:1", schema_registry_url="http://r",
+                         target=str(tmp_path), topic_prefix="p", replay=True)
+    with pytest.raises(ReplayTargetNotEmpty):
+        _check_replay(spark, config)
+    (tmp_path / "_pgcdc" / "history_log" / "public").rmdir()
+    _check_replay(spark, config)  # an empty directory is no history
