@@ -141,13 +141,15 @@ def test_history_streamed_equals_replayed_and_as_of_is_the_fold(
 
     streamed = tmp_path / "streamed"
     stats = run_merge(spark, _config(kafka, registry, prefix, streamed, trigger="available-now",
-                                     max_offsets_per_trigger=30))
+                                     max_offsets_per_trigger=30, database=f"lake_{prefix}"))
     assert stats.batches >= 2 and stats.fast_tables > 0 and not stats.failed_tables
     path = history_path(str(streamed), rel)
     for lsn in sorted({e["lsn"] for e in events}) + [999, 10**6]:
         got = {r["id"]: {c: r.get(c) for c in COLUMNS}
                for r in as_of_arrow(path, lsn=lsn).to_pylist()}
         assert got == fold(events, at_lsn(lsn)), lsn
+    registered = spark.table(f"lake_{prefix}.public__people__history")  # --database
+    assert registered.count() == DeltaTable(path).to_pyarrow_table().num_rows
     middle = events[len(events) // 2]["lsn"]
     spark_view = as_of_spark(spark, path, lsn=middle).collect()
     assert sorted(r["id"] for r in spark_view) == sorted(fold(events, at_lsn(middle)))
