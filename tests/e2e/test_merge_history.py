@@ -172,3 +172,33 @@ def test_replay_refuses_a_target_with_history_left(spark: SparkSession, tmp_path
         _check_replay(spark, config)
     (tmp_path / "_pgcdc" / "history_log" / "public").rmdir()
     _check_replay(spark, config)  # an empty directory is no history
+
+
+def test_as_of_in_spark_equals_as_of_in_arrow(spark: SparkSession, tmp_path: Path) -> None:
+    """The two readers agree, by LSN, by exact position and by commit time (Spark's timestamp
+    literal in the session time zone, UTC here)."""
+    from pyspark.sql.types import LongType
+
+    from spark_jobs.changes import IDX, LSN, OP, TOAST, TS
+    from spark_jobs.history import Tracking
+    from spark_jobs.history_sink import HistorySink
+
+    def event(k: int, op: str, lsn: int, idx: int = 0, **cols: Any) -> dict[str, Any]:
+        return {"id": k, **cols, OP: op, LSN: lsn, IDX: idx, TS: lsn * 1000, TOAST: []}
+    HistorySink(str(tmp_path), "s/t", "app", Tracking()).apply(
+        [event(1, "c", 100, v=1), event(1, "d", 200), event(1, "c", 200, 1, v=2),
+         event(2, "c", 300, v=3), event(1, "u", 400, v=4)],
+        {"id": LongType(), "v": LongType()}, ["id"], 0)
+    path = history_path(str(tmp_path), "s/t")
+
+    def same(arrow: Any, df: Any) -> None:
+        assert sorted(map(repr, arrow.to_pylist())) == sorted(
+            repr(r.asDict()) for r in df.collect())
+    for lsn in (99, 100, 200, 350, 400):
+        same(as_of_arrow(path, lsn=lsn), as_of_spark(spark, path, lsn=lsn))
+    same(as_of_arrow(path, lsn=200, txn_index=0), as_of_spark(spark, path, lsn=200, txn_index=0))
+    for seconds in (150, 200, 250, 400):
+        at = f"1970-01-01 00:{seconds // 60:02d}:{seconds % 60:02d}"
+        same(as_of_arrow(path, timestamp=seconds * 1000), as_of_spark(spark, path, timestamp=at))
+    assert [r["v"] for r in as_of_spark(spark, path, timestamp="1970-01-01 00:05:00").where(
+        "id = 1").collect()] == [2]
