@@ -70,6 +70,23 @@ class HistoryWriter:
                                   promote_options="permissive")
         self._apply(spark, table, events, types, key, batch_id)
 
+    def replaced(self, table: TableId) -> None:
+        """The upstream table was dropped and created again (`incarnation.py`): its history
+        starts again with the new table, as its mirror does (time travel keeps the old)."""
+        if self.wants(table):
+            self._sink(table).clear()
+            log.warning("%s: history emptied: the table was created again upstream",
+                        table.path)
+
+    def _sink(self, table: TableId) -> HistorySink:
+        with self._lock:
+            sink = self._sinks.get(table.path)
+            if sink is None:
+                sink = self._sinks[table.path] = HistorySink(
+                    self.config.target, table.path, self.app_id, self.tracking,
+                    self.config.maintenance_every)
+            return sink
+
     def _apply(self, spark: SparkSession, table: TableId,
                events: pa.Table | Sequence[Mapping[str, Any]], types: Mapping[str, DataType],
                key: Sequence[str] | None, batch_id: int) -> None:
@@ -80,12 +97,7 @@ class HistoryWriter:
                     log.warning("%s: no key (replica identity): no history table",
                                 table.path)
             return
-        with self._lock:
-            sink = self._sinks.get(table.path)
-            if sink is None:
-                sink = self._sinks[table.path] = HistorySink(
-                    self.config.target, table.path, self.app_id, self.tracking,
-                    self.config.maintenance_every)
+        sink = self._sink(table)
         started = time.monotonic()
         written = sink.apply(events, types, key, batch_id)
         log.info("batch %d: %s: history, %d version row(s) written in %.2f s", batch_id,

@@ -124,6 +124,14 @@ class HistorySink:
         self._handles[path] = table = DeltaTable(path)
         return table
 
+    def clear(self) -> None:
+        """Remove every version and logged event (the upstream table was dropped and
+        created again: `incarnation.py`; the history, like the mirror, starts again)."""
+        for path in (self.log_path, self.path):
+            table = self._open(path)
+            if table is not None:
+                table.delete()
+
     def maintain(self) -> None:
         """Compact the log and the history (`OPTIMIZE`: same rows, fewer files): each batch
         adds a file to each, and every batch reads them by key."""

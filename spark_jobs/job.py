@@ -282,6 +282,8 @@ class BatchProcessor:
         kept = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
                                       if labels[sid] in decision.keep})
         if decision.table is not None and decision.changes(current) and kept.schemas:
+            if decision.replace and self.history is not None:  # first: a re-run redoes both
+                self.history.replaced(table_of(topic))
             sink.take(self._session(), decision.table, decision.replace,
                       decode_topic(frames, topic, kept, original))
         return kept
