@@ -74,9 +74,10 @@ class HistoryWriter:
         """The upstream table was dropped and created again (`incarnation.py`): its history
         starts again with the new table, as its mirror does (time travel keeps the old)."""
         if self.wants(table):
-            self._sink(table).clear()
-            log.warning("%s: history emptied: the table was created again upstream",
-                        table.path)
+            sink = self._sink(table)
+            sink.set_aside()
+            log.warning("%s: the table was created again upstream: its history starts again "
+                        "(the old one is kept at %s.replaced-<ms>)", table.path, sink.path)
 
     def _sink(self, table: TableId) -> HistorySink:
         with self._lock:

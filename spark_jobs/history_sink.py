@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -124,13 +126,16 @@ class HistorySink:
         self._handles[path] = table = DeltaTable(path)
         return table
 
-    def clear(self) -> None:
-        """Remove every version and logged event (the upstream table was dropped and
-        created again: `incarnation.py`; the history, like the mirror, starts again)."""
+    def set_aside(self) -> None:
+        """Move the history and its log aside, to `<path>.replaced-<ms>` (the upstream table
+        was dropped and created again, `incarnation.py`: the history, like the mirror, starts
+        again, with the new table's columns and key; local targets only, as every history)."""
+        stamp = time.time_ns() // 1_000_000
         for path in (self.log_path, self.path):
-            table = self._open(path)
-            if table is not None:
-                table.delete()
+            self._handles.pop(path, None)
+            local = path.removeprefix("file://").removeprefix("file:")
+            if os.path.isdir(local):
+                os.replace(local, f"{local}.replaced-{stamp}")
 
     def maintain(self) -> None:
         """Compact the log and the history (`OPTIMIZE`: same rows, fewer files): each batch
