@@ -19,11 +19,13 @@ spark_jobs/README.md "Lake types"):
 | timestamp | timestamp_ntz | `YYYY-MM-DD HH:MM:SS.ffffff`, clamped like the events |
 | timestamptz | timestamp | the same in UTC, clamped to 0001-01-03 .. 9999-12-30 23:59:59.999999 |
 | time | bigint | microseconds since midnight (`24:00` is 86399999999, as in the events) |
+| others the lake holds as strings: json(b), interval, inet, timetz, bit, ranges... | string |
+  PostgreSQL's text (IntervalStyle iso_8601) |
 
-Every other type (float4/float8, json/jsonb, arrays, interval, timetz, money, inet, bit,
-composites...) is compared **directly**: both sides' values of those columns are read and
-compared with `spark_jobs.verify.normalize` (their texts differ between PostgreSQL and Spark:
-`1e+100` vs `1.0E100`, json spacing, array syntax). A lake column whose type is not the one
+Every other type (float4/float8, arrays, money) is compared **directly**: both sides' values
+of those columns are read and compared with `spark_jobs.verify.normalize` (their texts differ
+between PostgreSQL and Spark: `1e+100` vs `1.0E100`, array syntax; money's text depends on
+lc_monetary). A lake column whose type is not the one
 the table above expects (a retyped column) is compared directly too.
 
 A row's text joins its columns' texts as `V<length>:<text>` (NULL: `N`) with `|`: the length
@@ -44,6 +46,10 @@ TS_FORMAT_PG = "YYYY-MM-DD HH24:MI:SS.US"
 TS_FORMAT_SPARK = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 _TEXT_TYPES = frozenset({"text", "varchar", "name", "char", "citext"})
 _INT_TYPES = frozenset({"int2", "int4", "int8", "oid"})
+# Types the lake holds as typed values (and money, whose text depends on lc_monetary): a
+# string lake column of one of them is a retyped column, compared directly.
+_TYPED = _INT_TYPES | {"bool", "bytea", "date", "timestamp", "timestamptz", "time", "float4",
+                       "float8", "money", "xid8"}
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,8 @@ def column_rule(column: PgColumn, lake_type: str) -> Rule | None:
                      f"date_format({{c}}, '{TS_FORMAT_SPARK}')")
     if t == "time" and lake_type == "bigint":
         return _rule("least((extract(epoch FROM {c}) * 1000000)::bigint, 86399999999)::text")
+    if lake_type == "string" and t not in _TYPED:
+        return _rule("{c}::text", "{c}")  # the lake holds PostgreSQL's text of the value
     return None
 
 

@@ -50,6 +50,7 @@ class SourceAt:
                 conn.execute("SET DateStyle = ISO")
                 conn.execute("SET TimeZone = 'UTC'")
                 conn.execute("SET extra_float_digits = 3")
+                conn.execute("SET IntervalStyle = iso_8601")
                 conn.commit()
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(
