@@ -20,7 +20,8 @@ spark_jobs/README.md "Lake types"):
 | timestamptz | timestamp | the same in UTC, clamped to 0001-01-03 .. 9999-12-30 23:59:59.999999 |
 | time | bigint | microseconds since midnight (`24:00` is 86399999999, as in the events) |
 | others the lake holds as strings: json(b), interval, inet, timetz, bit, ranges... | string |
-  PostgreSQL's text (IntervalStyle iso_8601) |
+  the type's output text (`format('%s', c)`: `inet::text` would add `/32`; IntervalStyle
+  iso_8601) |
 
 Every other type (float4/float8, arrays, money) is compared **directly**: both sides' values
 of those columns are read and compared with `spark_jobs.verify.normalize` (their texts differ
@@ -109,7 +110,8 @@ def column_rule(column: PgColumn, lake_type: str) -> Rule | None:
     if t == "time" and lake_type == "bigint":
         return _rule("least((extract(epoch FROM {c}) * 1000000)::bigint, 86399999999)::text")
     if lake_type == "string" and t not in _TYPED:
-        return _rule("{c}::text", "{c}")  # the lake holds PostgreSQL's text of the value
+        # The lake holds the type's output text; ::text is not always it (inet shows /32).
+        return _rule("format('%s', {c})", "{c}")
     return None
 
 
@@ -190,11 +192,11 @@ def spark_joined(canon: TableCanon, columns: Sequence[str]) -> str:
 
 
 def pg_bucket(key_text: str, ranges: int) -> str:
-    return f"(('x' || substr(md5({key_text}), 1, 8))::bit(32)::bigint % {ranges})"
+    return f"mod(('x' || substr(md5({key_text}), 1, 8))::bit(32)::bigint, {ranges})"
 
 
 def spark_bucket(key_text: str, ranges: int) -> str:
-    return f"(cast(conv(substr(md5({key_text}), 1, 8), 16, 10) as bigint) % {ranges})"
+    return f"pmod(cast(conv(substr(md5({key_text}), 1, 8), 16, 10) as bigint), {ranges})"
 
 
 def pg_hash(row_text: str) -> str:

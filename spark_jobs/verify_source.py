@@ -103,14 +103,14 @@ class SourceAt:
 
     # --- data ------------------------------------------------------------------------------
     def _relation(self, schema: str, table: str) -> str:
-        return f"{pg_quote(schema)}.{pg_quote(table)}"
+        return _esc(f"{pg_quote(schema)}.{pg_quote(table)}")
 
     def summaries(self, schema: str, table: str, canon: TableCanon, ranges: int,
                   excluded: Sequence[str]) -> dict[int, RangeSummary]:
         """Every range's summary, rows of `excluded` keys (texts of keys changed after L)
         left out."""
-        key = pg_joined(canon, canon.key)
-        row = pg_joined(canon, canon.hashed)
+        key = _esc(pg_joined(canon, canon.key))
+        row = _esc(pg_joined(canon, canon.hashed))
         query = (f"SELECT {pg_bucket('k', ranges)} AS b, count(*), bit_xor(h), sum(h)"
                  f" FROM (SELECT {key} AS k, {pg_hash(row)} AS h"
                  f" FROM {self._relation(schema, table)}) s WHERE k <> ALL(%s) GROUP BY 1")
@@ -133,9 +133,9 @@ class SourceAt:
 
     def _fetch(self, schema: str, table: str, canon: TableCanon, texts: Sequence[str],
                values: Sequence[str], where: str, params: tuple[Any, ...]) -> dict[str, Row]:
-        select = [f"{pg_text(canon, c)} AS {pg_quote('t_' + c)}" for c in texts]
-        select += [pg_quote(c) for c in values]
-        query = (f"SELECT * FROM (SELECT {pg_joined(canon, canon.key)} AS k,"
+        select = [f"{_esc(pg_text(canon, c))} AS {_esc(pg_quote('t_' + c))}" for c in texts]
+        select += [_esc(pg_quote(c)) for c in values]
+        query = (f"SELECT * FROM (SELECT {_esc(pg_joined(canon, canon.key))} AS k,"
                  f" {', '.join(select)} FROM {self._relation(schema, table)}) s WHERE {where}")
         out: dict[str, Row] = {}
         with self.conn.cursor(name=f"verify_{uuid.uuid4().hex[:8]}") as cur:
@@ -145,3 +145,8 @@ class SourceAt:
             for record in cur:
                 out[record[0]] = dict(zip(columns, record[1:], strict=True))
         return out
+
+
+def _esc(text: str) -> str:
+    """SQL text for a query with parameters: a literal `%` doubled (`format('%s', c)`)."""
+    return text.replace("%", "%%")

@@ -62,6 +62,8 @@ def test_lossy_mappings_are_in_the_postgresql_text() -> None:
     assert time is not None and "86399999999" in time.pg
     pad = column_rule(PgColumn("c", "bpchar"), "string")
     assert pad is not None and pad.pg.startswith("format(")  # ::text drops the padding
+    inet = column_rule(PgColumn("c", "inet"), "string")
+    assert inet is not None and inet.pg.startswith("format(")  # ::text adds /32
 
 
 def test_enum_is_its_label_text() -> None:
