@@ -53,6 +53,10 @@ _TYPED = _INT_TYPES | {"bool", "bytea", "date", "timestamp", "timestamptz", "tim
                        "float8", "money", "xid8"}
 
 
+# The type's output function's text (format() gives '' for NULL, so NULL is kept apart).
+_OUTPUT_TEXT = "CASE WHEN {c} IS NULL THEN NULL ELSE format('%s', {c}) END"
+
+
 @dataclass(frozen=True)
 class PgColumn:
     name: str
@@ -83,7 +87,7 @@ def column_rule(column: PgColumn, lake_type: str) -> Rule | None:
     if (t in _TEXT_TYPES or column.enum) and lake_type == "string":
         return _rule("{c}::text", "{c}")
     if t == "bpchar" and lake_type == "string":
-        return _rule("format('%s', {c})", "{c}")  # ::text would drop the padding
+        return _rule(_OUTPUT_TEXT, "{c}")  # ::text would drop the padding
     if t == "numeric" and lake_type.startswith("decimal"):
         return _rule("CASE WHEN {c} = 'NaN' THEN NULL ELSE {c}::text END")
     if t == "numeric" and lake_type == "string":
@@ -111,7 +115,7 @@ def column_rule(column: PgColumn, lake_type: str) -> Rule | None:
         return _rule("least((extract(epoch FROM {c}) * 1000000)::bigint, 86399999999)::text")
     if lake_type == "string" and t not in _TYPED:
         # The lake holds the type's output text; ::text is not always it (inet shows /32).
-        return _rule("format('%s', {c})", "{c}")
+        return _rule(_OUTPUT_TEXT, "{c}")
     return None
 
 

@@ -71,7 +71,8 @@ def current_lsn(dsn: str) -> int:
 
 
 class Writer(threading.Thread):
-    """The workload in small steps until paused (at most `steps`, then idle)."""
+    """The workload (`steps` random steps), then one small update at a time until paused: writes
+    go on while verify takes its snapshot and reads, without a backlog the job must catch up."""
 
     def __init__(self, workload: Workload, steps: int = 60) -> None:
         super().__init__(daemon=True)
@@ -87,6 +88,10 @@ class Writer(threading.Thread):
                 if self.paused.is_set():
                     break
                 self.workload.run(2)
+            with psycopg.connect(self.workload.dsn, autocommit=True) as conn:
+                while not self.paused.wait(0.2):
+                    conn.execute(f"UPDATE {SCHEMA}.orders SET customer = customer + 1"
+                                 f" WHERE id = (SELECT max(id) FROM {SCHEMA}.orders)")
         except BaseException as exc:  # reported by pause()
             self.error = exc
         finally:
