@@ -47,7 +47,7 @@ INSERT INTO bench SELECT i, (i % 100000) / 100.0, 'row ' || i,
     timestamp '2024-01-01' + i * interval '1 second',
     timestamptz '2024-01-01 00:00+00' + i * interval '1 millisecond',
     date '2024-01-01' + (i % 1000), i % 2 = 0, md5(i::text)::uuid, decode(md5(i::text), 'hex'),
-    i / 7.0
+    i::float8 / 7
 FROM generate_series(1, %s) i;
 ANALYZE bench;
 """
@@ -69,7 +69,7 @@ def lake_frame(spark, rows: int):  # type: ignore[no-untyped-def]
         F.concat_ws("-", h.substr(1, 8), h.substr(9, 4), h.substr(13, 4), h.substr(17, 4),
                     h.substr(21, 12)).alias("u"),
         F.unhex(h).alias("b"),
-        (F.col("id") / 7.0).alias("f"),
+        (F.col("id").cast("double") / 7.0).alias("f"),
         F.lit("r").alias("_cdc_op"), F.lit(1).cast("long").alias("_cdc_commit_lsn"),
         F.col("id").alias("_cdc_txn_index"), F.lit(0).cast("long").alias("_cdc_ts_ms"))
 

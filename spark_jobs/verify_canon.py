@@ -112,7 +112,9 @@ def column_rule(column: PgColumn, lake_type: str) -> Rule | None:
                      f" ELSE {{c}} END) AT TIME ZONE 'UTC', '{TS_FORMAT_PG}')",
                      f"date_format({{c}}, '{TS_FORMAT_SPARK}')")
     if t == "time" and lake_type == "bigint":
-        return _rule("least((extract(epoch FROM {c}) * 1000000)::bigint, 86399999999)::text")
+        # (least() ignores NULL: the CASE keeps a NULL time NULL)
+        return _rule("CASE WHEN {c} IS NULL THEN NULL ELSE least((extract(epoch FROM {c})"
+                     " * 1000000)::bigint, 86399999999)::text END")
     if lake_type == "string" and t not in _TYPED:
         # The lake holds the type's output text; ::text is not always it (inet shows /32).
         return _rule(_OUTPUT_TEXT, "{c}")

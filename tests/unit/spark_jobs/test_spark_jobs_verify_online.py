@@ -60,6 +60,7 @@ def test_lossy_mappings_are_in_the_postgresql_text() -> None:
     assert "0001-01-03" in tstz.pg
     time = column_rule(PgColumn("c", "time"), "bigint")
     assert time is not None and "86399999999" in time.pg
+    assert "IS NULL THEN NULL" in time.pg  # least() would turn NULL into 86399999999
     pad = column_rule(PgColumn("c", "bpchar"), "string")
     assert pad is not None and "format('%s'" in pad.pg  # ::text drops the padding
     assert "IS NULL THEN NULL" in pad.pg  # format() makes NULL ''
