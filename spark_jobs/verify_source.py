@@ -71,7 +71,12 @@ class SourceAt:
 
     # --- catalog ---------------------------------------------------------------------------
     def columns(self, schema: str, table: str) -> list[PgColumn]:
-        """The table's columns in order, each with its base type (domains resolved)."""
+        """The table's columns in order, each with its base type (domains resolved); empty
+        when the table does not exist at L."""
+        found = self.conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                                  (sql.Identifier(schema, table).as_string(self.conn),)).fetchone()
+        if not found or not found[0]:
+            return []
         rows = self.conn.execute(
             "WITH RECURSIVE base(attnum, attname, oid, depth) AS ("
             " SELECT a.attnum, a.attname::text, a.atttypid, 0 FROM pg_catalog.pg_attribute a"
