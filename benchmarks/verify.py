@@ -48,7 +48,7 @@ INSERT INTO bench SELECT i, (i % 100000) / 100.0, 'row ' || i,
     timestamptz '2024-01-01 00:00+00' + i * interval '1 millisecond',
     date '2024-01-01' + (i % 1000), i % 2 = 0, md5(i::text)::uuid, decode(md5(i::text), 'hex'),
     i::float8 / 7
-FROM generate_series(1, %s) i;
+FROM generate_series(1, {rows}) i;
 ANALYZE bench;
 """
 
@@ -94,13 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     pg = Postgres(default_bin(), base / "pg", free_port(), {"fsync": "off",
                                                              "max_wal_senders": "4"})
     pg.start()
-    spark = local_session(spark_jars(cache_dir()), app_name="pgcdc-bench-verify")
+    spark = local_session(spark_jars(cache_dir()), app_name="pgcdc-bench-verify",
+                          extra={"spark.driver.memory": "3g"})
     spark.sparkContext.setLogLevel("ERROR")
     try:
         with psycopg.connect(pg.dsn, autocommit=True) as conn:
-            _, fill = timed(lambda: conn.execute(DDL, (args.rows,)))
+            _, fill = timed(lambda: conn.execute(DDL.format(rows=int(args.rows))))
         target = str(base / "lake")
-        lake_frame(spark, args.rows).write.format("delta").save(f"{target}/public/bench")
+        lake_frame(spark, args.rows).repartition(8).write.format("delta").save(
+            f"{target}/public/bench")
         print(f"{args.rows:,} rows: PostgreSQL filled in {fill:.1f}s, lake written")
 
         def pg_baseline() -> int:
