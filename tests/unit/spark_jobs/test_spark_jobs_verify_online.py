@@ -204,3 +204,27 @@ def test_wait_for_cut_takes_the_first_cut_at_or_after(tmp_path) -> None:  # type
     append_cut(str(tmp_path), Cut(250, 2, {"s/t": 3}), "app")
     assert wait_for_cut(str(tmp_path), 100, timeout_s=0).versions == {"s/t": 2}
     assert wait_for_cut(str(tmp_path), 150, timeout_s=0).lsn == 150
+
+
+def test_cli_verify_options_and_no_spark_at_start_up() -> None:
+    import subprocess
+    import sys
+
+    from connector.cli import build_parser
+
+    args = build_parser().parse_args(["verify", "--target", "/lake", "--tables", "a.*,b.c",
+                                      "--json", "--max-examples", "3", "--timeout-s", "5"])
+    assert (args.target, args.tables, args.json, args.max_examples, args.timeout_s) == (
+        "/lake", "a.*,b.c", True, 3, 5.0)
+    code = ("import sys, connector.cli; connector.cli.build_parser();"
+            " sys.exit('pyspark' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_cli_verify_without_dsn_is_one_line_and_exit_1(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from connector.cli import main
+
+    monkeypatch.delenv("PGCDC_DSN", raising=False)
+    assert main(["verify", "--target", "/lake"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["pgcdc verify: missing dsn (--dsn or PGCDC_DSN)"]
