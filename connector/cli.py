@@ -18,7 +18,7 @@ from connector import __version__
 from connector.errors import CdcError
 from connector.redact import redact
 from connector.replication.privileges import dsn_role, lacking
-from connector.tools import decode, grants, merge, run, snapshot, status
+from connector.tools import decode, grants, merge, run, snapshot, status, verify
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     grants.register(subparsers)
     merge.register(subparsers)
     decode.register(subparsers)
+    verify.register(subparsers)
     return parser
 
 
