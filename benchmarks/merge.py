@@ -9,7 +9,8 @@ Baseline in the same run: the same events decoded and appended to Delta without 
 - `--freshness-rate R`: the job streams while a separate process produces R events/s over 10
   tables; another process polls the Delta tables with delta-rs (an independent reader) and
   each event's freshness is (first seen by the reader - sent by the producer). Fast path and
-  `--fast-merge off`, one after the other, each on its own topics.
+  `--fast-merge off`, one after the other, each on its own topics; with `--freshness-history`
+  also the fast path with history tables of all 10 tables (`--history '*'`).
 
     .venv/bin/python benchmarks/merge.py [--events 1000000] [--freshness-rate 5000]
     .venv/bin/python benchmarks/merge.py --events 0 --many-tables 500 --freshness-rate 5000
@@ -334,17 +335,19 @@ def median(values: object) -> float:
 
 
 def freshness(spark: SparkSession, bootstrap: str, registry_url: str, work: Path, rate: int,
-              seconds: int, trigger: str, fast: bool, drain: int) -> dict[str, object]:
+              seconds: int, trigger: str, fast: bool, drain: int, history: bool = False
+              ) -> dict[str, object]:
     """The job streams (`trigger`) into 10 tables holding a 20k-event backlog while a child
     process produces `rate` events/s for `seconds` and another polls the tables (delta-rs).
     An event is visible once the reader sees its table's max LSN at or past the event's."""
-    mode = "fast" if fast else "off"
-    prefix = f"fresh{mode}{int(time.time())}"
+    mode = ("fast" if fast else "off") + ("+history" if history else "")
+    prefix = f"fresh{mode.replace('+', '')}{int(time.time())}"
     make_tables(bootstrap, registry_url, prefix)
     produce(bootstrap, register_tables(registry_url, prefix), 20_000)
     target = work / prefix
     config = MergeConfig(bootstrap, registry_url, str(target), topic_prefix=prefix,
-                         trigger=trigger, fast_merge="auto" if fast else "off")
+                         trigger=trigger, fast_merge="auto" if fast else "off",
+                         history=("*",) if history else ())
     query, processor = start_merge(spark, config)
     while not processor.stats.reports:  # the backlog: tables exist before the clock starts
         if query.exception() is not None:
@@ -495,6 +498,8 @@ def main() -> None:
     p.add_argument("--freshness-drain", type=int, default=120,
                    help="seconds to wait after producing for the job to apply everything")
     p.add_argument("--trigger", default="1s", help="the freshness runs' trigger")
+    p.add_argument("--freshness-history", action="store_true",
+                   help="also a fast-path freshness run with --history '*' (all 10 tables)")
     p.add_argument("--bootstrap-servers")
     p.add_argument("--schema-registry-url")
     args = p.parse_args()
@@ -548,6 +553,10 @@ def main() -> None:
                                args.freshness_drain)]
             off_seconds = (args.freshness_seconds if args.freshness_baseline_seconds is None
                            else args.freshness_baseline_seconds)
+            if args.freshness_history:  # the same with a history table of all 10 tables
+                fresh.append(freshness(spark, bootstrap, registry_url, work,
+                                       args.freshness_rate, args.freshness_seconds,
+                                       args.trigger, True, args.freshness_drain, history=True))
             if off_seconds:
                 fresh.append(freshness(spark, bootstrap, registry_url, work,
                                        args.freshness_rate, off_seconds, args.trigger, False,

@@ -18,7 +18,7 @@ from connector import __version__
 from connector.errors import CdcError
 from connector.redact import redact
 from connector.replication.privileges import dsn_role, lacking
-from connector.tools import decode, grants, lake, merge, run, snapshot, status
+from connector.tools import decode, grants, lake, merge, run, snapshot, status, verify
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     merge.register(subparsers)
     decode.register(subparsers)
     lake.register(subparsers)
+    verify.register(subparsers)
     return parser
 
 

@@ -27,6 +27,9 @@ KEYLESS_POLICIES = ("refuse", "skip", "full")
 # An event over max_event_bytes: stop (fail) | publish it with its largest columns null (omit;
 # connector/avro/oversized.py).
 OVERSIZED_POLICIES = ("fail", "omit")
+#: How a truncate is written into a table topic (`connector.sink.producer.truncate_partitions`;
+#: schemas/README.md "Truncate": what a consumer sees with each).
+TRUNCATE_RECORDS = ("every-partition", "one", "none")
 
 # PostgreSQL's own rules (ReplicationSlotValidateName; NAMEDATALEN - 1 bytes for any name):
 # checked here because the server silently truncates a longer name instead of refusing it.
@@ -56,6 +59,9 @@ class Config:
     topic_replication_factor: int = 1
     topic_retention_ms: int = -1  # unlimited: topics are the replayable log
     tombstones: bool = False  # a null-value record after each delete (Debezium-style)
+    # truncates: a copy in every partition (the merge job applies it in order with each key)
+    # | one record (partition 0) | none; see TRUNCATE_RECORDS
+    truncate_records: str = "every-partition"
     transaction_topic: bool = False  # BEGIN/END markers to <prefix>.transaction
     status_interval_s: float = 10.0  # standby status update period
     heartbeat_interval_s: float = 0.0  # >0: pg_logical_emit_message so idle slots advance
@@ -105,6 +111,9 @@ class Config:
         if self.oversized_events not in OVERSIZED_POLICIES:
             raise ConfigError(f"oversized_events must be one of {', '.join(OVERSIZED_POLICIES)}"
                               f", not {self.oversized_events!r}")
+        if self.truncate_records not in TRUNCATE_RECORDS:
+            raise ConfigError(f"truncate_records must be one of {', '.join(TRUNCATE_RECORDS)}, "
+                              f"not {self.truncate_records!r}")
         if self.max_event_bytes < 0:
             raise ConfigError(f"max_event_bytes must be >= 0 (0: the producer's "
                               f"message.max.bytes), not {self.max_event_bytes}")

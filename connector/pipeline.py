@@ -251,7 +251,8 @@ class Pipeline:
                                     workers=cfg.snapshot_workers,
                                     chunk_rows=cfg.snapshot_chunk_rows, binary=cfg.binary,
                                     exactly_once=cfg.exactly_once,
-                                    oversized_limit=self._oversized_policy()[1])
+                                    oversized_limit=self._oversized_policy()[1],
+                                    truncate_records=cfg.truncate_records)
         result = take_snapshot(settings, self.admin, self.registry, self.kafka_settings,
                                self.topics, should_stop=lambda: self.stopping,
                                keep_slot=cfg.snapshot != "initial_only")
@@ -333,6 +334,7 @@ class Pipeline:
             tracker = AckTracker(slot.confirmed_flush_lsn)
             sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
                              tombstones=self.cfg.tombstones, oversized=oversized,
+                             truncate_records=self.cfg.truncate_records,
                              max_event_bytes=limit, metadata_timeout_s=self.cfg.kafka_timeout_s)
         sink.add_check(self.registry.check_ids)  # a deleted subject stops us (registry.py)
         gate = self.gate

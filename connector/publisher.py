@@ -218,8 +218,7 @@ class Publisher:
             events[entry[6]] += 1
             self._changed(codec, key)
         elif isinstance(msg, Truncate):
-            self.sink.produce_to_all_partitions(
-                topic, None, codec.truncate(source, transaction=block), ticket)
+            self.sink.produce_truncate(topic, codec.truncate(source, transaction=block), ticket)
             events[entry[7]] += 1
             if self._window is not None:
                 self._window.truncated(codec.schemas.relation.relation_id)

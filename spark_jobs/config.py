@@ -7,8 +7,9 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 
-from .names import subscribe_pattern, table_of
+from .names import TableId, subscribe_pattern, table_of
 
 AVAILABLE_NOW = "available-now"
 _INTERVAL = re.compile(r"^(\d+)\s*(ms|s|sec|seconds?|m|min|minutes?)$")
@@ -39,6 +40,11 @@ class MergeConfig:
     maintenance_every: int = 100  # fast batches of a table between compactions (0: never)
     # Record transaction-consistent cuts in <target>/_pgcdc/cuts (spark_jobs/cut_policy.py).
     consistent_cuts: bool = False
+    # History tables (SCD type 2, spark_jobs/history.py) of the tables matching these
+    # `schema.table` patterns (`*` any characters, as `pgcdc run --tables`).
+    history: tuple[str, ...] = ()
+    history_columns: tuple[str, ...] = ()  # only these open a new version when they change
+    history_except_columns: tuple[str, ...] = ()  # ... or all but these
 
     def __post_init__(self) -> None:
         if bool(self.topic_prefix) == bool(self.topics):
@@ -67,6 +73,15 @@ class MergeConfig:
             raise ValueError("--fast-merge-max-events must not be negative")
         if self.maintenance_every < 0:
             raise ValueError("--maintenance-every must not be negative")
+        if self.history and self.format != "delta":
+            raise ValueError("--history applies to Delta tables, not to --format parquet")
+        if self.history and "://" in self.target and not self.target.startswith("file:"):
+            raise ValueError("--history needs a local --target (history tables are written "
+                             "through delta-rs)")
+        if self.history_columns and self.history_except_columns:
+            raise ValueError("give --history-columns or --history-except-columns, not both")
+        if (self.history_columns or self.history_except_columns) and not self.history:
+            raise ValueError("--history-columns / --history-except-columns need --history")
         bad = [k for k in self.kafka_options if not k.startswith("kafka.")]
         if bad:
             raise ValueError(f"Kafka options must start with 'kafka.': {bad}")
@@ -106,6 +121,10 @@ class MergeConfig:
         path (delta-rs does not read Spark's Hadoop filesystem settings)."""
         scheme = self.target.partition("://")[0] if "://" in self.target else "file"
         return self.format == "delta" and self.fast_merge == "auto" and scheme == "file"
+
+    def keeps_history(self, table: TableId) -> bool:
+        """Whether `table` matches a --history pattern (its PostgreSQL `schema.table`)."""
+        return any(fnmatchcase(table.source_name, p) for p in self.history)
 
     @property
     def available_now(self) -> bool:
@@ -220,6 +239,17 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
                    help="apply only changes the producer's heartbeats vouch for and record "
                         "each transaction-consistent cut in TARGET/_pgcdc/cuts (needs "
                         "`pgcdc run --heartbeat-interval-s`)")
+    p.add_argument("--history", type=_csv, default=(), metavar="PATTERNS",
+                   help="keep a history table (SCD type 2) of each table matching these "
+                        "comma-separated schema.table patterns ('*', 'public.*') at "
+                        "TARGET/_pgcdc/history/<schema>/<table>")
+    tracked = p.add_mutually_exclusive_group()
+    tracked.add_argument("--history-columns", type=_csv, default=(), metavar="COLS",
+                         help="only a change of these columns opens a new version; other "
+                              "changes update the current version in place")
+    tracked.add_argument("--history-except-columns", type=_csv, default=(), metavar="COLS",
+                         help="a change of these columns alone updates the current version "
+                              "in place")
     return p
 
 
@@ -249,6 +279,9 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "merge.py") -> Mer
             fast_merge_max_events=args.fast_merge_max_events,
             maintenance_every=args.maintenance_every,
             consistent_cuts=args.consistent_cuts,
+            history=tuple(args.history),
+            history_columns=tuple(args.history_columns),
+            history_except_columns=tuple(args.history_except_columns),
         )
     except ValueError as exc:
         p.error(str(exc))

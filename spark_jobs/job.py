@@ -44,6 +44,8 @@ from .delta_sink import BatchFacts, DeltaTableSink
 from .fast_sink import Declined, apply_fast, load, row_types, version
 from .files import HadoopFs
 from .held import RAW_COLUMNS, PendingStore, heartbeat_lsn
+from .history_job import HistoryWriter
+from .history_sink import HISTORY_DIR, LOG_DIR
 from .incarnation import Incarnation, decide, of_schema
 from .manifest import Cut, append_cut, read_cuts
 from .names import OFFSET, PARTITION, TableId, table_of
@@ -178,6 +180,8 @@ class BatchProcessor:
         self._writers: dict[tuple[int, bool], tuple[WriterSchema, dict[str, DataType]]] = {}
         self.store = (PendingStore(spark, config.target, app_id) if config.consistent_cuts
                       else None)
+        # --history: each table's history follows its mirror, per batch (history_job.py)
+        self.history = HistoryWriter(config, app_id) if config.history else None
 
     def _session(self) -> SparkSession:
         """This worker thread's session: Delta reads the idempotent-write settings from the
@@ -438,6 +442,9 @@ class BatchProcessor:
             batch, waiting = split_held(batch, cut.bound)
         apply_fast(sink, batch, types, plan.key_columns(original), batch_id,
                    self.config.maintenance_every)
+        if self.history is not None:
+            self.history.from_rows(self._session(), table, batch.rows, types,
+                                   plan.key_columns(original), batch_id)
         sink.register(self._session())
         if cut is not None:
             cut.hold_keys(topic, [(records[i][2], records[i][3]) for i in waiting])
@@ -465,6 +472,8 @@ class BatchProcessor:
         kept = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
                                       if labels[sid] in decision.keep})
         if decision.table is not None and decision.changes(current) and kept.schemas:
+            if decision.replace and self.history is not None:  # first: a re-run redoes both
+                self.history.replaced(table_of(topic))
             sink.take(self._session(), decision.table, decision.replace,
                       decode_topic(frames, topic, kept, original))
         return kept
@@ -516,14 +525,15 @@ class BatchProcessor:
                     else F.col(KEY_SCHEMA_ID).isin(ids))
                 parts.append((decode_topic(part, topic, plan, original).persist(), group))
             # --consistent-cuts: a filter in front of the merge, which stays the same.
-            found = [(*table_facts(applied), applied, group) for applied, group in
+            found = [(*table_facts(kept), kept, group) for kept, group in
                      ((cut.hold(decoded, topic) if cut else decoded, group)
                       for decoded, group in parts)]
             found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
             decoded_at = time.monotonic()
-            dead, events = [], 0
+            dead, events, applied = [], 0, []
             for corrupt, facts, decoded, group in found:
                 changes, corrupt_rows = split_corrupt(decoded, frames, topic)
+                applied.append(changes)
                 if corrupt:
                     dead.append(corrupt_rows)  # recomputed from the cached frames later
                 events += facts.events
@@ -542,6 +552,9 @@ class BatchProcessor:
                 cut.applied(table.path, self._version(sink, self._session()),
                             max((f[1].newest_ts for f in found if f[1].newest_ts is not None),
                                 default=None))
+            if self.history is not None and sink is not None:
+                self.history.from_frames(self._session(), table, applied,
+                                         plan.key_columns(original), batch_id)
             with self._lock:
                 self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
             log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",
@@ -624,6 +637,9 @@ def _check_replay(spark: SparkSession, config: MergeConfig) -> None:
     fs = HadoopFs(spark, config.target)
     target = config.target.rstrip("/")
     tables = [p for p in fs.glob(f"{target}/*") if not p.rstrip("/").endswith("/_pgcdc")]
+    # history tables and their event logs (history_sink.py) would carry old events over
+    tables += [p for p in (f"{target}/{HISTORY_DIR}", f"{target}/{LOG_DIR}")
+               if fs.has_entries(p)]
     if tables or fs.has_entries(config.checkpoint_dir):
         raise ReplayTargetNotEmpty(
             f"--replay rebuilds into an empty target: {target} or its checkpoint "

@@ -9,6 +9,7 @@ timestamps to naive UTC, json to its parsed form, uuids and enums to text, decim
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -103,6 +104,8 @@ def normalize(value: Any, like: Any = None) -> Any:
     if isinstance(value, time) and value.tzinfo is None:
         return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 \
             + value.microsecond
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"  # NaN != NaN: equal NaNs compare equal
     if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, Decimal):

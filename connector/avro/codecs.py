@@ -11,8 +11,9 @@ In:
   `connector.source_catalog.PostgresCatalog`) once per Relation version, in this order:
   `prepare_types` (loads enums, domains, array and composite types into the `TypeCatalog`),
   `array_dims` (declared dimensions of array columns), `key_columns` (columns to key by instead
-  of the replica identity flags; None: the flags). No `facts`: the catalog as it is, the flags,
-  one-dimensional arrays;
+  of the replica identity flags; None: the flags), `column_defaults` (the text of each
+  column's constant default: the Kafka Connect default, schemas/README.md). No `facts`: the
+  catalog as it is, the flags, one-dimensional arrays, no defaults;
 - naming: the topic prefix and the database name (``source.db``), see schemas/README.md.
 
 Out: the `TableCodec` of that table version (schemas derived by `derive_table_schemas`), with
@@ -52,6 +53,8 @@ class SourceFacts(Protocol):
 
     def key_columns(self, relation: Relation) -> Sequence[str] | None: ...
 
+    def column_defaults(self, relation: Relation) -> Mapping[str, str]: ...
+
 
 def registry_ids(registry: SchemaRegistry) -> SchemaIds:
     """Ids by registering the key (when the table has one) and the value schema."""
@@ -87,11 +90,14 @@ class CodecFactory:
     def _build(self, relation: Relation) -> TableCodec:
         array_dims: Mapping[str, int] | None = None
         key_columns: Sequence[str] | None = None
+        defaults: Mapping[str, str] | None = None
         if self.facts is not None:
             self.facts.prepare_types(relation)  # first: the schema needs the column types
             array_dims = self.facts.array_dims(relation)
             key_columns = self.facts.key_columns(relation)
+            defaults = self.facts.column_defaults(relation)
         schemas = derive_table_schemas(relation, self.types, prefix=self.prefix, db=self.db,
-                                       array_dims=array_dims, key_columns=key_columns)
+                                       array_dims=array_dims, key_columns=key_columns,
+                                       defaults=defaults)
         key_id, value_id = self._ids(schemas)
         return TableCodec(schemas, key_id, value_id, self.types)

@@ -10,8 +10,9 @@ Names: record ``Key``, ``Envelope`` and ``Value`` in namespace ``<prefix>.<schem
 ``pgcdc`` namespace (``pgcdc.Source``, ``pgcdc.Transaction``).
 
 Determinism: the JSON text depends only on the Relation's names, column types and key flags
-(and the prefix, array dimensions, key override and the catalog's names of the column types,
-which the Kafka Connect attributes carry), rendered compactly with keys in a fixed
+(and the prefix, array dimensions, key override, and what the Kafka Connect attributes carry:
+the catalog's names of the column types and the columns' constant defaults), rendered
+compactly with keys in a fixed
 order, so the same Relation always gives byte-identical text and the registry dedupes it.
 
 Evolution: every ``Value`` field is ``["null", T]`` with default null and the Envelope's
@@ -101,7 +102,8 @@ def _field(column: ColumnSpec) -> dict[str, Any]:
 
 
 def _columns(relation: Relation, catalog: TypeCatalog, array_dims: Mapping[str, int],
-             key_names: set[str] | None) -> tuple[ColumnSpec, ...]:
+             key_names: set[str] | None,
+             defaults: Mapping[str, str]) -> tuple[ColumnSpec, ...]:
     specs = []
     seen: dict[str, str] = {}
     for index, column in enumerate(relation.columns):
@@ -111,7 +113,8 @@ def _columns(relation: Relation, catalog: TypeCatalog, array_dims: Mapping[str, 
                               f"{relation.namespace}.{relation.name} share Avro name {avro_name}")
         seen[avro_name] = column.name
         codec: ColumnCodec = column_codec(catalog, column.type_oid, column.type_modifier,
-                                          array_dims.get(column.name, 1))
+                                          array_dims.get(column.name, 1),
+                                          defaults.get(column.name))
         key = column.key if key_names is None else column.name in key_names
         specs.append(ColumnSpec(index, column.name, avro_name, column.type_oid,
                                 column.type_modifier, codec.avro_type, codec.convert, key))
@@ -150,13 +153,16 @@ def envelope_schema(namespace: str, value_fields: list[dict[str, Any]]) -> dict[
 
 def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: str, db: str,
                          array_dims: Mapping[str, int] | None = None,
-                         key_columns: Sequence[str] | None = None) -> TableSchemas:
+                         key_columns: Sequence[str] | None = None,
+                         defaults: Mapping[str, str] | None = None) -> TableSchemas:
     """Key and value schemas of the table a Relation message describes.
 
     `catalog`: pgtypes' type catalog (knows enums/domains); `prefix`: the topic prefix; `db`:
     the database name (``source.db``); `array_dims`: declared dimensions of array columns by
     column name (`ARRAY_DIMS_QUERY`); `key_columns`: column names to key by instead of the
-    replica identity flags (must exist in the table).
+    replica identity flags (must exist in the table); `defaults`: the text of each column's
+    constant default by column name (`connector.source_catalog.PostgresCatalog.column_defaults`),
+    carried as the Kafka Connect default where its Avro type allows (`typemap.connect_default`).
     """
     if not prefix:
         raise SchemaError("the topic prefix must not be empty")
@@ -169,7 +175,7 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
                               f"{relation.namespace}.{relation.name}")
     schema_name = relation.namespace or "pg_catalog"
     namespace = namespace_of(prefix, schema_name, relation.name)
-    columns = _columns(relation, catalog, array_dims or {}, key_names)
+    columns = _columns(relation, catalog, array_dims or {}, key_names, defaults or {})
     keys = tuple(c for c in columns if c.key)
     key_schema = None
     if keys:

@@ -17,9 +17,10 @@ pipeline passes ``pg_attribute.attndims``, see `ARRAY_DIMS_QUERY` in `connector.
 
 Each column's type also carries Kafka Connect attributes, Debezium's (schemas/README.md "Kafka
 Connect attributes"): ``connect.name`` / ``connect.type`` on the types Connect names
-(`CONNECT_NAMES`, `CONNECT_TYPES`, decimals), and on every column ``connect.parameters`` with
-its source type (`source_column_parameters`). Avro ignores them: encoding and values are the
-same with or without them.
+(`CONNECT_NAMES`, `CONNECT_TYPES`, decimals), on every column ``connect.parameters`` with
+its source type (`source_column_parameters`), and ``connect.default`` on a column with a
+constant default of a JSON-plain Avro type (`connect_default`). Avro ignores them: encoding
+and values are the same with or without them.
 
 A typed (non-string) mapping must hold every value PostgreSQL can store of its type; a type
 whose values could be refused is a string. A value refused anyway is published by the one
@@ -47,6 +48,7 @@ Adding a PostgreSQL type (in this order; each step has its test next to the othe
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Callable
 from decimal import MAX_PREC, Context, Decimal
 from ipaddress import (
@@ -60,6 +62,7 @@ from ipaddress import (
 from typing import Any, Final, NamedTuple, TypeAlias
 from uuid import UUID
 
+from connector.errors import DecodeError
 from connector.pgtypes import TypeCatalog, oids
 from connector.pgtypes.catalog import ResolvedType
 from connector.pgtypes.net import address_text
@@ -73,9 +76,11 @@ from connector.pgtypes.values import (
     time_text,
 )
 
-__all__ = ["CONNECT_NAMES", "CONNECT_TYPES", "JSON_CONNECT_NAME", "MAX_DECIMAL_PRECISION",
+__all__ = ["CONNECT_DEFAULT", "CONNECT_NAMES", "CONNECT_TYPES", "JSON_CONNECT_NAME",
+           "MAX_DECIMAL_PRECISION",
            "SOURCE_COLUMN_LENGTH", "SOURCE_COLUMN_SCALE", "SOURCE_COLUMN_TYPE", "AvroSchema",
-           "ColumnCodec", "Converter", "column_codec", "source_column_parameters"]
+           "ColumnCodec", "Converter", "column_codec", "connect_default",
+           "source_column_parameters"]
 
 AvroSchema: TypeAlias = str | dict[str, Any] | list[Any]
 Converter: TypeAlias = Callable[[Any], Any]
@@ -92,9 +97,11 @@ JSON_CONNECT_NAME: Final = "io.debezium.data.Json"
 # names, so that stock sinks (Debezium's JDBC sink...) create typed columns:
 #: Connect schema name of the types that have one (the value is the Avro datum as it is).
 #: timestamptz is UTC microseconds, which is what MicroTimestamp means to a sink; Debezium's
-#: own ZonedTimestamp is a string, not our long. timetz stays a plain string.
+#: own ZonedTimestamp is a string, not our long. timetz stays a plain string. date is Connect's
+#: own Date: AvroConverter turns Avro's ``date`` logical type into it and refuses any other
+#: name beside it (Debezium's io.debezium.time.Date has no logical type; ours keeps it).
 CONNECT_NAMES: Final[dict[int, str]] = {
-    oids.DATE: "io.debezium.time.Date",
+    oids.DATE: "org.apache.kafka.connect.data.Date",
     oids.TIME: "io.debezium.time.MicroTime",
     oids.TIMESTAMP: "io.debezium.time.MicroTimestamp",
     oids.TIMESTAMPTZ: "io.debezium.time.MicroTimestamp",
@@ -111,6 +118,14 @@ SOURCE_COLUMN_TYPE: Final = "__debezium.source.column.type"
 SOURCE_COLUMN_LENGTH: Final = "__debezium.source.column.length"
 SOURCE_COLUMN_SCALE: Final = "__debezium.source.column.scale"
 _LENGTH_TYPES = {oids.VARCHAR, oids.BPCHAR, oids.BIT, oids.VARBIT}
+#: The column default a Connect sink gives the column it creates or adds (Connect schema
+#: default). Only on Avro types whose JSON default is plain (no bytes, decimals, arrays): the
+#: Avro field's own default must stay null, the first branch of ``["null", T]``.
+CONNECT_DEFAULT: Final = "connect.default"
+_PLAIN_DEFAULT: Final[dict[str, tuple[type, ...]]] = {
+    "boolean": (bool,), "int": (int,), "long": (int,), "float": (int, float),
+    "double": (int, float), "string": (str,),
+}
 
 # oid, xid, cid are unsigned 32-bit: a long holds them all. xid8 is unsigned 64-bit: a
 # decimal(20, 0) (``_SIMPLE``), which holds 0 .. 2^64 - 1 exactly and stays a number in the lake.
@@ -150,12 +165,46 @@ class ColumnCodec(NamedTuple):
 
 
 def column_codec(catalog: TypeCatalog, type_oid: int, typmod: int = -1,
-                 dims: int = 1) -> ColumnCodec:
-    """The codec of a column of type `type_oid` (`dims`: declared array dimensions)."""
+                 dims: int = 1, default: str | None = None) -> ColumnCodec:
+    """The codec of a column of type `type_oid` (`dims`: declared array dimensions;
+    `default`: the text of its constant default, see `connect_default`)."""
     resolved = catalog.resolve(type_oid, typmod)
     codec = _array_codec(resolved, dims) if resolved.kind == "array" else _scalar(resolved)
     parameters = source_column_parameters(catalog, type_oid, typmod)
-    return ColumnCodec(_with_parameters(codec.avro_type, parameters), codec.convert)
+    avro_type = _with_parameters(codec.avro_type, parameters)
+    if default is not None:
+        value = connect_default(catalog, type_oid, typmod, default, ColumnCodec(avro_type,
+                                                                                codec.convert))
+        if value is not None:
+            typed = avro_type if isinstance(avro_type, dict) else {"type": avro_type}
+            typed[CONNECT_DEFAULT] = value
+            avro_type = typed
+    return ColumnCodec(avro_type, codec.convert)
+
+
+def connect_default(catalog: TypeCatalog, type_oid: int, typmod: int, text: str,
+                    codec: ColumnCodec) -> Any:
+    """The ``connect.default`` of a column whose constant default PostgreSQL prints as `text`:
+    the Avro datum of that value (loaded and converted as a column value is), when the
+    column's Avro type is boolean, int, long, float, double or string (with or without a
+    logical type: a date is its days, a timestamp its microseconds). None -- not carried --
+    for other Avro types (bytes, decimals, arrays, records), a non-finite float, and a text
+    the column's loader or converter does not take."""
+    avro_type = codec.avro_type
+    base = avro_type.get("type") if isinstance(avro_type, dict) else avro_type
+    plain = _PLAIN_DEFAULT.get(base) if isinstance(base, str) else None
+    if plain is None:
+        return None
+    try:
+        value = catalog.text_loader(type_oid, typmod)(text)
+        datum = value if codec.convert is None else codec.convert(value)
+    except (ValueError, ArithmeticError, DecodeError):
+        return None
+    if not isinstance(datum, plain) or (base != "boolean" and isinstance(datum, bool)):
+        return None
+    if isinstance(datum, float) and not math.isfinite(datum):
+        return None
+    return datum
 
 
 def source_column_parameters(catalog: TypeCatalog, type_oid: int,

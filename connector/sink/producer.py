@@ -5,7 +5,7 @@
                      topics=TopicCreator(settings, TopicSpec(partitions=3)), tombstones=False)
     txn = tracker.begin(end_lsn)
     sink.produce(topic, key, value, txn)
-    sink.produce_to_all_partitions(topic, None, truncate_value, txn)
+    sink.produce_truncate(topic, truncate_value, txn)   # partitions: truncate_records
     txn.seal()
     sink.poll()                  # serves delivery reports; raises SinkError after a failure
     tracker.watermark()          # -> flush LSN for PostgreSQL
@@ -57,13 +57,15 @@ from typing import Any, Final
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from connector import metrics
+from connector.config import TRUNCATE_RECORDS
 from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
 from .acks import DeliveryTracker, Ticket
 from .topics import TopicCreator, partition_count, topic_problem
 
-__all__ = ["PRODUCER_DEFAULTS", "KafkaSink", "Oversized", "producer_config"]
+__all__ = ["PRODUCER_DEFAULTS", "KafkaSink", "Oversized", "producer_config",
+           "truncate_partitions"]
 
 #: `--oversized-events omit`'s hook: (topic, key, value) -> (smaller value, headers), or None
 #: to produce the record as it is.
@@ -81,6 +83,22 @@ PRODUCER_DEFAULTS: Final[Mapping[str, Any]] = {
 _FORCED: Final[Mapping[str, Any]] = {"enable.idempotence": True, "acks": "all",
                                      "allow.auto.create.topics": False}
 _ACKS_ALL: Final = {"all", "-1", -1}
+
+
+def truncate_partitions(mode: str, partitions: int) -> range:
+    """The partitions a truncate is written to, by ``truncate_records`` (schemas/README.md
+    "Truncate"): ``every-partition`` all of them, each copy in order with every key (the merge
+    job's cut); ``one`` partition 0 only (one record, as Debezium writes it: a consumer
+    applying it table-wide in its read order is exact on a topic of one partition);
+    ``none`` no record (consumers keep the truncated rows)."""
+    if mode == "every-partition":
+        return range(partitions)
+    if mode == "one":
+        return range(1)
+    if mode == "none":
+        return range(0)
+    raise ConfigError(f"truncate_records must be one of {', '.join(TRUNCATE_RECORDS)}, "
+                      f"not {mode!r}")
 
 
 def producer_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -118,6 +136,7 @@ class KafkaSink:
     `topics`: creates each topic (once) before its first event; None assumes they exist.
     `tombstones`: `produce_delete` adds a null-value record after each keyed delete.
     `partition_cache_s`: how long a topic's partition count (for truncates) is reused.
+    `truncate_records`: which partitions `produce_truncate` writes (`truncate_partitions`).
     """
 
     def __init__(self, kafka_config: Mapping[str, Any], tracker: DeliveryTracker, *,
@@ -125,7 +144,10 @@ class KafkaSink:
                  partition_cache_s: float = 10.0, metadata_timeout_s: float = 30.0,
                  report_successes: bool = True, transactional_id: str | None = None,
                  topic_check_interval_s: float = 5.0,
-                 oversized: Oversized | None = None, max_event_bytes: int = 0) -> None:
+                 oversized: Oversized | None = None, max_event_bytes: int = 0,
+                 truncate_records: str = "every-partition") -> None:
+        truncate_partitions(truncate_records, 1)  # refuses an unknown mode now, not at a truncate
+        self.truncate_records = truncate_records
         config = producer_config(kafka_config)
         if transactional_id is not None:  # the exactly-once sink (transactional.py)
             config["transactional.id"] = transactional_id
@@ -239,15 +261,16 @@ class KafkaSink:
         if self.tombstones and key is not None:
             self.produce(topic, key, None, ticket)
 
-    def produce_to_all_partitions(self, topic: str, key: bytes | None, value: bytes,
-                                  ticket: Ticket) -> int:
-        """The same record into every partition of `topic` (truncate); returns how many."""
+    def produce_truncate(self, topic: str, value: bytes, ticket: Ticket) -> int:
+        """A truncate (keyless) into the partitions `truncate_records` chooses; how many."""
         if topic not in self._ready:
             self._prepare(topic)
-        count = self.partitions(topic)
-        for partition in range(count):
-            self.produce(topic, key, value, ticket, partition=partition)
-        return count
+        chosen = truncate_partitions(self.truncate_records,
+                                     self.partitions(topic) if self.truncate_records ==
+                                     "every-partition" else 1)
+        for partition in chosen:
+            self.produce(topic, None, value, ticket, partition=partition)
+        return len(chosen)
 
     def partitions(self, topic: str) -> int:
         """Partition count of `topic` from metadata, cached for `partition_cache_s` seconds."""

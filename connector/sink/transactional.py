@@ -225,13 +225,15 @@ class TransactionalSink(KafkaSink):
                  db: str, slot: str, offsets: str, limits: BatchLimits = BatchLimits(),
                  topics: TopicCreator | None = None, tombstones: bool = False,
                  commit_timeout_s: float = 60.0, oversized: Oversized | None = None,
-                 max_event_bytes: int = 0, metadata_timeout_s: float = 30.0) -> None:
+                 max_event_bytes: int = 0, metadata_timeout_s: float = 30.0,
+                 truncate_records: str = "every-partition") -> None:
         # librdkafka wants message.timeout.ms <= transaction.timeout.ms; a killed instance's
         # open transaction is aborted by the broker after transaction.timeout.ms at the latest.
         kafka_config = {**TRANSACTIONAL_DEFAULTS, **kafka_config}
         super().__init__(kafka_config, tracker, topics=topics, tombstones=tombstones,
                          transactional_id=transactional_id(db, slot), oversized=oversized,
-                         max_event_bytes=max_event_bytes, metadata_timeout_s=metadata_timeout_s)
+                         max_event_bytes=max_event_bytes, metadata_timeout_s=metadata_timeout_s,
+                         truncate_records=truncate_records)
         self._ttracker = tracker
         self._key = _progress_key(db, slot)
         self._offsets = offsets
@@ -432,7 +434,8 @@ def exactly_once_sink(cfg: Config, kafka_settings: Mapping[str, Any], topics: To
     sink = TransactionalSink(kafka_settings, tracker, db=db, slot=cfg.slot, offsets=topic,
                              limits=limits, topics=topics, tombstones=cfg.tombstones,
                              oversized=oversized, max_event_bytes=max_event_bytes,
-                             metadata_timeout_s=cfg.kafka_timeout_s)
+                             metadata_timeout_s=cfg.kafka_timeout_s,
+                             truncate_records=cfg.truncate_records)
     committed = committed_lsn(kafka_settings, topic, db, cfg.slot, cfg.kafka_timeout_s)
     if committed is not None:
         log.info("exactly-once: Kafka holds slot %s up to %s; skipping what precedes it",

@@ -69,6 +69,7 @@ class SnapshotSettings:
     binary: bool = False
     exactly_once: bool = False  # transactional producers, committed together at the end
     oversized_limit: int = 0  # --oversized-events omit: the event size limit (0: fail)
+    truncate_records: str = "every-partition"  # the truncate markers' partitions (Config's)
 
 
 @dataclass(frozen=True)
@@ -139,6 +140,7 @@ class _Job:
         db = str(admin.conn.info.dbname)
         self.sink = KafkaSink(self.kafka_settings, self.tracker, topics=topics,
                               metadata_timeout_s=topics.timeout_s,
+                              truncate_records=settings.truncate_records,
                               transactional_id=snapshot_transactional_id(db, settings.slot, None)
                               if settings.exactly_once else None)
         # --exactly-once: the truncates, then every reader's rows, commit together at the end.
@@ -235,7 +237,7 @@ class _Job:
         ticket = self.tracker.begin(self.lsn)
         source = SourceInfo(self.lsn, TRUNCATE_INDEX, self.ts_ms, None, self.lsn, "true")
         for codec in self.replaced:
-            self.sink.produce_to_all_partitions(codec.topic, None, codec.truncate(source), ticket)
+            self.sink.produce_truncate(codec.topic, codec.truncate(source), ticket)
         ticket.seal()
         metrics.BYTES.inc(self.sink.bytes)
 

@@ -71,6 +71,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--topic-replication-factor", type=int, help="default 1")
     p.add_argument("--tombstones", action="store_true", default=None,
                    help="write a tombstone (null value) after each delete")
+    p.add_argument("--truncate-records", choices=list(config_mod.TRUNCATE_RECORDS),
+                   help="how a TRUNCATE (and a re-snapshot's truncate marker) is written to a "
+                        "table topic: every-partition (default; the merge job needs it on "
+                        "topics of several partitions), one (a single record in partition 0, "
+                        "like Debezium), none (not written: consumers keep the rows)")
     p.add_argument("--transaction-topic", action="store_true", default=None,
                    help="publish BEGIN/END markers to <prefix>.transaction")
     p.add_argument("--heartbeat-interval-s", type=float,
@@ -124,7 +129,8 @@ def register(subparsers: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
              "publication", "tables", "keyless_tables", "binary", "failover_slot", "origin",
-             "topic_partitions", "topic_replication_factor", "tombstones", "transaction_topic",
+             "topic_partitions", "topic_replication_factor", "tombstones", "truncate_records",
+             "transaction_topic",
              "heartbeat_interval_s", "metrics_port", "metrics_host", "schema_check_interval_s",
              "wal_warn_bytes", "snapshot",
              "snapshot_workers", "snapshot_chunk_rows", "incremental_chunk_rows", "resync_on_ddl",

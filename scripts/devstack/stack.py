@@ -14,6 +14,8 @@ from .registry import Registry
 from .spark import spark_jars
 
 REPO = Path(__file__).resolve().parent.parent.parent
+#: Kafka Connect (tests only): the worker's logging API and the plugins (scripts/jars/).
+CONNECT_POMS = ("connect-worker.pom.xml", "connect-jdbc.pom.xml", "connect-apicurio.pom.xml")
 APICURIO = "io.apicurio:apicurio-registry-app:3.0.9:tar.gz:all"
 
 
@@ -54,6 +56,8 @@ class Stack:
         cache = cache_dir()
         resolve_pom(cache, "kafka.pom.xml")
         resolve_archive(cache, APICURIO, "apicurio")
+        for pom in CONNECT_POMS:  # Kafka Connect plugins of tests/e2e/test_connect_jdbc_sink.py
+            resolve_pom(cache, pom)
         return spark_jars(cache)
 
     def up(self, log: callable = print) -> None:  # type: ignore[valid-type]

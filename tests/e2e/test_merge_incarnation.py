@@ -10,9 +10,11 @@ from typing import Any
 
 import psycopg
 import pytest
+from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import MergeConfig
+from spark_jobs.history_sink import history_path
 from spark_jobs.job import run_merge
 from spark_jobs.verify import compare, lake_rows, pg_rows
 from tests.support.acceptance import ProducerRun
@@ -25,7 +27,8 @@ def _merge(spark: SparkSession, kafka: Any, registry: Any, prefix: str, target: 
            **kw: Any) -> None:
     stats = run_merge(spark, MergeConfig(
         bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
-        target=str(target), topic_prefix=prefix, trigger="available-now", **kw))
+        target=str(target), topic_prefix=prefix, trigger="available-now",
+        history=(f"{SCHEMA}.*",), **kw))
     assert stats.dead_letters == 0 and not stats.failed_tables, stats.failed_tables
 
 
@@ -36,6 +39,13 @@ def _differences(spark: SparkSession, dsn: str, target: Path) -> list[str]:
                          lake_rows(spark, str(target / SCHEMA / table), key))
         out += result.differences
     return out
+
+
+def _history(target: Path, table: str) -> list[tuple[Any, ...]]:
+    """The history's versions, position and values (the commit times left out)."""
+    rows = DeltaTable(history_path(str(target), f"{SCHEMA}/{table}")).to_pyarrow_table()
+    names = [c for c in rows.column_names if c not in ("__valid_from", "__valid_to")]
+    return sorted(tuple(str(r[c]) for c in names) for r in rows.select(names).to_pylist())
 
 
 def test_a_table_created_again_replaces_the_lake_table(
@@ -88,5 +98,11 @@ def test_a_table_created_again_replaces_the_lake_table(
         rebuilt = tmp_path / "rebuilt"
         _merge(spark, kafka, registry, producer.prefix, rebuilt, replay=True)
         assert not _differences(spark, pg18.dsn, rebuilt)
+        # The history starts again with the new table too: its current versions are the
+        # table, and streaming and the rebuild agree.
+        for table in ("t", "u"):
+            current = [v for v in _history(target, table) if "True" in v]
+            assert len(current) == len(pg_rows(pg18.dsn, SCHEMA, table).rows), table
+            assert _history(target, table) == _history(rebuilt, table), table
     finally:
         producer.drop()

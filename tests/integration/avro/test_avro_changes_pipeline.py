@@ -68,6 +68,9 @@ class Facts:
     def key_columns(self, relation: Relation) -> list[str] | None:
         return None
 
+    def column_defaults(self, relation: Relation) -> dict[str, str]:
+        return {}
+
 
 def test_changes_through_publisher_and_sink(kafka: Any, registry: Any) -> None:
     prefix = unique("pipe")

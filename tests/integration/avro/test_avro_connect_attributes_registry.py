@@ -1,6 +1,8 @@
-"""Kafka Connect attributes (``connect.name``, ``connect.type``, ``connect.parameters``)
+"""Kafka Connect attributes (``connect.name``, ``connect.type``, ``connect.parameters``,
+``connect.default``)
 against the real registry: a table's schemas with them register under a subject that holds the
-same schemas without them (as registered before they existed) with BACKWARD compatibility, as
+same schemas without them (as registered before they existed) with FULL (BACKWARD and FORWARD)
+compatibility, as
 a new version, and are served back by id with every attribute kept (Connect's AvroConverter
 reads them from the schema it fetches)."""
 
@@ -26,8 +28,13 @@ def _without_connect(schema: Any) -> Any:
 
 def test_connect_attributes_are_a_backward_compatible_new_version(registry: Any) -> None:
     client = SchemaRegistry(registry.url)
-    new = derive_table_schemas(all_types_relation(), catalog(), prefix=unique("connect"),
-                               db="d")
+    relation = all_types_relation()
+    # column defaults too (connect.default): the value's first column and a text one
+    texts = [c for c in relation.columns if c.type_oid == 25]
+    defaults = {relation.columns[1].name: "1", texts[0].name: "dflt"}
+    new = derive_table_schemas(relation, catalog(), prefix=unique("connect"), db="d",
+                               defaults=defaults)
+    assert '"connect.default":"dflt"' in new.value_json
     assert new.key_schema is not None
     for subject, schema, text in ((value_subject(new.topic), new.value_schema, new.value_json),
                                   (key_subject(new.topic), new.key_schema, new.key_json)):
@@ -35,7 +42,7 @@ def test_connect_attributes_are_a_backward_compatible_new_version(registry: Any)
         assert old != schema  # the attributes are really there
         assert "connect." not in json.dumps(old)
         old_id = client.register(subject, json.dumps(old))
-        client.set_compatibility(subject, "BACKWARD")
+        client.set_compatibility(subject, "FULL")
         assert client.is_compatible(subject, text), subject
         assert text is not None
         new_id = client.register(subject, text)

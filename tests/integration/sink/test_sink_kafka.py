@@ -120,7 +120,7 @@ def test_truncate_lands_in_every_partition_in_order(kafka: Any) -> None:
         sink.produce(topic, f"row{i}".encode(), b"before", txn)
     txn.seal()
     txn = tracker.begin(20)
-    assert sink.produce_to_all_partitions(topic, None, b"TRUNCATE", txn) == 3
+    assert sink.produce_truncate(topic, b"TRUNCATE", txn) == 3
     sink.produce(topic, b"row1", b"after", txn)
     txn.seal()
     sink.close()
@@ -132,6 +132,28 @@ def test_truncate_lands_in_every_partition_in_order(kafka: Any) -> None:
         cut = values.index(b"TRUNCATE")
         assert set(values[:cut]) <= {b"before"} and set(values[cut + 1:]) <= {b"after"}
         assert records[partition][cut].key() is None
+
+
+def test_truncate_records_one_writes_partition_zero_and_none_writes_nothing(kafka: Any) -> None:
+    settings = {"bootstrap.servers": kafka.bootstrap}
+    counts = {}
+    for mode in ("one", "none"):
+        tracker = AckTracker()
+        sink = KafkaSink(settings, tracker, truncate_records=mode,
+                         topics=TopicCreator(settings, TopicSpec(partitions=3)))
+        topic = unique(f"sink.trunc-{mode}")
+        txn = tracker.begin(10)
+        sink.produce(topic, b"row", b"before", txn)
+        counts[mode] = sink.produce_truncate(topic, b"TRUNCATE", txn)
+        txn.seal()
+        sink.close()
+        assert tracker.watermark() == 10
+        records = read_partitions(kafka.bootstrap, topic, 3)
+        truncates = {p: [r.value() for r in rs].count(b"TRUNCATE") for p, rs in records.items()}
+        assert sum(truncates.values()) == counts[mode], (mode, truncates)
+        if mode == "one":
+            assert truncates.get(0) == 1
+    assert counts == {"one": 1, "none": 0}
 
 
 def test_tombstone_after_delete(kafka: Any) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from connector.config import TRUNCATE_RECORDS, Config
 from connector.errors import ConfigError
-from connector.sink.producer import PRODUCER_DEFAULTS, producer_config
+from connector.sink.producer import PRODUCER_DEFAULTS, producer_config, truncate_partitions
 from connector.sink.topics import TopicSpec, admin_config
 
 BASE = {"bootstrap.servers": "k:9092"}
@@ -81,3 +82,20 @@ def test_admin_config_drops_only_delivery_callbacks() -> None:
     assert "on_delivery" not in config
     assert config["oauth_cb"] is oauth_cb
     assert config["sasl.username"] == "u"
+
+
+def test_truncate_partitions_per_setting() -> None:
+    assert list(truncate_partitions("every-partition", 4)) == [0, 1, 2, 3]
+    assert list(truncate_partitions("one", 4)) == [0]
+    assert list(truncate_partitions("none", 4)) == []
+    assert all(truncate_partitions(mode, 1) is not None for mode in TRUNCATE_RECORDS)
+    with pytest.raises(ConfigError, match="must be one of every-partition, one, none"):
+        truncate_partitions("all", 4)
+
+
+def test_config_refuses_an_unknown_truncate_setting() -> None:
+    cfg = Config(dsn="host=h dbname=d", bootstrap_servers="k:9092",
+                 schema_registry_url="http://r", truncate_records="some")
+    with pytest.raises(ConfigError, match="truncate_records must be one of"):
+        cfg.validate()
+    assert Config().truncate_records == "every-partition"

@@ -1,0 +1,120 @@
+"""The merge job's history step (`--history`): after a table's mirror is applied for a batch,
+its events of the batch go to the table's history (`history_sink`), from either path: the
+fast path hands its decoded Python rows, the Spark path its decoded DataFrames (collected
+with `toArrow()`: the history is computed in Python by `history.versions` either way, one
+implementation of the rules). A table without a key (no replica identity) has no history
+(a WARNING, once)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import DataType
+
+from .changes import q, row_columns
+from .config import MergeConfig
+from .files import HadoopFs
+from .history import Tracking
+from .history_sink import HistorySink
+from .names import TableId
+from .plan import sql_string
+
+log = logging.getLogger(__name__)
+CATALOG_SUFFIX = "__history"
+
+
+def catalog_name(database: str, table: TableId) -> str:
+    """`<database>.<schema>__<table>__history`: no table's own catalog name ends so
+    (`names.catalog_table_name` never puts `__` inside a part)."""
+    return f"{q(database)}.{q(table.catalog_name + CATALOG_SUFFIX)}"
+
+
+class HistoryWriter:
+    """The history tables of one run (thread-safe: tables of a batch run concurrently)."""
+
+    def __init__(self, config: MergeConfig, app_id: str) -> None:
+        self.config = config
+        self.app_id = app_id
+        self.tracking = Tracking.of(config.history_columns, config.history_except_columns)
+        self._sinks: dict[str, HistorySink] = {}
+        self._lock = threading.Lock()
+        self._registered: set[str] = set()
+        self._keyless: set[str] = set()
+
+    def wants(self, table: TableId) -> bool:
+        return self.config.keeps_history(table)
+
+    def from_rows(self, spark: SparkSession, table: TableId, rows: Sequence[Mapping[str, Any]],
+                  types: Mapping[str, DataType], key: Sequence[str] | None,
+                  batch_id: int) -> None:
+        """The fast path's decoded rows of the table (`rows.decode_rows`)."""
+        if self.wants(table):
+            self._apply(spark, table, rows, types, key, batch_id)
+
+    def from_frames(self, spark: SparkSession, table: TableId, changes: Sequence[DataFrame],
+                    key: Sequence[str] | None, batch_id: int) -> None:
+        """The Spark path's decoded changes of the table (one DataFrame per key group)."""
+        if not self.wants(table) or not changes:
+            return
+        types: dict[str, DataType] = {}
+        for part in changes:
+            for c in row_columns(part):
+                types[c] = part.schema[c].dataType
+        events = pa.concat_tables([part.toArrow() for part in changes],
+                                  promote_options="permissive")
+        self._apply(spark, table, events, types, key, batch_id)
+
+    def replaced(self, table: TableId) -> None:
+        """The upstream table was dropped and created again (`incarnation.py`): its history
+        starts again with the new table, as its mirror does (time travel keeps the old)."""
+        if self.wants(table):
+            sink = self._sink(table)
+            sink.set_aside()
+            log.warning("%s: the table was created again upstream: its history starts again "
+                        "(the old one is kept at %s.replaced-<ms>)", table.path, sink.path)
+
+    def _sink(self, table: TableId) -> HistorySink:
+        with self._lock:
+            sink = self._sinks.get(table.path)
+            if sink is None:
+                sink = self._sinks[table.path] = HistorySink(
+                    self.config.target, table.path, self.app_id, self.tracking,
+                    self.config.maintenance_every)
+            return sink
+
+    def _apply(self, spark: SparkSession, table: TableId,
+               events: pa.Table | Sequence[Mapping[str, Any]], types: Mapping[str, DataType],
+               key: Sequence[str] | None, batch_id: int) -> None:
+        if not key:
+            with self._lock:
+                if table.path not in self._keyless:
+                    self._keyless.add(table.path)
+                    log.warning("%s: no key (replica identity): no history table",
+                                table.path)
+            return
+        sink = self._sink(table)
+        started = time.monotonic()
+        written = sink.apply(events, types, key, batch_id)
+        log.info("batch %d: %s: history, %d version row(s) written in %.2f s", batch_id,
+                 table.path, written, time.monotonic() - started)
+        self._register(spark, table, sink)
+
+    def _register(self, spark: SparkSession, table: TableId, sink: HistorySink) -> None:
+        database = self.config.database
+        if database is None or table.path in self._registered:
+            return
+        fs = HadoopFs(spark, sink.path)
+        if not fs.exists(f"{sink.path}/_delta_log"):
+            return
+        name = catalog_name(database, table)
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {name} USING DELTA "
+                  f"LOCATION '{sql_string(fs.qualified(sink.path))}'")
+        with self._lock:
+            self._registered.add(table.path)
+        log.info("%s: history registered as %s", table.path, name)

@@ -1,0 +1,319 @@
+"""A table's history table (SCD type 2, `history.py`) kept up to date per micro-batch, through
+delta-rs, whichever path (Spark or the fast path) applied the mirror.
+
+Two Delta tables per table (`<target>/_pgcdc/...`, beside the tombstones, so no table name
+can clash with them and `--replay`'s empty-target check ignores them):
+
+* `history/<schema>/<table>`: the versions (row columns + `history.HISTORY_COLUMNS`), what
+  users read;
+* `history_log/<schema>/<table>`: every event of the table once (row columns, `_cdc_op`,
+  position, `_cdc_ts_ms`, `_cdc_toast`): what makes the history exact. Versions are not enough
+  to recompute from: an in-place update (untracked columns) overwrote values a late tracked
+  change between the two would need, and a late event between two versions needs the TOAST
+  values of the one before.
+
+Per batch: the batch's events not yet in the log are appended to it; then, for the keys the
+batch touches (every key when it holds a truncate), the versions are recomputed from all
+their logged events and the table's truncates (`history.versions`, a pure function of that
+set), and the rows that differ from the stored ones are replaced in one MERGE on (key,
+`__valid_from_lsn`, `__valid_from_txn_index`). Each commit carries the Delta application
+transaction id `<app id>:<path>` with the batch id, so a re-run batch skips what it
+committed; a batch that crashed between the two commits recomputes every key (its events
+are in the log already). A new checkpoint (a new app id) or a replay into a target that kept
+these tables finds its events logged and recomputes the same versions.
+
+Column changes: new columns are added to both tables (at the end); a widened or
+retyped column (`widening.column_change`, as in the mirror) rewrites both with the new type."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import Schema as DeltaSchema
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from . import history
+from .changes import IDX, LSN, OP, TOAST, TS
+from .fold import key_of
+from .history import HistoryError, Tracking
+from .plan import DATAFUSION, key_condition
+from .widening import column_change
+
+log = logging.getLogger(__name__)
+
+HISTORY_DIR, LOG_DIR = "_pgcdc/history", "_pgcdc/history_log"
+DELETE = "__pgcdc_delete"  # source-only flag of the replacing MERGE
+EVENT_META = [StructField(OP, StringType()), StructField(LSN, LongType()),
+              StructField(IDX, LongType()), StructField(TS, LongType()),
+              StructField(TOAST, ArrayType(StringType(), True))]
+VERSION_META = [StructField(history.FROM_LSN, LongType()),
+                StructField(history.FROM_IDX, LongType()),
+                StructField(history.TO_LSN, LongType()), StructField(history.TO_IDX, LongType()),
+                StructField(history.FROM_TS, TimestampType()),
+                StructField(history.TO_TS, TimestampType()),
+                StructField(history.CURRENT, BooleanType()), StructField(history.HOP, StringType()),
+                StructField(history.TO_OP, StringType())]
+
+
+def history_path(target: str, rel_path: str) -> str:
+    """Where the history table of `<schema>/<table>` is (see the module doc)."""
+    return f"{target.rstrip('/')}/{HISTORY_DIR}/{rel_path}"
+
+
+def arrow_schema(fields: Sequence[StructField]) -> pa.Schema:
+    """The Arrow schema Delta gives these Spark fields (the same for both paths)."""
+    return pa.schema(DeltaSchema.from_json(StructType(list(fields)).json()).to_arrow())
+
+
+def _spark_fields(table: DeltaTable) -> list[StructField]:
+    return StructType.fromJson(json.loads(table.schema().to_json())).fields
+
+
+def _txn(app_id: str, batch_id: int) -> CommitProperties:
+    return CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)])
+
+
+def _done(table: DeltaTable | None, app_id: str, batch_id: int) -> bool:
+    if table is None:
+        return False
+    version = table.transaction_version(app_id)
+    return version is not None and version >= batch_id
+
+
+class HistorySink:
+    """One table's history (see the module doc). `key`: the table's key columns."""
+
+    def __init__(self, target: str, rel_path: str, app_id: str, tracking: Tracking,
+                 maintain_every: int = 0) -> None:
+        self.path = history_path(target, rel_path)
+        self.log_path = f"{target.rstrip('/')}/{LOG_DIR}/{rel_path}"
+        self.rel_path = rel_path
+        self.app_id = app_id
+        self.tracking = tracking
+        self.maintain_every = maintain_every  # compact both tables every N batches (0: never)
+        self.batches = 0
+        self._handles: dict[str, DeltaTable] = {}
+
+    def _open(self, path: str) -> DeltaTable | None:
+        """The delta-rs handle of `path`, kept between batches and brought up to date (each
+        batch reads only the log entries added since); None when there is no table yet."""
+        cached = self._handles.get(path)
+        if cached is not None:
+            try:
+                cached.update_incremental()
+                return cached
+            except Exception:  # noqa: BLE001 - removed or replaced behind our back
+                del self._handles[path]
+        if not DeltaTable.is_deltatable(path):
+            return None
+        self._handles[path] = table = DeltaTable(path)
+        return table
+
+    def set_aside(self) -> None:
+        """Move the history and its log aside, to `<path>.replaced-<ms>` (the upstream table
+        was dropped and created again, `incarnation.py`: the history, like the mirror, starts
+        again, with the new table's columns and key; local targets only, as every history)."""
+        stamp = time.time_ns() // 1_000_000
+        for path in (self.log_path, self.path):
+            self._handles.pop(path, None)
+            local = path.removeprefix("file://").removeprefix("file:")
+            if os.path.isdir(local):
+                os.replace(local, f"{local}.replaced-{stamp}")
+
+    def maintain(self) -> None:
+        """Compact the log and the history (`OPTIMIZE`: same rows, fewer files): each batch
+        adds a file to each, and every batch reads them by key."""
+        for path in (self.log_path, self.path):
+            table = self._open(path)
+            if table is not None:
+                table.optimize.compact()
+
+    def apply(self, events: pa.Table | Sequence[Mapping[str, Any]],
+              types: Mapping[str, DataType], key: Sequence[str], batch_id: int) -> int:
+        """Fold one batch's events of the table into its history; the number of version rows
+        written (added, changed or removed). `events`: the flattened changes (row columns +
+        metadata; an Arrow table or Python rows); `types`: the Spark type of each row column
+        in the batch (what the mirror gets)."""
+        clash = history.clashing(types)
+        if clash:
+            raise HistoryError(f"{self.rel_path}: column(s) {clash} clash with the history "
+                               "table's own columns; leave the table out of --history")
+        hist, logged = self._open(self.path), self._open(self.log_path)
+        hist_app, log_app = f"{self.app_id}:{self.path}", f"{self.app_id}:{self.log_path}"
+        if _done(hist, hist_app, batch_id):
+            return 0
+        recovering = _done(logged, log_app, batch_id)
+        fields = self._reconcile(logged, hist, types)
+        hist, logged = self._open(self.path), self._open(self.log_path)  # as rewritten
+        if hist is not None:
+            _add_columns(hist, fields)
+        schema = arrow_schema([*fields, *EVENT_META])
+        batch = _normalize(events, schema)
+        rows = batch.to_pylist()
+        if not rows:
+            return 0
+        full = recovering or any(r[OP] == "t" for r in rows)
+        touched = {key_of(r, key) for r in rows if r[OP] != "t"}
+        old = _read(logged, key, touched, full, events=True)
+        known = {(r[LSN], r[IDX]) for r in old}
+        new = [r for r in history.dedupe(rows) if (r[LSN], r[IDX]) not in known]
+        if new and not recovering:
+            write_deltalake(self.log_path, pa.Table.from_pylist(new, schema=schema),
+                            mode="append", schema_mode="merge",
+                            commit_properties=_txn(log_app, batch_id))
+        columns = [f.name for f in fields]
+        computed = history.versions([*old, *new], key, columns, self.tracking)
+        version_schema = arrow_schema([*fields, *VERSION_META])
+        computed = pa.Table.from_pylist([_timestamps(v) for v in computed],
+                                        schema=version_schema).to_pylist()
+        if full:
+            touched = {key_of(r, key) for r in old if r[OP] != "t"} | touched
+        stored = _read(hist, key, touched, full, events=False)
+        written = self._replace(hist, stored, computed, key, version_schema,
+                                _txn(hist_app, batch_id))
+        self.batches += 1
+        if self.maintain_every and self.batches % self.maintain_every == 0:
+            self.maintain()
+        return written
+
+    def _reconcile(self, logged: DeltaTable | None, hist: DeltaTable | None,
+                   types: Mapping[str, DataType]) -> list[StructField]:
+        """The row columns of the history: the logged ones (with the types a widening or
+        retype gives them, both tables rewritten once), then the batch's new ones."""
+        have = [f for f in _spark_fields(logged) if f.name not in {m.name for m in EVENT_META}] \
+            if logged is not None else []
+        changed: dict[str, DataType] = {}
+        for f in have:
+            if f.name in types:
+                change, new = column_change(f.dataType, types[f.name])
+                if change != "same":
+                    changed[f.name] = new
+        if changed:
+            for table in (logged, hist):
+                if table is not None:
+                    _rewrite(table, changed)
+            log.info("%s: history columns retyped %s", self.rel_path,
+                     {c: t.simpleString() for c, t in changed.items()})
+        out = [StructField(f.name, changed.get(f.name, f.dataType)) for f in have]
+        names = {f.name for f in out}
+        out += [StructField(c, t) for c, t in types.items() if c not in names]
+        return out
+
+    def _replace(self, hist: DeltaTable | None, stored: list[dict[str, Any]],
+                 computed: list[dict[str, Any]], key: Sequence[str], schema: pa.Schema,
+                 txn: CommitProperties) -> int:
+        """Make the stored versions of the touched keys the computed ones, in one commit."""
+        if hist is None:
+            if computed:
+                write_deltalake(self.path, pa.Table.from_pylist(computed, schema=schema),
+                                mode="append", commit_properties=txn)
+                log.info("%s: history table at %s", self.rel_path, self.path)
+            return len(computed)
+        by_id = {history.identity(v, key): v for v in stored}
+        changed = [v for v in computed if by_id.get(history.identity(v, key)) != v]
+        ids = {history.identity(v, key) for v in computed}
+        gone = [{**v, DELETE: True} for i, v in by_id.items() if i not in ids]
+        source = [*({**v, DELETE: False} for v in changed), *gone]
+        if not source:
+            return 0
+        table = pa.Table.from_pylist(source, schema=schema.append(pa.field(DELETE, pa.bool_())))
+        ident = [*key, history.FROM_LSN, history.FROM_IDX]
+        quote = DATAFUSION.quote
+        values = {quote(c): f"s.{quote(c)}" for c in schema.names}
+        (hist.merge(table, key_condition(ident, dialect=DATAFUSION), source_alias="s",
+                    target_alias="t", streamed_exec=False,
+                    commit_properties=txn)
+         .when_matched_delete(f"s.{quote(DELETE)}")
+         .when_matched_update(values, f"NOT s.{quote(DELETE)}")
+         .when_not_matched_insert(values, f"NOT s.{quote(DELETE)}")
+         .execute())
+        return len(source)
+
+
+def _normalize(events: pa.Table | Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """The batch's events as an Arrow table of the log's schema (the Spark path hands an
+    Arrow table of Spark's types, the fast path Python rows): the same values either way."""
+    if not isinstance(events, pa.Table):
+        return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in events],
+                                    schema=schema)
+    columns = [events.column(f.name).cast(f.type) if f.name in events.column_names
+               else pa.nulls(len(events), f.type) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _timestamps(version: dict[str, Any]) -> dict[str, Any]:
+    """Commit times: epoch ms in `history`, microseconds for Arrow's timestamp[us]."""
+    return {**version, **{c: None if version[c] is None else version[c] * 1000
+                          for c in (history.FROM_TS, history.TO_TS)}}
+
+
+def _read(table: DeltaTable | None, key: Sequence[str], keys: set[tuple[Any, ...]],
+          everything: bool, events: bool) -> list[dict[str, Any]]:
+    """The rows of `keys` (and, in the log, every truncate), or all rows."""
+    if table is None or (not keys and not everything and not events):
+        return []
+    dataset = table.to_pyarrow_dataset()
+    if everything:
+        every: list[dict[str, Any]] = dataset.to_table().to_pylist()
+        return every
+    first = [k[0] for k in keys]
+    wanted = None
+    if first and all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in first):
+        field_type = dataset.schema.field(key[0]).type
+        wanted = pc.field(key[0]).isin(pa.array(first, field_type))
+    if events:
+        truncates = pc.field(OP) == "t"
+        wanted = truncates if not keys else (wanted | truncates if wanted is not None else None)
+    rows = (dataset.to_table(filter=wanted) if wanted is not None else dataset.to_table()
+            ).to_pylist()
+    return [r for r in rows if (events and r[OP] == "t") or key_of(r, key) in keys]
+
+
+def _add_columns(table: DeltaTable, fields: Sequence[StructField]) -> None:
+    """Add the row columns the history table lacks (at the end: a table that saw a column
+    appear later has it after the history columns; read columns by name)."""
+    have = {f.name for f in _spark_fields(table)}
+    missing = [f for f in fields if f.name not in have]
+    if missing:
+        table.alter.add_columns(DeltaSchema.from_json(StructType(missing).json()).fields)
+
+
+def _rewrite(table: DeltaTable, types: Mapping[str, DataType]) -> None:
+    """Rewrite a history or log table with columns converted to new types (NULL where a
+    value does not convert), in one commit."""
+    fields = [StructField(f.name, types.get(f.name, f.dataType)) for f in _spark_fields(table)]
+    schema = arrow_schema(fields)
+    data = table.to_pyarrow_table()
+    columns = [_cast(data.column(f.name), f.type) for f in schema]
+    write_deltalake(table, pa.Table.from_arrays(columns, schema=schema), mode="overwrite",
+                    schema_mode="overwrite")
+
+
+def _cast(column: pa.ChunkedArray, type_: pa.DataType) -> pa.ChunkedArray | pa.Array:
+    try:
+        return column.cast(type_)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        out = []
+        for value in column.to_pylist():
+            try:
+                out.append(pa.array([value]).cast(type_)[0].as_py())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                out.append(None)
+        return pa.array(out, type_)
