@@ -229,9 +229,14 @@ def _create(sink: DeltaTableSink, columns: Sequence[str], types: dict[str, DataT
     # The Spark types as Delta's schema JSON (the same format): the table is what Spark
     # would create, nullability of array elements and map values included.
     schema = StructType([StructField(c, types[c]) for c in columns] + META_FIELDS)
+    properties = sink.create_properties()
+    delta = {k: v for k, v in properties.items() if k.startswith("delta.")}
     table = sink.delta_rs[sink.path] = DeltaTable.create(
         sink.path, DeltaSchema.from_json(schema.json()), mode="ignore",
-        partition_by=sink.partition_by or None, configuration=sink.create_properties() or None)
+        partition_by=sink.partition_by or None, configuration=delta or None)
+    if len(delta) < len(properties):  # delta-rs creates tables with Delta's own keys only
+        table.alter.set_table_properties({k: v for k, v in properties.items() if k not in delta},
+                                         raise_if_not_exists=False)
     _learn(sink, table)
     return table
 

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.config import MergeConfig
 from spark_jobs.history_sink import history_path
-from spark_jobs.job import run_merge
+from spark_jobs.job import MergeStats, run_merge
 from spark_jobs.verify import compare, lake_rows, pg_rows
 from tests.support.acceptance import ProducerRun
 
@@ -24,12 +24,13 @@ SCHEMA = "inc"
 
 
 def _merge(spark: SparkSession, kafka: Any, registry: Any, prefix: str, target: Path,
-           **kw: Any) -> None:
+           **kw: Any) -> MergeStats:
     stats = run_merge(spark, MergeConfig(
         bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
         target=str(target), topic_prefix=prefix, trigger="available-now",
         history=(f"{SCHEMA}.*",), **kw))
     assert stats.dead_letters == 0 and not stats.failed_tables, stats.failed_tables
+    return stats
 
 
 def _differences(spark: SparkSession, dsn: str, target: Path) -> list[str]:
@@ -63,8 +64,13 @@ def test_a_table_created_again_replaces_the_lake_table(
         producer.start()
         producer.wait_caught_up()
         target = tmp_path / "lake"
-        _merge(spark, kafka, registry, producer.prefix, target)
+        first = _merge(spark, kafka, registry, producer.prefix, target)
         assert len(lake_rows(spark, str(target / SCHEMA / "t"), ["id"]).rows) == 4
+        # New tables are created by the fast path (delta-rs), labelled with their relation id.
+        assert first.fast_tables == 2
+        for table in ("t", "u"):
+            assert "pgcdc.relationId" in DeltaTable(
+                str(target / SCHEMA / table)).metadata().configuration
 
         with psycopg.connect(pg18.dsn, autocommit=True) as conn:
             # t: the old table's events all merged before; the new one's come alone.
