@@ -5,9 +5,12 @@ from __future__ import annotations
 import itertools
 import os
 import time
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from tests.support.acceptance import ProducerRun
 
 _prefixes = itertools.count()
 os.environ["TZ"] = "UTC"  # PySpark turns timestamps into naive local datetimes
@@ -23,3 +26,12 @@ def registry_client(registry) -> SchemaRegistryClient:  # type: ignore[no-untype
 def prefix() -> str:
     """A topic prefix of its own per test (topics and subjects never collide)."""
     return f"m{int(time.time())}x{next(_prefixes)}"
+
+
+@pytest.fixture
+def producer_runs() -> Iterator[list[ProducerRun]]:
+    """`pgcdc run` processes a test starts (`ProducerRun`), stopped and their slots dropped."""
+    runs: list[ProducerRun] = []
+    yield runs
+    for run in runs:
+        run.drop()

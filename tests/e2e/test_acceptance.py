@@ -65,14 +65,6 @@ def wait_batches(query: Any, processor: Any, count: int, seed: int,
         time.sleep(0.5)
 
 
-@pytest.fixture
-def producer_runs() -> Iterator[list[ProducerRun]]:
-    runs: list[ProducerRun] = []
-    yield runs
-    for run in runs:
-        run.drop()
-
-
 @pytest.mark.parametrize("server", ["pg18"])
 def test_random_workload_ends_with_equal_tables(
         server: str, request: pytest.FixtureRequest, spark: SparkSession, kafka: Any,

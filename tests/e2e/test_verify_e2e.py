@@ -15,7 +15,7 @@ import random
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -132,14 +132,6 @@ def verify_with_cut(start: Callable[[Callable[[str], None]], Any],
     if "error" in result:
         raise result["error"]
     return result["value"]
-
-
-@pytest.fixture
-def producer_runs() -> Iterator[list[ProducerRun]]:
-    runs: list[ProducerRun] = []
-    yield runs
-    for run in runs:
-        run.drop()
 
 
 def by_table(report: Report) -> dict[str, Any]:
