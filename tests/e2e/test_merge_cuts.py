@@ -5,7 +5,8 @@ A transfer workload keeps the sum of `amount` over two tables constant in every 
 PostgreSQL transaction (moves between rows of both tables, inserts and deletes that take
 their amount from the other table). At every cut the job records, both tables read at the
 cut's versions give that sum; the last cut equals PostgreSQL; and mixing the tables'
-versions of two different cuts breaks the sum (so the check above could fail)."""
+versions of two different cuts breaks the sum (so the check above could fail). `pgcdc verify`
+then proves the lake at the job's newest cut equal to PostgreSQL."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from deltalake import DeltaTable
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import start_merge
 from spark_jobs.manifest import Cut, read_cuts
+from spark_jobs.verify_online import VerifyConfig, run_verify
+from spark_jobs.verify_report import exit_code, render_text
 from tests.support.acceptance import ProducerRun
 
 pytestmark = pytest.mark.e2e
@@ -141,6 +144,10 @@ def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, r
             assert query.exception() is None, f"seed {seed}: {query.exception()}"
             assert time.monotonic() < deadline + 60, f"seed {seed}: no cut reached {end}"
             time.sleep(0.5)
+        # `pgcdc verify` against the job's own cuts: a snapshot of PostgreSQL, the first cut
+        # the running job records at or after it, every row compared.
+        report = run_verify(spark, VerifyConfig(pg18.dsn, str(target), tables=[f"{SCHEMA}.*"],
+                                                poll_s=0.5, timeout_s=120))
     finally:
         stop.set()
         query.stop()
@@ -163,4 +170,6 @@ def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, r
     assert any(total != TOTAL for total in mixed), f"seed {seed}: {mixed}"
     assert len({c.batch_id for c in cuts}) == len(cuts)
     assert all(c.source_ts_ms is not None for c in cuts)
+    assert report.clean and exit_code(report) == 0, "\n".join(render_text(report))
+    assert sum(t.verified for t in report.tables) == len(source["a"]) + len(source["b"])
     print(f"{len(cuts)} cuts, {done[0]} transactions, fast path: {processor.stats.fast_tables}")

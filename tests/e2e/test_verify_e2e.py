@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +25,7 @@ from pyspark.sql import functions as F
 from spark_jobs.job import run_merge, start_merge
 from spark_jobs.manifest import Cut, append_cut, read_cuts
 from spark_jobs.verify_online import VerifyConfig, run_verify
-from spark_jobs.verify_report import Report, exit_code, render_text
+from spark_jobs.verify_report import Report, exit_code, render_json, render_text
 from tests.e2e.test_acceptance import merge_config, reset, wait_batches
 from tests.support.acceptance import SCHEMA, ProducerRun, Workload
 
@@ -212,22 +210,14 @@ def test_verify_online_then_faults_behind_the_jobs_back(
     if tombs.exists():
         spark.sql(f"DELETE FROM delta.`{tombs}` WHERE k = '{never}'")
 
-    cli = [str(Path(sys.executable).parent / "pgcdc"), "verify", "--dsn", dsn, "--target",
-           str(target), "--tables", f"{SCHEMA}.orders,{SCHEMA}.kv,{SCHEMA}.edges", "--json",
-           "--timeout-s", "300"]
-    env = {**os.environ, "PGCDC_SPARK_JARS": ",".join(map(str, spark_jar_paths_of(spark)))}
-    proc = subprocess.Popen(cli, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
-    assert proc.stderr is not None
-    seen = []
-    for line in proc.stderr:
-        seen.append(line)
-        if "PostgreSQL snapshot at" in line:
-            break
-    assert any("PostgreSQL snapshot at" in s for s in seen), "".join(seen)
-    assert append_cut(str(target), Cut(current_lsn(dsn), 2, lake_versions(target)), APP)
-    out, err = proc.communicate(timeout=600)
-    assert proc.returncode == 3, f"{proc.returncode}\n{''.join(seen)}{err}\n{out}"
+    # The report as `pgcdc verify --json` prints it (the CLI itself: test_spark_jobs_verify_online).
+    faults = verify_with_cut(
+        lambda progress: run_verify(spark, VerifyConfig(
+            dsn, str(target), tables=[f"{SCHEMA}.orders", f"{SCHEMA}.kv", f"{SCHEMA}.edges"],
+            progress=progress, poll_s=0.5, timeout_s=300)),
+        lambda: append_cut(str(target), Cut(current_lsn(dsn), 2, lake_versions(target)), APP))
+    assert exit_code(faults) == 3
+    out = render_json(faults)
     result = json.loads(out)
     found = {t["table"].split(".")[1]: t for t in result["tables"]}
     o = found["orders"]
@@ -242,6 +232,3 @@ def test_verify_online_then_faults_behind_the_jobs_back(
     assert found["edges"]["clean"], found["edges"]  # id 4, changed after the first snapshot
     assert len(read_cuts(str(target))) == 2
 
-
-def spark_jar_paths_of(spark: SparkSession) -> list[str]:
-    return [j for j in spark.conf.get("spark.jars", "").split(",") if j]
