@@ -2,7 +2,7 @@
 
 * `confirmable`: the flush LSN that may be sent to PostgreSQL. The product's promise rests on
   it: PostgreSQL frees WAL up to the flush LSN, so it must never pass a change Kafka has not
-  acknowledged. The acknowledged watermark (`sink.acks`: the end LSN of the newest transaction
+  acknowledged. The delivered LSN (`sink.acks`: the end LSN of the newest transaction
   whose every event, and every earlier transaction's, Kafka acknowledged) is confirmable. So
   is the server's own position when nothing is buffered or in flight (an idle slot must not
   hold WAL it has nothing to send for), but never while a transaction is held in the
@@ -25,7 +25,7 @@ RECONNECT_BACKOFF_S = (1, 2, 5, 10, 20, 30, 30, 30, 30, 30)
 
 def confirmable(acked: int | None, held_from: int | None, in_flight: bool,
                 server_end: int) -> int:
-    """`acked`: the acknowledged watermark (None: nothing yet); `held_from`: the start of the
+    """`acked`: the delivered LSN (None: nothing yet); `held_from`: the start of the
     oldest transaction the assembler holds (None: none); `in_flight`: a transaction is being
     assembled or delivered; `server_end`: the server's newest WAL position seen."""
     done = acked or 0

@@ -3,7 +3,7 @@
     frames → Decoder → Assembler → Publisher → KafkaSink ─delivery reports→ AckTracker
                                                                         └→ flush LSN → PostgreSQL
 
-The flush LSN sent to PostgreSQL is the tracker's watermark: the end LSN of the newest
+The flush LSN sent to PostgreSQL is the tracker's delivered LSN: the end LSN of the newest
 transaction whose every event Kafka acknowledged. When nothing is buffered or in flight, the
 server's keepalive position is confirmed too, so an idle slot does not hold WAL. Either is
 confirmed only once a registry sweep that began after it was reached found every schema id
@@ -398,7 +398,7 @@ class Pipeline:
                         out = feed(wal_start, msg)
                         if out is not None:
                             if isinstance(out, LogicalMessage):
-                                last = tracker.watermark() or 0
+                                last = tracker.delivered_lsn() or 0
                                 publisher.publish_message(out, max(out.lsn, last))
                             else:
                                 with out:
@@ -469,7 +469,7 @@ class Pipeline:
     @staticmethod
     def _confirmable(tracker: AckTracker | TransactionalTracker, assembler: Assembler,
                      server_end: int) -> int:
-        return confirmable(tracker.watermark(), assembler.low_watermark,
+        return confirmable(tracker.delivered_lsn(), assembler.oldest_open_lsn,
                            tracker.open_transactions > 0 or assembler.in_transaction,
                            server_end)
 

@@ -141,7 +141,7 @@ class Publisher:
                 assert isinstance(msg, Message)
                 if msg.prefix == HEARTBEAT_PREFIX:
                     heartbeats += 1
-                    self._send(self.encoder.heartbeat(self.tracker.watermark() or 0), ticket)
+                    self._send(self.encoder.heartbeat(self.tracker.delivered_lsn() or 0), ticket)
                 elif msg.prefix == WATERMARK_PREFIX:
                     heartbeats += 1  # not a change either
                     if self.watermarks is not None:

@@ -9,16 +9,16 @@ it (completeness), and that nothing after L is in the tables (isolation).
 
 Completeness: the producer's heartbeats. `pgcdc run --heartbeat-interval-s N` commits a
 transactional logical message every N seconds; when the publisher meets it in the stream it
-produces a record to `<prefix>.heartbeat` whose `lsn` is the delivery tracker's watermark W
+produces a record to `<prefix>.heartbeat` whose `lsn` is the delivery tracker's delivered LSN W
 (connector/publisher.py `publish`). W is the end LSN of the newest PostgreSQL transaction
 that Kafka acknowledged together with every transaction before it (connector/sink/acks.py;
-tickets are begun in commit order, so the watermark only passes a transaction once it and
+tickets are begun in commit order, so the delivered LSN only passes a transaction once it and
 all earlier ones are acknowledged). In exactly-once mode (`TransactionalTracker`) W moves
 only when a Kafka transaction commits, so every record below W is committed and therefore
 visible to the job's read_committed consumer. Either way the records of every transaction
 ending at or before W were in Kafka, readable, before the heartbeat record was produced.
 (W is never raised by keepalives: the idle "flush to the server's end" position is the
-pipeline's confirm LSN (connector/flow.py `confirmable`), not the tracker's watermark; the
+pipeline's confirm LSN (connector/flow.py `confirmable`), not the tracker's delivered LSN; the
 tracker starts at the slot's confirmed position, before which everything was acknowledged
 or had nothing to publish.)
 
@@ -150,8 +150,8 @@ def held(commit_lsn: int | None, bound_: int | None, snapshot: bool = False) -> 
 
 
 def heartbeat_lsns(values: Iterable[int | None]) -> int | None:
-    """The highest heartbeat LSN of a batch (0 and None say nothing: a producer without a
-    watermark yet)."""
+    """The highest heartbeat LSN of a batch (0 and None say nothing: a producer with nothing
+    delivered yet)."""
     return max((v for v in values if v), default=None)
 
 

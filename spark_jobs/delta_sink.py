@@ -95,7 +95,7 @@ def _run(target: DeltaTable, source: DataFrame, plan: MergePlan) -> None:
 class DeltaTableSink:
     """One table: `<root>/<schema>/<table>`, tombstones at
     `<root>/_pgcdc/tombstones/<schema>/<table>`. Remembers what it learns (existence, columns,
-    truncate watermark) between batches; each `apply` runs in the session it is given (the job
+    truncate cut) between batches; each `apply` runs in the session it is given (the job
     gives each worker thread its own, for the per-session idempotent-write settings)."""
 
     def __init__(self, root: str, rel_path: str, app_id: str,
@@ -119,14 +119,14 @@ class DeltaTableSink:
         self.columns: list[str] | None = None  # row columns, None = not loaded yet
         self.types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
         self.has_tombstones = False
-        self.watermark: Position | None = None
+        self.truncate_cut: Position | None = None
         self.incarnation: Incarnation | None = None  # the upstream table it holds (if known)
         self.fast_batches = 0  # batches delta-rs applied in this run (`fast_sink.maintain`)
         self.delta_rs: dict[str, Any] = {}  # path → delta-rs handle, kept by `fast_sink`
 
     # -- table state -------------------------------------------------------------------
     def _load(self, spark: SparkSession) -> bool:
-        """Read the table's columns and truncate watermark once; False if there is no table."""
+        """Read the table's columns and truncate cut once; False if there is no table."""
         if self.columns is None and DeltaTable.isDeltaTable(spark, self.path):
             detail = DeltaTable.forPath(spark, self.path).detail().first()
             assert detail is not None
@@ -144,7 +144,7 @@ class DeltaTableSink:
             log.warning("%s: an existing table without column mapping keeps its column "
                         "names (--column-mapping applies to new tables)", self.path)
         if TRUNCATE_LSN in properties:
-            self.watermark = Position(int(properties[TRUNCATE_LSN]),
+            self.truncate_cut = Position(int(properties[TRUNCATE_LSN]),
                                        int(properties[TRUNCATE_IDX]))
         self.incarnation = Incarnation.of_properties(properties)
         self.columns = [f.name for f in schema.fields if f.name not in META]
@@ -293,7 +293,7 @@ class DeltaTableSink:
             DeltaTable.forPath(spark, self.tomb_path).delete(older)
         spark.sql(f"ALTER TABLE delta.{q(self.path)} SET TBLPROPERTIES "
                   f"('{TRUNCATE_LSN}' = '{lsn}', '{TRUNCATE_IDX}' = '{idx}')")
-        self.watermark = position
+        self.truncate_cut = position
         log.info("%s: truncated before %s", self.path, position)
 
     def _create_tombstones(self, spark: SparkSession, key: Sequence[str],
@@ -322,8 +322,8 @@ class DeltaTableSink:
         self._evolve(spark, changes)
         self._widen(spark, changes)
         assert self.columns is not None
-        cut = truncate_position([self.watermark, facts.truncate])
-        if cut is not None and cut != self.watermark:
+        cut = truncate_position([self.truncate_cut, facts.truncate])
+        if cut is not None and cut != self.truncate_cut:
             self._truncate(spark, cut)
             fresh = False
         if facts.events == 0:

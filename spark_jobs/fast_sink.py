@@ -136,7 +136,7 @@ def apply_fast(sink: DeltaTableSink, batch: TopicRows, types: dict[str, DataType
     if table is not None:
         _check_columns(sink, batch.columns, types)
     merge_key = list(key) if key else [LSN, IDX]
-    rows = fold.after_position(batch.rows, sink.watermark)
+    rows = fold.after_position(batch.rows, sink.truncate_cut)
     latest = fold.latest_per_key(rows, merge_key, sorted(batch.toast))
     tombstones = _open(sink, sink.tomb_path) if sink.has_tombstones else None
     if tombstones is not None:
@@ -197,7 +197,7 @@ def maintain(sink: DeltaTableSink) -> None:
         return
     rows = tomb.to_pyarrow_table().to_pylist()
     key = [c for c in (rows[0] if rows else {}) if c not in (LSN, IDX)]
-    kept = fold.newest_tombstones(fold.after_position(rows, sink.watermark), key)
+    kept = fold.newest_tombstones(fold.after_position(rows, sink.truncate_cut), key)
     if len(kept) < len(rows):
         write_deltalake(tomb, _arrow(kept, pa.schema(tomb.schema().to_arrow())),
                         mode="overwrite")

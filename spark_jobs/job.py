@@ -286,8 +286,8 @@ class BatchProcessor:
                      else _newest_spark(session, path))
             if found is not None:
                 newest.append(found)
-        if sink._load(session) and sink.watermark is not None:  # noqa: SLF001
-            newest.append(sink.watermark.commit_lsn)
+        if sink._load(session) and sink.truncate_cut is not None:  # noqa: SLF001
+            newest.append(sink.truncate_cut.commit_lsn)
         return max(newest, default=None)
 
     def _version(self, sink: DeltaTableSink, session: SparkSession) -> int | None:

@@ -3,7 +3,7 @@
     Assembler(spill_bytes=..., spill_changes=..., spill_dir=...)
         .feed(wal_lsn, message) -> Transaction | LogicalMessage | None
         .feed_all(pairs) -> Iterator[Output]
-        .low_watermark, .relations, .types, .pending_xids, .prepared_gids, .close()
+        .oldest_open_lsn, .relations, .types, .pending_xids, .prepared_gids, .close()
     Transaction   a committed transaction: xid, commit_lsn, end_lsn, commit_timestamp, changes,
                   first_wal_lsn, origin, streamed, gid, prepare_lsn, prepare_timestamp
     Change        one event: relation, message, wal_lsn, position, xid, commit_lsn,

@@ -33,7 +33,7 @@ then on keeps at most one chunk in memory; its `Transaction.changes` then reads 
 order when iterated. Spill files are freed on abort, on `Transaction.close()` (or when the
 transaction is garbage collected) and on `Assembler.close()`.
 
-`low_watermark` is the smallest WAL LSN of any transaction still buffered: the producer must not
+`oldest_open_lsn` is the smallest WAL LSN of any transaction still buffered: the producer must not
 confirm a flush LSN past it, or a restart would not send that transaction again.
 
 Anything that breaks the protocol raises `DecodeError` with the message's LSN; the assembler's
@@ -246,7 +246,7 @@ class Assembler:
         return self._cache.types
 
     @property
-    def low_watermark(self) -> int | None:
+    def oldest_open_lsn(self) -> int | None:
         """Smallest first WAL LSN of any transaction still buffered (open plain or prepare
         block, open streamed, prepared and not yet committed), or None when nothing is.
         Never confirm a flush LSN greater than this."""

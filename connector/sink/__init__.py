@@ -5,10 +5,10 @@
                           ledger=TopicLedger(kafka_settings, "<prefix>.offsets"))
     sink = KafkaSink(kafka_settings, tracker, topics=topics)         # producer.py
     txn = tracker.begin(end_lsn); sink.produce(topic, key, value, txn); txn.seal()
-    sink.poll(); tracker.watermark()                                 # -> flush LSN
+    sink.poll(); tracker.delivered_lsn()                                 # -> flush LSN
 
 The exactly-once mode (transactional.py) is a `TransactionalSink` and `TransactionalTracker`
-behind the same produce/ticket/watermark calls.
+behind the same produce/ticket/delivered_lsn calls.
 """
 
 from .acks import AckTracker, DeliveryTracker, PendingTxn, Ticket

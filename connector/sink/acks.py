@@ -2,7 +2,7 @@
 
 The pipeline opens one `PendingTxn` per PostgreSQL transaction (in commit order), tells it how
 many events it produced, and seals it when the last one is handed to the producer. Each delivery
-report calls `PendingTxn.on_delivery`. `watermark()` is the end LSN of the newest transaction
+report calls `PendingTxn.on_delivery`. `delivered_lsn()` is the end LSN of the newest transaction
 whose every event -- and every earlier transaction's -- Kafka acknowledged: the flush LSN the
 producer may confirm to PostgreSQL, never further.
 
@@ -12,16 +12,16 @@ producer may confirm to PostgreSQL, never further.
     txn.seal()
     ...
     sink.poll(0)                                 # runs delivery callbacks
-    flush_lsn = tracker.watermark()
+    flush_lsn = tracker.delivered_lsn()
 
 A transaction with no events (its tables are not published) is `begin` + `seal`; it advances the
-watermark as soon as everything before it is acknowledged.
+delivered LSN as soon as everything before it is acknowledged.
 
 Threads: librdkafka runs delivery callbacks inside ``poll()``/``flush()`` on the thread that
 calls them. A pipeline that polls on the producing thread needs no locking; one that polls from a
 second thread is safe too: every state change happens under one lock.
 
-One failed delivery is fatal: the failing transaction never completes, so the watermark stops
+One failed delivery is fatal: the failing transaction never completes, so the delivered LSN stops
 below it for good, and `check()` raises `SinkError` naming topic, partition and error.
 
 `DeliveryTracker` is the interface the sink depends on, so a transactional (exactly-once) mode
@@ -61,7 +61,7 @@ class DeliveryTracker(Protocol):
 
     def begin(self, end_lsn: int) -> Ticket: ...
 
-    def watermark(self) -> int | None: ...
+    def delivered_lsn(self) -> int | None: ...
 
     def check(self) -> None: ...
 
@@ -139,19 +139,19 @@ class AckTracker:
     """Delivery tracking for the idempotent (at-least-once) producer. See the module docstring.
 
     `start_lsn` is the position already confirmed (the slot's confirmed_flush_lsn), returned by
-    `watermark()` until something newer completes; None when unknown.
+    `delivered_lsn()` until something newer completes; None when unknown.
     """
 
     def __init__(self, start_lsn: int | None = None) -> None:
         self._lock = threading.Lock()
         self._open: deque[PendingTxn] = deque()
-        self._watermark = start_lsn
+        self._delivered = start_lsn
         self._error: SinkError | None = None
 
     def begin(self, end_lsn: int) -> PendingTxn:
         """Open the next transaction; transactions must be begun in commit (end LSN) order."""
         with self._lock:
-            last = self._open[-1].end_lsn if self._open else self._watermark
+            last = self._open[-1].end_lsn if self._open else self._delivered
             if last is not None and end_lsn < last:
                 raise ValueError(f"transaction ending at {lsn_to_str(end_lsn)} begun after one "
                                  f"ending at {lsn_to_str(last)}: begin() must follow commit order")
@@ -161,12 +161,12 @@ class AckTracker:
 
     def _advance(self) -> None:  # caller holds the lock
         while self._open and self._open[0].done:
-            self._watermark = self._open.popleft().end_lsn
+            self._delivered = self._open.popleft().end_lsn
 
-    def watermark(self) -> int | None:
+    def delivered_lsn(self) -> int | None:
         """End LSN of the newest transaction fully acknowledged along with all before it."""
         with self._lock:
-            return self._watermark
+            return self._delivered
 
     def check(self) -> None:
         """Raise the first delivery failure as `SinkError` (call after poll/flush)."""

@@ -8,13 +8,13 @@
     sink.produce_truncate(topic, truncate_value, txn)   # partitions: truncate_records
     txn.seal()
     sink.poll()                  # serves delivery reports; raises SinkError after a failure
-    tracker.watermark()          # -> flush LSN for PostgreSQL
+    tracker.delivered_lsn()          # -> flush LSN for PostgreSQL
     sink.close()                 # flush everything (raises if anything stays undelivered)
 
 Retries: librdkafka retries retriable errors itself (with idempotence, without reordering or
 duplicates) until ``message.timeout.ms`` (default here 300000 = 5 min) runs out; only then a
 delivery report carries an error. Any such error is fatal: the transaction's ticket fails, the
-watermark stays below it, and the next `poll`/`flush`/`produce` raises `SinkError` naming topic,
+delivered LSN stays below it, and the next `poll`/`flush`/`produce` raises `SinkError` naming topic,
 partition and error. PostgreSQL re-sends the unconfirmed transactions after a restart.
 
 Settings: any librdkafka producer setting passes through (TLS, SASL, ``compression.type``...).
@@ -34,7 +34,7 @@ created a moment ago is only used once the metadata shows it, and a topic missin
 listing is asked for by name before it counts as deleted: a broker's metadata lags behind
 CreateTopics, and that window must not read as a deletion. Until
 then nothing for the missing topic is acknowledged (librdkafka holds the records: it may not
-create the topic), so the watermark stays below it. `add_check` adds other such checks (the
+create the topic), so the delivered LSN stays below it. `add_check` adds other such checks (the
 registry's, connector/avro/registry.py), run from `poll` too.
 
 Oversized events (issue 24, ``--oversized-events omit``): `produce` is the one seam every
@@ -373,7 +373,7 @@ class KafkaSink:
         return remaining
 
     def close(self, timeout_s: float = 30.0) -> None:
-        """Deliver everything queued or raise `SinkError`; the watermark is final afterwards."""
+        """Deliver everything queued or raise `SinkError`; the delivered LSN is final afterwards."""
         remaining = self.flush(timeout_s)
         if remaining:
             raise SinkError(f"{remaining} events still undelivered after {timeout_s:g} s; "

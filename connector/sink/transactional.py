@@ -11,7 +11,7 @@ after a Kafka commit, so a crash between the two re-sends work Kafka already hol
     sink = TransactionalSink(settings, tracker, slot=..., offsets_topic=..., topics=...)
     txn = tracker.begin(end_lsn); sink.produce(topic, key, value, txn); txn.seal()
     sink.poll()                 # commits a batch once it is big or old enough
-    tracker.watermark()         # -> end LSN of the last committed batch: the flush LSN
+    tracker.delivered_lsn()         # -> end LSN of the last committed batch: the flush LSN
 
 A failed commit (broker restart, abortable error) aborts the Kafka transaction, confirms nothing
 of it, and raises a transient `SinkError`: the pipeline drops the session and streams again from
@@ -170,28 +170,28 @@ class _Ticket:
 
 
 class TransactionalTracker:
-    """`DeliveryTracker` of the exactly-once mode: the watermark moves only at a Kafka commit.
+    """`DeliveryTracker` of the exactly-once mode: the delivered LSN moves only at a Kafka commit.
 
     `start_lsn`: confirmed so far; `skip_until`: committed to Kafka (transactions ending at or
     before it are not produced again)."""
 
     def __init__(self, start_lsn: int | None, skip_until: int | None) -> None:
-        self._watermark = start_lsn
+        self._delivered = start_lsn
         self.skip_until = skip_until or 0
         self._open: list[_Ticket] = []
 
     def resume_after(self, committed: int) -> None:
         """Kafka holds everything up to `committed`: skip it, and it may be confirmed."""
         self.skip_until = committed
-        self._watermark = max(self._watermark or 0, committed)
+        self._delivered = max(self._delivered or 0, committed)
 
     def begin(self, end_lsn: int) -> _Ticket:
         ticket = _Ticket(end_lsn, end_lsn <= self.skip_until)
         self._open.append(ticket)
         return ticket
 
-    def watermark(self) -> int | None:
-        return self._watermark
+    def delivered_lsn(self) -> int | None:
+        return self._delivered
 
     def check(self) -> None:
         pass  # failures surface from commit_transaction
@@ -211,7 +211,7 @@ class TransactionalTracker:
         """The open Kafka transaction committed: its PostgreSQL transactions are delivered."""
         if self._open:
             last = self._open[-1].end_lsn
-            self._watermark = max(self._watermark or 0, last)
+            self._delivered = max(self._delivered or 0, last)
         self._open = []
 
     def aborted(self) -> None:

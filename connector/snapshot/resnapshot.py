@@ -275,7 +275,7 @@ class IncrementalSnapshots:
         self.request = None
 
     def _record_acknowledged(self) -> None:
-        for chunk in self.acks.acknowledged(self.tracker.watermark()):
+        for chunk in self.acks.acknowledged(self.tracker.delivered_lsn()):
             signals.record_progress(self.conn, chunk.request, chunk.table_index,
                                     chunk.last_key, chunk.rows)
 

@@ -128,7 +128,7 @@ def test_rolled_back_streamed_transaction_emits_nothing(db: Db) -> None:
     (txn,) = transactions(outputs)
     assert [int(c.message.new[0]) for c in txn.changes] == [10_001, 10_002]
     assert db.execute("SELECT count(*) FROM t")[0][0] == 2
-    assert asm.pending_xids == () and asm.low_watermark is None
+    assert asm.pending_xids == () and asm.oldest_open_lsn is None
     # the walsender's XLogData start LSNs are what the assembler records
     assert txn.first_wal_lsn > 0 and all(c.wal_lsn >= txn.first_wal_lsn for c in txn.changes)
 

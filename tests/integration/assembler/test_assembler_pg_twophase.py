@@ -83,15 +83,15 @@ def test_prepared_transactions_commit_and_rollback(db2pc: Db) -> None:
     assert ids(plain) == [10001]
     assert all(c.commit_lsn == commit_big.commit_lsn for c in big.changes)
 
-    # g_small is still prepared: held, and it pins the low watermark at its Begin Prepare
+    # g_small is still prepared: held, and it pins the oldest open LSN at its Begin Prepare
     assert asm.prepared_gids == (g_small,)
     begin_small = next(lsn for lsn, m in pairs if type(m) is BeginPrepare and m.xid == x_small)
-    assert asm.low_watermark == begin_small
+    assert asm.oldest_open_lsn == begin_small
 
     conn.execute(f"COMMIT PREPARED '{g_small}'")
     later = db.capture(slot)
     # The slot has moved past the PREPARE: PostgreSQL sends only COMMIT PREPARED now. That is
-    # why the producer must never confirm past the low watermark: a fresh assembler (a restart)
+    # why the producer must never confirm past the oldest open LSN: a fresh assembler (a restart)
     # cannot know the changes.
     assert [type(m) for _, m in later] == [CommitPrepared]
     with pytest.raises(DecodeError, match="not prepared in this stream"):
@@ -100,7 +100,7 @@ def test_prepared_transactions_commit_and_rollback(db2pc: Db) -> None:
     assert small.xid == x_small and small.gid == g_small and not small.streamed
     assert small.commit_lsn == later[0][1].commit_lsn
     assert ids(small) == list(range(1, 11))
-    assert asm.low_watermark is None and asm.prepared_gids == ()
+    assert asm.oldest_open_lsn is None and asm.prepared_gids == ()
 
     # what PostgreSQL committed is exactly what the assembler emitted
     table = [r[0] for r in db.execute("SELECT id FROM t ORDER BY id")]
@@ -127,7 +127,7 @@ def test_streamed_prepared_transactions_live(db2pc: Db, tmp_path: Any) -> None:
     assert assemble(pairs, asm) == []
     assert set(asm.prepared_gids) == {g_keep, g_drop}
     assert asm.open_spill_files == 2
-    assert asm.low_watermark == next(lsn for lsn, m in pairs if type(m) is StreamStart)
+    assert asm.oldest_open_lsn == next(lsn for lsn, m in pairs if type(m) is StreamStart)
 
     conn.execute(f"ROLLBACK PREPARED '{g_drop}'")
     conn.execute(f"COMMIT PREPARED '{g_keep}'")
@@ -142,5 +142,5 @@ def test_streamed_prepared_transactions_live(db2pc: Db, tmp_path: Any) -> None:
         assert txn.changes.spilled
         assert ids(txn) == list(range(5001, 8001))
         assert [c.position for c in txn.changes] == list(range(3000))
-    assert asm.open_spill_files == 0 and asm.prepared_gids == () and asm.low_watermark is None
+    assert asm.open_spill_files == 0 and asm.prepared_gids == () and asm.oldest_open_lsn is None
     assert [r[0] for r in db.execute("SELECT id FROM t ORDER BY id")] == list(range(5001, 8001))

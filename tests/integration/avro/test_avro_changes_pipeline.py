@@ -1,6 +1,6 @@
 """The path the pipeline takes, on real Kafka and registry: an assembler Transaction ->
 Publisher (CodecFactory's codecs, AvroEncoder's control records) -> KafkaSink -> AckTracker
-watermark; consumed back and decoded by schema id."""
+delivered LSN; consumed back and decoded by schema id."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_changes_through_publisher_and_sink(kafka: Any, registry: Any) -> None:
     publisher.publish(Transaction(XID, COMMIT_LSN, END_LSN, COMMIT_TS, Changes(changes()),
                                   COMMIT_LSN - 0x100))
     sink.close()
-    assert tracker.watermark() == END_LSN
+    assert tracker.delivered_lsn() == END_LSN
     assert facts.asked == ["items", "logs"]  # once per Relation version
 
     reader = SchemaRegistry(registry.url)

@@ -1,5 +1,5 @@
 """The sink against a real Kafka broker: topic creation, delivery tracking, truncate to every
-partition, tombstones, and failures that must not advance the watermark."""
+partition, tombstones, and failures that must not advance the delivered LSN."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_invalid_topic_is_a_sink_error(kafka: Any) -> None:
         creator.ensure([unique("sink.rf3")])
 
 
-def test_watermark_follows_acknowledged_transactions(kafka: Any) -> None:
+def test_delivered_lsn_follows_acknowledged_transactions(kafka: Any) -> None:
     settings = {"bootstrap.servers": kafka.bootstrap}
     tracker = AckTracker(start_lsn=50)
     sink = KafkaSink(settings, tracker, topics=TopicCreator(settings, TopicSpec(partitions=2)))
@@ -94,9 +94,9 @@ def test_watermark_follows_acknowledged_transactions(kafka: Any) -> None:
         for i in range(count):
             sink.produce(topic, f"k{i}".encode(), f"{end_lsn}:{i}".encode(), txn)
         txn.seal()
-    assert tracker.watermark() == 50  # nothing acknowledged before a poll
+    assert tracker.delivered_lsn() == 50  # nothing acknowledged before a poll
     assert sink.flush(30) == 0
-    assert tracker.watermark() == 300
+    assert tracker.delivered_lsn() == 300
     assert tracker.in_flight == 0
     assert (sink.events, len(sink)) == (8, 0)
     records = read_partitions(kafka.bootstrap, topic, 2)
@@ -124,7 +124,7 @@ def test_truncate_lands_in_every_partition_in_order(kafka: Any) -> None:
     sink.produce(topic, b"row1", b"after", txn)
     txn.seal()
     sink.close()
-    assert tracker.watermark() == 20
+    assert tracker.delivered_lsn() == 20
     records = read_partitions(kafka.bootstrap, topic, 3)
     for partition in range(3):
         values = [r.value() for r in records[partition]]
@@ -147,7 +147,7 @@ def test_truncate_records_one_writes_partition_zero_and_none_writes_nothing(kafk
         counts[mode] = sink.produce_truncate(topic, b"TRUNCATE", txn)
         txn.seal()
         sink.close()
-        assert tracker.watermark() == 10
+        assert tracker.delivered_lsn() == 10
         records = read_partitions(kafka.bootstrap, topic, 3)
         truncates = {p: [r.value() for r in rs].count(b"TRUNCATE") for p, rs in records.items()}
         assert sum(truncates.values()) == counts[mode], (mode, truncates)
@@ -166,7 +166,7 @@ def test_tombstone_after_delete(kafka: Any) -> None:
     sink.produce_delete(topic, None, b"keyless-delete", txn)  # nothing to compact: no tombstone
     txn.seal()
     sink.close()
-    assert tracker.watermark() == 5
+    assert tracker.delivered_lsn() == 5
     records = read_partitions(kafka.bootstrap, topic, 1)[0]
     assert [(r.key(), r.value()) for r in records] == [
         (b"k", b"delete-event"), (b"k", None), (None, b"keyless-delete")]
@@ -187,7 +187,7 @@ def test_unreachable_broker_fails_without_advancing(kafka: Any) -> None:
     message = str(raised.value)
     assert "sink.nowhere" in message and "timed out" in message.lower()
     assert "\n" not in message
-    assert tracker.watermark() == 1000
+    assert tracker.delivered_lsn() == 1000
     with pytest.raises(SinkError):
         sink.flush(1)
 
@@ -203,7 +203,7 @@ def test_record_too_large_names_topic_and_lsn(kafka: Any) -> None:
     message = str(raised.value)
     assert topic in message and "1/0" in message and "20001 bytes" in message
     txn.seal()
-    assert tracker.watermark() == 7
+    assert tracker.delivered_lsn() == 7
     with pytest.raises(SinkError):
         sink.poll(0)
 
@@ -222,9 +222,9 @@ def test_a_sink_without_success_reports_completes_only_once_drained(kafka: Any) 
             sink.produce(topic, f"k{i}".encode(), f"{end_lsn}:{i}".encode(), txn)
         txn.seal()
     assert sink.flush(30) == 0
-    assert tracker.watermark() == 50  # delivered, but no success report completes anything
+    assert tracker.delivered_lsn() == 50  # delivered, but no success report completes anything
     sink.close()
-    assert tracker.watermark() == 200
+    assert tracker.delivered_lsn() == 200
     assert tracker.open_transactions == 0
     records = read_partitions(kafka.bootstrap, topic, 2)
     assert sum(len(rs) for rs in records.values()) == 1000
@@ -241,5 +241,5 @@ def test_a_sink_without_success_reports_still_fails_on_a_failed_delivery(kafka: 
     with pytest.raises(SinkError) as raised:
         sink.close(20)
     assert "sink.nowhere" in str(raised.value)
-    assert tracker.watermark() == 1000
+    assert tracker.delivered_lsn() == 1000
     assert tracker.open_transactions == 1

@@ -168,7 +168,7 @@ def assemble(pairs: list[tuple[int, PgOutputMessage]], **limits: Any) -> dict[in
             result[out.xid] = [(c.position, c.wal_lsn, c.message, c.xid, c.commit_lsn)
                                for c in changes]
             out.close()
-        assert asm.pending_xids == () and asm.low_watermark is None
+        assert asm.pending_xids == () and asm.oldest_open_lsn is None
         assert asm.open_spill_files == 0
     return result
 

@@ -45,7 +45,7 @@ def test_whole_abort_drops_everything() -> None:
     asm = Assembler()
     out = transactions(run(s.pairs, asm))
     assert [t.xid for t in out] == [300]
-    assert asm.pending_xids == () and asm.low_watermark is None
+    assert asm.pending_xids == () and asm.oldest_open_lsn is None
 
 
 def test_subxact_abort_drops_only_its_changes() -> None:

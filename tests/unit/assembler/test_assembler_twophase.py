@@ -33,7 +33,7 @@ def test_prepared_then_committed_after_other_transactions() -> None:
     assert change_values(prepared) == ["p1", "p2"]
     assert [(c.position, c.commit_lsn, c.xid) for c in prepared.changes] == [
         (0, 0x8000, 100), (1, 0x8000, 100)]
-    assert asm.prepared_gids == () and asm.low_watermark is None
+    assert asm.prepared_gids == () and asm.oldest_open_lsn is None
 
 
 def test_prepared_then_rolled_back_emits_nothing() -> None:

@@ -17,7 +17,7 @@ def feed(asm: Assembler, s: Script, *msgs: PgOutputMessage) -> int:
     return first
 
 
-def test_low_watermark_tracks_open_streamed_and_prepared() -> None:
+def test_oldest_open_lsn_tracks_open_streamed_and_prepared() -> None:
     from connector.pgoutput import (
         Begin,
         BeginPrepare,
@@ -33,28 +33,28 @@ def test_low_watermark_tracks_open_streamed_and_prepared() -> None:
     asm = Assembler()
     s = Script()
     feed(asm, s, relation(10))
-    assert asm.low_watermark is None
+    assert asm.oldest_open_lsn is None
 
     # an open plain transaction counts while it is open
     begin = feed(asm, s, Begin(0x9000_0000, 0, 1))
-    assert asm.low_watermark == begin
+    assert asm.oldest_open_lsn == begin
     feed(asm, s, ins(10, "1", "x"), Commit(0, 0x9000_0000, 0x9000_0030, 0))
-    assert asm.low_watermark is None
+    assert asm.oldest_open_lsn is None
 
     a_start = feed(asm, s, StreamStart(100, True), ins(10, "a", "x", xid=100), StreamStop())
-    assert asm.low_watermark == a_start
+    assert asm.oldest_open_lsn == a_start
     p_start = feed(asm, s, BeginPrepare(0x5000, 0x5030, 0, 200, "g"),
                    ins(10, "p", "x"), Prepare(0, 0x5000, 0x5030, 0, 200, "g"))
     b_start = feed(asm, s, StreamStart(300, True), ins(10, "b", "x", xid=300), StreamStop())
-    assert asm.low_watermark == a_start < p_start < b_start
+    assert asm.oldest_open_lsn == a_start < p_start < b_start
     assert set(asm.pending_xids) == {100, 200, 300}
 
     feed(asm, s, StreamCommit(100, 0, 0x9100_0000, 0x9100_0030, 0))
-    assert asm.low_watermark == p_start
+    assert asm.oldest_open_lsn == p_start
     feed(asm, s, CommitPrepared(0, 0x9200_0000, 0x9200_0030, 0, 200, "g"))
-    assert asm.low_watermark == b_start
+    assert asm.oldest_open_lsn == b_start
     feed(asm, s, StreamAbort(300, 300))
-    assert asm.low_watermark is None and asm.pending_xids == ()
+    assert asm.oldest_open_lsn is None and asm.pending_xids == ()
 
 
 def test_later_blocks_do_not_move_the_watermark() -> None:
@@ -66,4 +66,4 @@ def test_later_blocks_do_not_move_the_watermark() -> None:
     first = feed(asm, s, StreamStart(100, True), ins(10, "a", "x", xid=100), StreamStop())
     for _ in range(3):
         feed(asm, s, StreamStart(100, False), ins(10, "a", "x", xid=100), StreamStop())
-    assert asm.low_watermark == first
+    assert asm.oldest_open_lsn == first

@@ -1,4 +1,4 @@
-"""The ack tracker: the watermark is the newest fully acknowledged prefix of transactions."""
+"""The ack tracker: the delivered LSN is the newest fully acknowledged prefix of transactions."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def ack(txn: PendingTxn, n: int = 1) -> None:
 
 
 def test_starts_at_the_confirmed_position() -> None:
-    assert AckTracker().watermark() is None
-    assert AckTracker(start_lsn=100).watermark() == 100
+    assert AckTracker().delivered_lsn() is None
+    assert AckTracker(start_lsn=100).delivered_lsn() == 100
 
 
 def test_advances_only_when_sealed_and_all_acked() -> None:
@@ -42,11 +42,11 @@ def test_advances_only_when_sealed_and_all_acked() -> None:
     txn = tracker.begin(100)
     txn.expect(2)
     ack(txn)
-    assert tracker.watermark() == 10
+    assert tracker.delivered_lsn() == 10
     ack(txn)
-    assert tracker.watermark() == 10  # not sealed: more events may come
+    assert tracker.delivered_lsn() == 10  # not sealed: more events may come
     txn.seal()
-    assert tracker.watermark() == 100
+    assert tracker.delivered_lsn() == 100
     assert tracker.open_transactions == 0
 
 
@@ -56,10 +56,10 @@ def test_ack_after_seal() -> None:
     txn.expect(3)
     txn.seal()
     ack(txn, 2)
-    assert tracker.watermark() is None
+    assert tracker.delivered_lsn() is None
     assert tracker.in_flight == 1
     ack(txn)
-    assert tracker.watermark() == 100
+    assert tracker.delivered_lsn() == 100
     assert tracker.in_flight == 0
 
 
@@ -71,11 +71,11 @@ def test_out_of_order_acks_wait_for_the_earlier_transaction() -> None:
         txn.seal()
     ack(third, 2)
     ack(second, 2)
-    assert tracker.watermark() == 1  # the first is still in flight
+    assert tracker.delivered_lsn() == 1  # the first is still in flight
     ack(first)
-    assert tracker.watermark() == 1
+    assert tracker.delivered_lsn() == 1
     ack(first)
-    assert tracker.watermark() == 300  # all three complete at once
+    assert tracker.delivered_lsn() == 300  # all three complete at once
 
 
 def test_empty_transactions_advance_once_everything_before_is_acked() -> None:
@@ -85,12 +85,12 @@ def test_empty_transactions_advance_once_everything_before_is_acked() -> None:
     busy.seal()
     empty = tracker.begin(200)
     empty.seal()
-    assert tracker.watermark() == 1
+    assert tracker.delivered_lsn() == 1
     ack(busy)
-    assert tracker.watermark() == 200
+    assert tracker.delivered_lsn() == 200
     alone = tracker.begin(300)
     alone.seal()
-    assert tracker.watermark() == 300
+    assert tracker.delivered_lsn() == 300
 
 
 def test_failure_freezes_the_watermark_and_raises() -> None:
@@ -102,14 +102,14 @@ def test_failure_freezes_the_watermark_and_raises() -> None:
     ack(ok)
     bad.on_delivery("Local: Message timed out", FakeMsg("shop.public.t", 2))
     ack(later)
-    assert tracker.watermark() == 100
+    assert tracker.delivered_lsn() == 100
     with pytest.raises(SinkError) as raised:
         tracker.check()
     message = str(raised.value)
     assert "shop.public.t[2]" in message and "Message timed out" in message
     assert "0/C8" in message  # the failed transaction's end LSN
     ack(bad)  # a late success of another copy cannot heal a failed transaction
-    assert tracker.watermark() == 100
+    assert tracker.delivered_lsn() == 100
 
 
 def test_begin_must_follow_commit_order() -> None:
@@ -134,12 +134,12 @@ def test_delivered_counts_batches() -> None:
     txn.expect(5)
     txn.seal()
     txn.delivered(5)
-    assert tracker.watermark() == 7
+    assert tracker.delivered_lsn() == 7
 
 
 def test_is_a_delivery_tracker() -> None:
     tracker: DeliveryTracker = AckTracker()
-    assert tracker.watermark() is None
+    assert tracker.delivered_lsn() is None
 
 
 @given(st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=30),
@@ -163,8 +163,8 @@ def test_watermark_is_the_longest_fully_acked_prefix(sizes: list[int], rnd: rand
             if acked[i] != size:
                 break
             prefix = (i + 1) * 10
-        assert tracker.watermark() == prefix
-    assert tracker.watermark() == len(sizes) * 10
+        assert tracker.delivered_lsn() == prefix
+    assert tracker.delivered_lsn() == len(sizes) * 10
 
 
 def test_callbacks_from_another_thread() -> None:
@@ -189,7 +189,7 @@ def test_callbacks_from_another_thread() -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert tracker.watermark() == 200
+    assert tracker.delivered_lsn() == 200
     assert tracker.in_flight == 0
 
 
@@ -202,5 +202,5 @@ def test_all_delivered_completes_sealed_transactions_without_errors() -> None:
     second.seal()
     second.failed(SinkError("lost"))
     tracker.all_delivered()  # third is not sealed: it may still get events
-    assert tracker.watermark() == 20
+    assert tracker.delivered_lsn() == 20
     assert tracker.open_transactions == 2

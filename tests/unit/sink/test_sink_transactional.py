@@ -1,4 +1,4 @@
-"""The exactly-once tracker: what it skips and when its watermark (the flush LSN) moves."""
+"""The exactly-once tracker: what it skips and when its delivered LSN (the flush LSN) moves."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from connector.sink.transactional import (
 )
 
 
-def test_watermark_moves_only_at_a_kafka_commit() -> None:
+def test_delivered_lsn_moves_only_at_a_kafka_commit() -> None:
     tracker = TransactionalTracker(start_lsn=100, skip_until=None)
     first, second = tracker.begin(200), tracker.begin(300)
     first.seal()
     second.seal()
-    assert tracker.watermark() == 100  # sealed is not committed
+    assert tracker.delivered_lsn() == 100  # sealed is not committed
     tracker.committed()
-    assert tracker.watermark() == 300
+    assert tracker.delivered_lsn() == 300
     assert tracker.open_transactions == 0
 
 
@@ -28,15 +28,15 @@ def test_an_aborted_batch_confirms_nothing() -> None:
     tracker = TransactionalTracker(start_lsn=100, skip_until=None)
     tracker.begin(200).seal()
     tracker.aborted()
-    assert tracker.watermark() == 100
+    assert tracker.delivered_lsn() == 100
     tracker.committed()  # nothing open any more
-    assert tracker.watermark() == 100
+    assert tracker.delivered_lsn() == 100
 
 
 def test_resume_skips_what_kafka_holds_even_when_the_slot_lags() -> None:
     tracker = TransactionalTracker(start_lsn=100, skip_until=None)
     tracker.resume_after(250)
-    assert tracker.watermark() == 250
+    assert tracker.delivered_lsn() == 250
     assert tracker.begin(200).skipped
     assert tracker.begin(250).skipped
     assert not tracker.begin(251).skipped

@@ -35,7 +35,7 @@ def test_changes_inside_the_window_drop_their_rows() -> None:
     assert window.high_seen() == [(b"k1", b"1\ta"), (b"k3", b"3\tc")]
 
 
-def test_changes_before_the_low_watermark_or_to_other_tables_keep_rows() -> None:
+def test_changes_before_the_oldest_open_lsn_or_to_other_tables_keep_rows() -> None:
     window = _window()
     window.changed(42, b"k1")  # committed before l: the chunk row already shows it
     window.low_seen()
@@ -53,7 +53,7 @@ def test_high_watermark_before_low_is_refused() -> None:
         unread.high_seen()
 
 
-def test_changes_between_the_low_watermark_and_a_late_read_drop_their_rows() -> None:
+def test_changes_between_the_oldest_open_lsn_and_a_late_read_drop_their_rows() -> None:
     window = ChunkWindow(3, relation_id=42)
     window.changed(42, b"k3")  # before the low watermark: the read shows it
     window.low_seen()
