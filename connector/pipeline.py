@@ -41,12 +41,13 @@ from connector.avro import AvroEncoder, CodecFactory, SchemaRegistry, registry_i
 from connector.avro.oversized import OmitOversized, event_limit
 from connector.avro.sweep_gate import SweepGate
 from connector.config import Config
+from connector.control import HEARTBEAT_PREFIX
 from connector.errors import CdcError, ConfigError, SinkError, SourceError, first_line
 from connector.flow import RECONNECT_BACKOFF_S, confirmable, reconnect_delay, status_due
 from connector.names import table_topic
 from connector.pgoutput import Decoder, PrimaryKeepalive, Relation, Type, XLogData, lsn_to_str
 from connector.pgtypes import TypeCatalog
-from connector.publisher import HEARTBEAT_PREFIX, Publisher
+from connector.publisher import Publisher
 from connector.replication import (
     ReplicationAdmin,
     ReplicationStream,

@@ -24,6 +24,7 @@ from connector.avro import (
     TableCodec,
     TransactionBlock,
 )
+from connector.control import HEARTBEAT_PREFIX, WATERMARK_PREFIX
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -36,11 +37,9 @@ from connector.pgoutput.messages import (
 )
 from connector.pgoutput.timestamps import pg_timestamp_to_ms
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
-from connector.snapshot.incremental import WATERMARK_PREFIX, ChunkWindow
+from connector.snapshot.incremental import ChunkWindow
 
 log = logging.getLogger(__name__)
-
-HEARTBEAT_PREFIX = "pgcdc.heartbeat"
 
 # Builds a NamedTuple (SourceInfo, TransactionBlock) from a tuple of all its fields without
 # its Python-level __new__: once per event, so the per-event records cost one allocation each.

@@ -72,10 +72,10 @@ from dataclasses import dataclass, field
 
 from psycopg import sql
 
+from connector.control import WATERMARK_PREFIX
+
 __all__ = ["WATERMARK_PREFIX", "ChunkAcks", "ChunkWindow", "SentChunk", "Watermark",
            "chunk_copy_statement"]
-
-WATERMARK_PREFIX = "pgcdc.snapshot"
 
 
 @dataclass(frozen=True)
