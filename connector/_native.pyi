@@ -2,7 +2,7 @@
 from collections.abc import Callable
 from typing import Any
 
-from connector.avro.serializer import SourceInfo, TransactionBlock
+from connector.avro.envelope import SourceInfo, TransactionBlock
 from connector.pgoutput.messages import Delete, Insert, Update
 
 # tuple.c: pgoutput Insert/Update/Delete decoding

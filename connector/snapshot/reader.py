@@ -29,7 +29,6 @@ from connector.replication.privileges import lacking
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
 
 from .chunks import Chunk, copy_statement
-from .copytext import parse_copy_text
 from .tables import SnapshotTable
 
 __all__ = ["SESSION_SETTINGS", "ChunkReader", "Stopped", "open_in_snapshot"]
@@ -134,10 +133,9 @@ class ChunkReader:
 
     def _produce_lines(self, copy: Copy, codec: TableCodec, chunk: Chunk, ticket: Ticket) -> int:
         """Text rows as the server sent them, parsed and encoded in one C call each
-        (`TableCodec.change_from_copy`); a line it declines takes the Python way."""
+        (`TableCodec.copy_encoder`)."""
         lsn, ts_ms, topic = self.lsn, self.ts_ms, codec.topic
         encode = codec.copy_encoder("r")
-        assert encode is not None  # has_native_rows
         produce = self.sink.produce
         row_number = chunk.first_row_number
         count = 0
@@ -148,8 +146,6 @@ class ChunkReader:
             source = _new_tuple(SourceInfo, (lsn, row_number, ts_ms, None, lsn, "true", None,
                                              None))
             event = encode(line, source, None, None)
-            if event is None:
-                event = codec.change_from_tuples("r", None, parse_copy_text(line), source)
             produce(topic, event[0], event[1], ticket)
             row_number += 1
             count += 1

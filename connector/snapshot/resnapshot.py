@@ -225,16 +225,14 @@ class IncrementalSnapshots:
                      low: int) -> bytes:
         """COPY the chunk into `events` (key -> value, each row an ``r`` event at (low, n));
         returns the last COPY line (the next chunk's bound)."""
-        encode = codec.copy_encoder("r")  # one C call per line where it serves the table
+        encode = codec.copy_encoder("r")
         ts_ms = time.time_ns() // 1_000_000
         last = b""
         with self.conn.cursor().copy(statement) as copy:
             for number, data in enumerate(copy):
                 line = bytes(data)
                 source = SourceInfo(low, number, ts_ms, None, low, "incremental")
-                event = None if encode is None else encode(line, source, None, None)
-                if event is None:
-                    event = codec.change_from_tuples("r", None, parse_copy_text(line), source)
+                event = encode(line, source, None, None)
                 assert event[0] is not None  # the table has a key (checked by the caller)
                 events[event[0]] = event[1]
                 last = line

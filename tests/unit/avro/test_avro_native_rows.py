@@ -19,8 +19,7 @@ from psycopg._copy_base import _parse_row_text as parse_row_text  # psycopg's Py
 from psycopg.adapt import Transformer
 from psycopg.pq import Format
 
-from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_table_schemas
-from connector.avro.serializer import decode
+from connector.avro import SourceInfo, TableCodec, TransactionBlock, decode, derive_table_schemas
 from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import oids
 from connector.snapshot.copytext import parse_copy_text
