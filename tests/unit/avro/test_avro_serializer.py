@@ -375,6 +375,33 @@ def test_tuple_notation_bytes_equal_plain_fastavro(after: Any, before: Any, op: 
 def test_each_run_builds_codecs_with_its_writer(avro_writer: str) -> None:
     """conftest.py's switch works: the "python" run has no C path in its codecs."""
     codec, _ = codec_for(column("id", oids.INT4, key=True))
+    assert codec.writer == avro_writer
     python = codec._frame.native is None and not codec.has_native_rows
     assert python == (avro_writer == "python")
+
+
+def test_a_copy_line_is_encoded_by_either_writer() -> None:
+    """`copy_encoder` always gives the event: the C writer's, or (a line it declines, or the
+    Python writer) that of the line's parsed values -- escapes, NULL, a value that falls back."""
+    codec, lookup = codec_for(column("id", oids.INT4, key=True), column("note", oids.TEXT),
+                              column("n", oids.INT8))
+    encode = codec.copy_encoder("r")
+    for line, after in [(b"1\ta\\tb\\\\\t5\n", {"id": 1, "note": "a\tb\\", "n": 5}),
+                        (b"2\t\\N\t\\N", {"id": 2, "note": None, "n": None}),
+                        (b"3\tx\t1e99", {"id": 3, "note": "x", "n": None})]:
+        key, value = encode(line, SOURCE, 5, None)
+        assert (key, value) == codec.change_from_copy("r", line, SOURCE, ts_ms=5)
+        assert decode(value, lookup.__getitem__).value["after"] == after
+        assert key is not None and decode(key, lookup.__getitem__).value == {"id": after["id"]}
+    assert decode(encode(b"3\tx\t1e99", SOURCE, 5, None)[1], lookup.__getitem__
+                  ).value["unparsed"] == {"n": "1e99"}
+
+
+def test_a_key_no_writer_can_encode_gets_the_explained_error() -> None:
+    """A text key with a lone surrogate: the C key writer's ValueError goes to the Python
+    path, which raises the SchemaError (not a bare UnicodeEncodeError)."""
+    codec, _ = codec_for(column("k", oids.TEXT, key=True))
+    with pytest.raises(SchemaError, match="cannot encode key event of public.t: "
+                                          "UnicodeEncodeError"):
+        codec.key_from_tuple(("\ud800",))
 
