@@ -23,7 +23,7 @@ from connector.avro import SourceInfo, TableCodec, TransactionBlock, decode, der
 from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import oids
 from connector.snapshot.copytext import parse_copy_text
-from connector.speedups import NO_NATIVE_ENV, native
+from connector.speedups import native, native_setting
 from tests.support.avro import catalog, column, numeric_typmod, relation
 
 # This module compares the C writer with the Python one itself (conftest.py runs it once).
@@ -32,8 +32,8 @@ COMPARES_BOTH_WRITERS = True
 
 def test_the_extension_is_built() -> None:
     """CI builds the extension; a silently missing one would leave only the slow path."""
-    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
-        pytest.skip(f"{NO_NATIVE_ENV} is set: the pure-Python path is asked for")
+    if native_setting(os.environ) == "off":
+        pytest.skip("PGCDC_NATIVE=off: the pure-Python path is asked for")
     assert native is not None, "connector._native is not built: run `pip install -e .`"
 
 
