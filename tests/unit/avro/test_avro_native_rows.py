@@ -218,6 +218,8 @@ def test_a_numeric_beyond_its_precision_gets_the_same_fallback(
 
 
 def test_a_numeric_at_its_precision_takes_the_c_path() -> None:
+    if native is None:
+        pytest.skip("the extension is not built")
     index = [c[0] for c in COLUMNS].index("n0")
     row = tuple("-999999" if i == index else None for i in range(len(COLUMNS)))
     assert FAST._plan.change(FAST._frame.native, FAST._key_header, "c", None, row, SOURCE, 5,
