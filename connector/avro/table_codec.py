@@ -13,7 +13,8 @@ The writer is chosen once per codec (`TableCodec.writer`): "native", the C row e
 "python": per-type hand encoders (`binary`), fastavro ``schemaless_writer`` for a column type
 they do not handle, the Envelope around them (`envelope`). Both give the same bytes. The C
 writer declines (None, never an exception) a value or line it does not handle; the codec then
-writes that event the Python way, which also explains any error -- callers never see a decline.
+writes that event the Python way, which also explains any error -- callers never see a decline
+(for COPY lines the C call itself hands a declined line to the Python writer).
 
 Rows are pgoutput TupleData (str / BinaryValue / None / UNCHANGED_TOAST), loaded with the
 catalog's loaders chosen once per codec. Per column a converter chosen once (see `typemap`)
@@ -281,34 +282,25 @@ class TableCodec:
 
     def copy_encoder(self, op: str) -> CopyEncoder:
         """`change_from_copy` bound to `op`, for a loop over many lines:
-        ``encode(line, source, ts_ms, transaction) -> (key, value)``. With the C writer one C
-        call per line parses and encodes it; a line it declines, and every line with the Python
-        writer, is parsed in Python (`parse_copy_text`) and goes to `change_from_tuples`."""
+        ``encode(line, source, ts_ms, transaction) -> (key, value)``. With the C writer it is
+        one C call per line (no Python frame), which hands a line it declines to the Python
+        writer; with the Python writer each line is parsed (`parse_copy_text`) and goes to
+        `change_from_tuples`, which explains any error."""
         # imported here: connector.snapshot imports this package
         from connector.snapshot.copytext import parse_copy_text
 
         change = self.change_from_tuples
+
+        def encode_python(line: bytes | bytearray | memoryview, source: SourceInfo,
+                          ts_ms: int | None, transaction: TransactionBlock | None,
+                          ) -> tuple[bytes | None, bytes]:
+            return change(op, None, parse_copy_text(line), source, ts_ms=ts_ms,
+                          transaction=transaction)
+
         if self._plan is None or op not in OPS:
-
-            def encode_python(line: bytes | bytearray | memoryview, source: SourceInfo,
-                              ts_ms: int | None, transaction: TransactionBlock | None,
-                              ) -> tuple[bytes | None, bytes]:
-                return change(op, None, parse_copy_text(line), source, ts_ms=ts_ms,
-                              transaction=transaction)
-
             return encode_python
-        copy_change = partial(self._plan.copy_change, self._frame.native, self._key_header, op)
-
-        def encode(line: bytes | bytearray | memoryview, source: SourceInfo, ts_ms: int | None,
-                   transaction: TransactionBlock | None) -> tuple[bytes | None, bytes]:
-            event: tuple[bytes | None, bytes] | None = copy_change(line, source, ts_ms,
-                                                                   transaction)
-            if event is None:  # the C writer declines the line
-                return change(op, None, parse_copy_text(line), source, ts_ms=ts_ms,
-                              transaction=transaction)
-            return event
-
-        return encode
+        return partial(self._plan.copy_change, self._frame.native, self._key_header, op,
+                       encode_python)
 
     def truncate(self, source: SourceInfo, *, ts_ms: int | None = None,
                  transaction: TransactionBlock | None = None) -> bytes:
