@@ -116,9 +116,9 @@ class TableCodec:
 
     @property
     def has_native_rows(self) -> bool:
-        """Whether the C row encoder serves this codec: COPY text lines are then best handed
-        to `copy_encoder` as the server sent them (no Python parsing)."""
-        return self._plan is not None
+        """Whether the C writer serves this codec: COPY text lines are then best handed to
+        `copy_encoder` as the server sent them (no Python parsing)."""
+        return self.writer == "native"
 
     # ------------------------------------------------------------------ rows
 
