@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from connector.replication.features import ServerFeatures
-from connector.snapshot.resync import catalog_columns, catalog_digests
-from connector.snapshot.rewrites import reasons
+from connector.snapshot.incremental.catalog import catalog_columns, catalog_digests
+from connector.snapshot.incremental.rewrites import reasons
 
 pytestmark = pytest.mark.integration
 

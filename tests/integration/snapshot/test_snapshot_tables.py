@@ -15,7 +15,7 @@ from psycopg import sql
 from connector.pgoutput import Decoder, Insert, Relation
 from connector.replication.features import ServerFeatures
 from connector.snapshot import published_tables
-from connector.snapshot.chunks import ROW_NUMBER_SHIFT
+from connector.snapshot.initial.plan import ROW_NUMBER_SHIFT
 from tests.support.snapshot import launch, read_events, slots, table_rows, wait_exit
 
 pytestmark = pytest.mark.integration
