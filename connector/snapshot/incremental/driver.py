@@ -1,11 +1,11 @@
 """The incremental snapshot's driver: runs the signal table's requests inside a streaming
 session.
 
-The algorithm and why it is correct: `window`. This is its IO: the
-pipeline calls `tick` between reads of the stream (it reads the next chunk when none is in
-flight, and records the progress of chunks Kafka acknowledged), and the publisher calls
-`watermark` for each of our watermark messages it meets in a transaction, and keeps
-`window.changed` informed while a window is open.
+The algorithm and why it is correct: `window`. This is its IO: the pipeline calls `tick`
+between reads of the stream (it reads the next chunk when none is in flight, and records the
+progress of chunks Kafka acknowledged), and the publisher calls `watermark` for each of our
+watermark messages it meets in a transaction, and keeps `open_window.changed` informed while a
+window is open. Each chunk looks up its one table in the catalog (`tables.published_table`).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class IncrementalSnapshots:
             self.chunk = None
             if is_privilege_error(exc):
                 lacks = signals.lacking_grant(exc, self.conn.info.user)
-                if self.request is None or signals.SIGNAL_TABLE[1] in str(exc):
+                if self.request is None or signals.SIGNAL_TABLE.table in str(exc):
                     raise lacks from None  # the signal table itself: nothing can go on
                 self._fail(self.request.id, str(lacks))
                 return
@@ -162,7 +162,7 @@ class IncrementalSnapshots:
         assert request is not None
         if self.table_index >= len(request.tables):
             # Done only once Kafka has every chunk: until then a restart must read the last
-            # chunk again (`incremental`, "When a request is done").
+            # chunk again (`window`, "When a request is done").
             if self.acks.may_finish(request.id, self.table_index, len(request.tables)):
                 signals.set_state(self.conn, request.id, "done")
                 log.info("incremental snapshot %d done", request.id)

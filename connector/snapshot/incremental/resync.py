@@ -1,8 +1,8 @@
 """Re-sync after DDL: a table whose existing rows a DDL statement changed is re-read through an
 incremental snapshot, so consumers converge (``resync_on_ddl``, on by default).
 
-Which DDL, and why no row event tells a consumer: `rewrites`. The producer
-notices it two ways, both between reads of the stream (nothing here blocks it):
+Which DDL, and why no row event tells a consumer: `rewrites`. The producer notices it two ways,
+both between reads of the stream (nothing here blocks it):
 
 * the catalog (`catalog`): every `CHECK_INTERVAL_S` one query reads a digest per published
   table (the versions of its catalog rows) and, for the tables whose digest changed, their

@@ -86,7 +86,7 @@ def ensure_table(conn: Conn) -> None:
             raise
         role = conn.info.user
         raise PrivilegeError(
-            role, f"CREATE on schema {SIGNAL_TABLE[0]} (to create the signal table "
+            role, f"CREATE on schema {SIGNAL_TABLE.schema} (to create the signal table "
             f"{SIGNAL_TABLE})", "have an administrator create it and grant it "
             f"(`pgcdc grants` prints the SQL): {signal_grant_sql(role, *SIGNAL_TABLE)}") \
             from None
@@ -94,7 +94,7 @@ def ensure_table(conn: Conn) -> None:
 
 def lacking_grant(exc: BaseException, role: str) -> PrivilegeError:
     """The one line for a privilege error (SQLSTATE 42501) met using the signal table."""
-    if SIGNAL_TABLE[1] in str(exc):  # the table or its id sequence
+    if SIGNAL_TABLE.table in str(exc):  # the table or its id sequence
         return PrivilegeError(role, f"SELECT, INSERT, UPDATE on table "
                               f"{SIGNAL_TABLE} (and USAGE on its id sequence)",
                               f"run {signal_grant_sql(role, *SIGNAL_TABLE)}")

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from connector.avro import CodecFactory, SchemaIds, TableSchemas
 from connector.avro.oversized import OmitOversized
-from connector.errors import CdcError, SchemaError, SinkError
+from connector.errors import CdcError, SchemaError, SinkError, SourceError
 from connector.pgtypes import TypeCatalog
 from connector.sink import AckTracker, KafkaSink
 from connector.sink.transactional import snapshot_transactional_id
@@ -127,8 +127,8 @@ def reader_main(spec: ReaderSpec, chunks: _ChunkQueue, reports: _ReportQueue, st
         reports.put(ReaderFailed.of(exc))
     except Exception as exc:  # a bug: still one report, so the coordinator does not hang
         log.exception("snapshot reader failed")
-        reports.put(ReaderFailed("SourceError", f"snapshot reader failed: "
-                                                f"{type(exc).__name__}: {exc}"))
+        reports.put(ReaderFailed.of(SourceError(f"snapshot reader failed: "
+                                                f"{type(exc).__name__}: {exc}")))
     else:
         reports.put(ReaderDone(rows))
 
@@ -150,7 +150,8 @@ def _read(spec: ReaderSpec, chunks: _ChunkQueue, reports: _ReportQueue, should_s
     try:
         tracker = AckTracker(None)
         # acknowledgement is all-or-nothing at the end of a reader: failures are reported, each
-        # success is not (see KafkaSink); "done" is sent only after close() drained the queue
+        # success is not (see KafkaSink); ReaderDone is sent only after close() drained the
+        # queue
         tid = snapshot_transactional_id(spec.db, spec.slot, index) if spec.transactional \
             else None
         sink = KafkaSink(spec.kafka_settings, tracker, report_successes=False,
