@@ -225,7 +225,8 @@ class _Coordinator:
 
     def _commit_own(self) -> None:
         """--exactly-once: the coordinator's truncates are delivered, then committed (first:
-        they precede every row in their partitions)."""
+        they precede every row in their partitions). Without it nothing waits here: `_drain`
+        waits for the deliveries, within its stop deadline."""
         if not self.settings.exactly_once or self.own_committed:
             return
         while len(self.sink) > 0:
