@@ -7,10 +7,9 @@ both between reads of the stream (nothing here blocks it):
 * the catalog (`catalog`): every `CHECK_INTERVAL_S` one query reads a digest per published
   table (the versions of its catalog rows) and, for the tables whose digest changed, their
   columns (type, typmod, generated, whether a new column has values for existing rows, enum
-  labels);
-  `rewrites.Settle` compares those with the last check. pgoutput sends nothing for DDL alone
-  (not even a Relation: it sends one only before the table's next change), so this is what
-  catches an ``ALTER TABLE`` with no writes after it;
+  labels); `rewrites.Settle` compares those with the last check. pgoutput sends nothing for
+  DDL alone (not even a Relation: it sends one only before the table's next change), so this
+  is what catches an ``ALTER TABLE`` with no writes after it;
 * the stream: a Relation message that differs from the last one of its table (a column's type
   or typmod changed; a column added, whose catalog row is checked at once). This catches DDL
   the catalog check missed, e.g. made while the producer was down between two writes it
@@ -56,6 +55,7 @@ log = logging.getLogger(__name__)
 CHECK_INTERVAL_S = 2.0
 RELATION_DEDUP_S = 30.0  # a Relation's re-sync covers the catalog check's this long
 RESYNC_MESSAGE = "re-sync after DDL: "  # the signal table's message of such a request
+
 
 class DdlResync:
     def __init__(self, conn: Conn, publication: str, slot: str, features: ServerFeatures, *,
