@@ -11,7 +11,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from deltalake import DeltaTable, QueryBuilder
 from pyspark.sql import SparkSession
 
@@ -48,9 +47,9 @@ def _merge(spark: SparkSession, kafka: Any, registry: Any, prefix: str, target: 
 
 
 def test_column_mapping_keeps_postgres_names_and_tables_are_registered(
-        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
         prefix: str, tmp_path: Path) -> None:
-    pub = CdcPublisher(kafka.bootstrap, registry_client, prefix)
+    pub = CdcPublisher(kafka.bootstrap, registry.url, prefix)
     target = tmp_path / "lake"
 
     # Run 1, no flag: the legacy table gets the default names ("order date" escaped).

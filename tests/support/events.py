@@ -2,13 +2,13 @@
 
 A table is described as PostgreSQL describes it to the producer: (column name, PostgreSQL
 type) pairs and its primary key become a pgoutput `Relation`; the product's `CodecFactory`
-derives its schemas, registers them (`registry_ids`: the real registry, as `pgcdc run` does;
-`LocalIds`: fixed ids for unit tests) and makes the `TableCodec`; changes go through
+derives its schemas, registers them (`registry_ids`: in the real registry, as `pgcdc run`
+does, or in a `LocalRegistry` in unit tests) and makes the `TableCodec`; changes go through
 `TableCodec.change_from_tuples` / `truncate` with pgoutput tuples of text-format values. So
-every byte is the producer's: tests/unit/spark_jobs/test_spark_jobs_test_events.py checks
+every byte is the producer's: tests/unit/spark_jobs/test_spark_jobs_events.py checks
 that against the `Publisher`.
 
-    table = table_events(registry_ids(SchemaRegistry(url)), "shop", "public", "users",
+    table = table_events(SchemaRegistry(url), "shop", "public", "users",
                          [("id", "int8"), ("name", "text")], ["id"])
     key, value = table.change("c", 100, 0, after={"id": 1, "name": "ann"})
 
@@ -28,15 +28,15 @@ from typing import Any
 
 from connector.avro import (
     CodecFactory,
-    SchemaIds,
+    SchemaRegistry,
     SourceInfo,
     TableCodec,
-    TableSchemas,
     TransactionBlock,
+    registry_ids,
 )
+from connector.avro.registry import canonical_json
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
-    ColumnValue,
     Relation,
     RelationColumn,
     TupleData,
@@ -69,30 +69,32 @@ def pg_type(spec: str) -> tuple[int, int]:
     return (oids.ARRAY_OF[oid] if match["array"] else oid), typmod
 
 
-def default_relation_id(schema: str, table: str) -> int:
+def relation_id(schema: str, table: str) -> int:
     """A table's `pg_class` oid stand-in: the same for every version of the table (so a schema
     change is not a new incarnation, spark_jobs/incarnation.py), above the bootstrap oids."""
     return 16384 + zlib.crc32(f"{schema}.{table}".encode()) % 1_000_000
 
 
-def table_relation(schema: str, table: str, columns: Sequence[Column], key: Sequence[str], *,
-                   relation_id: int | None = None) -> Relation:
+def table_relation(schema: str, table: str, columns: Sequence[Column], key: Sequence[str]
+                   ) -> Relation:
     """The Relation message pgoutput sends for the table (REPLICA IDENTITY DEFAULT: the primary
     key `key` flags its columns; no key: no flags)."""
     unknown = set(key) - {name for name, _ in columns}
     if unknown:
         raise ValueError(f"key columns {sorted(unknown)} are not columns of {schema}.{table}")
-    return Relation(None, default_relation_id(schema, table) if relation_id is None
-                    else relation_id, schema, table, "d",
+    return Relation(None, relation_id(schema, table), schema, table, "d",
                     tuple(RelationColumn(1 if name in key else 0, name, *pg_type(type_))
                           for name, type_ in columns))
 
 
 def pg_text(value: Any) -> str:
-    """A Python value as PostgreSQL's text output writes it (what pgoutput sends)."""
+    """A Python value as PostgreSQL's text output writes it (what pgoutput sends); a `str` is
+    taken as that text."""
+    if isinstance(value, str):
+        return value
     if isinstance(value, bool):
         return "t" if value else "f"
-    if isinstance(value, int | str | Decimal):
+    if isinstance(value, int | Decimal):
         return str(value)
     if isinstance(value, float):
         return repr(value)
@@ -127,6 +129,7 @@ class TableEvents:
     def __init__(self, codec: TableCodec) -> None:
         self.codec = codec
         self._columns = [c.name for c in codec.schemas.relation.columns]
+        self._names = frozenset(self._columns)
 
     @property
     def topic(self) -> str:
@@ -144,15 +147,12 @@ class TableEvents:
                    ) -> TupleData:
         """pgoutput's tuple of a row: text values, NULL for a missing column, the
         unchanged-TOAST marker for the columns of `unchanged_toast`."""
-        unknown = (set(row) | set(unchanged_toast)) - set(self._columns)
-        if unknown:
+        if not (self._names.issuperset(row) and self._names.issuperset(unchanged_toast)):
+            unknown = (set(row) | set(unchanged_toast)) - self._names
             raise ValueError(f"{self.topic}: no columns {sorted(unknown)}")
-        values: list[ColumnValue] = []
-        for name in self._columns:
-            value = row.get(name)
-            values.append(UNCHANGED_TOAST if name in unchanged_toast
-                          else None if value is None else pg_text(value))
-        return tuple(values)
+        return tuple(UNCHANGED_TOAST if name in unchanged_toast
+                     else None if (value := row.get(name)) is None else pg_text(value)
+                     for name in self._columns)
 
     def change(self, op: str, commit_lsn: int, txn_index: int, *,
                before: Mapping[str, Any] | None = None, after: Mapping[str, Any] | None = None,
@@ -190,36 +190,38 @@ class TableEvents:
                           "true" if op == "r" else "false")
 
 
-def table_events(ids: SchemaIds, prefix: str, schema: str, table: str,
-                 columns: Sequence[Column], key: Sequence[str], *, db: str = DB,
-                 relation_id: int | None = None) -> TableEvents:
-    """The events of a table version, its schemas registered through `ids`. Calling again
-    with other columns or key is a schema change (new schemas, new ids); with another
-    `relation_id`, the table dropped and created again."""
-    relation = table_relation(schema, table, columns, key, relation_id=relation_id)
-    factory = CodecFactory(TypeCatalog(), None, ids, prefix=prefix, db=db)
+def table_events(registry: SchemaRegistry, prefix: str, schema: str, table: str,
+                 columns: Sequence[Column], key: Sequence[str], *, db: str = DB
+                 ) -> TableEvents:
+    """The events of a table version, its schemas registered in `registry` as the producer
+    registers them (`registry_ids`). Calling again
+    with other columns or key is a schema change (new schemas, new ids) of the same table
+    (same relation id)."""
+    relation = table_relation(schema, table, columns, key)
+    factory = CodecFactory(TypeCatalog(), None, registry_ids(registry), prefix=prefix,
+                           db=db)
     return TableEvents(factory.codec(relation))
 
 
-class LocalIds:
-    """Schema ids without a registry, for unit tests: each distinct schema gets the next id
-    from `first`, the same schema the same id (as a registry does). `schemas` (id -> schema)
-    is what tests.support.schemas.FixedSchemas serves the merge job."""
+class LocalRegistry(SchemaRegistry):
+    """A registry in memory, for unit tests: each distinct schema gets the next id from
+    `first`, the same schema the same id (as a registry does); nothing is sent anywhere.
+    `schemas` (id -> schema) is what tests.support.schemas.FixedSchemas serves the merge job."""
 
     def __init__(self, first: int = 1) -> None:
+        super().__init__("http://registry.invalid")  # never reached: register is ours
         self.schemas: dict[int, dict[str, Any]] = {}
-        self._ids: dict[str, int] = {}
+        self._local: dict[str, int] = {}
         self._next = first
 
-    def __call__(self, schemas: TableSchemas) -> tuple[int | None, int]:
-        key_id = None if schemas.key_json is None else self.register(schemas.key_json)
-        return key_id, self.register(schemas.value_json)
-
-    def register(self, schema_json: str) -> int:
-        """The id of a schema (JSON text), assigned on first sight."""
-        found = self._ids.get(schema_json)
+    def register(self, subject: str, schema: Mapping[str, Any] | str) -> int:
+        text = canonical_json(schema)
+        found = self._local.get(text)
         if found is None:
-            found = self._ids[schema_json] = self._next
-            self.schemas[found] = json.loads(schema_json)
+            found = self._local[text] = self._next
+            self.schemas[found] = json.loads(text)
             self._next += 1
         return found
+
+    def schema(self, schema_id: int) -> dict[str, Any]:
+        return self.schemas[schema_id]

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from connector.assembler.transaction import Change, Transaction
-from connector.avro import AvroEncoder, CodecFactory, SchemaRegistry, TransactionBlock, decode
+from connector.assembler.transaction import Change, Changes, Transaction
+from connector.avro import AvroEncoder, CodecFactory, TransactionBlock, decode, registry_ids
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -26,13 +26,13 @@ from connector.pgtypes import TypeCatalog, oids
 from connector.publisher import Publisher
 from connector.sink import AckTracker
 from tests.support.avro import numeric_typmod
-from tests.support.events import LocalIds, default_relation_id, pg_text, table_events
+from tests.support.events import LocalRegistry, pg_text, relation_id, table_events
 
 XID, COMMIT_LSN, END_LSN, COMMIT_TS = 731, 0x5_0000_1000, 0x5_0000_1030, 770_000_000_000_000
 COLUMNS = [("id", "int8"), ("name", "varchar(20)"), ("amount", "numeric(10,2)"),
            ("created", "timestamptz"), ("starts", "time"), ("bio", "text"), ("vip", "bool")]
 # What pgoutput sends for that table (a Relation message) and for its rows (text values).
-ORDERS = Relation(None, default_relation_id("public", "orders"), "public", "orders", "d", (
+ORDERS = Relation(None, relation_id("public", "orders"), "public", "orders", "d", (
     RelationColumn(1, "id", oids.INT8, -1), RelationColumn(0, "name", oids.VARCHAR, 24),
     RelationColumn(0, "amount", oids.NUMERIC, numeric_typmod(10, 2)),
     RelationColumn(0, "created", oids.TIMESTAMPTZ, -1), RelationColumn(0, "starts", oids.TIME, -1),
@@ -81,27 +81,27 @@ def test_pg_text_is_postgresqls_text_output() -> None:
 
 
 def test_events_are_the_bytes_pgcdc_run_publishes() -> None:
-    ids = LocalIds()
+    registry = LocalRegistry()
     sink = RecordingSink()
-    codecs = CodecFactory(TypeCatalog(), None, ids, prefix="shop", db="postgres")
-    encoder = AvroEncoder(SchemaRegistry("http://registry.invalid"), prefix="shop",
-                          db="postgres")  # for control records: this transaction has none
+    codecs = CodecFactory(TypeCatalog(), None, registry_ids(registry), prefix="shop",
+                          db="postgres")
+    encoder = AvroEncoder(registry, prefix="shop", db="postgres")  # no control records here
     publisher = Publisher(codecs, encoder, sink, AckTracker())  # type: ignore[arg-type]
-    changes = tuple(Change(ORDERS, msg, COMMIT_LSN - 0x100 + i, i, XID, COMMIT_LSN, COMMIT_TS)
-                    for i, (_, msg, _) in enumerate(CHANGES))
+    changes = Changes([Change(ORDERS, msg, COMMIT_LSN - 0x100 + i, i, XID, COMMIT_LSN,
+                              COMMIT_TS) for i, (_, msg, _) in enumerate(CHANGES)])
     publisher.publish(Transaction(XID, COMMIT_LSN, END_LSN, COMMIT_TS, changes,
                                   COMMIT_LSN - 0x200))
     assert len(sink.records) == len(CHANGES)
 
-    table = table_events(ids, "shop", "public", "orders", COLUMNS, ["id"])
-    ours = []
+    table = table_events(registry, "shop", "public", "orders", COLUMNS, ["id"])
+    ours: list[tuple[str, bytes | None, bytes | None]] = []
     for i, ((op, _, kwargs), (_, _, published)) in enumerate(zip(CHANGES, sink.records,
                                                                   strict=True)):
         assert published is not None
         # the one field that is not the change's: when the producer wrote it (wall clock)
         fields: dict[str, Any] = dict(
             ts_ms=pg_timestamp_to_ms(COMMIT_TS),
-            written_ms=decode(published, ids.schemas.__getitem__).value["ts_ms"],
+            written_ms=decode(published, registry.schema).value["ts_ms"],
             xid=XID, change_lsn=COMMIT_LSN - 0x100 + i,
             transaction=TransactionBlock(f"{XID}:{COMMIT_LSN}", i + 1, i + 1))
         if op == "t":
@@ -109,4 +109,4 @@ def test_events_are_the_bytes_pgcdc_run_publishes() -> None:
         else:
             ours.append((table.topic, *table.change(op, COMMIT_LSN, i, **kwargs, **fields)))
     assert ours == sink.records
-    assert table.key_id is not None and sorted(ids.schemas) == [table.key_id, table.value_id]
+    assert table.key_id is not None and sorted(registry.schemas) == [table.key_id, table.value_id]
