@@ -129,7 +129,7 @@ def test_lookalike_tables_land_in_distinct_delta_tables(
     publisher = CdcPublisher(kafka.bootstrap, registry.url, prefix)
     names = ["x y", "x_y", "a.b", "a_b", "Users", "users"]
     for i, name in enumerate(names):
-        t = publisher.table("public", name, [("id", "long"), ("name", "string")], ["id"])
+        t = publisher.table("public", name, [("id", "int8"), ("name", "text")], ["id"])
         publisher.change(t, "c", 100 + i, 0, after={"id": 1, "name": name})
     publisher.flush()
     target = tmp_path / "t"
