@@ -194,9 +194,8 @@ def table_events(registry: SchemaRegistry, prefix: str, schema: str, table: str,
                  columns: Sequence[Column], key: Sequence[str], *, db: str = DB
                  ) -> TableEvents:
     """The events of a table version, its schemas registered in `registry` as the producer
-    registers them (`registry_ids`). Calling again
-    with other columns or key is a schema change (new schemas, new ids) of the same table
-    (same relation id)."""
+    registers them (`registry_ids`). Calling again with other columns or key is a schema
+    change (new schemas, new ids) of the same table (same relation id)."""
     relation = table_relation(schema, table, columns, key)
     factory = CodecFactory(TypeCatalog(), None, registry_ids(registry), prefix=prefix,
                            db=db)
