@@ -72,10 +72,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
     codecs = CodecFactory(TypeCatalog(), None, lambda schemas: (1, 2), prefix="bench", db="app")
-    encoder = AvroEncoder(FixedIds(), prefix="bench", db="app")  # type: ignore[arg-type]
+    encoder = AvroEncoder(FixedIds(), prefix="bench", db="app")
     sink = RecordingSink()
     tracker = AckTracker(None)
-    publisher = Publisher(codecs, encoder, sink, tracker)  # type: ignore[arg-type]
+    publisher = Publisher(codecs, encoder, sink, tracker)
     txn = transaction(args.rows)
     publisher.publish(txn)  # builds the codec
 

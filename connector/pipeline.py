@@ -346,12 +346,15 @@ class Pipeline:
                               registry_ids(self.registry), prefix=self.cfg.topic_prefix,
                               db=self.db)
         encoder = AvroEncoder(self.registry, prefix=self.cfg.topic_prefix, db=self.db)
-        publisher = Publisher(codecs, encoder, sink, tracker,
-                              transaction_topic=self.cfg.transaction_topic)
+        # The incremental snapshots and the publisher need each other only through the
+        # stream: the snapshots write to the sink themselves, and the publisher hands them the
+        # watermarks and changed keys it meets. So the snapshots come first (they need the
+        # codecs, sink and tracker, not the publisher), and the publisher gets them built.
         snapshots = IncrementalSnapshots(
             self.cfg.dsn, self.cfg.slot, self.cfg.publication, self.admin.features,
             codecs.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
-        publisher.watermarks = snapshots
+        publisher = Publisher(codecs, encoder, sink, tracker, snapshots=snapshots,
+                              transaction_topic=self.cfg.transaction_topic)
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication,
                                keyless=self.cfg.keyless_tables)
