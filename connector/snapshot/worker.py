@@ -37,7 +37,7 @@ from connector.avro import CodecFactory, SchemaIds, TableSchemas
 from connector.avro.oversized import OmitOversized
 from connector.errors import CdcError, SchemaError, SinkError, SourceError
 from connector.pgtypes import TypeCatalog
-from connector.sink import AckTracker, KafkaSink
+from connector.sink import AckTracker, BulkSink
 from connector.sink.transactional import SnapshotTransaction, snapshot_transactional_id
 from connector.source_catalog import PostgresCatalog
 
@@ -146,12 +146,11 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any, i
     try:
         tracker = AckTracker(None)
         # acknowledgement is all-or-nothing at the end of a reader: failures are reported, each
-        # success is not (see KafkaSink); "done" is sent only after close() drained the queue
+        # success is not (see BulkSink); "done" is sent only after close() drained the queue
         tid = snapshot_transactional_id(spec.db, spec.slot, index) if spec.transactional \
             else None
-        sink = KafkaSink(spec.kafka_settings, tracker, report_successes=False,
-                         transactional_id=tid, oversized=_oversized(spec),
-                         max_event_bytes=spec.oversized_limit)
+        sink = BulkSink(spec.kafka_settings, tracker, transactional_id=tid,
+                        oversized=_oversized(spec), max_event_bytes=spec.oversized_limit)
         if tid is not None:
             txn = SnapshotTransaction(sink.producer, spec.kafka_settings)
             txn.begin()
