@@ -344,7 +344,7 @@ class Pipeline:
                                               self.topics, slot.confirmed_flush_lsn,
                                               oversized=oversized, max_event_bytes=limit)
         else:
-            acks = AckTracker(slot.confirmed_flush_lsn)
+            acks = AckTracker(slot.confirmed_flush_lsn)  # the sink reads its failures too
             tracker = acks
             sink = KafkaSink(self.kafka_settings, acks, topics=self.topics,
                              tombstones=self.cfg.tombstones, oversized=oversized,

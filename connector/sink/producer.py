@@ -199,7 +199,7 @@ class KafkaSink:
             return
         ticket.expect(1)
         if partition is None:
-            try:  # the hot path: one call into librdkafka, nothing allocated here
+            try:  # the hot path: the mode's one call into librdkafka
                 self._send(topic, value, key, ticket)
             except BufferError:
                 self._produce_slow(topic, key, value, ticket, None)
