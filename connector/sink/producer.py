@@ -66,6 +66,11 @@ from .topics import TopicCreator, partition_count, topic_problem
 __all__ = ["PRODUCER_DEFAULTS", "BulkSink", "KafkaSink", "Oversized", "producer_config",
            "truncate_partitions"]
 
+#: Record headers as librdkafka takes them.
+Headers = list[tuple[str, str | bytes | None]]
+#: librdkafka's "no partition given": the configured partitioner chooses.
+_ANY_PARTITION: Final = -1
+
 #: `--oversized-events omit`'s hook: (topic, key, value) -> (smaller value, headers), or None
 #: to produce the record as it is.
 Oversized = Callable[[str, bytes | None, bytes], tuple[bytes, list[tuple[str, bytes]]] | None]
@@ -216,27 +221,23 @@ class KafkaSink:
         cannot shrink goes out as it is (and fails as without the policy)."""
         assert self._oversized is not None
         shrunk = self._oversized(topic, key, value)
-        headers = None
+        headers: Headers | None = None
         if shrunk is not None:
-            value, headers = shrunk
+            value, headers = shrunk[0], [*shrunk[1]]
         ticket.expect(1)
         self._produce_slow(topic, key, value, ticket, partition, headers)
         self.events += 1
         self.bytes += len(value) + len(key or b"")
 
     def _produce_slow(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
-                      partition: int | None, headers: list[tuple[str, bytes]] | None = None
+                      partition: int | None, headers: Headers | None = None
                       ) -> None:
         """`produce` with a partition, or after the local queue was full: waits for room;
         a refused record fails its ticket and raises `SinkError`."""
-        kwargs: dict[str, Any] = {}
-        if headers:
-            kwargs["headers"] = headers
-        if partition is not None:
-            kwargs["partition"] = partition
+        chosen = _ANY_PARTITION if partition is None else partition
         while True:
             try:
-                self._send(topic, value, key, ticket, **kwargs)
+                self._send(topic, value, key, ticket, chosen, headers)
                 break
             except BufferError:  # local queue full: serve delivery reports to make room
                 self._producer.poll(0.1)
@@ -248,10 +249,11 @@ class KafkaSink:
         """The mode's own librdkafka settings (none here: every delivery is reported)."""
 
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
-              **kwargs: Any) -> None:
+              partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
         """Hand one record to librdkafka (raises BufferError when its queue is full): the
         record's delivery report goes to `ticket`."""
-        self._producer.produce(topic, value, key, on_delivery=ticket.on_delivery, **kwargs)
+        self._producer.produce(topic, value, key, partition, on_delivery=ticket.on_delivery,
+                               headers=headers)
 
     @staticmethod
     def _refused(topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
@@ -443,8 +445,8 @@ class BulkSink(KafkaSink):
         config["on_delivery"] = self._on_failed_delivery
 
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
-              **kwargs: Any) -> None:
-        self._producer.produce(topic, value, key, **kwargs)
+              partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
+        self._producer.produce(topic, value, key, partition, headers=headers)
 
     def close(self, timeout_s: float = 30.0) -> None:
         super().close(timeout_s)
