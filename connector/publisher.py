@@ -135,8 +135,8 @@ class Publisher:
     Invariants: every record of a transaction is handed to the sink under the one ticket
     `tracker.begin(end_lsn)` opened for it, and the ticket is sealed after its last record, so
     the delivered LSN can pass a transaction only once all of it is acknowledged. Every row
-    change is reported to the incremental snapshot's open window (its key; a truncate, its
-    table) before the next transaction is published."""
+    change is reported to the incremental snapshots' open window (a keyed change its key, a
+    truncate its table) before the next transaction is published."""
 
     def __init__(self, codecs: CodecFactory, encoder: AvroEncoder, sink: RecordSink,
                  tracker: TicketIssuer, *, snapshots: SnapshotWindows | None = None,
