@@ -50,10 +50,9 @@ from .producer import KafkaSink, Oversized, producer_config
 from .topics import TopicCreator
 
 __all__ = ["SNAPSHOT_TRANSACTION_DEFAULTS", "BatchLimits", "ExactlyOnceSettings",
-           "SnapshotTransaction",
-           "TransactionalSink", "TransactionalTracker", "committed_lsn", "ensure_offsets_topic",
-           "exactly_once_sink", "fence", "offsets_topic", "snapshot_transactional_id",
-           "transactional_id"]
+           "SnapshotTransaction", "TransactionalSink", "TransactionalTracker", "committed_lsn",
+           "ensure_offsets_topic", "exactly_once_sink", "fence", "offsets_topic",
+           "snapshot_transactional_id", "transactional_id"]
 
 log = logging.getLogger(__name__)
 
