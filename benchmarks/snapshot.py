@@ -38,7 +38,7 @@ import psycopg  # noqa: E402
 
 from connector.avro import SchemaRegistry  # noqa: E402
 from connector.replication import ReplicationAdmin  # noqa: E402
-from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec  # noqa: E402
+from connector.sink import AckTracker, BulkSink, TopicCreator, TopicSpec  # noqa: E402
 from connector.snapshot import SnapshotSettings, take_snapshot  # noqa: E402
 from connector.snapshot.initial import SESSION_SETTINGS  # noqa: E402
 
@@ -125,7 +125,7 @@ def ceiling(dsn: str, binary: bool) -> float:
 
 
 def produce_floor(s: Servers, rows: int) -> float:
-    """Events/s of the Kafka path alone: `KafkaSink` (a snapshot reader's producer settings and
+    """Events/s of the Kafka path alone: `BulkSink` (a snapshot reader's producer settings and
     delivery tracking: failures reported, successes counted at the end) sending `rows`
     ready-made events of a snapshot event's size (180-byte value, 9-byte key) and waiting for
     every acknowledgement. What a snapshot reader could do if loading and encoding cost
@@ -136,7 +136,7 @@ def produce_floor(s: Servers, rows: int) -> float:
     topics = TopicCreator(kafka, TopicSpec(partitions=1))
     topics.ensure([topic])
     tracker = AckTracker(None)
-    sink = KafkaSink(kafka, tracker, report_successes=False)  # as a snapshot reader's
+    sink = BulkSink(kafka, tracker)  # as a snapshot reader's
     value = bytes(180)
     try:
         start = time.perf_counter()

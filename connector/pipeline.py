@@ -55,9 +55,21 @@ from connector.replication import (
 )
 from connector.replication.failover import check_slot_continuity, ensure_failover
 from connector.replication.health import lag_warning
-from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
+from connector.sink import (
+    AckTracker,
+    DeliveryTracker,
+    KafkaSink,
+    TopicCreator,
+    TopicSpec,
+    producer_config,
+)
 from connector.sink.topics import TopicLedger
-from connector.sink.transactional import TransactionalTracker, exactly_once_sink, offsets_topic
+from connector.sink.transactional import (
+    BatchLimits,
+    ExactlyOnceSettings,
+    exactly_once_sink,
+    offsets_topic,
+)
 from connector.snapshot import SnapshotSettings, take_snapshot
 from connector.snapshot.incremental import DdlResync, IncrementalSnapshots, TableWatcher, signals
 from connector.source_catalog import PostgresCatalog
@@ -97,7 +109,7 @@ class Session:
 
     start: int  # the slot's confirmed position the stream starts from
     sink: KafkaSink
-    tracker: AckTracker | TransactionalTracker
+    tracker: DeliveryTracker
     types: TypeCatalog  # learns the Type messages of the stream
     publisher: Publisher
     snapshots: IncrementalSnapshots
@@ -322,16 +334,17 @@ class Pipeline:
         assert slot is not None
         self.admin.check_slot(slot)
         ensure_failover(self.cfg.dsn, self.admin.conn, self.cfg.slot, self.cfg.failover_slot)
-        tracker: AckTracker | TransactionalTracker
+        tracker: DeliveryTracker
         sink: KafkaSink
         oversized, limit = self._oversized_policy()
         if self.cfg.exactly_once:
-            sink, tracker = exactly_once_sink(self.cfg, self.kafka_settings, self.topics,
-                                              self.db, slot.confirmed_flush_lsn,
+            sink, tracker = exactly_once_sink(self._exactly_once_settings(), self.kafka_settings,
+                                              self.topics, slot.confirmed_flush_lsn,
                                               oversized=oversized, max_event_bytes=limit)
         else:
-            tracker = AckTracker(slot.confirmed_flush_lsn)
-            sink = KafkaSink(self.kafka_settings, tracker, topics=self.topics,
+            acks = AckTracker(slot.confirmed_flush_lsn)  # the sink reads its failures too
+            tracker = acks
+            sink = KafkaSink(self.kafka_settings, acks, topics=self.topics,
                              tombstones=self.cfg.tombstones, oversized=oversized,
                              truncate_records=self.cfg.truncate_records,
                              max_event_bytes=limit, metadata_timeout_s=self.cfg.kafka_timeout_s)
@@ -344,12 +357,15 @@ class Pipeline:
                               registry_ids(self.registry), prefix=self.cfg.topic_prefix,
                               db=self.db)
         encoder = AvroEncoder(self.registry, prefix=self.cfg.topic_prefix, db=self.db)
-        publisher = Publisher(codecs, encoder, sink, tracker,
-                              transaction_topic=self.cfg.transaction_topic)
+        # The incremental snapshots and the publisher need each other only through the
+        # stream: the snapshots write to the sink themselves, and the publisher hands them the
+        # watermarks and changed keys it meets. So the snapshots come first (they need the
+        # codecs, sink and tracker, not the publisher), and the publisher gets them built.
         snapshots = IncrementalSnapshots(
             self.cfg.dsn, self.cfg.slot, self.cfg.publication, self.admin.features,
             codecs.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
-        publisher.watermarks = snapshots
+        publisher = Publisher(codecs, encoder, sink, tracker, snapshots=snapshots,
+                              transaction_topic=self.cfg.transaction_topic)
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication,
                                keyless=self.cfg.keyless_tables)
@@ -458,6 +474,15 @@ class Pipeline:
             metrics.CONNECTED.set(0)
             session.close()
 
+    def _exactly_once_settings(self) -> ExactlyOnceSettings:
+        cfg = self.cfg
+        return ExactlyOnceSettings(
+            self.db, cfg.slot, cfg.topic_prefix, cfg.topic_replication_factor,
+            cfg.kafka_timeout_s, BatchLimits(cfg.exactly_once_batch_transactions,
+                                             cfg.exactly_once_batch_bytes,
+                                             cfg.exactly_once_batch_ms / 1000),
+            cfg.tombstones, cfg.truncate_records)
+
     def _oversized_policy(self) -> tuple[OmitOversized | None, int]:
         """--oversized-events omit: the sink's hook and the event size limit (fail: none)."""
         if self.cfg.oversized_events != "omit":
@@ -466,7 +491,7 @@ class Pipeline:
         return OmitOversized(self.registry.schema, limit), limit
 
     @staticmethod
-    def _confirmable(tracker: AckTracker | TransactionalTracker, assembler: Assembler,
+    def _confirmable(tracker: DeliveryTracker, assembler: Assembler,
                      server_end: int) -> int:
         return confirmable(tracker.delivered_lsn(), assembler.oldest_open_lsn,
                            tracker.open_transactions > 0 or assembler.in_transaction,

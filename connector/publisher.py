@@ -8,6 +8,7 @@ Confluent-framed Avro records handed to the sink under the transaction's deliver
 
 from __future__ import annotations
 
+import builtins
 import logging
 import time
 from collections import Counter
@@ -36,8 +37,7 @@ from connector.pgoutput.messages import (
     Update,
 )
 from connector.pgoutput.timestamps import pg_timestamp_to_ms
-from connector.sink import DeliveryTracker, KafkaSink, Ticket
-from connector.snapshot.incremental import ChunkWindow
+from connector.sink import Ticket
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +55,25 @@ if TransactionBlock._fields != ("id", "total_order", "data_collection_order"):
     raise RuntimeError(f"TransactionBlock's fields changed to {TransactionBlock._fields}: "
                        "update Publisher.publish, which builds it from a tuple")
 
-# A codec cache entry: (relation, codec, "schema.table", topic, and the metrics keys
-# (topic, op) for c, u, d, t), built once per Relation version.
-_Entry = tuple[Relation, TableCodec, str, str, tuple[str, str], tuple[str, str],
-               tuple[str, str], tuple[str, str]]
 
+class _TableEntry:
+    """A Relation version's codec and names, built once per Relation version by
+    `Publisher._lookup`. It keeps `relation` alive, so the cache's key (the Relation's `id`)
+    cannot be reused by another object while the entry is cached. `created`/`updated`/
+    `deleted`/`truncated` are the metrics keys (table, op) of its events."""
 
+    __slots__ = ("relation", "codec", "name", "topic", "created", "updated", "deleted",
+                 "truncated")
+
+    def __init__(self, relation: Relation, codec: TableCodec) -> None:
+        self.relation = relation
+        self.codec = codec
+        self.name = name = f"{relation.namespace}.{relation.name}"
+        self.topic = codec.topic
+        self.created = (name, "c")
+        self.updated = (name, "u")
+        self.deleted = (name, "d")
+        self.truncated = (name, "t")
 
 
 def fill_unchanged_toast(new: TupleData, old: TupleData | None) -> TupleData:
@@ -72,42 +85,83 @@ def fill_unchanged_toast(new: TupleData, old: TupleData | None) -> TupleData:
                  for n, o in zip(new, old, strict=True))
 
 
-class Watermarks(Protocol):
-    """The incremental snapshot's side of the stream (`connector.snapshot.resnapshot`)."""
+class OpenWindow(Protocol):
+    """The open chunk window of an incremental snapshot: the keys the stream changes are dropped
+    from the chunk's rows (`connector.snapshot.incremental.ChunkWindow`)."""
+
+    def changed(self, relation_id: int, key: bytes) -> None: ...
+
+    def truncated(self, relation_id: int) -> None: ...
+
+
+class SnapshotWindows(Protocol):
+    """The incremental snapshots' side of the stream (`connector.snapshot.resnapshot`): the
+    window the stream's changes are checked against, and the DBLog watermark messages."""
 
     @property
-    def open_window(self) -> ChunkWindow | None: ...  # keys the stream changes drop from it
+    def open_window(self) -> OpenWindow | None: ...
 
     def watermark(self, content: bytes, end_lsn: int, ticket: Ticket) -> None: ...
 
 
+class RecordSink(Protocol):
+    """What the publisher hands records to (`connector.sink.KafkaSink`): each record under the
+    delivery ticket of its transaction; `bytes` counts the key + value bytes handed so far."""
+
+    def produce(self, topic: str, key: builtins.bytes | None, value: builtins.bytes | None,
+                ticket: Ticket) -> None: ...
+
+    def produce_delete(self, topic: str, key: builtins.bytes | None, value: builtins.bytes,
+                       ticket: Ticket) -> None: ...
+
+    def produce_truncate(self, topic: str, value: builtins.bytes, ticket: Ticket) -> int: ...
+
+    @property
+    def bytes(self) -> int: ...
+
+
+class TicketIssuer(Protocol):
+    """What the publisher asks of the delivery tracker (`connector.sink.DeliveryTracker`): one
+    ticket per transaction, opened in commit order, and the delivered LSN for heartbeats."""
+
+    def begin(self, end_lsn: int) -> Ticket: ...
+
+    def delivered_lsn(self) -> int | None: ...
+
+
 class Publisher:
-    def __init__(self, codecs: CodecFactory, encoder: AvroEncoder, sink: KafkaSink,
-                 tracker: DeliveryTracker, *, transaction_topic: bool = False) -> None:
+    """One replication session's mapping of transactions to records (module docstring).
+
+    Invariants: every record of a transaction is handed to the sink under the one ticket
+    `tracker.begin(end_lsn)` opened for it, and the ticket is sealed after its last record, so
+    the delivered LSN can pass a transaction only once all of it is acknowledged. Every row
+    change is reported to the incremental snapshots' open window (a keyed change its key, a
+    truncate its table) before the next transaction is published."""
+
+    def __init__(self, codecs: CodecFactory, encoder: AvroEncoder, sink: RecordSink,
+                 tracker: TicketIssuer, *, snapshots: SnapshotWindows | None = None,
+                 transaction_topic: bool = False) -> None:
+        """`snapshots`: the incremental snapshots this stream serves (None: none; our
+        watermark messages are then not published either)."""
         self.codecs = codecs
         self.encoder = encoder
         self.sink = sink
         self.tracker = tracker
+        self.snapshots = snapshots
         self.transaction_topic = transaction_topic
         self._toast_warned: set[int] = set()
         # The hot path's cache: a Relation's hash walks every column, so changes look their
         # codec up by the identity of the (shared) Relation object; the entry keeps it alive.
-        self._by_identity: dict[int, _Entry] = {}
+        self._by_identity: dict[int, _TableEntry] = {}
         self._events: Counter[tuple[str, str]] = Counter()  # metrics, flushed per transaction
-        self.watermarks: Watermarks | None = None
-        self._window: ChunkWindow | None = None  # the open chunk window, for this transaction
+        self._window: OpenWindow | None = None  # the open chunk window, for this transaction
 
-    def _lookup(self, relation: Relation) -> _Entry:
-        """(relation, its codec, "schema.table", topic, metrics keys), built once per Relation
-        version."""
+    def _lookup(self, relation: Relation) -> _TableEntry:
+        """The cache entry of `relation`, built once per Relation version."""
         entry = self._by_identity.get(id(relation))
-        if entry is not None and entry[0] is relation:
+        if entry is not None and entry.relation is relation:
             return entry
-        codec = self.codecs.codec(relation)
-        topic = codec.topic
-        name = f"{relation.namespace}.{relation.name}"
-        entry = (relation, codec, name, topic,
-                 (name, "c"), (name, "u"), (name, "d"), (name, "t"))
+        entry = _TableEntry(relation, self.codecs.codec(relation))
         self._by_identity[id(relation)] = entry
         return entry
 
@@ -128,38 +182,33 @@ class Publisher:
         by_identity = self._by_identity
         produce = self.sink.produce
         events = self._events
-        heartbeats = 0
+        controls = 0  # pgcdc's own messages: not changes
         # Our watermarks are transactions of their own: a window opens or closes only between
         # the transactions that change tables.
-        window = self._window = self.watermarks.open_window if self.watermarks else None
+        snapshots = self.snapshots
+        window = self._window = snapshots.open_window if snapshots is not None else None
         for total, change in enumerate(txn.changes, start=1):
             relation, msg, wal_lsn, position, _, _, _ = change
             source = _new_tuple(SourceInfo, (commit_lsn, position, ts_ms, xid, wal_lsn,
                                              _SNAPSHOT, _XMIN, _SEQUENCE))
             if relation is None:
                 assert isinstance(msg, Message)
-                if msg.prefix == HEARTBEAT_PREFIX:
-                    heartbeats += 1
-                    self._send(self.encoder.heartbeat(self.tracker.delivered_lsn() or 0), ticket)
-                elif msg.prefix == WATERMARK_PREFIX:
-                    heartbeats += 1  # not a change either
-                    if self.watermarks is not None:
-                        self.watermarks.watermark(msg.content, txn.end_lsn, ticket)
-                else:
-                    self._send(self.encoder.message(msg, source), ticket)
+                if not self._publish_message(msg, source, txn.end_lsn, ticket,
+                                             transactional=True):
+                    controls += 1
                 continue
             entry = by_identity.get(id(relation))
-            if entry is None or entry[0] is not relation:
+            if entry is None or entry.relation is not relation:
                 entry = self._lookup(relation)
-            name = entry[2]
+            name = entry.name
             count = per_table.get(name, 0) + 1
             per_table[name] = count
             block = _new_tuple(TransactionBlock, (block_id, total, count))
             if type(msg) is Insert:  # the key from the loaded row: each tuple is loaded once
-                key, value = entry[1].change_from_tuples("c", None, msg.new, source,
-                                                         transaction=block)
-                produce(entry[3], key, value, ticket)
-                events[entry[4]] += 1
+                key, value = entry.codec.change_from_tuples("c", None, msg.new, source,
+                                                            transaction=block)
+                produce(entry.topic, key, value, ticket)
+                events[entry.created] += 1
                 if window is not None and key is not None:
                     window.changed(relation.relation_id, key)
             else:
@@ -168,7 +217,7 @@ class Publisher:
             self._send(self.encoder.transaction_end(txn.xid, txn.commit_lsn, ts_ms, per_table,
                                                     end_lsn=txn.end_lsn), ticket)
         ticket.seal()
-        self._flush_metrics(bytes_before, ts_ms, carried_events=len(txn.changes) > heartbeats)
+        self._flush_metrics(bytes_before, ts_ms, carried_events=len(txn.changes) > controls)
 
     def _flush_metrics(self, bytes_before: int, commit_ts_ms: int, *,
                        carried_events: bool) -> None:
@@ -180,17 +229,13 @@ class Publisher:
         if carried_events:  # not a transaction of only our heartbeats
             metrics.TRANSACTIONS.inc()
 
-    def _publish_change(self, entry: _Entry, msg: ChangeMessage, source: SourceInfo,
+    def _publish_change(self, entry: _TableEntry, msg: ChangeMessage, source: SourceInfo,
                         block: TransactionBlock, ticket: Ticket) -> None:
-        codec = entry[1]
-        topic = entry[3]
+        """An update, delete or truncate (inserts are `publish`'s inline path)."""
+        codec = entry.codec
+        topic = entry.topic
         events = self._events
-        if isinstance(msg, Insert):  # the key from the loaded row: each tuple is loaded once
-            key, value = codec.change_from_tuples("c", None, msg.new, source, transaction=block)
-            self.sink.produce(topic, key, value, ticket)
-            events[entry[4]] += 1
-            self._changed(codec, key)
-        elif isinstance(msg, Update):
+        if isinstance(msg, Update):
             new = fill_unchanged_toast(msg.new, msg.old if msg.old_kind == "O" else None)
             new_key = codec.key_from_tuple(new)
             old_key = codec.key_from_tuple(msg.old) if msg.old is not None else new_key
@@ -198,33 +243,33 @@ class Publisher:
                 # The key changed: the old key's row is gone, a new key's row appears (so a
                 # consumer keyed by the Kafka key sees both, each in its own partition).
                 if UNCHANGED_TOAST in new:
-                    self._warn_toast_across_key_change(codec.schemas.relation)
+                    self._warn_toast_across_key_change(entry.relation)
                 self.sink.produce_delete(topic, old_key, codec.value_from_tuples(
                     "d", msg.old, None, source, transaction=block), ticket)
                 self.sink.produce(topic, new_key, codec.value_from_tuples(
                     "c", None, new, source, transaction=block), ticket)
-                events[entry[6]] += 1
-                events[entry[4]] += 1
-                self._changed(codec, old_key)
+                events[entry.deleted] += 1
+                events[entry.created] += 1
+                self._changed(entry, old_key)
             else:
                 self.sink.produce(topic, new_key, codec.value_from_tuples(
                     "u", msg.old, new, source, transaction=block), ticket)
-                events[entry[5]] += 1
-            self._changed(codec, new_key)
+                events[entry.updated] += 1
+            self._changed(entry, new_key)
         elif isinstance(msg, Delete):
             key, value = codec.change_from_tuples("d", msg.old, None, source, transaction=block)
             self.sink.produce_delete(topic, key, value, ticket)
-            events[entry[6]] += 1
-            self._changed(codec, key)
+            events[entry.deleted] += 1
+            self._changed(entry, key)
         elif isinstance(msg, Truncate):
             self.sink.produce_truncate(topic, codec.truncate(source, transaction=block), ticket)
-            events[entry[7]] += 1
+            events[entry.truncated] += 1
             if self._window is not None:
-                self._window.truncated(codec.schemas.relation.relation_id)
+                self._window.truncated(entry.relation.relation_id)
 
-    def _changed(self, codec: TableCodec, key: bytes | None) -> None:
+    def _changed(self, entry: _TableEntry, key: bytes | None) -> None:
         if self._window is not None and key is not None:
-            self._window.changed(codec.schemas.relation.relation_id, key)
+            self._window.changed(entry.relation.relation_id, key)
 
     def _warn_toast_across_key_change(self, relation: Relation) -> None:
         """PostgreSQL does not re-send an unchanged TOASTed value, and with a key change no
@@ -241,17 +286,29 @@ class Publisher:
     def _send(self, record: Encoded, ticket: Ticket) -> None:
         self.sink.produce(record.topic, record.key, record.value, ticket)
 
+    def _publish_message(self, msg: Message, source: SourceInfo, end_lsn: int, ticket: Ticket,
+                         *, transactional: bool) -> bool:
+        """A logical decoding message, by its prefix: pgcdc's heartbeat (transactional, see
+        `Pipeline._heartbeat`) becomes a heartbeat record, and one outside a transaction is not
+        ours to publish; a DBLog watermark goes to the incremental snapshots under the
+        transaction's `ticket`; any other message is published. True: it was published as a
+        change (a user's message), False: it was one of pgcdc's own."""
+        if msg.prefix == HEARTBEAT_PREFIX:
+            if transactional:
+                self._send(self.encoder.heartbeat(self.tracker.delivered_lsn() or 0), ticket)
+            return False
+        if msg.prefix == WATERMARK_PREFIX:
+            if self.snapshots is not None:
+                self.snapshots.watermark(msg.content, end_lsn, ticket)
+            return False
+        self._send(self.encoder.message(msg, source), ticket)
+        return True
+
     def publish_message(self, item: LogicalMessage, confirm_lsn: int) -> None:
-        """A non-transactional logical decoding message (our heartbeats are transactional, see
-        `Pipeline._heartbeat`: one with our heartbeat prefix here is not published; an
-        incremental snapshot's low watermark is one)."""
+        """A non-transactional logical decoding message (an incremental snapshot's low
+        watermark is one), under a ticket of its own ending at `confirm_lsn`."""
         ticket = self.tracker.begin(confirm_lsn)
         msg = item.message
-        if msg.prefix == WATERMARK_PREFIX:
-            if self.watermarks is not None:
-                self.watermarks.watermark(msg.content, confirm_lsn, ticket)
-        elif msg.prefix != HEARTBEAT_PREFIX:
-            source = SourceInfo(msg.lsn, 0, time.time_ns() // 1_000_000, None, msg.lsn)
-            self._send(self.encoder.message(msg, source), ticket)
+        source = SourceInfo(msg.lsn, 0, time.time_ns() // 1_000_000, None, msg.lsn)
+        self._publish_message(msg, source, confirm_lsn, ticket, transactional=False)
         ticket.seal()
-

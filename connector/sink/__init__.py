@@ -7,12 +7,15 @@
     txn = tracker.begin(end_lsn); sink.produce(topic, key, value, txn); txn.seal()
     sink.poll(); tracker.delivered_lsn()                                 # -> flush LSN
 
-The exactly-once mode (transactional.py) is a `TransactionalSink` and `TransactionalTracker`
-behind the same produce/ticket/delivered_lsn calls.
+Three delivery modes, each its own sink class chosen once by whoever builds it: `KafkaSink`
+(at-least-once, every delivery reported to its ticket), `BulkSink` (a bulk load: failures
+reported only, everything delivered once drained) and, in transactional.py, `TransactionalSink`
+with its `TransactionalTracker` (exactly-once), behind the same produce/ticket/delivered_lsn
+calls. The package takes its settings as parameters; it does not read `connector.config`.
 """
 
 from .acks import AckTracker, DeliveryTracker, PendingTxn, Ticket
-from .producer import PRODUCER_DEFAULTS, KafkaSink, producer_config
+from .producer import PRODUCER_DEFAULTS, BulkSink, KafkaSink, producer_config
 from .topics import (
     TopicCreator,
     TopicLedger,
@@ -25,6 +28,7 @@ from .topics import (
 __all__ = [
     "PRODUCER_DEFAULTS",
     "AckTracker",
+    "BulkSink",
     "DeliveryTracker",
     "KafkaSink",
     "PendingTxn",

@@ -24,8 +24,8 @@ second thread is safe too: every state change happens under one lock.
 One failed delivery is fatal: the failing transaction never completes, so the delivered LSN stops
 below it for good, and `check()` raises `SinkError` naming topic, partition and error.
 
-`DeliveryTracker` is the interface the sink depends on, so a transactional (exactly-once) mode
-can replace `AckTracker` without touching the pipeline.
+`DeliveryTracker` is the interface the pipeline depends on, so the transactional (exactly-once)
+mode's tracker replaces `AckTracker` without touching it.
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ __all__ = ["AckTracker", "DeliveryTracker", "PendingTxn", "Ticket"]
 
 
 class Ticket(Protocol):
-    """One open transaction, as the sink and the pipeline use it (`PendingTxn` here)."""
+    """One open transaction as the sink sees it: `expect` each record handed to the producer,
+    `on_delivery` its report, `failed` when the record is refused. Whoever produces the records
+    (publisher, snapshots) passes it along and `seal`s it after the last one. `PendingTxn`
+    here; `connector.sink.transactional` has the exactly-once one."""
 
     @property
     def end_lsn(self) -> int: ...
@@ -57,15 +60,17 @@ class Ticket(Protocol):
 
 
 class DeliveryTracker(Protocol):
-    """The sink-facing interface (`AckTracker` now; a transactional mode later)."""
+    """What the pipeline, the publisher and the snapshots ask of a tracker, whatever the
+    delivery mode (`AckTracker`, `transactional.TransactionalTracker`): a ticket per
+    transaction, begun in commit order; the delivered LSN (never past what Kafka made durable);
+    how many begun transactions are not delivered yet."""
 
     def begin(self, end_lsn: int) -> Ticket: ...
 
     def delivered_lsn(self) -> int | None: ...
 
-    def check(self) -> None: ...
-
-    def all_delivered(self) -> None: ...
+    @property
+    def open_transactions(self) -> int: ...
 
 
 class PendingTxn:
@@ -134,7 +139,6 @@ class PendingTxn:
                 self._tracker._error = error
 
 
-
 class AckTracker:
     """Delivery tracking for the idempotent (at-least-once) producer. See the module docstring.
 
@@ -185,7 +189,7 @@ class AckTracker:
             return sum(t.expected - t.acked for t in self._open)
 
     def all_delivered(self) -> None:
-        """For a sink that reports failed deliveries only (``KafkaSink(report_successes=False)``,
+        """For a sink that reports failed deliveries only (`BulkSink`,
         librdkafka's ``delivery.report.only.error``), once its queue has drained with no
         failure reported: every event handed to it was delivered. Completes every sealed
         transaction that has no error."""

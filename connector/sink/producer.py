@@ -52,20 +52,24 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from connector import metrics
-from connector.config import TRUNCATE_RECORDS
 from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
-from .acks import DeliveryTracker, Ticket
+from .acks import Ticket
 from .topics import TopicCreator, partition_count, topic_problem
 
-__all__ = ["PRODUCER_DEFAULTS", "KafkaSink", "Oversized", "producer_config",
+__all__ = ["PRODUCER_DEFAULTS", "BulkSink", "KafkaSink", "Oversized", "producer_config",
            "truncate_partitions"]
+
+#: Record headers as librdkafka takes them.
+Headers = list[tuple[str, str | bytes | None]]
+#: librdkafka's "no partition given": the configured partitioner chooses.
+_ANY_PARTITION: Final = -1
 
 #: `--oversized-events omit`'s hook: (topic, key, value) -> (smaller value, headers), or None
 #: to produce the record as it is.
@@ -97,8 +101,8 @@ def truncate_partitions(mode: str, partitions: int) -> range:
         return range(1)
     if mode == "none":
         return range(0)
-    raise ConfigError(f"truncate_records must be one of {', '.join(TRUNCATE_RECORDS)}, "
-                      f"not {mode!r}")
+    raise ValueError(f"unknown truncate_records mode {mode!r} (connector.config "
+                     "TRUNCATE_RECORDS lists them)")
 
 
 def producer_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -130,34 +134,40 @@ def producer_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
+class FailedDeliveries(Protocol):
+    """What the sink asks of its tracker (`AckTracker`): raise the first failed delivery its
+    tickets recorded, as `SinkError`."""
+
+    def check(self) -> None: ...
+
+
 class KafkaSink:
-    """Produces Confluent-framed events and reports every delivery to its transaction ticket.
+    """Produces Confluent-framed events and reports every delivery to its transaction ticket:
+    the at-least-once mode. The other modes are subclasses, chosen once by whoever builds the
+    sink: `BulkSink` (failed deliveries reported only, for bulk loads) and
+    `transactional.TransactionalSink` (exactly-once). A mode's per-record hand-off is its
+    `_send`; everything else (topics, size policy, truncates, guards) is shared.
 
     `topics`: creates each topic (once) before its first event; None assumes they exist.
     `tombstones`: `produce_delete` adds a null-value record after each keyed delete.
     `partition_cache_s`: how long a topic's partition count (for truncates) is reused.
     `truncate_records`: which partitions `produce_truncate` writes (`truncate_partitions`).
+    `transactional_id`: the producer's, for a caller that runs Kafka transactions.
     """
 
-    def __init__(self, kafka_config: Mapping[str, Any], tracker: DeliveryTracker, *,
+    def __init__(self, kafka_config: Mapping[str, Any], tracker: FailedDeliveries, *,
                  topics: TopicCreator | None = None, tombstones: bool = False,
                  partition_cache_s: float = 10.0, metadata_timeout_s: float = 30.0,
-                 report_successes: bool = True, transactional_id: str | None = None,
+                 transactional_id: str | None = None,
                  topic_check_interval_s: float = 5.0,
                  oversized: Oversized | None = None, max_event_bytes: int = 0,
                  truncate_records: str = "every-partition") -> None:
         truncate_partitions(truncate_records, 1)  # refuses an unknown mode now, not at a truncate
         self.truncate_records = truncate_records
         config = producer_config(kafka_config)
-        if transactional_id is not None:  # the exactly-once sink (transactional.py)
+        if transactional_id is not None:
             config["transactional.id"] = transactional_id
-        # Without success reports (for a bulk load that only needs "all delivered" at the end,
-        # the snapshot): librdkafka reports failed deliveries only, a third of the client's
-        # cost per event saved; `close()` then tells the tracker everything was delivered.
-        self._report_successes = report_successes
-        if not report_successes:  # and no per-record callback: librdkafka's cheapest path
-            config["delivery.report.only.error"] = True
-            config["on_delivery"] = self._on_failed_delivery
+        self._configure(config)
         config.setdefault("error_cb", self._on_error)
         config.setdefault("logger", logging.getLogger("connector.sink.librdkafka"))
         self._producer = Producer(config)
@@ -194,11 +204,8 @@ class KafkaSink:
             return
         ticket.expect(1)
         if partition is None:
-            try:  # the hot path: one call into librdkafka, nothing allocated here
-                if self._report_successes:
-                    self._producer.produce(topic, value, key, on_delivery=ticket.on_delivery)
-                else:
-                    self._producer.produce(topic, value, key)
+            try:  # the hot path: the mode's one call into librdkafka
+                self._send(topic, value, key, ticket)
             except BufferError:
                 self._produce_slow(topic, key, value, ticket, None)
             except KafkaException as exc:
@@ -214,35 +221,39 @@ class KafkaSink:
         cannot shrink goes out as it is (and fails as without the policy)."""
         assert self._oversized is not None
         shrunk = self._oversized(topic, key, value)
-        headers = None
+        headers: Headers | None = None
         if shrunk is not None:
-            value, headers = shrunk
+            value, headers = shrunk[0], [*shrunk[1]]
         ticket.expect(1)
         self._produce_slow(topic, key, value, ticket, partition, headers)
         self.events += 1
         self.bytes += len(value) + len(key or b"")
 
     def _produce_slow(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
-                      partition: int | None, headers: list[tuple[str, bytes]] | None = None
+                      partition: int | None, headers: Headers | None = None
                       ) -> None:
         """`produce` with a partition, or after the local queue was full: waits for room;
         a refused record fails its ticket and raises `SinkError`."""
-        kwargs: dict[str, Any] = {}
-        if headers:
-            kwargs["headers"] = headers
-        if self._report_successes:
-            kwargs["on_delivery"] = ticket.on_delivery
-        if partition is not None:
-            kwargs["partition"] = partition
+        chosen = _ANY_PARTITION if partition is None else partition
         while True:
             try:
-                self._producer.produce(topic, value, key, **kwargs)
+                self._send(topic, value, key, ticket, chosen, headers)
                 break
             except BufferError:  # local queue full: serve delivery reports to make room
                 self._producer.poll(0.1)
                 self._check()
             except KafkaException as exc:
                 raise self._refused(topic, key, value, ticket, exc) from None
+
+    def _configure(self, config: dict[str, Any]) -> None:
+        """The mode's own librdkafka settings (none here: every delivery is reported)."""
+
+    def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
+              partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
+        """Hand one record to librdkafka (raises BufferError when its queue is full): the
+        record's delivery report goes to `ticket`."""
+        self._producer.produce(topic, value, key, partition, on_delivery=ticket.on_delivery,
+                               headers=headers)
 
     @staticmethod
     def _refused(topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
@@ -378,8 +389,6 @@ class KafkaSink:
         if remaining:
             raise SinkError(f"{remaining} events still undelivered after {timeout_s:g} s; "
                             "their transactions are not confirmed to PostgreSQL")
-        if not self._report_successes:  # drained, and flush() raised no reported failure
-            self._tracker.all_delivered()
 
     def __len__(self) -> int:
         """Records queued in librdkafka, not yet acknowledged."""
@@ -395,16 +404,6 @@ class KafkaSink:
                 self.check_topics()
             raise
 
-    def _on_failed_delivery(self, err: Any, msg: Any) -> None:
-        """The report of a record Kafka did not take, for a sink without success reports
-        (which record of which ticket is not tracked there): the sink fails as a whole."""
-        metrics.DELIVERY_ERRORS.inc()
-        where = "?" if msg is None else f"{msg.topic()}[{msg.partition()}]"
-        if self._fatal is None:
-            self._fatal = SinkError(f"Kafka did not accept an event for {where}: {err}; "
-                                    "nothing of this load is acknowledged")
-            log.error("%s", self._fatal)
-
     def _on_error(self, error: KafkaError) -> None:
         """librdkafka's global errors: fatal ones stop the sink, the rest it retries itself."""
         if error.fatal():
@@ -417,6 +416,50 @@ class KafkaSink:
     def producer(self) -> Producer:
         """The underlying confluent_kafka Producer (for metrics and tests)."""
         return self._producer
+
+
+class DrainedDeliveries(Protocol):
+    """What `BulkSink` asks of its tracker (`AckTracker`): the failures its tickets recorded,
+    and "everything handed over was delivered" once the queue drained without one."""
+
+    def check(self) -> None: ...
+
+    def all_delivered(self) -> None: ...
+
+
+class BulkSink(KafkaSink):
+    """A `KafkaSink` for a bulk load that needs only "all delivered" at its end (the initial
+    snapshot's readers): librdkafka reports failed deliveries only, with no per-record
+    callback (its cheapest path, a third of the client's cost per event saved). Nothing
+    completes per event; `close()` drains the queue and then tells the tracker everything was
+    delivered. A failed delivery (which record of which ticket is not tracked) fails the sink as
+    a whole."""
+
+    def __init__(self, kafka_config: Mapping[str, Any], tracker: DrainedDeliveries,
+                 **options: Any) -> None:
+        super().__init__(kafka_config, tracker, **options)
+        self._drained = tracker
+
+    def _configure(self, config: dict[str, Any]) -> None:
+        config["delivery.report.only.error"] = True
+        config["on_delivery"] = self._on_failed_delivery
+
+    def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
+              partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
+        self._producer.produce(topic, value, key, partition, headers=headers)
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        super().close(timeout_s)
+        self._drained.all_delivered()  # drained, and flush() raised no reported failure
+
+    def _on_failed_delivery(self, err: Any, msg: Any) -> None:
+        """The report of a record Kafka did not take: the sink fails as a whole."""
+        metrics.DELIVERY_ERRORS.inc()
+        where = "?" if msg is None else f"{msg.topic()}[{msg.partition()}]"
+        if self._fatal is None:
+            self._fatal = SinkError(f"Kafka did not accept an event for {where}: {err}; "
+                                    "nothing of this load is acknowledged")
+            log.error("%s", self._fatal)
 
 
 def _partitions_of(metadata: Any, topic: str) -> int | None:

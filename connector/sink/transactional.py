@@ -42,17 +42,17 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from connector.config import Config
 from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
+from .acks import Ticket
 from .producer import KafkaSink, Oversized, producer_config
 from .topics import TopicCreator
 
-__all__ = ["SNAPSHOT_TRANSACTION_DEFAULTS", "BatchLimits", "SnapshotTransaction",
-           "TransactionalSink", "TransactionalTracker", "committed_lsn", "ensure_offsets_topic",
-           "exactly_once_sink", "fence", "offsets_topic", "snapshot_transactional_id",
-           "transactional_id"]
+__all__ = ["SNAPSHOT_TRANSACTION_DEFAULTS", "BatchLimits", "ExactlyOnceSettings",
+           "SnapshotTransaction", "TransactionalSink", "TransactionalTracker", "committed_lsn",
+           "ensure_offsets_topic", "exactly_once_sink", "fence", "offsets_topic",
+           "snapshot_transactional_id", "transactional_id"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,20 @@ class BatchLimits:
         if self.transactions < 1 or self.bytes < 1 or self.seconds < 0:
             raise ConfigError("exactly_once_batch_transactions and exactly_once_batch_bytes "
                               "must be >= 1, exactly_once_batch_ms >= 0")
+
+
+@dataclass(frozen=True)
+class ExactlyOnceSettings:
+    """What `exactly_once_sink` takes from the configuration (the pipeline builds it)."""
+
+    db: str
+    slot: str
+    topic_prefix: str
+    replication_factor: int  # of the offsets topic
+    timeout_s: float  # Kafka requests and metadata
+    limits: BatchLimits
+    tombstones: bool
+    truncate_records: str
 
 
 def offsets_topic(prefix: str) -> str:
@@ -147,17 +161,18 @@ def committed_lsn(kafka_config: Mapping[str, Any], topic: str, db: str, slot: st
 
 
 class _Ticket:
-    """One PostgreSQL transaction in the open Kafka transaction (`TransactionalTracker.begin`)."""
+    """One PostgreSQL transaction in the open Kafka transaction (`TransactionalTracker.begin`).
+    `expect` and `on_delivery` are part of the sink's `Ticket` and do nothing here: the Kafka
+    commit, not per-record reports, decides what is delivered."""
 
-    __slots__ = ("end_lsn", "sealed", "skipped")
+    __slots__ = ("end_lsn", "sealed")
 
-    def __init__(self, end_lsn: int, skipped: bool) -> None:
+    def __init__(self, end_lsn: int) -> None:
         self.end_lsn = end_lsn
         self.sealed = False
-        self.skipped = skipped  # already committed to Kafka by an earlier run
 
     def expect(self, n: int = 1) -> None:
-        pass  # the Kafka commit, not per-record reports, decides what is delivered
+        pass
 
     def seal(self) -> None:
         self.sealed = True
@@ -186,18 +201,21 @@ class TransactionalTracker:
         self._delivered = max(self._delivered or 0, committed)
 
     def begin(self, end_lsn: int) -> _Ticket:
-        ticket = _Ticket(end_lsn, end_lsn <= self.skip_until)
+        ticket = _Ticket(end_lsn)
         self._open.append(ticket)
         return ticket
+
+    def skips(self, end_lsn: int) -> bool:
+        """Kafka already holds the transaction ending at `end_lsn` (an earlier run committed
+        it): its records are not produced again."""
+        return end_lsn <= self.skip_until
 
     def delivered_lsn(self) -> int | None:
         return self._delivered
 
     def check(self) -> None:
-        pass  # failures surface from commit_transaction
-
-    def all_delivered(self) -> None:
-        pass
+        """Nothing to raise: a refused record raises at once (`_Ticket.failed`), a failed
+        delivery fails the commit (`TransactionalSink.commit`)."""
 
     @property
     def open_transactions(self) -> int:
@@ -247,9 +265,9 @@ class TransactionalSink(KafkaSink):
         except KafkaException as exc:
             raise self._failure("cannot start the transactional producer", exc) from None
 
-    def produce(self, topic: str, key: bytes | None, value: bytes | None, ticket: Any, *,
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket, *,
                 partition: int | None = None) -> None:
-        if ticket.skipped:
+        if self._ttracker.skips(ticket.end_lsn):
             return
         if not self._in_txn:
             try:
@@ -418,27 +436,26 @@ def fence(kafka_config: Mapping[str, Any], tid: str, timeout_s: float = 60.0) ->
         producer.flush(0)
 
 
-def exactly_once_sink(cfg: Config, kafka_settings: Mapping[str, Any], topics: TopicCreator,
-                      db: str, confirmed_lsn: int | None, *, oversized: Oversized | None = None,
-                      max_event_bytes: int = 0
+def exactly_once_sink(settings: ExactlyOnceSettings, kafka_settings: Mapping[str, Any],
+                      topics: TopicCreator, confirmed_lsn: int | None, *,
+                      oversized: Oversized | None = None, max_event_bytes: int = 0
                       ) -> tuple[TransactionalSink, TransactionalTracker]:
     """The pipeline's sink and tracker for ``--exactly-once``, resuming after the committed
-    progress of `cfg.slot`. The producer starts first: its init_transactions aborts what a
+    progress of `settings.slot`. The producer starts first: its init_transactions aborts what a
     killed predecessor left open, which read_committed would otherwise wait behind."""
-    topic = offsets_topic(cfg.topic_prefix)
-    ensure_offsets_topic(kafka_settings, topic, cfg.topic_replication_factor,
-                         cfg.kafka_timeout_s)
+    topic = offsets_topic(settings.topic_prefix)
+    ensure_offsets_topic(kafka_settings, topic, settings.replication_factor, settings.timeout_s)
     tracker = TransactionalTracker(confirmed_lsn, None)
-    limits = BatchLimits(cfg.exactly_once_batch_transactions, cfg.exactly_once_batch_bytes,
-                         cfg.exactly_once_batch_ms / 1000)
-    sink = TransactionalSink(kafka_settings, tracker, db=db, slot=cfg.slot, offsets=topic,
-                             limits=limits, topics=topics, tombstones=cfg.tombstones,
-                             oversized=oversized, max_event_bytes=max_event_bytes,
-                             metadata_timeout_s=cfg.kafka_timeout_s,
-                             truncate_records=cfg.truncate_records)
-    committed = committed_lsn(kafka_settings, topic, db, cfg.slot, cfg.kafka_timeout_s)
+    sink = TransactionalSink(kafka_settings, tracker, db=settings.db, slot=settings.slot,
+                             offsets=topic, limits=settings.limits, topics=topics,
+                             tombstones=settings.tombstones, oversized=oversized,
+                             max_event_bytes=max_event_bytes,
+                             metadata_timeout_s=settings.timeout_s,
+                             truncate_records=settings.truncate_records)
+    committed = committed_lsn(kafka_settings, topic, settings.db, settings.slot,
+                              settings.timeout_s)
     if committed is not None:
         log.info("exactly-once: Kafka holds slot %s up to %s; skipping what precedes it",
-                 cfg.slot, lsn_to_str(committed))
+                 settings.slot, lsn_to_str(committed))
         tracker.resume_after(committed)
     return sink, tracker

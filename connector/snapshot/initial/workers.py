@@ -36,7 +36,7 @@ from connector.avro import CodecFactory, SchemaIds, TableSchemas
 from connector.avro.oversized import OmitOversized
 from connector.errors import CdcError, SchemaError, SinkError, SourceError
 from connector.pgtypes import TypeCatalog
-from connector.sink import AckTracker, KafkaSink
+from connector.sink import AckTracker, BulkSink
 from connector.sink.transactional import snapshot_transactional_id
 from connector.source_catalog import PostgresCatalog
 
@@ -150,13 +150,12 @@ def _read(spec: ReaderSpec, chunks: _ChunkQueue, reports: _ReportQueue, should_s
     try:
         tracker = AckTracker(None)
         # acknowledgement is all-or-nothing at the end of a reader: failures are reported, each
-        # success is not (see KafkaSink); ReaderDone is sent only after close() drained the
+        # success is not (see BulkSink); ReaderDone is sent only after close() drained the
         # queue
         tid = snapshot_transactional_id(spec.db, spec.slot, index) if spec.transactional \
             else None
-        sink = KafkaSink(spec.kafka_settings, tracker, report_successes=False,
-                         transactional_id=tid, oversized=_oversized(spec),
-                         max_event_bytes=spec.oversized_limit)
+        sink = BulkSink(spec.kafka_settings, tracker, transactional_id=tid,
+                        oversized=_oversized(spec), max_event_bytes=spec.oversized_limit)
         txn = producer_transaction(sink.producer, spec.kafka_settings,
                                    exactly_once=spec.transactional)
         txn.begin()

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from connector.errors import SinkError
-from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec
+from connector.sink import AckTracker, BulkSink, KafkaSink, TopicCreator, TopicSpec
 
 pytestmark = pytest.mark.integration
 
@@ -209,12 +209,11 @@ def test_record_too_large_names_topic_and_lsn(kafka: Any) -> None:
 
 
 def test_a_sink_without_success_reports_completes_only_once_drained(kafka: Any) -> None:
-    """report_successes=False (the snapshot's sink): nothing completes per event; close()
+    """`BulkSink` (the snapshot readers' sink): nothing completes per event; close()
     drains the queue and then completes every transaction."""
     settings = {"bootstrap.servers": kafka.bootstrap}
     tracker = AckTracker(start_lsn=50)
-    sink = KafkaSink(settings, tracker, topics=TopicCreator(settings, TopicSpec(partitions=2)),
-                     report_successes=False)
+    sink = BulkSink(settings, tracker, topics=TopicCreator(settings, TopicSpec(partitions=2)))
     topic = unique("sink.bulk")
     for end_lsn in (100, 200):
         txn = tracker.begin(end_lsn)
@@ -232,9 +231,8 @@ def test_a_sink_without_success_reports_completes_only_once_drained(kafka: Any) 
 
 def test_a_sink_without_success_reports_still_fails_on_a_failed_delivery(kafka: Any) -> None:
     tracker = AckTracker(start_lsn=1000)
-    sink = KafkaSink({"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 2000,
-                      "socket.connection.setup.timeout.ms": 1000}, tracker,
-                     report_successes=False)
+    sink = BulkSink({"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 2000,
+                     "socket.connection.setup.timeout.ms": 1000}, tracker)
     txn = tracker.begin(2000)
     sink.produce("sink.nowhere", b"k", b"v", txn)
     txn.seal()

@@ -37,9 +37,9 @@ def test_resume_skips_what_kafka_holds_even_when_the_slot_lags() -> None:
     tracker = TransactionalTracker(start_lsn=100, skip_until=None)
     tracker.resume_after(250)
     assert tracker.delivered_lsn() == 250
-    assert tracker.begin(200).skipped
-    assert tracker.begin(250).skipped
-    assert not tracker.begin(251).skipped
+    assert tracker.skips(200)
+    assert tracker.skips(250)
+    assert not tracker.skips(251)
 
 
 def test_names_are_stable_and_outside_the_table_topic_pattern() -> None:
