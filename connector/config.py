@@ -77,7 +77,8 @@ class Config:
     snapshot_chunk_rows: int = 250_000  # rows per snapshot chunk (ctid range), about
     incremental_chunk_rows: int = 10_000  # rows per incremental snapshot chunk (by key)
     # DDL that changes existing rows without row events (ALTER COLUMN TYPE, ADD COLUMN with a
-    # default, ...): re-read the table by an incremental snapshot (connector/snapshot/resync.py).
+    # default, ...): re-read the table by an incremental snapshot
+    # (connector/snapshot/incremental/resync.py).
     resync_on_ddl: bool = True
     exactly_once: bool = False  # transactional producer + <prefix>.offsets (sink/transactional.py)
     exactly_once_batch_transactions: int = 1000  # PostgreSQL transactions per Kafka transaction

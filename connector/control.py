@@ -4,7 +4,7 @@
 - `HEARTBEAT_PREFIX`: `Pipeline._heartbeat`'s transactional message; never published as a
   message, it makes the producer send a heartbeat record (the delivered LSN).
 - `WATERMARK_PREFIX`: an incremental snapshot chunk's low (non-transactional) and high
-  (transactional) DBLog watermarks (connector/snapshot/incremental.py). The value is written
+  (transactional) DBLog watermarks (connector/snapshot/incremental/window.py). The value is written
   into the WAL: changing it would orphan the marks of a running snapshot across an upgrade.
 """
 

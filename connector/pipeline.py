@@ -18,9 +18,9 @@ event is acknowledged, and streaming resumes from there.
 
 While streaming, between reads, `TableWatcher` adds new tables matching --tables to the
 publication, `DdlResync` requests a re-sync of tables whose rows a DDL statement changed
-(connector/snapshot/resync.py), and `IncrementalSnapshots` runs the requests of `pgcdc
+(connector/snapshot/incremental/resync.py), and `IncrementalSnapshots` runs the requests of `pgcdc
 snapshot` (and of new tables, and re-syncs) in watermarked chunks
-(connector/snapshot/incremental.py).
+(connector/snapshot/incremental/window.py).
 """
 
 from __future__ import annotations

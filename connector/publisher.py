@@ -95,7 +95,7 @@ class OpenWindow(Protocol):
 
 
 class SnapshotWindows(Protocol):
-    """The incremental snapshots' side of the stream (`connector.snapshot.resnapshot`): the
+    """The incremental snapshots' side of the stream (`connector.snapshot.incremental.driver`): the
     window the stream's changes are checked against, and the DBLog watermark messages."""
 
     @property

@@ -53,7 +53,7 @@ they belong to the cut P - 1 and every later one: a snapshot row (`snapshot_row`
 truncate a re-snapshot starts with) is applied once B >= P, where a change is once B > its
 commit_lsn. All of them together: a cut never shows part of the initial snapshot.
 Incremental snapshot rows carry the chunk's low watermark l and are produced at its high
-watermark h (connector/snapshot/incremental.py), so a cut between l and h may show some, all
+watermark h (connector/snapshot/incremental/window.py), so a cut between l and h may show some, all
 or none of a chunk's rows. That contradicts no transaction: every key a chunk publishes is
 unchanged between l and h (keys the stream changes are dropped from the window), so each row
 shows its key's state at the cut. What such a cut cannot give is completeness of a table

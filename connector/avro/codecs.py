@@ -19,7 +19,7 @@ In:
 Out: the `TableCodec` of that table version (schemas derived by `derive_table_schemas`), with
 the registry ids `ids(schemas)` gives: `registry_ids(registry)` registers the key and value
 subjects (the stream, the snapshot's coordinator); a snapshot reader passes the ids its
-coordinator registered (connector/snapshot/worker.py) and makes no registry call.
+coordinator registered (connector/snapshot/initial/workers.py) and makes no registry call.
 
 A registry or catalog error raises before the codec exists, so nothing of a table version is
 produced without its schemas registered. The cache is per Relation value: the same message

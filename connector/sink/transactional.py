@@ -26,7 +26,8 @@ and raises its non-transient error; so does a failed commit when a topic check t
 cause.
 
 The initial snapshot's producers use `SnapshotTransaction` instead: one Kafka transaction per
-producer for the whole snapshot, committed together at its end (connector/snapshot/__init__.py).
+producer for the whole snapshot, committed together at its end
+(connector/snapshot/initial/__init__.py).
 """
 
 from __future__ import annotations
@@ -364,7 +365,7 @@ class SnapshotTransaction:
     """The Kafka transaction of one snapshot producer (coordinator or reader), `--exactly-once`.
 
     Everything a snapshot producer writes stays in one open transaction until the coordinator
-    commits them all together (`connector/snapshot/__init__.py`, "Exactly-once"), so a killed
+    commits them all together (`connector/snapshot/initial`, "Exactly-once"), so a killed
     attempt leaves only aborted records. `commit_if_old` commits early, at a chunk boundary,
     once the transaction is half as old as transaction.timeout.ms: the broker would otherwise
     abort it. Errors are `SinkError`s (never transient here: the snapshot restarts anyway)."""
