@@ -2,11 +2,21 @@
 (connector/publisher.py) tells them from users' messages, their writers emit them.
 
 - `HEARTBEAT_PREFIX`: `Pipeline._heartbeat`'s transactional message; never published as a
-  message, it makes the producer send a heartbeat record (the delivered LSN).
+  message, it makes the producer send a heartbeat record (the delivered LSN, and the slot's
+  restart_lsn the message carries as text: `heartbeat_restart_lsn`).
 - `WATERMARK_PREFIX`: an incremental snapshot chunk's low (non-transactional) and high
   (transactional) DBLog watermarks (connector/snapshot/incremental.py). The value is written
   into the WAL: changing it would orphan the marks of a running snapshot across an upgrade.
 """
 
+from connector.pgoutput.lsn import str_to_lsn
+
 HEARTBEAT_PREFIX = "pgcdc.heartbeat"
 WATERMARK_PREFIX = "pgcdc.snapshot"
+
+
+def heartbeat_restart_lsn(content: bytes) -> int | None:
+    """The slot's restart_lsn a heartbeat message carries ("X/Y"); None for the empty content
+    of heartbeats written before it was carried, or when the slot was not found."""
+    text = content.decode("ascii", "replace").strip()
+    return str_to_lsn(text) if text else None

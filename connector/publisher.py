@@ -24,7 +24,7 @@ from connector.avro import (
     TableCodec,
     TransactionBlock,
 )
-from connector.control import HEARTBEAT_PREFIX, WATERMARK_PREFIX
+from connector.control import HEARTBEAT_PREFIX, WATERMARK_PREFIX, heartbeat_restart_lsn
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -140,7 +140,9 @@ class Publisher:
                 assert isinstance(msg, Message)
                 if msg.prefix == HEARTBEAT_PREFIX:
                     heartbeats += 1
-                    self._send(self.encoder.heartbeat(self.tracker.delivered_lsn() or 0), ticket)
+                    self._send(self.encoder.heartbeat(self.tracker.delivered_lsn() or 0,
+                                                      restart_lsn=heartbeat_restart_lsn(msg.content)),
+                               ticket)
                 elif msg.prefix == WATERMARK_PREFIX:
                     heartbeats += 1  # not a change either
                     if self.watermarks is not None:
