@@ -16,7 +16,10 @@ WATERMARK_PREFIX = "pgcdc.snapshot"
 
 
 def heartbeat_restart_lsn(content: bytes) -> int | None:
-    """The slot's restart_lsn a heartbeat message carries ("X/Y"); None for the empty content
-    of heartbeats written before it was carried, or when the slot was not found."""
-    text = content.decode("ascii", "replace").strip()
-    return str_to_lsn(text) if text else None
+    """The slot's restart_lsn a heartbeat message carries ("X/Y"); None when it carries none
+    (empty: written before it was carried, or the slot was not found) or something else (a
+    heartbeat says nothing rather than stop the producer)."""
+    try:
+        return str_to_lsn(content.decode("ascii"))
+    except ValueError:  # UnicodeDecodeError is one
+        return None
