@@ -45,24 +45,22 @@ sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
-from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
+from connector.avro import SchemaRegistry  # noqa: E402
 from spark_jobs.config import MergeConfig  # noqa: E402
 from spark_jobs.decode import decode_topic, plan_batch  # noqa: E402
-from spark_jobs.events import TableTopic, register_table  # noqa: E402
 from spark_jobs.job import BatchReport, run_merge, start_merge  # noqa: E402
 from spark_jobs.registry import SchemaCache  # noqa: E402
 from spark_jobs.session import LOCAL_CONF, local_session  # noqa: E402
 from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame  # noqa: E402
+from tests.support.events import TableEvents, table_events  # noqa: E402
 
 TABLES = 10
 PARTITIONS = 2
-COLUMNS = [("id", "long"), ("name", "string"), ("qty", "int"),
-           ("price", {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2}),
-           ("updated", {"type": "long", "logicalType": "timestamp-micros"}),
-           ("note", "string")]
+COLUMNS = [("id", "int8"), ("name", "text"), ("qty", "int4"), ("price", "numeric(12,2)"),
+           ("updated", "timestamptz"), ("note", "text")]
 SPARK_EXTRA = {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4"}
 
 
@@ -93,7 +91,7 @@ def servers(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
 
 
 def make_tables(bootstrap: str, registry_url: str, prefix: str, tables: int = TABLES,
-                partitions: int = PARTITIONS) -> list[TableTopic]:
+                partitions: int = PARTITIONS) -> list[TableEvents]:
     """Create the topics (one AdminClient call) and register the tables' schemas."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [f"{prefix}.public.t{i}" for i in range(tables)]
@@ -103,10 +101,11 @@ def make_tables(bootstrap: str, registry_url: str, prefix: str, tables: int = TA
     return register_tables(registry_url, prefix, tables)
 
 
-def register_tables(registry_url: str, prefix: str, tables: int = TABLES) -> list[TableTopic]:
-    """The tables' encoders (registering the same schema again returns the same id)."""
-    client = SchemaRegistryClient({"url": registry_url})
-    return [register_table(client, prefix, "public", f"t{i}", COLUMNS, ["id"])
+def register_tables(registry_url: str, prefix: str, tables: int = TABLES) -> list[TableEvents]:
+    """The tables' events, written by the producer's codec (registering the same schema
+    again returns the same id)."""
+    registry = SchemaRegistry(registry_url)
+    return [table_events(registry, prefix, "public", f"t{i}", COLUMNS, ["id"])
             for i in range(tables)]
 
 
@@ -116,7 +115,7 @@ def row(key: int, version: int, now: dt.datetime) -> dict[str, object]:
             "note": "x" * 40}
 
 
-def produce(bootstrap: str, tables: list[TableTopic], events: int, lsn_start: int = 1000,
+def produce(bootstrap: str, tables: list[TableEvents], events: int, lsn_start: int = 1000,
             rate: float | None = None, stop: threading.Event | None = None,
             sent: tuple[array, array, array] | None = None) -> int:
     """Transactions of 10 changes on random tables: 30% inserts of new keys, 60% updates,
@@ -200,7 +199,7 @@ def load_average() -> str:
 
 # --- many tables --------------------------------------------------------------------------
 
-def produce_rounds(bootstrap: str, tables: list[TableTopic], round_: int) -> int:
+def produce_rounds(bootstrap: str, tables: list[TableEvents], round_: int) -> int:
     """A few changes per table. Round 1: 3 inserts (keys 0-2). Round 2: update key 0, delete
     key 1, insert key 3, update key 3 (4 events, one transaction per table). Returns events."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,

@@ -40,7 +40,7 @@ from connector.avro import SchemaRegistry  # noqa: E402
 from connector.replication import ReplicationAdmin  # noqa: E402
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec  # noqa: E402
 from connector.snapshot import SnapshotSettings, take_snapshot  # noqa: E402
-from connector.snapshot.reader import SESSION_SETTINGS  # noqa: E402
+from connector.snapshot.initial import SESSION_SETTINGS  # noqa: E402
 
 TABLE = """CREATE TABLE bench (
     id bigint PRIMARY KEY, account int NOT NULL, amount numeric(12,2), price float8,

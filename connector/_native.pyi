@@ -2,7 +2,7 @@
 from collections.abc import Callable
 from typing import Any
 
-from connector.avro.serializer import SourceInfo, TransactionBlock
+from connector.avro.envelope import SourceInfo, TransactionBlock
 from connector.pgoutput.messages import Delete, Insert, Update
 
 # tuple.c: pgoutput Insert/Update/Delete decoding
@@ -27,6 +27,7 @@ class RowPlan:
                     ) -> tuple[bytes, bytes | None] | None: ...
     def key(self, values: tuple[Any, ...]) -> bytes | None: ...
     def copy_change(self, frame: EnvelopeFrame, key_header: bytes, op: str,
+                    declined: Callable[..., tuple[bytes | None, bytes]] | None,
                     line: bytes | bytearray | memoryview, source: SourceInfo,
                     ts_ms: int | None,
                     transaction: TransactionBlock | None) -> tuple[bytes | None, bytes] | None: ...

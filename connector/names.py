@@ -37,11 +37,11 @@ both sides apply one rule.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, NamedTuple
 
 from connector.errors import ConfigError
 
-__all__ = ["MAX_TOPIC_LENGTH", "TopicNameTooLong", "from_avro_name", "from_topic_part",
+__all__ = ["MAX_TOPIC_LENGTH", "TableName", "TopicNameTooLong", "from_avro_name", "from_topic_part",
            "is_avro_name", "namespace_of", "table_of_topic", "table_topic", "to_avro_name",
            "topic_part"]
 
@@ -51,6 +51,24 @@ _TOPIC_PLAIN: Final = re.compile(r"[A-Za-z0-9_-]+\Z")
 _TOPIC_KEPT: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-")
 #: Kafka's limit on a topic name (kafka.common.internals.Topic.MAX_NAME_LENGTH).
 MAX_TOPIC_LENGTH: Final = 249
+
+
+class TableName(NamedTuple):
+    """A table's identity: compare, hash and key tables by this pair, never by the text
+    ``schema.table``, which is ambiguous once a name contains a dot (schema ``a.b`` table ``c``
+    and schema ``a`` table ``b.c`` print alike). `str()` is that text, for display only."""
+
+    schema: str
+    table: str
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+    @classmethod
+    def readings(cls, text: str) -> list[TableName]:
+        """Every table the display text ``schema.table`` may name (one per dot in it), for a
+        text stored before it could be a pair: the catalog tells which one exists."""
+        return [cls(text[:i], text[i + 1:]) for i, char in enumerate(text) if char == "."]
 
 
 class TopicNameTooLong(ConfigError):

@@ -58,10 +58,8 @@ from connector.replication.health import lag_warning
 from connector.sink import AckTracker, KafkaSink, TopicCreator, TopicSpec, producer_config
 from connector.sink.topics import TopicLedger
 from connector.sink.transactional import TransactionalTracker, exactly_once_sink, offsets_topic
-from connector.snapshot import SnapshotSettings, signals, take_snapshot
-from connector.snapshot.lifecycle import TableWatcher
-from connector.snapshot.resnapshot import IncrementalSnapshots
-from connector.snapshot.resync import DdlResync
+from connector.snapshot import SnapshotSettings, take_snapshot
+from connector.snapshot.incremental import DdlResync, IncrementalSnapshots, TableWatcher, signals
 from connector.source_catalog import PostgresCatalog
 
 log = logging.getLogger(__name__)

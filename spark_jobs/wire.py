@@ -38,7 +38,3 @@ def with_frame(df: DataFrame) -> DataFrame:
         F.when(_framed(value), F.expr(f"substring(value, {HEADER + 1})")).alias(BODY),
     )
 
-
-def frame_bytes(schema_id: int, body: bytes) -> bytes:
-    """Python side of the same format (tests, benchmark, event builders)."""
-    return b"\x00" + schema_id.to_bytes(4, "big") + body

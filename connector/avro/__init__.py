@@ -5,7 +5,7 @@ the Schema Registry, and the Confluent wire format. See schemas/README.md for th
     codecs = CodecFactory(types, catalog, registry_ids(registry), prefix="shop",
                           db="shopdb")                                      # codecs.py
     codec = codecs.codec(relation)                          # once per Relation version
-    key, value = codec.change_from_tuples("c", None, new, source)         # serializer.py
+    key, value = codec.change_from_tuples("c", None, new, source)        # table_codec.py
     encoder = AvroEncoder(registry, prefix="shop", db="shopdb")   # control topics: encoder.py
 """
 
@@ -13,7 +13,10 @@ from connector.names import from_avro_name, namespace_of, table_topic, to_avro_n
 
 from .codecs import CodecFactory, SchemaIds, SourceFacts, registry_ids
 from .encoder import AvroEncoder, Encoded, transaction_id
+from .envelope import SourceInfo, TransactionBlock
+from .fastavro_io import Decoded, decode
 from .fixed import fixed_schema, schemas_dir
+from .fixed_codec import FixedCodec
 from .registry import SchemaRegistry, key_subject, value_subject
 from .schema import (
     ARRAY_DIMS_QUERY,
@@ -22,16 +25,8 @@ from .schema import (
     derive_table_schemas,
     render,
 )
-from .serializer import (
-    Decoded,
-    FixedCodec,
-    SourceInfo,
-    TableCodec,
-    TransactionBlock,
-    decode,
-    frame,
-    parse_frame,
-)
+from .table_codec import TableCodec
+from .wire import frame, unframe
 
 __all__ = [
     "ARRAY_DIMS_QUERY",
@@ -55,7 +50,6 @@ __all__ = [
     "from_avro_name",
     "key_subject",
     "namespace_of",
-    "parse_frame",
     "registry_ids",
     "render",
     "schemas_dir",
@@ -63,5 +57,6 @@ __all__ = [
     "to_avro_name",
     "topic_part",
     "transaction_id",
+    "unframe",
     "value_subject",
 ]

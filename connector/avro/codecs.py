@@ -36,7 +36,7 @@ from connector.pgtypes import TypeCatalog
 
 from .registry import SchemaRegistry
 from .schema import TableSchemas, derive_table_schemas
-from .serializer import TableCodec
+from .table_codec import TableCodec
 
 __all__ = ["CodecFactory", "SchemaIds", "SourceFacts", "registry_ids"]
 

@@ -22,10 +22,11 @@ from typing import Final, NamedTuple
 from connector import __version__
 from connector.pgoutput.messages import Message
 
+from .envelope import SourceInfo
 from .fixed import fixed_schema
+from .fixed_codec import FixedCodec
 from .registry import SchemaRegistry
 from .schema import render
-from .serializer import FixedCodec, SourceInfo
 
 __all__ = ["AvroEncoder", "Encoded", "transaction_id"]
 

@@ -26,7 +26,8 @@ from fastavro import parse_schema, schemaless_writer
 
 from connector import metrics
 
-from .serializer import decode, frame, parse_frame, strip_logical_types
+from .fastavro_io import decode, strip_logical_types
+from .wire import frame, unframe
 
 __all__ = ["OMITTED_HEADER", "OVERSIZED_POLICIES", "LIBRDKAFKA_MESSAGE_MAX_BYTES",
            "OmitOversized", "columns_to_omit", "event_limit"]
@@ -96,7 +97,7 @@ class OmitOversized:
 
     def __call__(self, topic: str, key: bytes | None, value: bytes) -> tuple[bytes, Headers] | None:
         try:
-            schema_id, _ = parse_frame(value)
+            schema_id, _ = unframe(value)
             event = decode(value, self._schema, logical_types=False).value
         except Exception as exc:  # not one of our change events: leave it to Kafka
             log.debug("oversized record of %s not decodable: %s", topic, exc)
@@ -145,7 +146,7 @@ class OmitOversized:
     def _key_fields(self, key: bytes | None) -> frozenset[str]:
         if key is None:
             return frozenset()
-        schema_id, _ = parse_frame(key)
+        schema_id, _ = unframe(key)
         found = self._keys.get(schema_id)
         if found is None:
             schema = self._schema(schema_id)

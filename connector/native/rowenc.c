@@ -837,27 +837,31 @@ decline:
 }
 
 PyDoc_STRVAR(RowPlan_copy_change_doc,
-"copy_change(frame, key_header, op, line, source, ts_ms, transaction)\n"
+"copy_change(frame, key_header, op, declined, line, source, ts_ms, transaction)\n"
 "    -> (key: bytes | None, value: bytes) | None\n\n"
-"TableCodec.change_from_copy in one call: encode_copy() of the line as the new row, the key\n"
-"framed with key_header (b'': no key), the Envelope by `frame`. None: not handled (the caller\n"
-"parses the line in Python and takes the Python path).");
+"TableCodec.copy_encoder's call per line: encode_copy() of the line as the new row, the key\n"
+"framed with key_header (b'': no key), the Envelope by `frame`. A line not handled here goes\n"
+"to declined(line, source, ts_ms, transaction) (the Python writer), whose result or error is\n"
+"returned; declined None: None is returned for it.");
 
 static PyObject *RowPlan_copy_change(RowPlan *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError,
-                        "copy_change(frame, key_header, op, line, source, ts_ms, transaction)");
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "copy_change(frame, key_header, op, declined, line, "
+                                         "source, ts_ms, transaction)");
         return NULL;
     }
-    PyObject *key_header = args[1], *encoded = NULL, *toast = NULL, *value = NULL;
-    PyObject *key = NULL, *result = NULL, *unparsed = NULL;
-    if (!PyBytes_Check(key_header)) Py_RETURN_NONE;
-    encoded = encode_copy_line(self, args[3], PyBytes_GET_SIZE(key_header) > 0, &unparsed);
+    PyObject *key_header = args[1], *declined = args[3], *encoded = NULL, *toast = NULL;
+    PyObject *const *line_args = args + 4; /* line, source, ts_ms, transaction */
+    PyObject *value = NULL, *key = NULL, *result = NULL, *unparsed = NULL;
+    if (!PyBytes_Check(key_header)) goto done;
+    encoded = encode_copy_line(self, line_args[0], PyBytes_GET_SIZE(key_header) > 0,
+                               &unparsed);
     if (encoded == NULL || encoded == Py_None) goto done;
     toast = PyList_New(0);
     if (toast == NULL) goto done;
-    PyObject *write_args[8] = {args[2], Py_None, PyTuple_GET_ITEM(encoded, 0), toast, args[4],
-                               args[5], args[6], unparsed ? unparsed : Py_None};
+    PyObject *write_args[8] = {args[2], Py_None, PyTuple_GET_ITEM(encoded, 0), toast,
+                               line_args[1], line_args[2], line_args[3],
+                               unparsed ? unparsed : Py_None};
     value = pgcdc_envelope_write(args[0], write_args, 8);
     if (value == NULL || value == Py_None) goto done;
     key = framed_key(key_header, PyTuple_GET_ITEM(encoded, 1));
@@ -871,7 +875,8 @@ done:
     Py_XDECREF(key);
     if (result != NULL) return result;
     PyErr_Clear();
-    Py_RETURN_NONE;
+    if (declined == Py_None) Py_RETURN_NONE;
+    return PyObject_Vectorcall(declined, line_args, 4, NULL);
 }
 
 PyDoc_STRVAR(RowPlan_key_doc,

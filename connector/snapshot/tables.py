@@ -1,8 +1,9 @@
-"""The published tables as the snapshot sees them, each with the Relation pgoutput would send.
+"""The published tables, each with the Relation pgoutput would send (both snapshots read them).
 
-Everything here runs on a connection that imported the exported snapshot, so the catalog rows
-read are the ones valid at the slot's consistent point (SQL queries on catalog tables use the
-transaction's snapshot). The Relation is built exactly as pgoutput's `logicalrep_write_rel`
+The initial snapshot reads them on a connection that imported the exported snapshot, so the
+catalog rows read are the ones valid at the slot's consistent point (SQL queries on catalog
+tables use the transaction's snapshot); the incremental snapshot looks up one table at a time,
+as it is now. The Relation is built exactly as pgoutput's `logicalrep_write_rel`
 builds it, so the snapshot's events and the stream's share one Avro schema (one registry id):
 
 * relation id = the table's OID, namespace = its schema, name = its name, replica identity =
@@ -23,13 +24,13 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from connector.errors import SourceError, first_line, is_privilege_error
+from connector.errors import SourceError, first_line
+from connector.names import TableName
 from connector.pgoutput.messages import COLUMN_KEY, Relation, RelationColumn
 from connector.replication.features import ServerFeatures
-from connector.replication.privileges import lacking
 
-__all__ = ["SnapshotTable", "build_relation", "check_unchanged", "lock_tables",
-           "published_tables"]
+__all__ = ["Leaf", "SnapshotTable", "build_relation", "published_table", "published_tables",
+           "query_catalog"]
 
 Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
 
@@ -39,8 +40,11 @@ SELECT c.oid::int8, n.nspname::text, c.relname::text, c.relkind::text, c.relrepl
 FROM pg_catalog.pg_publication_tables p
 JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
 JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
-WHERE p.pubname = %s
+WHERE p.pubname = %s{only}
 ORDER BY 2, 3"""
+# `published_table`: only the tables among the (schema, table) pairs of two arrays.
+_ONE_OF = """
+  AND (p.schemaname::text, p.tablename::text) IN (SELECT * FROM unnest(%s::text[], %s::text[]))"""
 
 _COLUMNS_QUERY = """\
 SELECT a.attname::text, a.atttypid::int8, a.atttypmod::int4,
@@ -64,15 +68,6 @@ JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE t.isleaf AND c.relkind = 'r'
 ORDER BY t.level, 2, 3"""
 
-# What must not change between the consistent point and the moment the table is locked.
-_SHAPE_QUERY = """\
-SELECT c.relfilenode::int8, array_agg(a.attname::text || ':' || a.atttypid::text || ':' ||
-       a.atttypmod::text ORDER BY a.attnum)
-FROM pg_catalog.pg_class c
-JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE c.oid = %s
-GROUP BY c.relfilenode"""
-
 
 @dataclass(frozen=True)
 class Leaf:
@@ -95,8 +90,13 @@ class SnapshotTable:
     leaves: tuple[Leaf, ...]
 
     @property
+    def table_name(self) -> TableName:
+        return TableName(self.relation.namespace, self.relation.name)
+
+    @property
     def name(self) -> str:
-        return f"{self.relation.namespace}.{self.relation.name}"
+        """``schema.table``, for logs, metrics labels and messages."""
+        return str(self.table_name)
 
     @property
     def estimated_rows(self) -> int | None:
@@ -125,7 +125,9 @@ def build_relation(oid: int, schema: str, name: str, replica_identity: str,
     return Relation(None, oid, schema, name, replica_identity, tuple(out))
 
 
-def _query(conn: Conn, query: str | sql.Composed, params: Sequence[object]) -> list[tuple]:  # type: ignore[type-arg]
+def query_catalog(conn: Conn, query: str | sql.Composed, params: Sequence[object]
+                  ) -> list[tuple]:  # type: ignore[type-arg]
+    """The rows of a catalog query; a failure is a `SourceError` naming the snapshot."""
     try:
         return conn.execute(query, params).fetchall()
     except psycopg.Error as exc:
@@ -134,53 +136,35 @@ def _query(conn: Conn, query: str | sql.Composed, params: Sequence[object]) -> l
 
 def published_tables(conn: Conn, publication: str, features: ServerFeatures) -> list[SnapshotTable]:
     """Every table of `publication`, as of the snapshot `conn`'s transaction imported."""
+    return _tables(conn, publication, features)
+
+
+def published_table(conn: Conn, publication: str, features: ServerFeatures,
+                    names: Sequence[TableName]) -> SnapshotTable | None:
+    """The first of `names` (in schema, table order) that `publication` publishes, or None:
+    one table's catalog rows, not every published table's."""
+    return next(iter(_tables(conn, publication, features, names)), None)
+
+
+def _tables(conn: Conn, publication: str, features: ServerFeatures,
+            only: Sequence[TableName] | None = None) -> list[SnapshotTable]:
     modern = features.publication_column_lists
     query = _TABLES_QUERY.format(attnames="p.attnames::text[]" if modern else "NULL::text[]",
-                                 rowfilter="p.rowfilter" if modern else "NULL::text")
-    block_size = int(_query(conn, "SELECT current_setting('block_size')::int", ())[0][0])
+                                 rowfilter="p.rowfilter" if modern else "NULL::text",
+                                 only="" if only is None else _ONE_OF)
+    params: tuple[object, ...] = (publication,) if only is None else (
+        publication, [n.schema for n in only], [n.table for n in only])
+    block_size = int(query_catalog(conn, "SELECT current_setting('block_size')::int", ())[0][0])
     tables = []
-    for oid, schema, name, relkind, ident, attnames, row_filter, reltuples in _query(
-            conn, query, (publication,)):
-        columns = _query(conn, _COLUMNS_QUERY, (oid,))
+    for oid, schema, name, relkind, ident, attnames, row_filter, reltuples in query_catalog(
+            conn, query, params):
+        columns = query_catalog(conn, _COLUMNS_QUERY, (oid,))
         relation = build_relation(oid, schema, name, ident, columns, attnames, features)
         if relkind == "p":
             leaves = tuple(Leaf(r[0], r[1], r[2], -(-r[3] // block_size), r[4])
-                           for r in _query(conn, _LEAVES_QUERY, (oid,)))
+                           for r in query_catalog(conn, _LEAVES_QUERY, (oid,)))
         else:
-            size = _query(conn, "SELECT pg_catalog.pg_relation_size(%s::oid)::int8", (oid,))
+            size = query_catalog(conn, "SELECT pg_catalog.pg_relation_size(%s::oid)::int8", (oid,))
             leaves = (Leaf(oid, schema, name, -(-size[0][0] // block_size), reltuples),)
         tables.append(SnapshotTable(relation, relkind, row_filter, leaves))
     return tables
-
-
-def lock_tables(conn: Conn, tables: Sequence[SnapshotTable], timeout_s: float) -> None:
-    """ACCESS SHARE locks on every table (partitions included) until `conn`'s transaction ends,
-    so no DDL, TRUNCATE or table rewrite runs while the snapshot reads them (what pg_dump does)."""
-    if not tables:
-        return
-    names = sql.SQL(", ").join(sql.Identifier(t.relation.namespace, t.relation.name)
-                               for t in tables)
-    try:
-        conn.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(
-            sql.Literal(f"{int(timeout_s * 1000)}ms")))
-        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS SHARE MODE").format(names))
-    except psycopg.Error as exc:
-        if is_privilege_error(exc):  # LOCK ... ACCESS SHARE needs SELECT, as the read does
-            raise lacking(exc, conn.info.user) from None
-        raise SourceError(f"cannot lock the published tables for the snapshot: "
-                          f"{first_line(exc)} (another session holds a conflicting lock, "
-                          "e.g. a running ALTER TABLE)") from None
-
-
-def check_unchanged(snapshot_conn: Conn, current_conn: Conn,
-                    tables: Sequence[SnapshotTable]) -> None:
-    """Fail if a table was altered, truncated or rewritten between the consistent point and its
-    lock: its data or columns as of the snapshot would not be what COPY reads now."""
-    for table in tables:
-        for leaf in table.leaves:
-            then = _query(snapshot_conn, _SHAPE_QUERY, (leaf.oid,))
-            now = _query(current_conn, _SHAPE_QUERY, (leaf.oid,))
-            if then != now:
-                raise SourceError(
-                    f"table {leaf.schema}.{leaf.name} was altered, truncated or rewritten while "
-                    "the snapshot started; run pgcdc again to take a new snapshot")

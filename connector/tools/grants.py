@@ -15,7 +15,7 @@ from typing import Any
 from connector.errors import ConfigError
 from connector.replication import ReplicationAdmin
 from connector.replication.privileges import grants_sql
-from connector.snapshot import signals
+from connector.snapshot.incremental import signals
 
 
 def register(subparsers: Any) -> None:

@@ -22,6 +22,7 @@ import logging
 from typing import Any
 
 from connector import config as config_mod
+from connector import speedups
 from connector.errors import ConfigError
 from connector.redact import RedactSecrets
 
@@ -152,6 +153,7 @@ def handle(args: argparse.Namespace) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for handler in logging.getLogger().handlers:  # libraries log URLs with user:password
         handler.addFilter(RedactSecrets())
+    speedups.announce()  # which implementation runs; PGCDC_NATIVE=on without it: stop here
     cfg = config_from_args(args)
     from connector.pipeline import run_pipeline
 

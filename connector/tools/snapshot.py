@@ -3,11 +3,11 @@
     pgcdc snapshot --dsn ... --slot pgcdc --tables 'public.orders,sales.*'
     pgcdc snapshot --dsn ... --slot pgcdc --cancel
 
-The request goes into the signal table (`connector.snapshot.signals`, created on first use,
-or beforehand by an administrator: README "Least privilege");
-the producer streaming from the slot picks it up within a second and publishes every row of
-the tables as ``r`` events in key-ordered chunks while it keeps streaming. Progress is in the
-same table and in `pgcdc status`.
+The request goes into the signal table (`connector.snapshot.incremental.signals`, created on
+first use, or beforehand by an administrator: README "Least privilege"); the producer
+streaming from the slot picks it up within a second and publishes every row of the tables as
+``r`` events in key-ordered chunks while it keeps streaming. Progress is in the same table and
+in `pgcdc status`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ import psycopg
 
 from connector import config as config_mod
 from connector.errors import ConfigError, SourceError, first_line, is_privilege_error
+from connector.names import TableName
 from connector.replication import ReplicationAdmin
-from connector.snapshot import signals
+from connector.snapshot.incremental import signals
 
 
 def register(subparsers: Any) -> None:
@@ -56,10 +57,10 @@ def handle(args: argparse.Namespace) -> int:
                 raise _signal_write_error(exc, admin.role) from None
             print(f"slot {cfg.slot}: {cancelled} request(s) cancelled")
             return 0
-        published = {f"{s}.{t}" for s, t, _, _ in admin.published_tables(cfg.publication)}
+        published = {TableName(s, t) for s, t, _, _ in admin.published_tables(cfg.publication)}
         patterns = [p.strip() for p in args.tables.split(",") if p.strip()]
-        tables = [f"{s}.{t}" for s, t in admin.resolve_tables(patterns)]
-        missing = [t for t in tables if t not in published]
+        tables = [TableName(s, t) for s, t in admin.resolve_tables(patterns)]
+        missing = [str(t) for t in tables if t not in published]
         if missing:
             raise ConfigError(f"not in publication {cfg.publication}: {', '.join(missing)}")
         try:
@@ -67,7 +68,7 @@ def handle(args: argparse.Namespace) -> int:
             request = signals.request(admin.conn, cfg.slot, tables)
         except psycopg.Error as exc:
             raise _signal_write_error(exc, admin.role) from None
-        print(f"snapshot request {request} for slot {cfg.slot}: {', '.join(tables)}")
+        print(f"snapshot request {request} for slot {cfg.slot}: {', '.join(map(str, tables))}")
     finally:
         admin.close()
     return 0
@@ -77,5 +78,5 @@ def _signal_write_error(exc: psycopg.Error, role: str) -> Exception:
     """The one line for a failed write of the signal table: the missing grant, or the error."""
     if is_privilege_error(exc):
         return signals.lacking_grant(exc, role)
-    return SourceError(f"cannot write the signal table {'.'.join(signals.SIGNAL_TABLE)}: "
+    return SourceError(f"cannot write the signal table {signals.SIGNAL_TABLE}: "
                        f"{first_line(exc)}")

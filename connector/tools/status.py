@@ -13,7 +13,7 @@ from connector.pgoutput.lsn import lsn_to_str
 from connector.replication import ReplicationAdmin
 from connector.replication.failover import failover_state
 from connector.replication.health import size, slot_warnings
-from connector.snapshot import signals
+from connector.snapshot.incremental import signals
 
 
 def register(subparsers: Any) -> None:

@@ -181,11 +181,10 @@ def test_every_type_and_a_widened_key_reach_spark_delta_rs_and_stock_consumers(
 
 def test_time_columns_land_in_the_parquet_change_log(
         spark: SparkSession, kafka: Any, registry: Any,
-        registry_client: SchemaRegistryClient, prefix: str, tmp_path: Path) -> None:
-    pub = CdcPublisher(kafka.bootstrap, registry_client, prefix)
+        prefix: str, tmp_path: Path) -> None:
+    pub = CdcPublisher(kafka.bootstrap, registry.url, prefix)
     shifts = pub.table("public", "shifts", [
-        ("id", "long"), ("starts", {"type": "long", "logicalType": "time-micros"}),
-        ("ends", "string")], ["id"])
+        ("id", "int8"), ("starts", "time"), ("ends", "timetz")], ["id"])
     pub.change(shifts, "c", 100, 0, after={"id": 1, "starts": dt.time(8, 30, 0, 5),
                                             "ends": "17:00:00+02"})
     pub.flush()

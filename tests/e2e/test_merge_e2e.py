@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from pyspark.sql import SparkSession
 
 from connector.names import table_topic
@@ -36,9 +35,9 @@ def _dead_letters(spark: SparkSession, target: Path) -> list[tuple[str, str]]:
 
 
 def test_streaming_batches_then_replay_give_the_expected_tables(
-        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
         prefix: str, tmp_path: Path) -> None:
-    scenario.publish(CdcPublisher(kafka.bootstrap, registry_client, prefix))
+    scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
 
     # small micro-batches: changes of one key, and the truncate copies, spread over batches
     streamed = tmp_path / "streamed"
@@ -82,9 +81,9 @@ def test_streaming_batches_then_replay_give_the_expected_tables(
 
 
 def test_stopped_between_batches_restarts_from_the_checkpoint(
-        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
         prefix: str, tmp_path: Path) -> None:
-    scenario.publish(CdcPublisher(kafka.bootstrap, registry_client, prefix))
+    scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
     target = tmp_path / "t"
     config = _config(kafka, registry, prefix, target, trigger="1s", max_offsets_per_trigger=10)
     query, processor = start_merge(spark, config)
@@ -103,9 +102,9 @@ def test_stopped_between_batches_restarts_from_the_checkpoint(
 
 
 def test_parquet_change_log_keeps_every_event(
-        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
         prefix: str, tmp_path: Path) -> None:
-    scenario.publish(CdcPublisher(kafka.bootstrap, registry_client, prefix))
+    scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
     target = tmp_path / "log"
     stats = run_merge(spark, _config(kafka, registry, prefix, target, format="parquet",
                                      trigger="available-now", max_offsets_per_trigger=20))
@@ -123,14 +122,14 @@ def test_parquet_change_log_keeps_every_event(
 
 
 def test_lookalike_tables_land_in_distinct_delta_tables(
-        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
         prefix: str, tmp_path: Path) -> None:
     """`x y` / `x_y`, `a.b` / `a_b` and `Users` / `users` used to share topics and Delta
     tables (rows overwriting each other); each now has its own (schemas/README.md, "Names")."""
-    publisher = CdcPublisher(kafka.bootstrap, registry_client, prefix)
+    publisher = CdcPublisher(kafka.bootstrap, registry.url, prefix)
     names = ["x y", "x_y", "a.b", "a_b", "Users", "users"]
     for i, name in enumerate(names):
-        t = publisher.table("public", name, [("id", "long"), ("name", "string")], ["id"])
+        t = publisher.table("public", name, [("id", "int8"), ("name", "text")], ["id"])
         publisher.change(t, "c", 100 + i, 0, after={"id": 1, "name": name})
     publisher.flush()
     target = tmp_path / "t"

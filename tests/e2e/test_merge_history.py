@@ -11,25 +11,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from connector.names import table_topic
 from spark_jobs.changes import Position
 from spark_jobs.config import MergeConfig
-from spark_jobs.events import TableTopic
 from spark_jobs.history import at_lsn
 from spark_jobs.history_read import as_of_arrow, as_of_spark
 from spark_jobs.history_sink import history_path
 from spark_jobs.job import ReplayTargetNotEmpty, _check_replay, run_merge
 from spark_jobs.names import table_of
+from tests.support.events import TableEvents
 from tests.support.merge import CdcPublisher
 
 pytestmark = pytest.mark.e2e
 COLUMNS = ["id", "name", "bio", "score", "color"]
-V1 = [("id", "long"), ("name", "string"), ("bio", "string"), ("score", "int")]
-V2 = [("id", "long"), ("name", "string"), ("bio", "string"), ("color", "string")]  # ADD/DROP
+V1 = [("id", "int8"), ("name", "text"), ("bio", "text"), ("score", "int4")]
+V2 = [("id", "int8"), ("name", "text"), ("bio", "text"), ("color", "text")]  # ADD/DROP
 
 
 def workload(rng: random.Random, steps: int = 50) -> list[dict[str, Any]]:
@@ -86,7 +85,7 @@ def publish(pub: CdcPublisher, events: list[dict[str, Any]], rng: random.Random)
     held = {id(e) for e in late}
 
     def send(e: dict[str, Any]) -> None:
-        t: TableTopic = v2 if e["v2"] else v1
+        t: TableEvents = v2 if e["v2"] else v1
         if e["op"] == "t":
             pub.truncate(t, e["lsn"], e["idx"])
             return
@@ -132,11 +131,11 @@ def _rows(path: str) -> tuple[list[str], list[str]]:
 
 
 def test_history_streamed_equals_replayed_and_as_of_is_the_fold(
-        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
-        prefix: str, tmp_path: Path) -> None:
+        spark: SparkSession, kafka, registry, prefix: str,  # type: ignore[no-untyped-def]
+        tmp_path: Path) -> None:
     rng = random.Random(22)
     events = workload(rng)
-    publish(CdcPublisher(kafka.bootstrap, registry_client, prefix), events, rng)
+    publish(CdcPublisher(kafka.bootstrap, registry.url, prefix), events, rng)
     rel = table_of(table_topic(prefix, "public", "people")).path
 
     streamed = tmp_path / "streamed"

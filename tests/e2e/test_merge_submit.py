@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from pyspark.sql import SparkSession
 
 from spark_jobs.submit import spark_submit_command, submit_env
@@ -22,9 +21,9 @@ pytestmark = pytest.mark.e2e
 
 
 def test_spark_submit_killed_mid_stream_then_resumed(
-        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
         prefix: str, tmp_path: Path, spark_jar_paths: list[Path]) -> None:
-    publisher = CdcPublisher(kafka.bootstrap, registry_client, prefix)
+    publisher = CdcPublisher(kafka.bootstrap, registry.url, prefix)
     scenario.publish(publisher)
     target = tmp_path / "lake"
     args = ["--bootstrap-servers", kafka.bootstrap, "--schema-registry-url", registry.url,
@@ -79,10 +78,10 @@ def _processes_mentioning(text: str) -> list[int]:
 
 
 def test_sigterm_to_pgcdc_merge_stops_the_jvm(
-        kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        kafka, registry,  # type: ignore[no-untyped-def]
         prefix: str, tmp_path: Path, spark_jar_paths: list[Path]) -> None:
     """A service manager stops `pgcdc merge` with SIGTERM: spark-submit's JVM goes too."""
-    scenario.publish(CdcPublisher(kafka.bootstrap, registry_client, prefix))
+    scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
     target = tmp_path / "lake-sigterm"
     env = {**os.environ, "PGCDC_SPARK_JARS": ",".join(map(str, spark_jar_paths))}
     proc = subprocess.Popen(

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from pyspark.sql import SparkSession
 
 from spark_jobs.config import MergeConfig
@@ -26,10 +25,10 @@ def _config(kafka: Any, registry: Any, prefix: str, target: Path, **kw: Any) -> 
 
 def test_an_unwritable_table_goes_to_the_dead_letters_and_the_others_merge(
         spark: SparkSession, kafka: Any, registry: Any,
-        registry_client: SchemaRegistryClient, prefix: str, tmp_path: Path) -> None:
-    pub = CdcPublisher(kafka.bootstrap, registry_client, prefix)
-    sales = pub.table("public", "sales", [("id", "long"), ("region", "string")], ["id"])
-    notes = pub.table("public", "notes", [("id", "long"), ("body", "string")], ["id"])
+        prefix: str, tmp_path: Path) -> None:
+    pub = CdcPublisher(kafka.bootstrap, registry.url, prefix)
+    sales = pub.table("public", "sales", [("id", "int8"), ("region", "text")], ["id"])
+    notes = pub.table("public", "notes", [("id", "int8"), ("body", "text")], ["id"])
     for i in range(3):
         pub.change(sales, "c", 100, i, after={"id": i, "region": "eu"})
         pub.change(notes, "c", 100, 3 + i, after={"id": i, "body": f"b{i}"})

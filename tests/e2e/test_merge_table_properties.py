@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
@@ -18,10 +17,10 @@ pytestmark = pytest.mark.e2e
 
 
 def test_change_data_feed_and_table_properties_on_new_tables(
-        spark: SparkSession, kafka, registry, registry_client: SchemaRegistryClient,  # type: ignore[no-untyped-def]
+        spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
         prefix: str, tmp_path: Path) -> None:
-    pub = CdcPublisher(kafka.bootstrap, registry_client, prefix)
-    items = pub.table("public", "items", [("id", "long"), ("name", "string")], ["id"])
+    pub = CdcPublisher(kafka.bootstrap, registry.url, prefix)
+    items = pub.table("public", "items", [("id", "int8"), ("name", "text")], ["id"])
     pub.change(items, "c", 100, 0, after={"id": 1, "name": "a"})
     pub.change(items, "c", 100, 1, after={"id": 2, "name": "b"})
     pub.change(items, "u", 200, 0, after={"id": 1, "name": "a2"})

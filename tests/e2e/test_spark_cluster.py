@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pyspark
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from devstack.ports import free_port
 from pyspark.sql import SparkSession
 
@@ -64,9 +63,9 @@ def cluster(tmp_path: Path) -> Iterator[str]:
 
 def test_merge_on_a_standalone_cluster(
         cluster: str, spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
-        registry_client: SchemaRegistryClient, prefix: str, tmp_path: Path,
+        prefix: str, tmp_path: Path,
         spark_jar_paths: list[Path]) -> None:
-    scenario.publish(CdcPublisher(kafka.bootstrap, registry_client, prefix))
+    scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
     target = tmp_path / "lake"  # one directory: workers and driver share this machine's disk
     done = subprocess.run(
         [sys.executable, "-m", "connector.cli", "merge", "--master", cluster,

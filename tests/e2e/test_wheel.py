@@ -11,7 +11,6 @@ import venv
 from pathlib import Path
 
 import pytest
-from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from connector import __version__
 from tests.support import merge_scenario as scenario
@@ -59,9 +58,9 @@ def test_version_and_decode(installed: Path, tmp_path: Path) -> None:
 
 
 def test_merge_short_real_run(installed: Path, tmp_path: Path, kafka, registry,  # type: ignore[no-untyped-def]
-                              registry_client: SchemaRegistryClient, prefix: str,
+                              prefix: str,
                               spark_jar_paths: list[Path]) -> None:
-    scenario.publish(CdcPublisher(kafka.bootstrap, registry_client, prefix))
+    scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
     target = tmp_path / "lake"
     done = run([str(installed), "merge", "--driver-memory", "1g",
                 "--jars", ",".join(map(str, spark_jar_paths)),

@@ -5,5 +5,6 @@
     pgoutput_pg, assembler_pg                 captures from the test PostgreSQL servers
     kafka                                     produce/consume on the test Kafka
     producer, cdc_checks, contract_table, snapshot    `pgcdc run` as a subprocess, read back
+    events                                    change events by the producer's codec
     merge, merge_scenario, acceptance         the Spark merge job and the acceptance suite
 """

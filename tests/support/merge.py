@@ -1,5 +1,5 @@
-"""Publishing change events in the contract's format straight to Kafka, and reading tables
-back, for the merge job's end-to-end tests."""
+"""Publishing change events straight to Kafka, as `pgcdc run` would (the producer's codec,
+tests/support/events.py), and reading tables back, for the merge job's end-to-end tests."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.schema_registry import SchemaRegistryClient
 from pyspark.sql import SparkSession
 
+from connector.avro import SchemaRegistry
 from connector.names import table_topic
-from spark_jobs.events import Column, TableTopic, register_table
+from tests.support.events import Column, TableEvents, table_events
 
 
 class CdcPublisher:
     """One topic prefix's tables: create topics, register schemas, produce events."""
 
-    def __init__(self, bootstrap: str, registry: SchemaRegistryClient, prefix: str) -> None:
+    def __init__(self, bootstrap: str, registry_url: str, prefix: str) -> None:
         self.bootstrap = bootstrap
-        self.registry = registry
+        self.registry = SchemaRegistry(registry_url)
         self.prefix = prefix
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
                                   "enable.idempotence": True})
@@ -28,15 +28,17 @@ class CdcPublisher:
         self.sent = 0
 
     def table(self, schema: str, table: str, columns: Sequence[Column], key: Sequence[str],
-              partitions: int = 1) -> TableTopic:
+              partitions: int = 1) -> TableEvents:
+        """The table's topic (created on first use) and its events; `columns`: (name,
+        PostgreSQL type). Again with other columns or key: a schema change."""
         topic = table_topic(self.prefix, schema, table)
         if topic not in self.partitions:
             admin = AdminClient({"bootstrap.servers": self.bootstrap})
             admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
             self.partitions[topic] = partitions
-        return register_table(self.registry, self.prefix, schema, table, columns, key)
+        return table_events(self.registry, self.prefix, schema, table, columns, key)
 
-    def send(self, topic: TableTopic | str, kv: tuple[bytes | None, bytes | None],
+    def send(self, topic: TableEvents | str, kv: tuple[bytes | None, bytes | None],
              partition: int | None = None) -> None:
         name = topic if isinstance(topic, str) else topic.topic
         key, value = kv
@@ -44,12 +46,13 @@ class CdcPublisher:
         self.producer.produce(name, key=key, value=value, **extra)
         self.sent += 1
 
-    def change(self, t: TableTopic, op: str, lsn: int, idx: int, **kw: Any) -> None:
+    def change(self, t: TableEvents, op: str, lsn: int, idx: int, **kw: Any) -> None:
+        """One change (`TableEvents.change`'s arguments), to the partition of its key."""
         self.send(t, t.change(op, lsn, idx, **kw))
 
-    def truncate(self, t: TableTopic, lsn: int, idx: int) -> None:
+    def truncate(self, t: TableEvents, lsn: int, idx: int) -> None:
         """On every partition of the topic, as the contract says."""
-        value = t.value(t.envelope("t", lsn, idx))
+        value = t.truncate(lsn, idx)
         for partition in range(self.partitions[t.topic]):
             self.send(t, (None, value), partition)
 

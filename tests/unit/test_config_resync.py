@@ -1,5 +1,5 @@
-"""`resync_on_ddl` (connector/snapshot/resync.py): on by default, off from the YAML file or
-`--no-resync-on-ddl`."""
+"""`resync_on_ddl` (connector/snapshot/incremental/resync.py): on by default, off from the YAML
+file or `--no-resync-on-ddl`."""
 
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ from connector.avro import (
     decode,
     derive_table_schemas,
     key_subject,
-    parse_frame,
     registry_ids,
+    unframe,
     value_subject,
 )
 from connector.errors import SchemaError
@@ -102,7 +102,7 @@ def test_events_through_kafka_decode_with_fetched_schemas(kafka: Any, registry: 
     events = [decode(r.value(), reader.schema).value for r in records]
     keys = [decode(r.key(), reader.schema).value for r in records]
     assert keys == [{"id": 1}, {"id": 2}, {"id": 3}]
-    assert parse_frame(records[0].value())[0] == codec.value_id
+    assert unframe(records[0].value())[0] == codec.value_id
     assert events[0]["after"] == {"id": 1, "price": Decimal("10.50"),
                                   "placed_x0020at": dt.datetime(2024, 5, 1, 12, 0, tzinfo=UTC),
                                   "note": "first", "tags": ["a", None], "ref": uuid.UUID(int=7)}
@@ -151,7 +151,7 @@ def test_schema_evolution_added_and_dropped_column(kafka: Any, registry: Any) ->
     assert producer.flush(30) == 0
     records = consume(kafka.bootstrap, v1.topic, 3)
     reader = SchemaRegistry(registry.url)
-    ids = [parse_frame(r.value())[0] for r in records]
+    ids = [unframe(r.value())[0] for r in records]
     assert ids == [v1_id, v2_id, v3_id]
     afters = [decode(r.value(), reader.schema).value["after"] for r in records]
     assert "discount" not in afters[0] and afters[1]["discount"] == Decimal("0.25")
@@ -202,12 +202,12 @@ def test_the_unparsed_field_keeps_registered_envelopes_compatible(kafka: Any,
     event = decode(record.value(), SchemaRegistry(registry.url).schema).value
     assert event["after"]["price"] is None and event["after"]["placed_x0020at"] is None
     assert event["unparsed"] == {"price": "12345678901.5", "placed_x0020at": "not a time"}
-    body = bytes(parse_frame(record.value())[1])
+    body = bytes(unframe(record.value())[1])
     as_old = schemaless_reader(io.BytesIO(body), parse_schema(new.value_schema),
                                parse_schema(old_schema))
     assert "unparsed" not in as_old and as_old["after"]["note"] == "n"  # FORWARD: old readers
     old_codec = codecs.codec(orders("t"))
-    old_body = bytes(parse_frame(old_codec.change_from_tuples(
+    old_body = bytes(unframe(old_codec.change_from_tuples(
         "c", None, ("2", "1.00", None, None, None, None), source(1))[1])[1])[:-1]  # no field
     as_new = schemaless_reader(io.BytesIO(old_body), parse_schema(old_schema),
                                parse_schema(new.value_schema))

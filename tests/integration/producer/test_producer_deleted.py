@@ -20,7 +20,7 @@ from devstack.ports import free_port
 from devstack.registry import Registry
 from devstack.stack import APICURIO, cache_dir
 
-from connector.avro import SchemaRegistry, decode, parse_frame
+from connector.avro import SchemaRegistry, decode, unframe
 from tests.support.cdc_checks import (
     assert_one_clear_line,
     execute,
@@ -180,7 +180,7 @@ def test_what_a_deleted_id_carried_is_never_confirmed_and_a_restart_resends_it(
     execute(postgres.dsn, f"INSERT INTO {table} VALUES (2)")
     # Published (and acknowledged by Kafka) with the dead id before the sweep saw it.
     raw = _raw(kafka.bootstrap, topic, lambda records: len(records) >= 2)
-    assert [parse_frame(value)[0] for _, value in raw] == [dead_id, dead_id]
+    assert [unframe(value)[0] for _, value in raw] == [dead_id, dead_id]
 
     code, out = exit_of(run)
     assert_one_clear_line(code, out, f"no longer knows schema id {dead_id}", subject)

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from fastavro import parse_schema, schemaless_reader
 
-from connector.avro import SchemaRegistry, parse_frame
+from connector.avro import SchemaRegistry, unframe
 from tests.support.cdc_checks import (
     execute,
     in_order,
@@ -86,7 +86,7 @@ def _read_with(bootstrap: str, registry_url: str, topic: str, reader_id: int,
         while len(values) < count and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is not None and msg.error() is None:
-                schema_id, body = parse_frame(msg.value())
+                schema_id, body = unframe(msg.value())
                 writer = parse_schema(registry.schema(schema_id))
                 values.append(schemaless_reader(io.BytesIO(body), writer, reader))
         return values

@@ -11,7 +11,7 @@ import pytest
 from psycopg import sql
 
 from connector.snapshot.copytext import parse_copy_text
-from connector.snapshot.incremental import chunk_copy_statement
+from connector.snapshot.incremental.chunk_query import chunk_copy_statement
 
 pytestmark = pytest.mark.integration
 

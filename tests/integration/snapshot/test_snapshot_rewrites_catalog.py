@@ -9,9 +9,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from connector.names import TableName
 from connector.replication.features import ServerFeatures
-from connector.snapshot.resync import catalog_columns, catalog_digests
-from connector.snapshot.rewrites import reasons
+from connector.snapshot.incremental.catalog import catalog_columns, catalog_digests
+from connector.snapshot.incremental.rewrites import reasons
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +59,7 @@ def test_each_ddl_is_classified(postgres: Any) -> None:
                     assert (new_digests[oid], new_enums) != (digests[oid], enums), ddl
                 digests, enums = new_digests, new_enums
                 name, after = catalog_columns(conn, pub, features)[oid]
-                assert name == f"public.{table}"
+                assert name == TableName("public", table)
                 found = reasons(before, after)
                 if "RENAME VALUE" in ddl:  # the array column of the enum too
                     wanted = wanted + wanted

@@ -12,10 +12,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from connector.names import TableName
 from connector.pgoutput import Decoder, Insert, Relation
 from connector.replication.features import ServerFeatures
-from connector.snapshot import published_tables
-from connector.snapshot.chunks import ROW_NUMBER_SHIFT
+from connector.snapshot import published_table, published_tables
+from connector.snapshot.initial.plan import ROW_NUMBER_SHIFT
 from tests.support.snapshot import launch, read_events, slots, table_rows, wait_exit
 
 pytestmark = pytest.mark.integration
@@ -100,6 +101,41 @@ def test_relations_are_the_ones_pgoutput_sends(postgres, schema) -> None:
         finally:
             conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
             conn.execute(f"DROP PUBLICATION {leaves}, {root}")
+
+
+def test_one_table_lookup_resolves_a_dotted_text_against_the_catalog(postgres, schema) -> None:
+    """A request's ``schema.table`` text is ambiguous once a name holds a dot: the lookup
+    finds the published one among its readings, as the full list would (first in schema,
+    table order), and only that table."""
+    dotted = f"{schema}.x"
+    names = [TableName(schema, "x.y"), TableName(dotted, "y")]
+    publication = f"{schema}_one"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        features = ServerFeatures(int(conn.execute("SHOW server_version_num").fetchone()[0]))
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(dotted)))
+        try:
+            for name in names:
+                conn.execute(sql.SQL("CREATE TABLE {} (id int PRIMARY KEY)").format(
+                    sql.Identifier(*name)))
+            conn.execute(sql.SQL("CREATE PUBLICATION {} FOR TABLE {}, {}").format(
+                sql.Identifier(publication), sql.Identifier(*names[1]),
+                sql.Identifier(schema, "pk")))
+            readings = TableName.readings(f"{schema}.x.y")
+            assert sorted(readings) == sorted(names)
+            found = published_table(conn, publication, features, readings)
+            assert found is not None and found.table_name == names[1]
+            assert found == next(t for t in published_tables(conn, publication, features)
+                                 if t.table_name == names[1])
+            conn.execute(sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
+                sql.Identifier(publication), sql.Identifier(*names[0])))
+            found = published_table(conn, publication, features, readings)
+            assert found is not None and found.table_name == names[0]  # schema order
+            assert published_table(conn, publication, features,
+                                   [TableName(schema, "nopk")]) is None  # not published
+        finally:
+            conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(
+                sql.Identifier(publication)))
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(dotted)))
 
 
 def test_column_lists_row_filters_and_partition_roots(postgres, producer_run, schema,

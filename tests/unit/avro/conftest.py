@@ -1,6 +1,6 @@
 """Every Avro unit test runs against both writers: the C one (when built) and the Python one
 (hand-written per-type encoders, fastavro for the rest), which stays the reference and the
-fallback -- the same as ``PGCDC_NO_NATIVE=1`` or a build without a C compiler.
+fallback -- the same as ``PGCDC_NATIVE=off`` or a build without a C compiler.
 
 A codec picks its writer when it is built, so the "python" run hides the extension from the
 modules that look it up while its tests build their codecs. A test module that compares the two

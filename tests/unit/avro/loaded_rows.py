@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from connector.avro import SourceInfo, TableCodec, TransactionBlock
-from connector.avro.serializer import _branch
+from connector.avro.table_codec import _branch
 from connector.errors import SchemaError
 from connector.pgoutput.messages import UNCHANGED_TOAST
 

@@ -16,8 +16,15 @@ from fastavro import parse_schema, schemaless_writer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.avro import SourceInfo, TableCodec, TransactionBlock, derive_table_schemas, frame
-from connector.avro.serializer import _type_encoder, decode
+from connector.avro import (
+    SourceInfo,
+    TableCodec,
+    TransactionBlock,
+    decode,
+    derive_table_schemas,
+    frame,
+)
+from connector.avro.binary import type_encoder
 from connector.errors import SchemaError
 from connector.pgtypes import oids
 from tests.support.avro import catalog, column, numeric_typmod, relation
@@ -160,7 +167,7 @@ def test_unhandled_types_are_left_to_fastavro() -> None:
     nested = {"type": "array", "items": {"type": "map", "values": "long"}}
     for avro_type in ("null", {"type": "fixed", "size": 2}, nested,
                       {"type": "long", "logicalType": "timestamp-millis"}):
-        assert _type_encoder(avro_type) is None
+        assert type_encoder(avro_type) is None
 
 
 def test_a_wrong_datum_falls_back_and_names_its_column(caplog: pytest.LogCaptureFixture

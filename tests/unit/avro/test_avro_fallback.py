@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from connector.avro import SourceInfo, TableCodec, derive_table_schemas
+from connector.avro import SourceInfo, TableCodec, decode, derive_table_schemas
 from connector.avro.fallback import (
     admits_text,
     exact_text,
@@ -19,7 +19,6 @@ from connector.avro.fallback import (
     report_fallback,
     unparsed_name,
 )
-from connector.avro.serializer import decode
 from connector.avro.typemap import column_codec
 from connector.pgoutput.messages import BinaryValue
 from connector.pgtypes import oids

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from fastavro import parse_schema, schemaless_writer
 
+from connector.avro import decode, frame
 from connector.avro.oversized import OMITTED_HEADER, OmitOversized, columns_to_omit, event_limit
-from connector.avro.serializer import decode, frame
 from connector.cli import build_parser
 from connector.config import load
 from connector.errors import ConfigError

@@ -16,18 +16,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from connector.avro.encoder import transaction_id
-from connector.avro.fixed import fixed_schema
-from connector.avro.schema import derive_table_schemas
-from connector.avro.serializer import (
+from connector.avro import (
     FixedCodec,
     SourceInfo,
     TableCodec,
     TransactionBlock,
     decode,
     frame,
-    parse_frame,
+    unframe,
 )
+from connector.avro.encoder import transaction_id
+from connector.avro.fixed import fixed_schema
+from connector.avro.schema import derive_table_schemas
 from connector.errors import SchemaError
 from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import INFINITY, NEG_INFINITY, Interval, OutOfRange, oids
@@ -58,12 +58,12 @@ def codec_for(*columns: Any, key_id: int | None = 11, value_id: int = 12,
 def test_frame_round_trip() -> None:
     data = frame(258, b"body")
     assert data == b"\x00\x00\x00\x01\x02body"
-    schema_id, body = parse_frame(data)
+    schema_id, body = unframe(data)
     assert (schema_id, bytes(body)) == (258, b"body")
     with pytest.raises(SchemaError):
-        parse_frame(b"\x01\x00\x00\x00\x01x")
+        unframe(b"\x01\x00\x00\x00\x01x")
     with pytest.raises(SchemaError):
-        parse_frame(b"\x00\x00")
+        unframe(b"\x00\x00")
 
 
 # (label, oid, typmod, loaded value, raw Avro datum, logical-type decoded value)
@@ -132,7 +132,7 @@ def test_type_round_trip(label: str, oid: int, typmod: int, value: Any, raw: Any
                          logical: Any) -> None:
     codec, lookup = codec_for(column("id", oids.INT4, key=True), column("v", oid, typmod))
     data = loaded_rows.value(codec, "c", None, (1, value), SOURCE)
-    assert parse_frame(data)[0] == 12
+    assert unframe(data)[0] == 12
     decoded = decode(data, lookup.__getitem__, logical_types=False).value
     assert decoded["after"] == {"id": 1, "v": raw}
     if logical is not None:
@@ -173,7 +173,7 @@ def test_from_pgoutput_tuples_text_and_binary() -> None:
                    lookup.__getitem__).value["after"]
     assert (after["id"], after["n"]) == (42, -7)
     key = codec.key_from_tuple(binary)
-    assert key is not None and parse_frame(key)[0] == 11
+    assert key is not None and unframe(key)[0] == 11
     assert decode(key, lookup.__getitem__).value == {"id": 42}
 
 
@@ -376,6 +376,33 @@ def test_tuple_notation_bytes_equal_plain_fastavro(after: Any, before: Any, op: 
 def test_each_run_builds_codecs_with_its_writer(avro_writer: str) -> None:
     """conftest.py's switch works: the "python" run has no C path in its codecs."""
     codec, _ = codec_for(column("id", oids.INT4, key=True))
+    assert codec.writer == avro_writer
     python = codec._frame.native is None and not codec.has_native_rows
     assert python == (avro_writer == "python")
+
+
+def test_a_copy_line_is_encoded_by_either_writer() -> None:
+    """`copy_encoder` always gives the event: the C writer's, or (a line it declines, or the
+    Python writer) that of the line's parsed values -- escapes, NULL, a value that falls back."""
+    codec, lookup = codec_for(column("id", oids.INT4, key=True), column("note", oids.TEXT),
+                              column("n", oids.INT8))
+    encode = codec.copy_encoder("r")
+    for line, after in [(b"1\ta\\tb\\\\\t5\n", {"id": 1, "note": "a\tb\\", "n": 5}),
+                        (b"2\t\\N\t\\N", {"id": 2, "note": None, "n": None}),
+                        (b"3\tx\t1e99", {"id": 3, "note": "x", "n": None})]:
+        key, value = encode(line, SOURCE, 5, None)
+        assert (key, value) == codec.change_from_copy("r", line, SOURCE, ts_ms=5)
+        assert decode(value, lookup.__getitem__).value["after"] == after
+        assert key is not None and decode(key, lookup.__getitem__).value == {"id": after["id"]}
+    assert decode(encode(b"3\tx\t1e99", SOURCE, 5, None)[1], lookup.__getitem__
+                  ).value["unparsed"] == {"n": "1e99"}
+
+
+def test_a_key_no_writer_can_encode_gets_the_explained_error() -> None:
+    """A text key with a lone surrogate: the C key writer's ValueError goes to the Python
+    path, which raises the SchemaError (not a bare UnicodeEncodeError)."""
+    codec, _ = codec_for(column("k", oids.TEXT, key=True))
+    with pytest.raises(SchemaError, match="cannot encode key event of public.t: "
+                                          "UnicodeEncodeError"):
+        codec.key_from_tuple(("\ud800",))
 

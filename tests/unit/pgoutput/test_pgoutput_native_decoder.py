@@ -31,18 +31,18 @@ from connector.pgoutput import (
     decoder,
     encode_message,
 )
-from connector.speedups import NO_NATIVE_ENV, native
+from connector.speedups import native, native_setting
 from tests.support.pgoutput_strategies import STRATEGIES, streamed
 
 CHANGES = st.one_of(STRATEGIES[Insert], STRATEGIES[Update], STRATEGIES[Delete])
 needs_native = pytest.mark.skipif(native is None,
-                                  reason=f"C extension not built or {NO_NATIVE_ENV} set")
+                                  reason="C extension not built or PGCDC_NATIVE=off")
 
 
 def test_native_extension_is_built() -> None:
     """CI builds the extension: a silently missing one must fail, not fall back unnoticed."""
-    if os.environ.get(NO_NATIVE_ENV, "") not in ("", "0"):
-        pytest.skip(f"{NO_NATIVE_ENV} is set: pure Python on purpose")
+    if native_setting(os.environ) == "off":
+        pytest.skip("PGCDC_NATIVE=off: pure Python on purpose")
     assert native is not None, (
         "connector._native is not built: pip install -e . (needs a C compiler)")
 

@@ -1,4 +1,4 @@
-"""Chunk planning and COPY statements of the snapshot (pure)."""
+"""BlockRange planning and COPY statements of the snapshot (pure)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connector.pgoutput.messages import Relation, RelationColumn
-from connector.snapshot.chunks import ROW_NUMBER_SHIFT, Chunk, copy_statement, plan_chunks
+from connector.snapshot.initial.plan import (
+    ROW_NUMBER_SHIFT,
+    BlockRange,
+    copy_statement,
+    plan_chunks,
+)
 from connector.snapshot.tables import Leaf, SnapshotTable
 
 
@@ -19,7 +24,7 @@ def _table(*leaves: Leaf, row_filter: str | None = None, relkind: str = "r") -> 
 def test_a_small_table_is_one_chunk_numbered_from_zero() -> None:
     table = _table(Leaf(1, "public", "t", 10, 500.0))
     chunks = plan_chunks([table], 1000)
-    assert chunks == [Chunk(0, 0, table.leaves[0], None, None)]
+    assert chunks == [BlockRange(0, 0, table.leaves[0], None, None)]
     assert chunks[0].first_row_number == 0
 
 
@@ -64,10 +69,11 @@ def test_chunks_cover_every_block_once(blocks: int, reltuples: float, chunk_rows
 def test_copy_statement_quotes_names_and_adds_ranges_and_filter() -> None:
     leaf = Leaf(1, "my schema", "t", 1000, 1e5)
     table = _table(leaf, row_filter="(id > 5)")
-    whole = copy_statement(table, Chunk(0, 0, leaf, None, None)).as_string(None)
+    whole = copy_statement(table, BlockRange(0, 0, leaf, None, None)).as_string(None)
     assert whole == ('COPY (SELECT "id", "Odd Name" FROM ONLY "my schema"."t"'
                      " WHERE ((id > 5))) TO STDOUT")
-    middle = copy_statement(_table(leaf), Chunk(0, 1, leaf, 10, 20), binary=True).as_string(None)
+    middle = copy_statement(_table(leaf), BlockRange(0, 1, leaf, 10, 20),
+                            binary=True).as_string(None)
     assert middle == ('COPY (SELECT "id", "Odd Name" FROM ONLY "my schema"."t"'
                       " WHERE ctid >= '(10,0)'::tid AND ctid < '(20,0)'::tid) TO STDOUT"
                       " (FORMAT binary)")

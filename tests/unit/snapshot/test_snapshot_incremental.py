@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from connector.snapshot.incremental import ChunkAcks, ChunkWindow, SentChunk, Watermark
+from connector.snapshot.incremental.window import ChunkAcks, ChunkWindow, SentChunk, Watermark
 
 
 def test_watermark_round_trip() -> None:

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from connector.snapshot.progress import Progress, TableProgress, format_line
+from connector.snapshot.initial.progress import Progress, TableProgress, format_line
 
 
 def test_line_with_estimate_shows_bar_rate_and_eta() -> None:
@@ -44,7 +44,7 @@ def test_terminal_redraws_the_active_block_and_keeps_finished_lines() -> None:
 def test_without_a_terminal_it_logs(caplog: pytest.LogCaptureFixture) -> None:
     progress = Progress([TableProgress("a", None, 1)], stream=io.StringIO(), tty=False,
                         log_interval_s=0.0)
-    with caplog.at_level(logging.INFO, logger="connector.snapshot.progress"):
+    with caplog.at_level(logging.INFO, logger="connector.snapshot.initial.progress"):
         progress.add(0, 3)
         progress.render()
         progress.chunk_done(0)

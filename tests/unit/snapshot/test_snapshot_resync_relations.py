@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 
 from connector.errors import SourceError
+from connector.names import TableName
 from connector.pgoutput.messages import Relation, RelationColumn
 from connector.replication.features import ServerFeatures
-from connector.snapshot import resync as resync_mod
-from connector.snapshot.resync import DdlResync
-from connector.snapshot.rewrites import Column
+from connector.snapshot.incremental import resync as resync_mod
+from connector.snapshot.incremental.resync import DdlResync
+from connector.snapshot.incremental.rewrites import Column
 
+T = TableName("public", "t")
 ID = RelationColumn(1, "id", 23, -1)
 N = RelationColumn(0, "n", 23, -1)
 
@@ -30,7 +32,7 @@ class _NoConn:
         raise AssertionError(f"connection used ({name})")
 
 
-def _resync(conn: Any, queued: list[tuple[str, list[str]]], *, enabled: bool = True
+def _resync(conn: Any, queued: list[tuple[TableName, list[str]]], *, enabled: bool = True
             ) -> DdlResync:
     r = DdlResync(conn, "pub", "slot", ServerFeatures(180000), enabled=enabled)
     r._resync = lambda name, found: queued.append((name, list(found))) or True  # type: ignore[method-assign]
@@ -47,11 +49,11 @@ def _catalog(monkeypatch: pytest.MonkeyPatch, states: Iterator[list[Column]]) ->
 
     monkeypatch.setattr(resync_mod, "catalog_digests", digests)
     monkeypatch.setattr(resync_mod, "catalog_columns",
-                        lambda *a, **k: {42: ("public.t", current[0])})
+                        lambda *a, **k: {42: (T, current[0])})
 
 
 def test_unchanged_first_seen_and_streamed_relations_do_nothing() -> None:
-    queued: list[tuple[str, list[str]]] = []
+    queued: list[tuple[TableName, list[str]]] = []
     r = _resync(_NoConn(), queued)
     r.relation(_rel(ID, N))  # first sight: the baseline
     r.relation(_rel(ID, N))  # re-sent as is (after an invalidation)
@@ -63,7 +65,7 @@ def test_unchanged_first_seen_and_streamed_relations_do_nothing() -> None:
 
 
 def test_a_type_change_queues_one_resync(monkeypatch: pytest.MonkeyPatch) -> None:
-    queued: list[tuple[str, list[str]]] = []
+    queued: list[tuple[TableName, list[str]]] = []
 
     class Conn:
         def execute(self, query: str, params: Any) -> Any:
@@ -76,7 +78,7 @@ def test_a_type_change_queues_one_resync(monkeypatch: pytest.MonkeyPatch) -> Non
     r = _resync(Conn(), queued)
     r.relation(_rel(ID, N))
     r.relation(_rel(ID, N._replace(type_oid=20)))
-    assert queued == [("public.t", ["column n changed type from integer to bigint"])]
+    assert queued == [(T, ["column n changed type from integer to bigint"])]
     # The catalog check seeing the same DDL a moment later does not queue it again.
     states = iter([[Column(1, "id", 23, -1), Column(2, "n", 23, -1)],
                    [Column(1, "id", 23, -1), Column(2, "n", 20, -1)],
@@ -90,11 +92,11 @@ def test_a_type_change_queues_one_resync(monkeypatch: pytest.MonkeyPatch) -> Non
     assert 42 not in r.by_relation  # the check did find the change, and matched it
 
 
-def _fail_first_request(r: DdlResync) -> list[str]:
+def _fail_first_request(r: DdlResync) -> list[TableName]:
     """Make `r`'s first re-sync request lose the connection; returns the tables asked for."""
-    calls: list[str] = []
+    calls: list[TableName] = []
 
-    def flaky(name: str, found: Any) -> bool:
+    def flaky(name: TableName, found: Any) -> bool:
         calls.append(name)
         if len(calls) == 1:
             raise SourceError("connection lost", transient=True)
@@ -120,7 +122,7 @@ def test_a_lost_connection_retries_the_request_at_the_next_check(
         r.tick()
     r.next_check = 0.0
     r.tick()  # the session reconnected: the same DdlResync asks again
-    assert calls == ["public.t", "public.t"]
+    assert calls == [T, T]
 
 
 def test_a_relation_lost_with_the_connection_is_compared_again() -> None:
@@ -131,4 +133,4 @@ def test_a_relation_lost_with_the_connection_is_compared_again() -> None:
     with pytest.raises(SourceError):
         r.relation(_rel(ID, N._replace(type_oid=20)))
     r.relation(_rel(ID, N._replace(type_oid=20)))  # replayed after the reconnect
-    assert calls == ["public.t", "public.t"]
+    assert calls == [T, T]

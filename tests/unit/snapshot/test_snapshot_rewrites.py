@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from connector.snapshot.rewrites import Column, Settle, reasons, signature
+from connector.snapshot.incremental.rewrites import Column, Settle, reasons, signature
 
 INT4, INT8, TEXT, VARCHAR = 23, 20, 25, 1043
 ID = Column(1, "id", INT4, -1)
@@ -92,6 +92,7 @@ def test_signature_is_what_a_relation_shows() -> None:
 def test_the_decision_is_pure() -> None:
     from tests.unit.test_layering import IO_MODULES, imported_modules
 
-    path = Path(__file__).resolve().parents[3] / "connector" / "snapshot" / "rewrites.py"
+    path = (Path(__file__).resolve().parents[3] / "connector" / "snapshot" / "incremental"
+            / "rewrites.py")
     assert [m for m in imported_modules(path)
             if any(m == b or m.startswith(b + ".") for b in IO_MODULES)] == []

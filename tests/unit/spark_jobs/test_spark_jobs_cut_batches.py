@@ -10,42 +10,34 @@ through it."""
 from __future__ import annotations
 
 import datetime as dt
-import io
-import json
 from pathlib import Path
 from typing import Any
 
-import fastavro
 import pytest
 from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
+from connector.avro import AvroEncoder
 from spark_jobs.config import MergeConfig
-from spark_jobs.events import TableTopic, envelope_schema, key_schema
 from spark_jobs.job import BatchProcessor
 from spark_jobs.manifest import read_cuts
-from spark_jobs.wire import frame_bytes
+from tests.support.events import LocalRegistry, TableEvents, table_events
 from tests.support.schemas import FixedSchemas
 
-COLUMNS = [("id", "long"), ("v", "long")]
-HEARTBEAT = json.loads((Path(__file__).resolve().parents[3] / "connector" / "avro" / "schemas"
-                        / "heartbeat.avsc").read_text())
+COLUMNS = [("id", "int8"), ("v", "int8")]
+REGISTRY = LocalRegistry()
+HEARTBEATS = AvroEncoder(REGISTRY, prefix="p", db="d")
 
 
-def _setup() -> tuple[TableTopic, FixedSchemas]:
-    value = envelope_schema("p", "public", "t", COLUMNS)
-    key = key_schema("p", "public", "t", COLUMNS[:1])
-    topic = TableTopic("p", "public", "t", ["id"], 1, 2, fastavro.parse_schema(value),
-                       fastavro.parse_schema(key))
-    return topic, FixedSchemas({1: value, 2: key, 3: HEARTBEAT})
+def _setup() -> tuple[TableEvents, FixedSchemas]:
+    topic = table_events(REGISTRY, "p", "public", "t", COLUMNS, ["id"])
+    _beat(0)  # registers the heartbeat schema
+    return topic, FixedSchemas(REGISTRY.schemas)
 
 
 def _beat(lsn: int, restart_lsn: int | None = None) -> tuple[str, bytes | None, bytes]:
-    out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(HEARTBEAT),
-                               {"name": "p", "db": "d", "ts_ms": 0, "lsn": lsn,
-                                "restart_lsn": restart_lsn})
-    return "p.heartbeat", None, frame_bytes(3, out.getvalue())
+    topic, key, value = HEARTBEATS.heartbeat(lsn, restart_lsn=restart_lsn, ts_ms=0)
+    return topic, key, value
 
 
 def _kafka(spark: SparkSession, records: list[tuple[str, bytes | None, bytes]], first: int

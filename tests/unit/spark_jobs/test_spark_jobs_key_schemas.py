@@ -6,31 +6,23 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any
 
-import fastavro
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_jobs.config import MergeConfig
-from spark_jobs.events import TableTopic, envelope_schema, key_schema
 from spark_jobs.job import BatchProcessor
+from tests.support.events import LocalRegistry, TableEvents, table_events
 from tests.support.schemas import FixedSchemas
 
-COLUMNS = [("a", "long"), ("b", "long")]
+COLUMNS = [("a", "int8"), ("b", "int8")]
 
 
-def _topics() -> tuple[TableTopic, TableTopic, TableTopic, FixedSchemas]:
-    value = envelope_schema("p", "public", "t", COLUMNS)
-    by_a = key_schema("p", "public", "t", COLUMNS[:1])
-    by_ab = key_schema("p", "public", "t", COLUMNS)
-    parsed = fastavro.parse_schema(value)
-
-    def topic(key: list[str], key_id: int | None, schema: Any) -> TableTopic:
-        return TableTopic("p", "public", "t", key, 1, key_id, parsed,
-                          None if schema is None else fastavro.parse_schema(schema))
-    return (topic(["a"], 2, by_a), topic(["a", "b"], 3, by_ab), topic([], None, None),
-            FixedSchemas({1: value, 2: by_a, 3: by_ab}))
+def _topics() -> tuple[TableEvents, TableEvents, TableEvents, FixedSchemas]:
+    registry = LocalRegistry()
+    by_a, by_ab, keyless = (table_events(registry, "p", "public", "t", COLUMNS, key)
+                            for key in (["a"], ["a", "b"], []))
+    return by_a, by_ab, keyless, FixedSchemas(registry.schemas)
 
 
 def _events() -> list[tuple[bytes | None, bytes]]:

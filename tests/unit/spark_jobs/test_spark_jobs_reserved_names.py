@@ -10,16 +10,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import fastavro
 import pytest
 from pyspark.sql import SparkSession
 
+from connector.avro import TableSchemas, frame
 from connector.names import from_avro_name
 from spark_jobs.changes import META, latest_per_key
 from spark_jobs.config import MergeConfig
-from spark_jobs.events import TableTopic, envelope_schema, key_schema
 from spark_jobs.job import BatchProcessor
 from spark_jobs.names import METADATA_COLUMNS, column_names
+from tests.support.events import Column, LocalRegistry, TableEvents, table_events
 from tests.support.schemas import FixedSchemas
 
 KAFKA = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType",
@@ -33,13 +33,15 @@ ESCAPED = {m: "_x005F" + m[1:].replace("_", "_x005F") for m in METADATA_COLUMNS}
 LAKE = [ESCAPED.get(c, c) for c in COLUMNS[:-1]] + ["_x005Fx005Fcdc_x005Fx005Fop"]
 
 
-def _table(prefix: str) -> tuple[TableTopic, FixedSchemas]:
-    columns = [(c, "string") for c in COLUMNS]
-    value, key = (envelope_schema(prefix, "public", "settings", columns),
-                  key_schema(prefix, "public", "settings", columns[:1]))
-    topic = TableTopic(prefix, "public", "settings", ["key"], 1, 2,
-                       fastavro.parse_schema(value), fastavro.parse_schema(key))
-    return topic, FixedSchemas({1: value, 2: key})
+def _table(prefix: str) -> tuple[TableEvents, FixedSchemas]:
+    registry = LocalRegistry()
+    topic = table_events(registry, prefix, "public", "settings",
+                         [(c, "text") for c in COLUMNS], ["key"])
+    return topic, FixedSchemas(registry.schemas)
+
+
+def _schemas(columns: list[Column], key: list[str]) -> TableSchemas:
+    return table_events(LocalRegistry(), "p", "s", "t", columns, key).codec.schemas
 
 
 def _row(key: str, tag: str) -> dict[str, Any]:
@@ -56,7 +58,8 @@ def _kafka(spark: SparkSession, topic: str, records: list[tuple[bytes | None, by
 
 
 def test_metadata_names_are_escaped_and_others_kept() -> None:
-    record = key_schema("p", "s", "t", [(c, "string") for c in COLUMNS])
+    record = _schemas([(c, "text") for c in COLUMNS], COLUMNS).key_schema
+    assert record is not None
     names = column_names(record)
     assert list(names.values()) == LAKE
     assert list(column_names(record, original=True).values()) == LAKE
@@ -79,7 +82,7 @@ def test_a_table_with_the_jobs_own_column_names_merges(spark: SparkSession, tmp_
         processor(_kafka(spark, table.topic, [
             table.change("c", 10, 0, after=_row("a", "1")),
             table.change("c", 10, 1, after=_row("b", "1")),
-            (None, b"\x00\x00\x00\x00\x01\x02"),  # a corrupt body: a dead letter
+            (None, frame(table.value_id, b"\x02")),  # a corrupt body (by hand): a dead letter
         ], 0), 0)
         processor(_kafka(spark, table.topic, [
             table.change("u", 20, 0, after={**_row("a", "2"), "_cdc_toast": None},
@@ -152,8 +155,9 @@ def test_key_columns_are_named_as_in_the_row() -> None:
     gets the row's name for it, not the one the key record alone would give."""
     from spark_jobs.decode import TopicPlan
 
-    columns = [("_cdc_op", "string"), ("_x005Fcdc_x005Fop", "string")]
-    plan = TopicPlan(schemas={1: envelope_schema("p", "s", "t", columns)},
-                     key_record=key_schema("p", "s", "t", columns[1:]), key_schema_id=2)
+    schemas = _schemas([("_cdc_op", "text"), ("_x005Fcdc_x005Fop", "text")],
+                       ["_x005Fcdc_x005Fop"])
+    plan = TopicPlan(schemas={1: schemas.value_schema}, key_record=schemas.key_schema,
+                     key_schema_id=2)
     assert plan.key_columns() == ["_x005Fx005Fcdc_x005Fx005Fop"]
     assert plan.key_columns(original=True) == ["_x005Fx005Fcdc_x005Fx005Fop"]

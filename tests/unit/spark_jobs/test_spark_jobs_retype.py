@@ -4,13 +4,10 @@ a batch mixing events of the old and new writer schemas merges (issue 25, part 2
 
 from __future__ import annotations
 
-import io
 import logging
 import uuid
 from pathlib import Path
-from typing import Any
 
-import fastavro
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.types import (
@@ -24,10 +21,10 @@ from pyspark.sql.types import (
 
 from spark_jobs.decode import decode_topic, plan_batch, split_corrupt
 from spark_jobs.delta_sink import DeltaTableSink
-from spark_jobs.events import envelope_schema, source
 from spark_jobs.job import table_facts
 from spark_jobs.widening import batch_type, column_change
-from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, frame_bytes, with_frame
+from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
+from tests.support.events import LocalRegistry, table_events
 from tests.support.schemas import FixedSchemas
 
 KAFKA_ROW = "topic string, partition int, offset long, key binary, value binary"
@@ -87,20 +84,12 @@ def test_text_to_bigint_and_bigint_to_text_retype_the_table(
     assert {r["id"]: r["code"] for r in table.collect()}[4] == 1
 
 
-def _envelope(value_type: str) -> dict[str, Any]:
-    return envelope_schema("p", "s", "t", [("id", "long"), ("v", value_type)])
-
-
 def test_a_batch_mixing_old_and_new_writer_schemas_merges(spark: SparkSession,
                                                           tmp_path: Path) -> None:
-    schemas = {1: _envelope("string"), 2: _envelope("long")}
-
-    def frame(sid: int, op: str, lsn: int, row: dict[str, Any]) -> bytes:
-        buf = io.BytesIO()
-        fastavro.schemaless_writer(buf, fastavro.parse_schema(schemas[sid]), {
-            "before": None, "after": row, "op": op, "ts_ms": 1, "transaction": None,
-            "source": source("s", "t", lsn, 0, ts_ms=1), "unchanged_toast": []})
-        return frame_bytes(sid, buf.getvalue())
+    registry = LocalRegistry()
+    # ALTER TABLE t ALTER COLUMN v TYPE bigint USING v::bigint: a new writer schema
+    old, new = (table_events(registry, "p", "s", "t", [("id", "int8"), ("v", type_)], ["id"])
+                for type_ in ("text", "int8"))
 
     sink = DeltaTableSink(str(tmp_path), f"s/{uuid.uuid4().hex[:8]}", "test-app")
 
@@ -109,16 +98,19 @@ def test_a_batch_mixing_old_and_new_writer_schemas_merges(spark: SparkSession,
                                    KAFKA_ROW).selectExpr("*", "current_timestamp() AS timestamp")
         frames = with_frame(df)
         plans = plan_batch(frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID).count()
-                           .withColumnRenamed("count", "n").collect(), FixedSchemas(schemas))
+                           .withColumnRenamed("count", "n").collect(),
+                           FixedSchemas(registry.schemas))
         changes, _ = split_corrupt(decode_topic(frames, "p.s.t", plans["p.s.t"]), frames,
                                    "p.s.t")
         _, facts = table_facts(changes)
         sink.apply(spark, changes, facts, ["id"], batch_id)
 
-    apply(0, [frame(1, "c", 10, {"id": 1, "v": "foo"}), frame(1, "c", 10, {"id": 4, "v": "4"})])
+    apply(0, [old.change("c", 10, 0, after={"id": 1, "v": "foo"})[1],
+              old.change("c", 10, 1, after={"id": 4, "v": "4"})[1]])
     # old-schema events ('12', 'bar') still in the batch of the first new-schema one
-    apply(1, [frame(1, "c", 11, {"id": 2, "v": "12"}), frame(1, "u", 12, {"id": 1, "v": "bar"}),
-              frame(2, "c", 13, {"id": 3, "v": 5})])
+    apply(1, [old.change("c", 11, 0, after={"id": 2, "v": "12"})[1],
+              old.change("u", 12, 0, after={"id": 1, "v": "bar"})[1],
+              new.change("c", 13, 0, after={"id": 3, "v": 5})[1]])
     table = spark.read.format("delta").load(sink.path)
     assert table.schema["v"].dataType == LongType()
     assert {r["id"]: r["v"] for r in table.collect()} == {1: None, 2: 12, 3: 5, 4: 4}

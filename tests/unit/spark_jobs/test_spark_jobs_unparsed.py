@@ -9,10 +9,10 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from connector.avro import SourceInfo, TableCodec, derive_table_schemas
+from connector.avro import SourceInfo, TableCodec, derive_table_schemas, frame
 from connector.pgtypes import oids
 from spark_jobs.decode import decode_topic, plan_batch, split_corrupt
-from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, frame_bytes, with_frame
+from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
 from tests.support.avro import catalog, column, relation
 from tests.support.schemas import FixedSchemas
 
@@ -30,7 +30,7 @@ def test_events_with_unparsed_decode_and_the_map_is_ignored(spark: SparkSession)
     _, fell_back = codec.change_from_tuples("c", None, ("1", "not a date", "x"), source)
     _, plain = codec.change_from_tuples("c", None, ("2", "2026-11-25", "y"), source._replace(
         commit_lsn=11))
-    as_old = frame_bytes(3, plain[5:-1])  # the same event as the old schema wrote it
+    as_old = frame(3, plain[5:-1])  # the same event as the old schema wrote it
     values = [fell_back, plain, as_old]
     good = _decoded(spark, schemas, old_schema, values)
     rows = sorted(good.collect(), key=lambda r: r["_kafka_offset"])
@@ -58,7 +58,7 @@ def test_connect_attributes_are_ignored_by_the_merge_jobs_decoding(spark: SparkS
            "2026-11-25 01:02:03+02", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11", "12.34",
            '{"k": 1}', "abcde", "{1,NULL,3}")
     _, value = codec.change_from_tuples("c", None, row, SourceInfo(10, 0, 1))
-    as_old = frame_bytes(3, value[5:])  # the same bytes under the schema without attributes
+    as_old = frame(3, value[5:])  # the same bytes under the schema without attributes
     new, old = sorted(_decoded(spark, schemas, old_schema, [value, as_old]).collect(),
                       key=lambda r: r["_kafka_offset"])
     names = ["id", "s", "d", "tm", "ts", "tz", "u", "n", "j", "v", "a"]

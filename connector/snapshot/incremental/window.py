@@ -1,8 +1,10 @@
-"""Incremental snapshots: a table's rows re-read in key-ordered chunks while streaming goes on.
+"""The incremental snapshot's chunk window: a table's rows re-read in key-ordered chunks while
+streaming goes on, and why no chunk row overwrites a newer change (pure).
 
 The algorithm is DBLog's (Netflix, 2020): no lock, no long transaction, no pause of the
 stream. For each chunk of a table (rows with key > the previous chunk's last key, in key
-order, at most ``chunk_rows``), on a normal connection to the source (`resnapshot`):
+order, at most ``chunk_rows``: `chunk_query`), on a normal connection to the source
+(`driver`):
 
 1. emit the low watermark: ``pg_logical_emit_message(false, 'pgcdc.snapshot', '<run>:<n>:low')``
    at WAL position l (non-transactional: it is decoded where it was written, so the stream
@@ -52,7 +54,7 @@ transactions that were running when the chunk started; a long idle-in-transactio
 delays the chunk (logged), not the stream, and breaks nothing.
 
 When a request is done. A chunk's events are in Kafka only once the delivery ticket of its
-high watermark's transaction completes: the tracker's watermark (the flush LSN) reaches that
+high watermark's transaction completes: the tracker's `delivered_lsn()` (the flush LSN) reaches that
 transaction's end. Until then the chunk is "sent", not acknowledged, and the request's progress
 in the signal table (its `table_index` and `last_key`, where a restarted producer resumes)
 stays at the last acknowledged chunk. A request is marked done only when its tables are all read
@@ -67,15 +69,9 @@ the window nor a consumer can tell a snapshot row from a changed one.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from psycopg import sql
-
-from connector.control import WATERMARK_PREFIX
-
-__all__ = ["WATERMARK_PREFIX", "ChunkAcks", "ChunkWindow", "SentChunk", "Watermark",
-           "chunk_copy_statement"]
+__all__ = ["ChunkAcks", "ChunkWindow", "SentChunk", "Watermark"]
 
 
 @dataclass(frozen=True)
@@ -169,7 +165,7 @@ class SentChunk:
 class ChunkAcks:
     """The chunks produced and not yet acknowledged by Kafka, oldest first; the policy of when a
     request may be marked done (see "When a request is done"). Pure: the caller passes the
-    delivery tracker's watermark."""
+    delivery tracker's `delivered_lsn()`."""
 
     def __init__(self) -> None:
         self._sent: deque[SentChunk] = deque()
@@ -177,11 +173,12 @@ class ChunkAcks:
     def sent(self, chunk: SentChunk) -> None:
         self._sent.append(chunk)
 
-    def acknowledged(self, watermark: int | None) -> list[SentChunk]:
-        """The chunks Kafka acknowledged since the last call (the flush LSN is `watermark`), in
+    def acknowledged(self, delivered_lsn: int | None) -> list[SentChunk]:
+        """The chunks Kafka acknowledged since the last call (the flush LSN is `delivered_lsn`), in
         the order they were produced: each one's progress is recorded."""
         done: list[SentChunk] = []
-        while self._sent and watermark is not None and self._sent[0].end_lsn <= watermark:
+        while self._sent and delivered_lsn is not None and \
+                self._sent[0].end_lsn <= delivered_lsn:
             done.append(self._sent.popleft())
         return done
 
@@ -194,23 +191,3 @@ class ChunkAcks:
         last of its `tables`) and every chunk of it acknowledged."""
         return table_index >= tables and not self.pending(request)
 
-
-def chunk_copy_statement(schema: str, table: str, columns: Sequence[str],
-                         key: Sequence[tuple[str, str]], after: Sequence[str] | None,
-                         limit: int) -> sql.Composed:
-    """COPY of the next chunk: the published `columns` of rows whose key is above `after` (the
-    previous chunk's last key in text form, as COPY gave it; None for the first chunk), in key
-    order, `limit` rows at most. `key` is (column, type as ``format_type`` spells it) per key
-    column: each bound is cast to its column's type, so it compares as the index does."""
-    key_list = sql.SQL(", ").join(sql.Identifier(name) for name, _ in key)
-    where: sql.Composable = sql.SQL("")
-    if after is not None:
-        if len(after) != len(key):
-            raise ValueError(f"{len(after)} bound values for {len(key)} key columns")
-        bounds = sql.SQL(", ").join(
-            sql.SQL("{}::{}").format(sql.Literal(value), sql.SQL(type_name))
-            for value, (_, type_name) in zip(after, key, strict=True))
-        where = sql.SQL(" WHERE ({}) > ({})").format(key_list, bounds)
-    return sql.SQL("COPY (SELECT {} FROM {}{} ORDER BY {} LIMIT {}) TO STDOUT").format(
-        sql.SQL(", ").join(sql.Identifier(c) for c in columns),
-        sql.Identifier(schema, table), where, key_list, sql.Literal(limit))

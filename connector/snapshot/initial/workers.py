@@ -1,19 +1,18 @@
-"""One snapshot reader: a connection inside the exported snapshot, its own Kafka producer, and a
-loop over the shared chunk queue. It runs in a process of its own when there are several
-readers (loading values and Avro encoding are Python and hold the GIL, so threads would take
-turns), in a thread of the coordinator when there is one.
+"""One initial snapshot reader (a worker): a connection inside the exported snapshot, its own
+Kafka producer, and a loop over the shared queue of block ranges. It runs in a process of its
+own when there are several readers (loading values and Avro encoding are Python and hold the
+GIL, so threads would take turns), in a thread of the coordinator when there is one.
 
     reader_main(spec, chunks, reports, stop, parent_pid)
 
-`chunks` yields `Chunk`s and then None; `reports` receives, in this order,
-``("rows", table, n)`` (progress), ``("chunk", table, bytes)`` (a chunk fully produced, and
-the key + value bytes it produced), and
-exactly one ``("done", rows, 0)`` -- sent only after the reader's producer has delivered every
-event and Kafka acknowledged it -- or ``("error", kind, message)`` or ``("stopped", 0, 0)``.
-With ``--exactly-once`` (`ReaderSpec.transactional`) the reader's events are in one open Kafka
-transaction (`SnapshotTransaction`): once all are delivered it reports ``("flushed", 0, 0)``,
-waits for the coordinator's `commit` event (set when every reader flushed), commits, then
-reports "done". Stopped or failed, it aborts.
+`chunks` yields `BlockRange`s and then None; `reports` receives the reader's `reports` (in
+the order that module states): `RowsRead` and `ChunkProduced` as it goes, then exactly one of
+`ReaderDone` -- sent only after the reader's producer has delivered every event and Kafka
+acknowledged it --, `ReaderFailed` or `ReaderStopped`. With ``--exactly-once``
+(`ReaderSpec.transactional`) the reader's events are in one open Kafka transaction
+(`SnapshotTransaction`): once all are delivered it reports `ReaderFlushed`, waits for the
+coordinator's `commit` event (set when every reader flushed), commits, then reports
+`ReaderDone`. Stopped or failed, it aborts.
 
 The coordinator registered every table's schemas; a reader derives the same schemas again (same
 catalog lookups, deterministic text), checks the text is identical and uses the coordinator's
@@ -38,20 +37,28 @@ from connector.avro.oversized import OmitOversized
 from connector.errors import CdcError, SchemaError, SinkError, SourceError
 from connector.pgtypes import TypeCatalog
 from connector.sink import AckTracker, KafkaSink
-from connector.sink.transactional import SnapshotTransaction, snapshot_transactional_id
+from connector.sink.transactional import snapshot_transactional_id
 from connector.source_catalog import PostgresCatalog
 
-from .chunks import Chunk
+from ..tables import SnapshotTable
+from .plan import BlockRange
 from .reader import ChunkReader, Stopped, open_in_snapshot
-from .tables import SnapshotTable
+from .reports import (
+    ChunkProduced,
+    ReaderDone,
+    ReaderFailed,
+    ReaderFlushed,
+    ReaderStopped,
+    Report,
+    RowsRead,
+)
+from .transaction import NoTransaction, ProducerTransaction, producer_transaction
 
 __all__ = ["ReaderSpec", "TableIds", "reader_main"]
 
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
-_ERRORS: dict[str, type[CdcError]] = {"SourceError": SourceError, "SchemaError": SchemaError,
-                                      "SinkError": SinkError}
 
 
 @dataclass(frozen=True)
@@ -84,10 +91,12 @@ class ReaderSpec:
     oversized_limit: int = 0  # --oversized-events omit: the event size limit (0: fail)
 
 
-class _Queue(Protocol):
-    def get(self) -> Any: ...
+class _ChunkQueue(Protocol):
+    def get(self) -> BlockRange | None: ...
 
-    def put(self, item: Any) -> None: ...
+
+class _ReportQueue(Protocol):
+    def put(self, item: Report) -> None: ...
 
 
 class _Event(Protocol):
@@ -96,12 +105,7 @@ class _Event(Protocol):
     def wait(self, timeout: float | None = None) -> bool: ...
 
 
-def error_from_report(kind: str, message: str) -> CdcError:
-    """The coordinator's side of an ``("error", kind, message)`` report."""
-    return _ERRORS.get(kind, SourceError)(message)
-
-
-def reader_main(spec: ReaderSpec, chunks: _Queue, reports: _Queue, stop: _Event,
+def reader_main(spec: ReaderSpec, chunks: _ChunkQueue, reports: _ReportQueue, stop: _Event,
                 parent_pid: int | None = None, index: int = 0,
                 commit: _Event | None = None) -> None:
     """The reader loop (see the module docstring). Never raises: everything is a report."""
@@ -118,15 +122,15 @@ def reader_main(spec: ReaderSpec, chunks: _Queue, reports: _Queue, stop: _Event,
     try:
         rows = _read(spec, chunks, reports, should_stop, index, commit)
     except Stopped:
-        reports.put(("stopped", 0, 0))
+        reports.put(ReaderStopped())
     except CdcError as exc:
-        reports.put(("error", type(exc).__name__, str(exc)))
+        reports.put(ReaderFailed.of(exc))
     except Exception as exc:  # a bug: still one report, so the coordinator does not hang
         log.exception("snapshot reader failed")
-        reports.put(("error", "SourceError", f"snapshot reader failed: {type(exc).__name__}: "
-                                             f"{exc}"))
+        reports.put(ReaderFailed.of(SourceError(f"snapshot reader failed: "
+                                                f"{type(exc).__name__}: {exc}")))
     else:
-        reports.put(("done", rows, 0))
+        reports.put(ReaderDone(rows))
 
 
 def _die_with_parent() -> None:
@@ -139,33 +143,34 @@ def _die_with_parent() -> None:
         pass
 
 
-def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any, index: int,
-          commit: _Event | None) -> int:
+def _read(spec: ReaderSpec, chunks: _ChunkQueue, reports: _ReportQueue, should_stop: Any,
+          index: int, commit: _Event | None) -> int:
     conn = open_in_snapshot(spec.dsn, spec.snapshot_name, "pgcdc-snapshot")
-    txn: SnapshotTransaction | None = None
+    txn: ProducerTransaction = NoTransaction()
     try:
         tracker = AckTracker(None)
         # acknowledgement is all-or-nothing at the end of a reader: failures are reported, each
-        # success is not (see KafkaSink); "done" is sent only after close() drained the queue
+        # success is not (see KafkaSink); ReaderDone is sent only after close() drained the
+        # queue
         tid = snapshot_transactional_id(spec.db, spec.slot, index) if spec.transactional \
             else None
         sink = KafkaSink(spec.kafka_settings, tracker, report_successes=False,
                          transactional_id=tid, oversized=_oversized(spec),
                          max_event_bytes=spec.oversized_limit)
-        if tid is not None:
-            txn = SnapshotTransaction(sink.producer, spec.kafka_settings)
-            txn.begin()
+        txn = producer_transaction(sink.producer, spec.kafka_settings,
+                                   exactly_once=spec.transactional)
+        txn.begin()
         types = TypeCatalog()
         # The coordinator's factory, with its ids: the same catalog lookups and schemas.
         codecs = CodecFactory(types, PostgresCatalog(conn, types), _coordinator_ids(spec),
                               prefix=spec.prefix, db=spec.db)
         reader = ChunkReader(conn, sink, tracker, spec.consistent_point, spec.ts_ms,
                              binary=spec.binary,
-                             on_rows=lambda table, n: reports.put(("rows", table, n)),
+                             on_rows=lambda table, n: reports.put(RowsRead(table, n)),
                              should_stop=should_stop)
         total = 0
         while True:
-            chunk: Chunk | None = chunks.get()
+            chunk = chunks.get()
             if chunk is None:
                 break
             if should_stop():
@@ -173,9 +178,8 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any, i
             table = spec.tables[chunk.table]
             bytes_before = sink.bytes
             total += reader.read(table, codecs.codec(table.relation), chunk)
-            reports.put(("chunk", chunk.table, sink.bytes - bytes_before))
-            if txn is not None:
-                txn.commit_if_old()
+            reports.put(ChunkProduced(chunk.table, sink.bytes - bytes_before))
+            txn.commit_if_old()
         while len(sink) > 0:  # every delivery report, however long Kafka takes
             sink.poll(0.2)
             if should_stop():
@@ -183,18 +187,17 @@ def _read(spec: ReaderSpec, chunks: _Queue, reports: _Queue, should_stop: Any, i
         sink.close(30.0)
         if tracker.open_transactions:
             raise SinkError("snapshot: not every event was acknowledged by Kafka")
-        if txn is not None and commit is not None:
+        if spec.transactional and commit is not None:
             # Commit only when every reader has its events in Kafka: a crash before that
             # leaves no reader's rows visible to read_committed consumers.
-            reports.put(("flushed", 0, 0))
+            reports.put(ReaderFlushed())
             while not commit.wait(0.2):
                 if should_stop():
                     raise Stopped
             txn.commit()
         return total
     except BaseException:
-        if txn is not None:
-            txn.abort()
+        txn.abort()
         raise
     finally:
         conn.close()

@@ -1,13 +1,14 @@
-"""The initial snapshot from start to finish (see the package docstring for the guarantees).
+"""The initial snapshot's coordinator, from start to finish (the guarantees: the package
+docstring).
 
     result = take_snapshot(SnapshotSettings(...), admin, registry, kafka_settings, topics,
                            should_stop=lambda: stopping, keep_slot=True)
 
 The coordinator (this module) plans, registers the schemas, produces the truncates and shows
-progress; the rows are read by `worker.reader_main`: in one thread for one reader, in spawned
+progress; the rows are read by `workers.reader_main`: in one thread for one reader, in spawned
 processes for several (value loading and Avro encoding are Python and hold the GIL, so only
 processes read in parallel). Each reader has its own connection importing the snapshot and its
-own Kafka producer, and reports "done" only once Kafka acknowledged all its events; the
+own Kafka producer, and reports `ReaderDone` only once Kafka acknowledged all its events; the
 snapshot is complete when every reader did and the coordinator's own events are acknowledged.
 """
 
@@ -33,18 +34,28 @@ from connector.replication import ReplicationAdmin
 from connector.sink import AckTracker, KafkaSink, TopicCreator
 from connector.sink.transactional import (
     SNAPSHOT_TRANSACTION_DEFAULTS,
-    SnapshotTransaction,
     fence,
     snapshot_transactional_id,
 )
 from connector.source_catalog import PostgresCatalog
 
-from .chunks import plan_chunks
+from ..slot import ExportedSnapshot, check_free_slots, snapshot_slot_name
+from ..tables import SnapshotTable, published_tables
+from .guard import check_unchanged, lock_tables
+from .plan import plan_chunks
 from .progress import Progress, TableProgress
 from .reader import open_in_snapshot
-from .slot import ExportedSnapshot, check_free_slots, snapshot_slot_name
-from .tables import SnapshotTable, check_unchanged, lock_tables, published_tables
-from .worker import ReaderSpec, TableIds, error_from_report, reader_main
+from .reports import (
+    FINAL_REPORTS,
+    ChunkProduced,
+    ReaderFailed,
+    ReaderFlushed,
+    ReaderStopped,
+    Report,
+    RowsRead,
+)
+from .transaction import producer_transaction
+from .workers import ReaderSpec, TableIds, reader_main
 
 __all__ = ["SNAPSHOT_PRODUCER_DEFAULTS", "TRUNCATE_INDEX", "SnapshotResult", "SnapshotSettings",
            "take_snapshot"]
@@ -101,7 +112,7 @@ def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry:
             tables = published_tables(guard, settings.publication, features)
             lock_tables(guard, tables, LOCK_TIMEOUT_S)
             check_unchanged(guard, admin.conn, tables)
-            job = _Job(settings, admin, registry, kafka_settings, topics, should_stop, lsn,
+            job = _Coordinator(settings, admin, registry, kafka_settings, topics, should_stop, lsn,
                        exported.snapshot_name, tables, tid_range_scans=features.tid_range_scans,
                        stream=progress_stream)
             completed = job.run()
@@ -121,8 +132,8 @@ def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry:
     return SnapshotResult(completed, lsn, len(tables), job.progress.rows, seconds)
 
 
-class _Job:
-    """The coordinator: truncates, the chunk queue, readers, their reports, progress, stop."""
+class _Coordinator:
+    """Truncates, the chunk queue, readers, their reports, progress, stop."""
 
     def __init__(self, settings: SnapshotSettings, admin: ReplicationAdmin,
                  registry: SchemaRegistry, kafka_settings: Mapping[str, Any],
@@ -144,8 +155,8 @@ class _Job:
                               transactional_id=snapshot_transactional_id(db, settings.slot, None)
                               if settings.exactly_once else None)
         # --exactly-once: the truncates, then every reader's rows, commit together at the end.
-        self.txn = (SnapshotTransaction(self.sink.producer, self.kafka_settings)
-                    if settings.exactly_once else None)
+        self.txn = producer_transaction(self.sink.producer, self.kafka_settings,
+                                        exactly_once=settings.exactly_once)
         self.own_committed = False
         types = TypeCatalog()
         # The stream's own codec factory: same catalog lookups, same schemas, same registry ids.
@@ -206,7 +217,7 @@ class _Job:
         """--exactly-once: readers this attempt does not start (fewer chunks than workers)
         may have been started by a killed attempt; abort what they left open now, or
         read_committed consumers would wait for it until transaction.timeout.ms."""
-        if self.txn is None:
+        if not self.settings.exactly_once:
             return
         db = str(self.spec.db)
         for index in range(used, self.settings.workers):
@@ -214,8 +225,9 @@ class _Job:
 
     def _commit_own(self) -> None:
         """--exactly-once: the coordinator's truncates are delivered, then committed (first:
-        they precede every row in their partitions)."""
-        if self.txn is None or self.own_committed:
+        they precede every row in their partitions). Without it nothing waits here: `_drain`
+        waits for the deliveries, within its stop deadline."""
+        if not self.settings.exactly_once or self.own_committed:
             return
         while len(self.sink) > 0:
             self.sink.poll(POLL_S)
@@ -223,7 +235,7 @@ class _Job:
         self.own_committed = True
 
     def _abort_own(self) -> None:
-        if self.txn is not None and not self.own_committed:
+        if not self.own_committed:
             self.txn.abort()
 
     def _truncates(self) -> None:
@@ -232,8 +244,7 @@ class _Job:
         abandoned snapshot attempt's rows, an older slot's history -- is replaced by the
         snapshot, rows deleted meanwhile included (and a table without a key does not get its
         rows twice). A topic created now has no past to replace."""
-        if self.txn is not None:
-            self.txn.begin()
+        self.txn.begin()
         ticket = self.tracker.begin(self.lsn)
         source = SourceInfo(self.lsn, TRUNCATE_INDEX, self.ts_ms, None, self.lsn, "true")
         for codec in self.replaced:
@@ -278,32 +289,31 @@ class _Job:
                     stop.set()
                 if time.monotonic() - rendered >= POLL_S:
                     self.sink.poll(0)
-                    if self.txn is not None and not self.own_committed:
+                    if not self.own_committed:
                         self.txn.commit_if_old()
                     self.progress.render()
                     rendered = time.monotonic()
                 report = self._next_report(reports, readers if workers > 1 else [])
                 if report is None:
                     continue
-                kind, first, second = report
-                if kind == "rows":
-                    self.progress.add(first, second)
-                    metrics.EVENTS.labels(self.tables[first].name, "r").inc(second)
-                    metrics.SNAPSHOT_ROWS.inc(second)
-                elif kind == "chunk":
-                    metrics.BYTES.inc(second)
-                    self._chunk_done(first)
-                elif kind == "flushed":  # --exactly-once: all in Kafka, waiting for `commit`
+                if isinstance(report, RowsRead):
+                    self.progress.add(report.table, report.rows)
+                    metrics.EVENTS.labels(self.tables[report.table].name, "r").inc(report.rows)
+                    metrics.SNAPSHOT_ROWS.inc(report.rows)
+                elif isinstance(report, ChunkProduced):
+                    metrics.BYTES.inc(report.bytes)
+                    self._chunk_done(report.table)
+                elif isinstance(report, ReaderFlushed):  # all in Kafka, waiting for `commit`
                     flushed += 1
                     if flushed == len(readers) and not stop.is_set():
                         self._commit_own()
                         commit.set()
-                else:
+                elif isinstance(report, FINAL_REPORTS):
                     pending -= 1
-                    if kind == "error":
-                        errors.append(error_from_report(first, second))
+                    if isinstance(report, ReaderFailed):
+                        errors.append(report.error())
                         stop.set()
-                    elif kind == "stopped":
+                    elif isinstance(report, ReaderStopped):
                         stopped = True
         finally:
             stop.set()
@@ -313,14 +323,14 @@ class _Job:
                     reader.kill()
         if errors:
             raise errors[0]
-        return not stopped  # a reader reports "done" only with all its events acknowledged
+        return not stopped  # ReaderDone comes only with all the reader's events acknowledged
 
     @staticmethod
-    def _next_report(reports: Any, processes: Sequence[Any]) -> tuple[str, Any, Any] | None:
+    def _next_report(reports: Any, processes: Sequence[Any]) -> Report | None:
         """The next report, None after POLL_S without one; raises when every reader process
         is gone and the pipe is empty (a reader killed before it could report)."""
         try:
-            report: tuple[str, Any, Any] = reports.get(timeout=POLL_S)
+            report: Report = reports.get(timeout=POLL_S)
             return report
         except queue.Empty:
             if not processes or any(p.is_alive() for p in processes):

@@ -1,4 +1,4 @@
-"""Tables that come and go while `pgcdc run` streams.
+"""The table watcher: tables that come and go while `pgcdc run` streams.
 
 pgoutput sends no DDL, so the producer polls the catalog (every `WATCH_INTERVAL_S`; an event
 trigger would need superuser rights to install):
@@ -7,7 +7,7 @@ trigger would need superuser rights to install):
   patterns, or ``*`` with ``--keyless-tables skip``): it is added to the publication (its
   changes are streamed from that commit on) and an incremental snapshot of it is requested
   (`signals`), which publishes the rows written before, in the window argument of
-  `incremental`: no row is missed or overwritten by an older one.
+  `window`: no row is missed or overwritten by an older one.
 * A ``FOR ALL TABLES`` publication includes a new table from its creation, so every row of it
   is streamed and no snapshot is needed; the table is only logged.
 * A new table without a key (``--keyless-tables``, `ReplicationAdmin.apply_keyless_policy`):
@@ -34,6 +34,7 @@ import time
 import psycopg
 
 from connector.errors import SourceError, first_line, is_privilege_error
+from connector.names import TableName
 from connector.replication import ReplicationAdmin
 
 from . import signals
@@ -57,12 +58,12 @@ class TableWatcher:
         self.patterns = ["*.*"] if all_tables and keyless == "skip" else patterns
         self.manage = manage_publication and (not all_tables or keyless == "skip")
         self.fix_all_tables = manage_publication and all_tables and keyless != "skip"
-        self.left_out: set[tuple[str, str]] = set()  # keyless tables already logged
+        self.left_out: set[TableName] = set()  # keyless tables already logged
         self.published = self._published()
         self.next_check = time.monotonic() + WATCH_INTERVAL_S
 
-    def _published(self) -> set[str]:
-        return {f"{s}.{t}" for s, t, _, _ in self.admin.published_tables(self.publication)}
+    def _published(self) -> set[TableName]:
+        return {TableName(s, t) for s, t, _, _ in self.admin.published_tables(self.publication)}
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -80,28 +81,27 @@ class TableWatcher:
     def _check(self) -> None:
         published = self._published()
         if self.manage and not self.admin.is_all_tables(self.publication):
-            matching = [t for t in self.admin.matching_tables(self.patterns)
-                        if t != signals.SIGNAL_TABLE]
-            wanted = {f"{s}.{t}" for s, t in matching}
+            matching = [TableName(s, t) for s, t in self.admin.matching_tables(self.patterns)]
+            matching = [t for t in matching if t != signals.SIGNAL_TABLE]
+            wanted = set(matching)
             # Listed: the tables the publication names (a partitioned table, not the
             # partitions pg_publication_tables shows in its place).
-            listed = self.admin.listed_tables(self.publication)
-            gone = [t for t in listed if f"{t[0]}.{t[1]}" not in wanted]
+            listed = [TableName(s, t) for s, t in self.admin.listed_tables(self.publication)]
+            gone = [t for t in listed if t not in wanted]
             if gone:  # renamed (or moved) out of the patterns: the publication follows them
                 self.admin.drop_from_publication(self.publication, gone)
-            known = published | {f"{s}.{t}" for s, t in listed}
-            new = [t for t in matching if f"{t[0]}.{t[1]}" not in known]
-            new = self._with_keys(new)
+            known = published | set(listed)
+            new = self._with_keys([t for t in matching if t not in known])
             if new:
-                names = [f"{s}.{t}" for s, t in new]
                 # One transaction: the table joins the publication and its snapshot is asked
                 # for together, so a crash cannot leave it streamed without its earlier rows.
                 with self.admin.conn.transaction():
                     self.admin.add_to_publication(self.publication, new)
                     signals.ensure_table(self.admin.conn)
-                    signals.request(self.admin.conn, self.slot, names)
+                    signals.request(self.admin.conn, self.slot, new)
                 log.info("new table(s) %s added to publication %s; their existing rows follow "
-                         "as an incremental snapshot", ", ".join(names), self.publication)
+                         "as an incremental snapshot", ", ".join(map(str, new)),
+                         self.publication)
             if gone or new:
                 published = self._published()
         elif self.fix_all_tables and published - self.published:
@@ -113,27 +113,26 @@ class TableWatcher:
                      "publication %s); its topic is kept", name, self.publication)
         self.published = published
 
-    def _with_keys(self, new: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    def _with_keys(self, new: list[TableName]) -> list[TableName]:
         """The new tables that may join the publication: keyless ones are left out (refuse,
         skip; logged once) or get REPLICA IDENTITY FULL first (full)."""
-        keyless = set(self.admin.keyless_tables(new)) if new else set()
+        keyless = {TableName(s, t) for s, t in self.admin.keyless_tables(new)} if new else set()
         if not keyless:
             return new
         if self.keyless == "full":
             self.admin.apply_keyless_policy("full", sorted(keyless))
             return new
-        for schema, table in sorted(keyless - self.left_out):
-            log.warning("new table %s.%s matches --tables but has no primary key: left out of "
+        for name in sorted(keyless - self.left_out):
+            log.warning("new table %s matches --tables but has no primary key: left out of "
                         "publication %s (PostgreSQL would reject UPDATE and DELETE on it); it "
                         "joins once it has one (or REPLICA IDENTITY FULL), or run with "
-                        "--keyless-tables full", schema, table, self.publication)
+                        "--keyless-tables full", name, self.publication)
         self.left_out |= keyless
         return [t for t in new if t not in keyless]
 
-    def _keyless_in_all_tables(self, names: list[str]) -> None:
+    def _keyless_in_all_tables(self, tables: list[TableName]) -> None:
         """New tables FOR ALL TABLES published: set REPLICA IDENTITY FULL on keyless ones
         (full), or say how to fix them."""
-        tables = [(s, t) for s, _, t in (n.partition(".") for n in names)]
         keyless = self.admin.keyless_tables(tables)
         if not keyless:
             return

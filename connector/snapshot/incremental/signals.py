@@ -4,11 +4,13 @@ and where the producer keeps its progress (so a killed producer resumes at its l
     CREATE TABLE public.pgcdc_signal (...)   -- created by the first `pgcdc snapshot`
                                              -- (or an administrator: `pgcdc grants`)
 
-One row per request: the slot it is for, the tables (``schema.table``), its state (pending,
-running, done, cancelled, failed), the table being read and the last key read of it (text, as
-COPY prints it), counts. The producer polls it (it is not published: pgcdc leaves it out of
-the table list it manages for ``--tables``; a FOR ALL TABLES publication does publish it). A
-row is a request of one slot's producer; the producer works on one at a time, oldest first.
+One row per request: the slot it is for, the tables (each `TableName` stored as its display
+text ``schema.table``; the driver resolves a text against the catalog, `TableName.readings`),
+its state (pending, running, done, cancelled, failed), the table being read and the last key
+read of it (text, as COPY prints it), counts. The producer polls it (it is not published:
+pgcdc leaves it out of the table list it manages for ``--tables``; a FOR ALL TABLES
+publication does publish it). A row is a request of one slot's producer; the producer works on
+one at a time, oldest first.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import psycopg
 from psycopg import sql
 
 from connector.errors import PrivilegeError, is_privilege_error
+from connector.names import TableName
 from connector.replication.privileges import lacking, signal_grant_sql
 
 __all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "ddl", "ensure_table",
            "lacking_grant", "mark_running", "next_request", "pending_includes", "record_progress",
            "request", "requests", "set_state", "state_of", "table_exists"]
 
-SIGNAL_TABLE = ("public", "pgcdc_signal")
+SIGNAL_TABLE = TableName("public", "pgcdc_signal")
 _TABLE = sql.Identifier(*SIGNAL_TABLE)
 
 _DDL = sql.SQL("""CREATE TABLE IF NOT EXISTS {} (
@@ -51,7 +54,7 @@ Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
 class SnapshotRequest:
     id: int
     slot: str
-    tables: tuple[str, ...]
+    tables: tuple[str, ...]  # as stored: ``schema.table`` texts
     state: str
     table_index: int
     last_key: tuple[str, ...] | None
@@ -83,17 +86,17 @@ def ensure_table(conn: Conn) -> None:
             raise
         role = conn.info.user
         raise PrivilegeError(
-            role, f"CREATE on schema {SIGNAL_TABLE[0]} (to create the signal table "
-            f"{'.'.join(SIGNAL_TABLE)})", "have an administrator create it and grant it "
+            role, f"CREATE on schema {SIGNAL_TABLE.schema} (to create the signal table "
+            f"{SIGNAL_TABLE})", "have an administrator create it and grant it "
             f"(`pgcdc grants` prints the SQL): {signal_grant_sql(role, *SIGNAL_TABLE)}") \
             from None
 
 
 def lacking_grant(exc: BaseException, role: str) -> PrivilegeError:
     """The one line for a privilege error (SQLSTATE 42501) met using the signal table."""
-    if SIGNAL_TABLE[1] in str(exc):  # the table or its id sequence
+    if SIGNAL_TABLE.table in str(exc):  # the table or its id sequence
         return PrivilegeError(role, f"SELECT, INSERT, UPDATE on table "
-                              f"{'.'.join(SIGNAL_TABLE)} (and USAGE on its id sequence)",
+                              f"{SIGNAL_TABLE} (and USAGE on its id sequence)",
                               f"run {signal_grant_sql(role, *SIGNAL_TABLE)}")
     return lacking(exc, role)
 
@@ -106,20 +109,21 @@ def table_exists(conn: Conn) -> bool:
     return bool(row and row[0])
 
 
-def request(conn: Conn, slot: str, tables: Sequence[str], message: str | None = None) -> int:
+def request(conn: Conn, slot: str, tables: Sequence[TableName],
+            message: str | None = None) -> int:
     """A new request; its id. `message` says why (a re-sync after DDL), for `pgcdc status`."""
     row = conn.execute(sql.SQL("INSERT INTO {} (slot, tables, message) VALUES (%s, %s, %s) "
                                "RETURNING id").format(_TABLE),
-                       (slot, list(tables), message)).fetchone()
+                       (slot, [str(t) for t in tables], message)).fetchone()
     assert row is not None
     return int(row[0])
 
 
-def pending_includes(conn: Conn, slot: str, table: str) -> bool:
-    """Whether a request of `slot` not started yet includes `table` (``schema.table``)."""
+def pending_includes(conn: Conn, slot: str, table: TableName) -> bool:
+    """Whether a request of `slot` not started yet includes `table`."""
     row = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE slot = %s AND "
                                "state = 'pending' AND %s = ANY (tables))").format(_TABLE),
-                       (slot, table)).fetchone()
+                       (slot, str(table))).fetchone()
     return bool(row and row[0])
 
 

@@ -1,10 +1,11 @@
-"""Runs the signal table's incremental snapshot requests inside a streaming session.
+"""The incremental snapshot's driver: runs the signal table's requests inside a streaming
+session.
 
-The algorithm and why it is correct: `connector.snapshot.incremental`. This is its IO: the
-pipeline calls `tick` between reads of the stream (it reads the next chunk when none is in
-flight, and records the progress of chunks Kafka acknowledged), and the publisher calls
-`watermark` for each of our watermark messages it meets in a transaction, and keeps
-`window.changed` informed while a window is open.
+The algorithm and why it is correct: `window`. This is its IO: the pipeline calls `tick`
+between reads of the stream (it reads the next chunk when none is in flight, and records the
+progress of chunks Kafka acknowledged), and the publisher calls `watermark` for each of our
+watermark messages it meets in a transaction, and keeps `open_window.changed` informed while a
+window is open. Each chunk looks up its one table in the catalog (`tables.published_table`).
 """
 
 from __future__ import annotations
@@ -19,22 +20,18 @@ from typing import Any
 import psycopg
 
 from connector.avro import SourceInfo, TableCodec
+from connector.control import WATERMARK_PREFIX
 from connector.errors import SourceError, first_line, is_privilege_error
+from connector.names import TableName
 from connector.pgoutput.messages import COLUMN_KEY, Relation
 from connector.replication.features import ServerFeatures
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
 
+from ..copytext import parse_copy_text
+from ..tables import SnapshotTable, published_table
 from . import signals
-from .copytext import parse_copy_text
-from .incremental import (
-    WATERMARK_PREFIX,
-    ChunkAcks,
-    ChunkWindow,
-    SentChunk,
-    Watermark,
-    chunk_copy_statement,
-)
-from .tables import SnapshotTable, published_tables
+from .chunk_query import chunk_copy_statement
+from .window import ChunkAcks, ChunkWindow, SentChunk, Watermark
 
 log = logging.getLogger(__name__)
 
@@ -46,9 +43,10 @@ XIP_WAIT_LOG_S = 10.0
 
 
 @dataclass
-class _Chunk:
-    """A chunk from its low watermark on: waiting for older transactions, then read, then
-    waiting for its high watermark in the stream."""
+class KeyRangeChunk:
+    """One chunk of an incremental snapshot (rows in key order), from its low watermark on:
+    waiting for older transactions, then read, then waiting for its high watermark in the
+    stream."""
 
     request: int
     table_index: int
@@ -77,7 +75,7 @@ class IncrementalSnapshots:
         self.run = uuid.uuid4().hex[:12]
         self.dsn = dsn
         self._conn: psycopg.Connection[tuple] | None = None  # type: ignore[type-arg]
-        self.chunk: _Chunk | None = None  # read, its watermarks not yet streamed
+        self.chunk: KeyRangeChunk | None = None  # read, its watermarks not yet streamed
         self.sequence = 0
         self.request: signals.SnapshotRequest | None = None
         self.table_index = 0
@@ -132,7 +130,7 @@ class IncrementalSnapshots:
             self.chunk = None
             if is_privilege_error(exc):
                 lacks = signals.lacking_grant(exc, self.conn.info.user)
-                if self.request is None or signals.SIGNAL_TABLE[1] in str(exc):
+                if self.request is None or signals.SIGNAL_TABLE.table in str(exc):
                     raise lacks from None  # the signal table itself: nothing can go on
                 self._fail(self.request.id, str(lacks))
                 return
@@ -164,7 +162,7 @@ class IncrementalSnapshots:
         assert request is not None
         if self.table_index >= len(request.tables):
             # Done only once Kafka has every chunk: until then a restart must read the last
-            # chunk again (`incremental`, "When a request is done").
+            # chunk again (`window`, "When a request is done").
             if self.acks.may_finish(request.id, self.table_index, len(request.tables)):
                 signals.set_state(self.conn, request.id, "done")
                 log.info("incremental snapshot %d done", request.id)
@@ -189,13 +187,14 @@ class IncrementalSnapshots:
         # The txid_* spelling exists on every supported server (pg_current_snapshot: 13+).
         running = self.conn.execute("SELECT txid_current_snapshot()::text").fetchone()
         assert running is not None
-        chunk = _Chunk(request.id, self.table_index, table, self.codec_for(table.relation), key,
-                       ChunkWindow(self.sequence, table.relation.relation_id), low,
-                       running[0], time.monotonic())
+        chunk = KeyRangeChunk(request.id, self.table_index, table,
+                              self.codec_for(table.relation), key,
+                              ChunkWindow(self.sequence, table.relation.relation_id), low,
+                              running[0], time.monotonic())
         self.chunk = chunk
         self._read_when_ready(chunk, chunk.since)
 
-    def _read_when_ready(self, chunk: _Chunk, now: float) -> None:
+    def _read_when_ready(self, chunk: KeyRangeChunk, now: float) -> None:
         """Read the chunk once every transaction running at its low watermark has ended (see
         "The visibility race"); meanwhile the stream goes on and the window remembers the keys
         it changes."""
@@ -225,26 +224,24 @@ class IncrementalSnapshots:
                      low: int) -> bytes:
         """COPY the chunk into `events` (key -> value, each row an ``r`` event at (low, n));
         returns the last COPY line (the next chunk's bound)."""
-        encode = codec.copy_encoder("r")  # one C call per line where it serves the table
+        encode = codec.copy_encoder("r")
         ts_ms = time.time_ns() // 1_000_000
         last = b""
         with self.conn.cursor().copy(statement) as copy:
             for number, data in enumerate(copy):
                 line = bytes(data)
                 source = SourceInfo(low, number, ts_ms, None, low, "incremental")
-                event = None if encode is None else encode(line, source, None, None)
-                if event is None:
-                    event = codec.change_from_tuples("r", None, parse_copy_text(line), source)
+                event = encode(line, source, None, None)
                 assert event[0] is not None  # the table has a key (checked by the caller)
                 events[event[0]] = event[1]
                 last = line
         return last
 
     def _table(self, name: str) -> SnapshotTable | None:
-        for table in published_tables(self.conn, self.publication, self.features):
-            if table.name == name:
-                return table
-        return None
+        """The published table a request names (its stored ``schema.table`` text): one catalog
+        lookup of the tables the text may name, the first in (schema, table) order."""
+        return published_table(self.conn, self.publication, self.features,
+                               TableName.readings(name))
 
     def _key(self, table: SnapshotTable) -> list[tuple[str, str]] | None:
         """(column, type) of the key the chunks are ordered by: the replica identity's columns

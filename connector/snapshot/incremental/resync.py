@@ -1,15 +1,15 @@
 """Re-sync after DDL: a table whose existing rows a DDL statement changed is re-read through an
 incremental snapshot, so consumers converge (``resync_on_ddl``, on by default).
 
-Which DDL, and why no row event tells a consumer: `connector.snapshot.rewrites`. The producer
-notices it two ways, both between reads of the stream (nothing here blocks it):
+Which DDL, and why no row event tells a consumer: `rewrites`. The producer notices it two ways,
+both between reads of the stream (nothing here blocks it):
 
-* the catalog: every `CHECK_INTERVAL_S` one query reads a digest per published table (the
-  versions of its catalog rows) and, for the tables whose digest changed, their columns (type,
-  typmod, generated, whether a new column has values for existing rows, enum labels);
-  `rewrites.Settle` compares those with the last check. pgoutput sends nothing for DDL alone
-  (not even a Relation: it sends one only before the table's next change), so this is what
-  catches an ``ALTER TABLE`` with no writes after it;
+* the catalog (`catalog`): every `CHECK_INTERVAL_S` one query reads a digest per published
+  table (the versions of its catalog rows) and, for the tables whose digest changed, their
+  columns (type, typmod, generated, whether a new column has values for existing rows, enum
+  labels); `rewrites.Settle` compares those with the last check. pgoutput sends nothing for
+  DDL alone (not even a Relation: it sends one only before the table's next change), so this
+  is what catches an ``ALTER TABLE`` with no writes after it;
 * the stream: a Relation message that differs from the last one of its table (a column's type
   or typmod changed; a column added, whose catalog row is checked at once). This catches DDL
   the catalog check missed, e.g. made while the producer was down between two writes it
@@ -22,7 +22,7 @@ A burst of DDL on a table queues one re-sync: the catalog check waits until the 
 still for one check, and no request is added while one for the table is still pending or
 was made for the same column description. The re-sync is an ordinary incremental snapshot:
 chunked by key, watermarked, while streaming goes on (its correctness argument:
-`incremental`); its rows are read after the DDL committed, so they carry the new values.
+`window`); its rows are read after the DDL committed, so they carry the new values.
 
 With ``resync_on_ddl: false`` the same checks run and log a WARNING naming the table and the
 DDL (the consumers keep the old values until ``pgcdc snapshot --tables <table>``), and
@@ -40,96 +40,21 @@ import psycopg
 
 from connector import metrics
 from connector.errors import PrivilegeError, SourceError, first_line, is_privilege_error
+from connector.names import TableName
 from connector.pgoutput.messages import Relation
 from connector.replication.features import ServerFeatures
 
 from . import signals
+from .catalog import Conn, catalog_columns, catalog_digests
 from .rewrites import Column, Settle, reasons, signature
 
-__all__ = ["CHECK_INTERVAL_S", "RESYNC_MESSAGE", "DdlResync", "catalog_columns",
-           "catalog_digests"]
+__all__ = ["CHECK_INTERVAL_S", "RESYNC_MESSAGE", "DdlResync"]
 
 log = logging.getLogger(__name__)
 
 CHECK_INTERVAL_S = 2.0
 RELATION_DEDUP_S = 30.0  # a Relation's re-sync covers the catalog check's this long
 RESYNC_MESSAGE = "re-sync after DDL: "  # the signal table's message of such a request
-
-Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
-
-# Per published table and live column: what `rewrites.Column` holds. `fills` is true for a
-# column whose existing rows have a value: a stored missing value (a non-volatile default), or
-# a default, identity or domain default at all (a volatile one rewrote the table, and a later
-# rewrite clears atthasmissing); only looked at for a column that is new.
-_COLUMNS_QUERY = """\
-SELECT c.oid::int8, n.nspname::text, c.relname::text, a.attnum::int4, a.attname::text,
-       a.atttypid::int8, a.atttypmod::int4, pg_catalog.format_type(a.atttypid, a.atttypmod),
-       (a.attgenerated <> '' AND NOT %(generated)s)
-         OR NOT coalesce(a.attname = ANY ({attnames}), true),
-       a.atthasmissing OR a.atthasdef OR a.attidentity <> '' OR t.typdefaultbin IS NOT NULL,
-       CASE WHEN t.typtype = 'e' OR et.typtype = 'e' THEN
-         (SELECT array_agg(ARRAY[e.oid::text, e.enumlabel::text] ORDER BY e.oid)
-            FROM pg_catalog.pg_enum e
-           WHERE e.enumtypid = CASE WHEN t.typtype = 'e' THEN t.oid ELSE et.oid END) END
-FROM pg_catalog.pg_publication_tables p
-JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
-JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
-JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-LEFT JOIN pg_catalog.pg_type et ON et.oid = t.typelem AND t.typcategory = 'A'
-WHERE p.pubname = %(publication)s {only}
-ORDER BY c.oid, a.attnum"""
-
-# One row per table: the versions (xmin) of its pg_class and pg_attribute rows and its
-# published columns. Every DDL the check looks for writes one of those rows (an enum rename
-# writes pg_enum: `_ENUMS_QUERY`), so a check fetches the columns above only for the tables
-# whose digest changed. A changed digest without a changed column (ALTER TABLE ... SET
-# (fillfactor), a frozen catalog row) costs that fetch, nothing more.
-_DIGEST_QUERY = """
-SELECT c.oid::int8, c.xmin::text || ':' || coalesce(({attnames})::text, '') || ':'
-       || string_agg(a.xmin::text, ',' ORDER BY a.attnum)
-FROM pg_catalog.pg_publication_tables p
-JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
-JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
-JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
-WHERE p.pubname = %(publication)s
-GROUP BY c.oid, c.xmin, ({attnames})::text"""
-_ENUMS_QUERY = "SELECT string_agg(xmin::text, ',' ORDER BY oid) FROM pg_catalog.pg_enum"
-
-
-def _columns_query(features: ServerFeatures, only: str = "") -> str:
-    return _COLUMNS_QUERY.format(
-        attnames="p.attnames::text[]" if features.publication_column_lists else "NULL::text[]",
-        only=only)
-
-
-def catalog_digests(conn: Conn, publication: str, features: ServerFeatures
-                    ) -> tuple[dict[int, str], str]:
-    """relation id -> a digest that changes with its `catalog_columns`, for every published
-    table; and one of every enum's labels."""
-    attnames = "p.attnames::text[]" if features.publication_column_lists else "NULL::text[]"
-    rows = conn.execute(_DIGEST_QUERY.format(attnames=attnames),
-                        {"publication": publication}).fetchall()
-    enums = conn.execute(_ENUMS_QUERY).fetchone()
-    return {int(oid): str(digest) for oid, digest in rows}, str(enums[0] if enums else "")
-
-
-def catalog_columns(conn: Conn, publication: str, features: ServerFeatures,
-                    relation_ids: Sequence[int] | None = None
-                    ) -> dict[int, tuple[str, list[Column]]]:
-    """relation id -> (``schema.table``, its live columns) of every published table (or of
-    those in `relation_ids`)."""
-    query = _columns_query(features, "" if relation_ids is None
-                           else "AND c.oid = ANY (%(oids)s::oid[])")
-    rows = conn.execute(query, {"publication": publication,
-                                "oids": None if relation_ids is None else list(relation_ids),
-                                "generated": features.publishes_generated_columns}).fetchall()
-    out: dict[int, tuple[str, list[Column]]] = {}
-    for oid, schema, table, attnum, name, type_oid, typmod, text, unpublished, fills, enum in rows:
-        labels = tuple((int(o), label) for o, label in enum) if enum else ()
-        out.setdefault(oid, (f"{schema}.{table}", []))[1].append(
-            Column(attnum, name, type_oid, typmod, bool(unpublished), bool(fills), labels, text))
-    return out
 
 
 class DdlResync:
@@ -152,7 +77,7 @@ class DdlResync:
         self.next_check = time.monotonic()
         self.digests: dict[int, str] = {}  # per table, at the last check
         self.enums = ""  # of pg_enum, at the last check
-        self.names: dict[int, str] = {}  # ``schema.table`` per table, at the last fetch
+        self.names: dict[int, TableName] = {}  # per table, at the last fetch
 
     # ------------------------------------------------------------------ catalog side
 
@@ -250,7 +175,7 @@ class DdlResync:
             new = [c._replace(fills_existing=c.name not in known and c.name in fills)
                    for c in new]
         found = reasons(old, new)
-        if found and self._resync(f"{msg.namespace}.{msg.name}", found):
+        if found and self._resync(TableName(msg.namespace, msg.name), found):
             self.by_relation[msg.relation_id] = (shown, time.monotonic())
 
     def _type_texts(self, types: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
@@ -267,7 +192,7 @@ class DdlResync:
 
     # ------------------------------------------------------------------ the request
 
-    def _resync(self, name: str, found: Sequence[str]) -> bool:
+    def _resync(self, name: TableName, found: Sequence[str]) -> bool:
         """Queue a re-sync of `name` (unless one is pending); whether it is queued."""
         why = "; ".join(found)
         if not self.enabled:
@@ -296,5 +221,5 @@ class DdlResync:
             return False
         log.info("re-sync of %s queued (incremental snapshot %d) after DDL: %s", name,
                  request, why)
-        metrics.DDL_RESYNCS.labels(name).inc()
+        metrics.DDL_RESYNCS.labels(str(name)).inc()
         return True

@@ -1,4 +1,4 @@
-"""Connections inside the exported snapshot, and one chunk's COPY turned into `r` events.
+"""Connections inside the exported snapshot, and one block range's COPY turned into `r` events.
 
 COPY format: text by default, binary with ``--binary`` -- the same choice as the stream's
 pgoutput tuples, so a snapshot row goes through the same pgtypes loader as a streamed row of
@@ -28,9 +28,8 @@ from connector.errors import SourceError, first_line, is_privilege_error
 from connector.replication.privileges import lacking
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
 
-from .chunks import Chunk, copy_statement
-from .copytext import parse_copy_text
-from .tables import SnapshotTable
+from ..tables import SnapshotTable
+from .plan import BlockRange, copy_statement
 
 __all__ = ["SESSION_SETTINGS", "ChunkReader", "Stopped", "open_in_snapshot"]
 
@@ -95,7 +94,7 @@ class ChunkReader:
         self.on_rows = on_rows  # (table index, rows) -> None, every REPORT_EVERY rows
         self.should_stop = should_stop
 
-    def read(self, table: SnapshotTable, codec: TableCodec, chunk: Chunk) -> int:
+    def read(self, table: SnapshotTable, codec: TableCodec, chunk: BlockRange) -> int:
         """Produce the chunk's rows; returns how many. Raises `Stopped` on a stop request."""
         statement = copy_statement(table, chunk, binary=self.binary)
         ticket = self.tracker.begin(self.lsn)
@@ -115,7 +114,8 @@ class ChunkReader:
         ticket.seal()
         return count
 
-    def _produce_rows(self, copy: Copy, codec: TableCodec, chunk: Chunk, ticket: Ticket) -> int:
+    def _produce_rows(self, copy: Copy, codec: TableCodec, chunk: BlockRange,
+                      ticket: Ticket) -> int:
         """Rows parsed by psycopg, encoded by `TableCodec.change_from_tuples`."""
         lsn, ts_ms, topic = self.lsn, self.ts_ms, codec.topic
         change = codec.change_from_tuples
@@ -132,12 +132,12 @@ class ChunkReader:
                 self._progress(chunk)
         return count
 
-    def _produce_lines(self, copy: Copy, codec: TableCodec, chunk: Chunk, ticket: Ticket) -> int:
+    def _produce_lines(self, copy: Copy, codec: TableCodec, chunk: BlockRange,
+                       ticket: Ticket) -> int:
         """Text rows as the server sent them, parsed and encoded in one C call each
-        (`TableCodec.change_from_copy`); a line it declines takes the Python way."""
+        (`TableCodec.copy_encoder`)."""
         lsn, ts_ms, topic = self.lsn, self.ts_ms, codec.topic
         encode = codec.copy_encoder("r")
-        assert encode is not None  # has_native_rows
         produce = self.sink.produce
         row_number = chunk.first_row_number
         count = 0
@@ -148,8 +148,6 @@ class ChunkReader:
             source = _new_tuple(SourceInfo, (lsn, row_number, ts_ms, None, lsn, "true", None,
                                              None))
             event = encode(line, source, None, None)
-            if event is None:
-                event = codec.change_from_tuples("r", None, parse_copy_text(line), source)
             produce(topic, event[0], event[1], ticket)
             row_number += 1
             count += 1
@@ -157,7 +155,7 @@ class ChunkReader:
                 self._progress(chunk)
         return count
 
-    def _progress(self, chunk: Chunk) -> None:
+    def _progress(self, chunk: BlockRange) -> None:
         self.on_rows(chunk.table, REPORT_EVERY)
         if self.should_stop():
             raise Stopped

@@ -1,6 +1,8 @@
-"""Split the published tables into chunks readers can COPY independently (pure).
+"""The initial snapshot's plan: the published tables split into block ranges that readers COPY
+independently (pure).
 
-A chunk is a range of heap blocks of one leaf relation, read with a TID range scan
+A block range (`BlockRange`, the initial snapshot's chunk) is a range of heap blocks of one
+leaf relation, read with a TID range scan
 (``ctid >= '(a,0)' AND ctid < '(b,0)'``, PostgreSQL 14+), so chunks of one table cost no more
 than one sequential scan together. The last chunk of a leaf is open-ended, so rows in blocks
 added after planning are not missed (the snapshot cannot see them anyway). Chunk sizes come
@@ -19,16 +21,18 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-from .tables import Leaf, SnapshotTable
+from ..tables import Leaf, SnapshotTable
 
-__all__ = ["ROW_NUMBER_SHIFT", "Chunk", "copy_statement", "plan_chunks"]
+__all__ = ["ROW_NUMBER_SHIFT", "BlockRange", "copy_statement", "plan_chunks"]
 
 ROW_NUMBER_SHIFT = 32
 ASSUMED_ROWS_PER_BLOCK = 50  # when a table was never analyzed (reltuples unknown)
 
 
 @dataclass(frozen=True)
-class Chunk:
+class BlockRange:
+    """One chunk of the initial snapshot: blocks [start_block, end_block) of `leaf`."""
+
     table: int  # index of the table in the planned list
     ordinal: int  # chunk number within its table
     leaf: Leaf
@@ -49,28 +53,29 @@ def _blocks_per_chunk(leaf: Leaf, chunk_rows: int) -> int:
 
 
 def plan_chunks(tables: Sequence[SnapshotTable], chunk_rows: int, *,
-                tid_range_scans: bool = True) -> list[Chunk]:
+                tid_range_scans: bool = True) -> list[BlockRange]:
     """Chunks of every table, in table order (the readers take them first come first served)."""
-    chunks: list[Chunk] = []
+    chunks: list[BlockRange] = []
     for index, table in enumerate(tables):
         ordinal = 0
         for leaf in table.leaves:
             step = _blocks_per_chunk(leaf, chunk_rows)
             if not tid_range_scans or leaf.blocks <= step:
-                chunks.append(Chunk(index, ordinal, leaf, None, None))
+                chunks.append(BlockRange(index, ordinal, leaf, None, None))
                 ordinal += 1
                 continue
             start = 0
             while start < leaf.blocks:
                 end = start + step
-                chunks.append(Chunk(index, ordinal, leaf, start or None,
+                chunks.append(BlockRange(index, ordinal, leaf, start or None,
                                     end if end < leaf.blocks else None))
                 ordinal += 1
                 start = end
     return chunks
 
 
-def copy_statement(table: SnapshotTable, chunk: Chunk, *, binary: bool = False) -> sql.Composed:
+def copy_statement(table: SnapshotTable, chunk: BlockRange, *,
+                   binary: bool = False) -> sql.Composed:
     """``COPY (SELECT <published columns> FROM ONLY <leaf> WHERE <ctid range> AND
     (<row filter>)) TO STDOUT``: the chunk's rows, columns in the Relation's order."""
     columns = sql.SQL(", ").join(sql.Identifier(c.name) for c in table.relation.columns)
