@@ -2,11 +2,24 @@
 (connector/publisher.py) tells them from users' messages, their writers emit them.
 
 - `HEARTBEAT_PREFIX`: `Pipeline._heartbeat`'s transactional message; never published as a
-  message, it makes the producer send a heartbeat record (the delivered LSN).
+  message, it makes the producer send a heartbeat record (the delivered LSN, and the slot's
+  restart_lsn the message carries as text: `heartbeat_restart_lsn`).
 - `WATERMARK_PREFIX`: an incremental snapshot chunk's low (non-transactional) and high
   (transactional) DBLog watermarks (connector/snapshot/incremental/window.py). The value is written
   into the WAL: changing it would orphan the marks of a running snapshot across an upgrade.
 """
 
+from connector.pgoutput.lsn import str_to_lsn
+
 HEARTBEAT_PREFIX = "pgcdc.heartbeat"
 WATERMARK_PREFIX = "pgcdc.snapshot"
+
+
+def heartbeat_restart_lsn(content: bytes) -> int | None:
+    """The slot's restart_lsn a heartbeat message carries ("X/Y"); None when it carries none
+    (empty: written before it was carried, or the slot was not found) or something else (a
+    heartbeat says nothing rather than stop the producer)."""
+    try:
+        return str_to_lsn(content.decode("ascii"))
+    except ValueError:  # UnicodeDecodeError is one
+        return None

@@ -498,11 +498,17 @@ class Pipeline:
                            server_end)
 
     def _heartbeat(self) -> None:
+        """Emit a heartbeat message whose content is the slot's restart_lsn as text (empty
+        when the slot is not found): the heartbeat record carries it (`restart_lsn`), and no
+        transaction committing before it can ever be decoded from this slot again
+        (spark_jobs/expiry.py says why and what the merge job uses it for)."""
         try:
             # Transactional: its commit flushes the WAL, so it reaches the walsender at once
             # (a non-transactional message may wait for the WAL writer).
-            self.admin.conn.execute("SELECT pg_logical_emit_message(true, %s, '')",
-                                    (HEARTBEAT_PREFIX,))
+            self.admin.conn.execute(
+                "SELECT pg_logical_emit_message(true, %s, coalesce((SELECT restart_lsn::text "
+                "FROM pg_replication_slots WHERE slot_name = %s), ''))",
+                (HEARTBEAT_PREFIX, self.cfg.slot))
         except psycopg.Error as exc:
             log.warning("heartbeat failed: %s", first_line(exc))
 

@@ -25,7 +25,7 @@ from connector.avro import (
     TableCodec,
     TransactionBlock,
 )
-from connector.control import HEARTBEAT_PREFIX, WATERMARK_PREFIX
+from connector.control import HEARTBEAT_PREFIX, WATERMARK_PREFIX, heartbeat_restart_lsn
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -295,7 +295,9 @@ class Publisher:
         change (a user's message), False: it was one of pgcdc's own."""
         if msg.prefix == HEARTBEAT_PREFIX:
             if transactional:
-                self._send(self.encoder.heartbeat(self.tracker.delivered_lsn() or 0), ticket)
+                self._send(self.encoder.heartbeat(
+                    self.tracker.delivered_lsn() or 0,
+                    restart_lsn=heartbeat_restart_lsn(msg.content)), ticket)
             return False
         if msg.prefix == WATERMARK_PREFIX:
             if self.snapshots is not None:

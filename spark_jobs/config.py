@@ -37,7 +37,8 @@ class MergeConfig:
     # Small batches through delta-rs (spark_jobs/fast_sink.py): auto = for local targets.
     fast_merge: str = "auto"  # auto | off
     fast_merge_max_events: int = 100_000
-    maintenance_every: int = 100  # fast batches of a table between compactions (0: never)
+    # fast batches of a table between compactions, batches between tombstone expiries (0: never)
+    maintenance_every: int = 100
     # Record transaction-consistent cuts in <target>/_pgcdc/cuts (spark_jobs/cut_policy.py).
     consistent_cuts: bool = False
     # History tables (SCD type 2, spark_jobs/history.py) of the tables matching these
@@ -234,7 +235,8 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
                    help="batches of at most N events take the fast path (default 100000)")
     p.add_argument("--maintenance-every", type=int, default=100, metavar="N",
                    help="compact a table and its tombstones every N batches the fast path "
-                        "applied to it (default 100; 0: never)")
+                        "applied to it; with --consistent-cuts also expire tombstones every "
+                        "N batches (default 100; 0: never)")
     p.add_argument("--consistent-cuts", action="store_true",
                    help="apply only changes the producer's heartbeats vouch for and record "
                         "each transaction-consistent cut in TARGET/_pgcdc/cuts (needs "

@@ -84,6 +84,9 @@ and the newest position the tables already hold (a target filled without --consi
 or by a --replay, holds changes no heartbeat of the new application vouched for yet).
 
 Cuts are recorded only when the bound advanced (an idle batch records nothing).
+
+The same per-batch state gives the tombstone expiry bound (spark_jobs/expiry.py): `restart`,
+the highest restart_lsn heartbeats carried, and `expiry`, the bound of the next batch.
 """
 
 from __future__ import annotations
@@ -91,6 +94,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
+
+from .expiry import expiry_bound
 
 STALE_MS = 120_000  # no new heartbeat for this long: warn every batch
 TRUNCATE_INDEX = -1  # txn_index of a snapshot's truncate (schemas/README.md "Ordering")
@@ -108,6 +113,11 @@ class CutState:
     pending: str | None  # held-back Kafka records after this batch (None: none)
     advanced_ms: int  # when `seen` last advanced (or the job started): for the warning
     versions: dict[str, int] = field(default_factory=dict)  # table path → Delta version
+    # highest heartbeat restart_lsn seen up to this batch (None: none carried one)
+    restart: int | None = None
+    # the next batch's tombstone expiry bound: `expiry.expiry_bound` of the heartbeats of the
+    # batches before this one (None: nothing expires)
+    expiry: int | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -150,8 +160,8 @@ def held(commit_lsn: int | None, bound_: int | None, snapshot: bool = False) -> 
 
 
 def heartbeat_lsns(values: Iterable[int | None]) -> int | None:
-    """The highest heartbeat LSN of a batch (0 and None say nothing: a producer with nothing
-    delivered yet)."""
+    """The highest heartbeat LSN (or restart_lsn) of a batch (0 and None say nothing: a
+    producer with nothing delivered yet, a heartbeat without restart_lsn)."""
     return max((v for v in values if v), default=None)
 
 
@@ -170,16 +180,19 @@ def records_cut(previous: CutState, bound_: int | None) -> bool:
 
 def after(previous: CutState, batch_id: int, bound_: int | None, heartbeat: int | None,
           applied_ts_ms: int | None, pending: str | None, versions: dict[str, int],
-          recorded: bool, now_ms: int) -> CutState:
-    """The state after batch `batch_id` (`versions`: of the tables it wrote)."""
+          recorded: bool, now_ms: int, restart: int | None = None) -> CutState:
+    """The state after batch `batch_id` (`versions`: of the tables it wrote; `heartbeat` and
+    `restart`: the highest heartbeat LSN and restart_lsn it read)."""
     seen = max((v for v in (previous.seen, heartbeat) if v is not None), default=None)
+    restart_ = max((v for v in (previous.restart, restart) if v is not None), default=None)
     ts = max((v for v in (previous.source_ts_ms, applied_ts_ms) if v is not None), default=None)
     return replace(
         previous, batch_id=batch_id, bound=bound_, seen=seen,
         last_cut=cut_lsn(bound_) if recorded and bound_ is not None else previous.last_cut,
         source_ts_ms=ts, pending=pending,
         advanced_ms=now_ms if seen != previous.seen else previous.advanced_ms,
-        versions={**previous.versions, **versions})
+        versions={**previous.versions, **versions}, restart=restart_,
+        expiry=expiry_bound(previous.seen, previous.restart))
 
 
 def stale_warning(state: CutState, held_rows: bool, heartbeat_topic: str, now_ms: int

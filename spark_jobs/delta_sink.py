@@ -28,6 +28,7 @@ from .changes import (
     row_columns,
     truncate_position,
 )
+from .expiry import expired_predicate
 from .files import HadoopFs
 from .incarnation import Incarnation
 from .plan import MergePlan, merge_plan, not_deleted_later, sql_string
@@ -295,6 +296,17 @@ class DeltaTableSink:
                   f"('{TRUNCATE_LSN}' = '{lsn}', '{TRUNCATE_IDX}' = '{idx}')")
         self.truncate_cut = position
         log.info("%s: truncated before %s", self.path, position)
+
+    def expire_tombstones(self, spark: SparkSession, bound: int) -> int:
+        """Delete the tombstones `expiry.expired_predicate(bound)` selects, through Spark; how
+        many went (no commit when none)."""
+        if not (self._load(spark) and self.has_tombstones):
+            return 0
+        predicate = expired_predicate(bound)
+        expired = spark.read.format("delta").load(self.tomb_path).where(predicate).count()
+        if expired:
+            DeltaTable.forPath(spark, self.tomb_path).delete(predicate)
+        return expired
 
     def _create_tombstones(self, spark: SparkSession, key: Sequence[str],
                            latest: DataFrame) -> None:

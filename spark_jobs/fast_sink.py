@@ -30,6 +30,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 from . import fold
 from .changes import IDX, LSN, META, OP, TOAST
 from .delta_sink import META_FIELDS, ConfigurationError, DeltaTableSink
+from .expiry import expired_predicate
 from .lake_types import lake_schema
 from .plan import DATAFUSION, merge_plan
 from .rows import TopicRows
@@ -204,6 +205,15 @@ def maintain(sink: DeltaTableSink) -> None:
         log.info("%s: tombstones compacted, %d -> %d", sink.path, len(rows), len(kept))
     else:
         tomb.optimize.compact()
+
+
+def expire_tombstones(sink: DeltaTableSink, bound: int) -> int:
+    """Delete the table's tombstones `expiry.expired_predicate(bound)` selects, through
+    delta-rs; how many went (no commit when none)."""
+    tomb = _open(sink, sink.tomb_path)
+    if tomb is None:
+        return 0
+    return int(tomb.delete(expired_predicate(bound))["num_deleted_rows"])
 
 
 def _check_columns(sink: DeltaTableSink, columns: Sequence[str],

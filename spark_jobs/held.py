@@ -12,7 +12,7 @@ done (skipped when re-run); otherwise it reads the state of the latest earlier b
 batch's held records, which are deleted only after this batch's state is written, so a
 re-run sees exactly what the first attempt saw and computes the same result. The directory
 is per application id (per checkpoint): a new checkpoint re-reads the topics and starts
-afresh. Heartbeat records are decoded here too (`heartbeat_lsn`).
+afresh. Heartbeat records are decoded here too (`heartbeat_positions`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any
 from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import DataFrame, SparkSession
 
-from .cut_policy import CutState
+from .cut_policy import CutState, heartbeat_lsns
 from .files import HadoopFs
 from .registry import SchemaCache
 
@@ -87,16 +87,19 @@ class PendingStore:
                 self.fs.delete(path)
 
 
-def heartbeat_lsn(records: Iterable[tuple[int, bytes]], schemas: SchemaCache) -> int | None:
-    """The highest `lsn` of heartbeat records given as (schema id, Avro body) (None: none)."""
+def heartbeat_positions(records: Iterable[tuple[int, bytes]], schemas: SchemaCache
+                        ) -> tuple[int | None, int | None]:
+    """The highest `lsn` and the highest `restart_lsn` (`cut_policy.heartbeat_lsns`) of
+    heartbeat records given as (schema id, Avro body); a heartbeat written before
+    `restart_lsn` was carried has none."""
     parsed: dict[int, Any] = {}
-    best: int | None = None
+    lsns: list[int | None] = []
+    restarts: list[int | None] = []
     for sid, body in records:
         if sid not in parsed:
             parsed[sid] = parse_schema(schemas.get(sid))
         record = schemaless_reader(io.BytesIO(body), parsed[sid], None)
         assert isinstance(record, dict)
-        lsn = record.get("lsn")
-        if lsn and (best is None or lsn > best):
-            best = int(lsn)
-    return best
+        lsns.append(record.get("lsn"))
+        restarts.append(record.get("restart_lsn"))
+    return heartbeat_lsns(lsns), heartbeat_lsns(restarts)

@@ -41,9 +41,9 @@ from .decode import (
     undecodable,
 )
 from .delta_sink import BatchFacts, DeltaTableSink
-from .fast_sink import Declined, apply_fast, load, row_types, version
+from .fast_sink import Declined, apply_fast, expire_tombstones, load, row_types, version
 from .files import HadoopFs
-from .held import RAW_COLUMNS, PendingStore, heartbeat_lsn
+from .held import RAW_COLUMNS, PendingStore, heartbeat_positions
 from .history_job import HistoryWriter
 from .history_sink import HISTORY_DIR, LOG_DIR
 from .incarnation import Incarnation, decide, of_schema
@@ -102,6 +102,7 @@ class BatchCut:
 
     bound: int | None
     heartbeat: int | None = None  # highest heartbeat LSN of this batch (for the next one)
+    restart: int | None = None  # highest heartbeat restart_lsn of this batch
     held_frames: list[DataFrame] = field(default_factory=list)  # persisted keys (Spark path)
     held_keys: list[tuple[str, int, int]] = field(default_factory=list)  # (fast path)
     held: int = 0
@@ -227,10 +228,11 @@ class BatchProcessor:
         if previous.pending:
             source = source.unionByName(self.store.read_rows(previous.pending))
         self._process(source, batch_id, cut)
+        self._expire(previous.expiry, batch_id)
         recorded = records_cut(previous, cut.bound)
         now = time.time_ns() // 1_000_000
         state = after(previous, batch_id, cut.bound, cut.heartbeat, cut.newest_ts, cut.pending,
-                      cut.versions, recorded, now)
+                      cut.versions, recorded, now, cut.restart)
         if recorded:
             assert cut.bound is not None
             append_cut(self.config.target, Cut(cut_lsn(cut.bound), batch_id, state.versions,
@@ -247,6 +249,22 @@ class BatchProcessor:
         warning = stale_warning(state, cut.held > 0, self.config.heartbeat_topic, now)
         if warning:
             log.warning("batch %d: %s", batch_id, warning)
+
+    def _expire(self, bound_: int | None, batch_id: int) -> None:
+        """Tombstone expiry (`expiry`), every --maintenance-every batches: the tombstones of
+        the tables this run has met that are below `bound_`, the previous batch's persisted
+        `CutState.expiry` (a re-run batch deletes with the same bound: a no-op)."""
+        every = self.config.maintenance_every
+        if bound_ is None or not every or batch_id % every:
+            return
+        with self._lock:
+            sinks = [s for s in self._sinks.values() if s.has_tombstones]
+        for sink in sinks:
+            removed = (expire_tombstones(sink, bound_) if self.config.fast_merge_on
+                       else sink.expire_tombstones(self.spark, bound_))
+            if removed:
+                log.info("batch %d: %s: %d tombstone(s) below %s expired", batch_id, sink.path,
+                         removed, _lsn(bound_))
 
     def _fresh_state(self) -> CutState:
         """A new application's start (a new checkpoint, or --consistent-cuts turned on): the
@@ -313,7 +331,8 @@ class BatchProcessor:
             if cut is not None:
                 beats = frames.where((F.col("topic") == beat_topic) & F.col(PROBLEM).isNull()
                                      ).select(SCHEMA_ID, BODY).collect()
-                cut.heartbeat = heartbeat_lsn(((r[0], r[1]) for r in beats), self.schemas)
+                cut.heartbeat, cut.restart = heartbeat_positions(((r[0], r[1]) for r in beats),
+                                                                 self.schemas)
             dead = [d for d in [undecodable(frames, plans)] if d is not None]
             events = sum(p.events for p in plans.values())
             records = self._fast_records(frames, plans, events)

@@ -5,7 +5,7 @@ Table events are written by the table codecs of `connector.avro.codecs.CodecFact
     record = encoder.message(msg, SourceInfo(...))     # -> Encoded(topic, key, value)
     record = encoder.transaction_begin(xid, commit_lsn, ts_ms)
     record = encoder.transaction_end(xid, commit_lsn, ts_ms, {"public.orders": 3})
-    record = encoder.heartbeat(confirmed_lsn)
+    record = encoder.heartbeat(delivered_lsn, restart_lsn=slot_restart_lsn)
 
 Schemas are registered when a record of their kind is first needed. Control topics:
 ``<prefix>.message`` (key: the message prefix, UTF-8), ``<prefix>.transaction`` (key: the
@@ -97,10 +97,13 @@ class AvroEncoder:
         value = self._codec(MESSAGE, self.message_topic).encode(record)
         return Encoded(self.message_topic, message.prefix.encode(), value)
 
-    def heartbeat(self, lsn: int, *, ts_ms: int | None = None) -> Encoded:
-        """A heartbeat for ``<prefix>.heartbeat``: `lsn` is the flush LSN confirmed."""
+    def heartbeat(self, lsn: int, *, restart_lsn: int | None = None,
+                  ts_ms: int | None = None) -> Encoded:
+        """A heartbeat for ``<prefix>.heartbeat``: `lsn` is the delivered LSN, `restart_lsn`
+        the slot's restart_lsn when the heartbeat was emitted (None: not known)."""
         record = {"name": self.prefix, "db": self.db,
-                  "ts_ms": _now_ms() if ts_ms is None else ts_ms, "lsn": lsn}
+                  "ts_ms": _now_ms() if ts_ms is None else ts_ms, "lsn": lsn,
+                  "restart_lsn": restart_lsn}
         return Encoded(self.heartbeat_topic, None,
                        self._codec(HEARTBEAT, self.heartbeat_topic).encode(record))
 

@@ -5,8 +5,9 @@ A transfer workload keeps the sum of `amount` over two tables constant in every 
 PostgreSQL transaction (moves between rows of both tables, inserts and deletes that take
 their amount from the other table). At every cut the job records, both tables read at the
 cut's versions give that sum; the last cut equals PostgreSQL; and mixing the tables'
-versions of two different cuts breaks the sum (so the check above could fail). `pgcdc verify`
-then proves the lake at the job's newest cut equal to PostgreSQL."""
+versions of two different cuts breaks the sum (so the check above could fail). Tombstones of
+the deletes expire once heartbeats carry a restart_lsn past them (spark_jobs/expiry.py), and
+`pgcdc verify` then proves the lake at the job's newest cut equal to PostgreSQL."""
 
 from __future__ import annotations
 
@@ -97,6 +98,18 @@ def _rows(target: Path, table: str, version: int | None) -> dict[int, int]:
     return {r["id"]: r["amount"] for r in data}
 
 
+def _expired(target: Path) -> list[str]:
+    """The tables whose tombstones had some expired (spark_jobs/expiry.py): a DELETE in the
+    tombstone table's history (the workload truncates nothing)."""
+    found = []
+    for table in "ab":
+        path = str(target / "_pgcdc" / "tombstones" / SCHEMA / table)
+        if DeltaTable.is_deltatable(path) and any(
+                h["operation"] == "DELETE" for h in DeltaTable(path).history()):
+            found.append(table)
+    return found
+
+
 def _total(target: Path, versions: dict[str, int | None]) -> int:
     return sum(sum(_rows(target, t, versions.get(f"{SCHEMA}/{t}")).values()) for t in "ab")
 
@@ -118,7 +131,7 @@ def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, r
     target = tmp_path / "lake"
     config = MergeConfig(bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
                          target=str(target), topic_prefix=producer.prefix, trigger="1s",
-                         consistent_cuts=True, fast_merge=FAST_MERGE)
+                         consistent_cuts=True, fast_merge=FAST_MERGE, maintenance_every=5)
     query, processor = start_merge(spark, config)
     stop, done = threading.Event(), [0]
     worker = threading.Thread(target=_transfers, args=(pg18.dsn, random.Random(seed), stop,
@@ -144,6 +157,17 @@ def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, r
             assert query.exception() is None, f"seed {seed}: {query.exception()}"
             assert time.monotonic() < deadline + 60, f"seed {seed}: no cut reached {end}"
             time.sleep(0.5)
+        # Tombstone expiry: a checkpoint logs the running transactions, so the slot's
+        # restart_lsn moves past the workload's deletes, and the heartbeats carry it; the
+        # checks below then hold with tombstones gone.
+        with psycopg.connect(pg18.dsn, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+        expiring = time.monotonic()
+        while not _expired(target):
+            assert query.exception() is None, f"seed {seed}: {query.exception()}"
+            assert time.monotonic() < deadline + 90, f"seed {seed}: no tombstone expired"
+            time.sleep(0.5)
+        print(f"tombstones of {_expired(target)} expired after {time.monotonic() - expiring:.1f} s")
         # `pgcdc verify` against the job's own cuts: a snapshot of PostgreSQL, the first cut
         # the running job records at or after it, every row compared.
         report = run_verify(spark, VerifyConfig(pg18.dsn, str(target), tables=[f"{SCHEMA}.*"],

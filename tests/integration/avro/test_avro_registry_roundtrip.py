@@ -264,7 +264,7 @@ def test_control_topics(kafka: Any, registry: Any) -> None:
         encoder.transaction_begin(901, 0x400, 6),
         encoder.transaction_end(901, 0x400, 6, {"public.orders": 2, "public.items": 1},
                                 end_lsn=0x410),
-        encoder.heartbeat(0x410, ts_ms=7),
+        encoder.heartbeat(0x410, restart_lsn=0x3F0, ts_ms=7),
     ]
     for record in records:
         producer.produce(record.topic, record.value, record.key)
@@ -292,4 +292,5 @@ def test_control_topics(kafka: Any, registry: Any) -> None:
     (beat,) = consume(kafka.bootstrap, f"{prefix}.heartbeat", 1)
     assert beat.key() is None
     assert decode(beat.value(), reader.schema).value == {"name": prefix, "db": "shop",
-                                                         "ts_ms": 7, "lsn": 0x410}
+                                                         "ts_ms": 7, "lsn": 0x410,
+                                                         "restart_lsn": 0x3F0}

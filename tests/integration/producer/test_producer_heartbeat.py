@@ -1,5 +1,6 @@
 """`--heartbeat-interval-s`: each heartbeat is written to `<prefix>.heartbeat` (heartbeat.avsc)
-with the LSN confirmed so far, and counts as no transaction of the user's."""
+with the LSN confirmed so far and the slot's restart_lsn, and counts as no transaction of the
+user's."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ def test_heartbeats_are_written_to_the_heartbeat_topic(postgres, producer_run, l
         assert beat.value["ts_ms"] > 0
     lsns = [beat.value["lsn"] for beat in beats]
     assert lsns == sorted(lsns) and lsns[-1] > 0
+    # the slot's restart_lsn when each was emitted: it only moves forward
+    restarts = [beat.value["restart_lsn"] for beat in beats]
+    assert restarts == sorted(restarts) and 0 < restarts[-1] <= current_lsn(postgres.dsn)
     execute(postgres.dsn, f"INSERT INTO {table} VALUES (1)")
     run.wait_confirmed(current_lsn(postgres.dsn))
     assert scrape_metrics(port)["pgcdc_transactions_total"] == 1  # the heartbeats are not counted

@@ -60,3 +60,24 @@ def test_env_override_and_missing_dir(tmp_path: Path) -> None:
                            env={"PGCDC_SCHEMAS_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"},
                            cwd=REPO, check=True)
     assert found.stdout.strip() == str(tmp_path)
+
+
+def test_heartbeat_restart_lsn_is_a_compatible_addition() -> None:
+    """Old heartbeats (no restart_lsn) read with the new schema say nothing (null); new ones
+    read with the old schema lose only the new field."""
+    import io
+
+    from fastavro import schemaless_reader, schemaless_writer
+
+    new = fixed_schema("pgcdc.Heartbeat")
+    old = {**new, "fields": [f for f in new["fields"] if f["name"] != "restart_lsn"]}
+    beat = {"name": "p", "db": "d", "ts_ms": 1, "lsn": 2}
+
+    def read(record: dict[str, object], writer: dict[str, object], reader: dict[str, object]
+             ) -> object:
+        out = io.BytesIO()
+        schemaless_writer(out, parse_schema(writer), record)
+        out.seek(0)
+        return schemaless_reader(out, parse_schema(writer), parse_schema(reader))
+    assert read(beat, old, new) == {**beat, "restart_lsn": None}
+    assert read({**beat, "restart_lsn": 7}, new, old) == beat

@@ -271,7 +271,8 @@ def test_a_table_without_columns() -> None:
 
 def test_fixed_codecs_round_trip() -> None:
     for name, record in [
-        ("pgcdc.Heartbeat", {"name": "p", "db": "d", "ts_ms": 1, "lsn": 2}),
+        ("pgcdc.Heartbeat", {"name": "p", "db": "d", "ts_ms": 1, "lsn": 2, "restart_lsn": 1}),
+        ("pgcdc.Heartbeat", {"name": "p", "db": "d", "ts_ms": 1, "lsn": 2, "restart_lsn": None}),
         ("pgcdc.TransactionMetadata", {
             "status": "END", "id": "5:10", "ts_ms": 1, "xid": 5, "commit_lsn": 10,
             "end_lsn": 11, "event_count": 3,

@@ -1,9 +1,11 @@
 """--consistent-cuts through `BatchProcessor` over static Kafka-shaped DataFrames (the shared
 Spark session, no Kafka): changes wait for a heartbeat of an earlier batch, the held-back
 records come back in the next batch, a batch re-run after a crash gives the same result, and
-every cut reads back as the changes at or below it. The Spark path (`BatchCut.hold`); the
-delta-rs path's split is `rows.split_held` (test_spark_jobs_cut_policy.py) and the e2e test
-(tests/e2e/test_merge_cuts.py) streams through it."""
+every cut reads back as the changes at or below it; tombstones expire below the heartbeats
+of two batches earlier (spark_jobs/expiry.py), the same after a crash. The Spark path
+(`BatchCut.hold`); the delta-rs path's split is `rows.split_held`
+(test_spark_jobs_cut_policy.py) and the e2e test (tests/e2e/test_merge_cuts.py) streams
+through it."""
 
 from __future__ import annotations
 
@@ -33,8 +35,8 @@ def _setup() -> tuple[TableEvents, FixedSchemas]:
     return topic, FixedSchemas(REGISTRY.schemas)
 
 
-def _beat(lsn: int) -> tuple[str, bytes | None, bytes]:
-    topic, key, value = HEARTBEATS.heartbeat(lsn, ts_ms=0)
+def _beat(lsn: int, restart_lsn: int | None = None) -> tuple[str, bytes | None, bytes]:
+    topic, key, value = HEARTBEATS.heartbeat(lsn, restart_lsn=restart_lsn, ts_ms=0)
     return topic, key, value
 
 
@@ -135,3 +137,57 @@ def test_a_target_filled_without_cuts_gets_none_below_what_it_holds(
     cuts = read_cuts(str(target))
     assert [(c.lsn, c.batch_id) for c in cuts] == [(79, 2)]
     assert _at(target, cuts[0].versions["public/t"]) == {10: 2, 60: 1}
+
+
+@pytest.mark.parametrize("fast_merge", ["off", "auto"])
+def test_tombstones_expire_below_heartbeats_two_batches_old(
+        spark: SparkSession, tmp_path: Path, fast_merge: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Batch 2 expires below min(W, R) = min(30, 25) of batch 0's heartbeat: the tombstone at
+    20 goes, the one at 27 stays; batch 2 crashes after the expiry and its re-run deletes with
+    the same bound (from batch 1's persisted state). Through Spark and through delta-rs."""
+    topic, schemas = _setup()
+
+    def change(op: str, lsn: int, id_: int) -> tuple[str, bytes | None, bytes]:
+        row = {"id": id_, "v": lsn}
+        return ("p.public.t", *topic.change(op, lsn, 0, before=row if op == "d" else None,
+                                            after=None if op == "d" else row))
+
+    target = tmp_path / "lake"
+    config = MergeConfig("unused:9092", "http://unused", str(target), topic_prefix="p",
+                         consistent_cuts=True, fast_merge=fast_merge, maintenance_every=1)
+    processor = BatchProcessor(spark, config, "test-app", schemas)
+    tombstones = target / "_pgcdc" / "tombstones" / "public" / "t"
+
+    def stones() -> list[int]:
+        return sorted(r["_cdc_commit_lsn"] for r in
+                      DeltaTable(str(tombstones)).to_pyarrow_table().to_pylist())
+    assert processor.store is not None
+    write_state = processor.store.write_state
+    crashed: list[bool] = []
+
+    def crash_once(state: Any) -> None:  # batch 2 stops after its tables and its expiry
+        if state.batch_id == 2 and not crashed:
+            crashed.append(True)
+            raise RuntimeError("crash")
+        write_state(state)
+    processor.store.write_state = crash_once  # type: ignore[method-assign]
+    caplog.set_level("INFO", logger="spark_jobs.job")
+    try:
+        processor(_kafka(spark, [change("c", 10, 1), change("d", 20, 1), change("c", 12, 2),
+                                 change("d", 27, 2), _beat(30, 25)], 0), 0)
+        processor(_kafka(spark, [_beat(40, 40)], 5), 1)  # bound 30: all applied
+        assert stones() == [20, 27]
+        for _ in range(2):  # the crash, then Spark's re-run: bound 25 both times
+            try:
+                processor(_kafka(spark, [], 6), 2)
+            except RuntimeError:
+                assert stones() == [27]
+        assert crashed == [True]
+        assert stones() == [27]
+    finally:
+        processor.close()
+    expired = [r.getMessage() for r in caplog.records if "expired" in r.getMessage()]
+    assert expired == [f"batch 2: {target}/public/t: "
+                       "1 tombstone(s) below 0/19 expired"]
+    assert _at(target, DeltaTable(str(target / "public" / "t")).version()) == {}

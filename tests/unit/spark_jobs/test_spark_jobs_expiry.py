@@ -1,0 +1,63 @@
+"""Tombstone expiry (spark_jobs/expiry.py): the bound is min(W, R) of heartbeats read at least
+two batches earlier, carried in the persisted per-batch state, so a re-run batch gets the same
+one; nothing expires without both numbers."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_jobs.cut_policy import CutState, after, bound, initial
+from spark_jobs.expiry import expired_predicate, expiry_bound
+
+LSNS = st.one_of(st.none(), st.integers(min_value=1, max_value=2**63 - 1))
+
+
+@given(LSNS, LSNS)
+def test_the_bound_never_passes_either_heartbeat_number(w: int | None, r: int | None) -> None:
+    b = expiry_bound(w, r)
+    if w is None or r is None:
+        assert b is None
+    else:
+        assert b == min(w, r) and b <= w and b <= r
+
+
+def test_the_predicate_selects_positions_strictly_below_the_bound() -> None:
+    assert expired_predicate(0x1_0000_0010) == f"_cdc_commit_lsn < {0x1_0000_0010}"
+
+
+def step(state: CutState, batch: int, heartbeat: int | None, restart: int | None
+         ) -> CutState:
+    return after(state, batch, bound(state), heartbeat, None, None, {}, False, 0, restart)
+
+
+@given(st.lists(st.tuples(LSNS, LSNS), min_size=1, max_size=8))
+def test_a_batch_expires_only_with_heartbeats_two_batches_old(
+        beats: list[tuple[int | None, int | None]]) -> None:
+    """The bound of batch N (`previous.expiry`, the state after N-1) uses the heartbeats of
+    batches up to N-2 only, and survives the state's JSON round trip (the pending store)."""
+    states = [initial(None, {}, 0)]
+    for n, (w, r) in enumerate(beats):
+        states.append(CutState.from_json(step(states[-1], n, w, r).to_json()))
+    for n in range(len(beats) + 1):  # batch n's bound: states[n] is the state after n - 1
+        older = beats[:max(n - 1, 0)]  # the heartbeats of batches 0 .. n-2
+        w = max((b[0] for b in older if b[0]), default=None)
+        r = max((b[1] for b in older if b[1]), default=None)
+        assert states[n].expiry == expiry_bound(w, r)
+
+
+def test_a_state_written_before_expiry_existed_reads_back_with_no_bound() -> None:
+    old = ('{"advanced_ms": 5, "batch_id": 3, "bound": 100, "last_cut": 99, "pending": null, '
+           '"seen": 200, "source_ts_ms": null, "versions": {"public/t": 4}}')
+    state = CutState.from_json(old)
+    assert (state.restart, state.expiry) == (None, None)
+    nxt = step(state, 4, 300, 250)
+    assert nxt.expiry is None  # batch 3 read no restart_lsn
+    assert step(nxt, 5, None, None).expiry == 250  # batch 4's: min(300, 250)
+
+
+def test_heartbeats_without_restart_lsn_never_expire_anything() -> None:
+    state = initial(None, {}, 0)
+    for n in range(4):
+        state = step(state, n, 100 * (n + 1), None)
+    assert state.seen == 400 and state.expiry is None
