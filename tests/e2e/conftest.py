@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from tests.support.acceptance import ProducerRun
+from tests.support.producer import ProducerRun
 
 _prefixes = itertools.count()
 os.environ["TZ"] = "UTC"  # PySpark turns timestamps into naive local datetimes

@@ -27,7 +27,8 @@ from spark_jobs.manifest import Cut, append_cut, read_cuts
 from spark_jobs.verify_online import VerifyConfig, run_verify
 from spark_jobs.verify_report import Report, exit_code, render_json, render_text
 from tests.e2e.test_acceptance import merge_config, reset, wait_batches
-from tests.support.acceptance import SCHEMA, ProducerRun, Workload
+from tests.support.acceptance import SCHEMA, Workload
+from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
 
@@ -147,9 +148,9 @@ def test_verify_online_then_faults_behind_the_jobs_back(
     workload.create(rows=80)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(EDGES)
-    producer = ProducerRun(dsn, kafka.bootstrap, registry.url, tmp_path)
+    producer = ProducerRun(dsn, kafka.bootstrap, registry.url, f"{SCHEMA}.*")
     producer_runs.append(producer)
-    producer.start()
+    producer.start(tmp_path, wait=False)
     producer.wait_caught_up()
     target = tmp_path / "lake"
     config = merge_config(kafka, registry, producer.prefix, target, trigger="2s")
