@@ -1,12 +1,11 @@
 """Acceptance: PostgreSQL → `pgcdc run` → Kafka → merge job → Delta, under a seeded random
 workload, with and without faults; at the end every Delta table equals its PostgreSQL table.
 
-The seed is random per run and printed (and named in every failure); set
-PGCDC_ACCEPTANCE_SEED to replay one."""
+The seed (the `seed` fixture of tests/e2e/conftest.py) is random per run and printed (and
+named in every failure); set PGCDC_ACCEPTANCE_SEED to replay one."""
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import threading
@@ -26,13 +25,6 @@ from tests.support.acceptance import SCHEMA, Workload, differences
 from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def seed() -> int:
-    value = int(os.environ.get("PGCDC_ACCEPTANCE_SEED") or random.randrange(2**31))
-    print(f"\nacceptance seed: {value} (replay with PGCDC_ACCEPTANCE_SEED={value})")
-    return value
 
 
 def reset(dsn: str) -> None:

@@ -10,8 +10,6 @@ recorded only after verify took its snapshot, so its position is at or after the
 from __future__ import annotations
 
 import json
-import os
-import random
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -139,9 +137,7 @@ def by_table(report: Report) -> dict[str, Any]:
 
 def test_verify_online_then_faults_behind_the_jobs_back(
         pg18: Any, spark: SparkSession, kafka: Any, registry: Any, tmp_path: Path,
-        producer_runs: list[ProducerRun]) -> None:
-    seed = int(os.environ.get("PGCDC_ACCEPTANCE_SEED") or random.randrange(2**31))
-    print(f"\nseed: {seed}")
+        producer_runs: list[ProducerRun], seed: int) -> None:
     dsn = pg18.dsn
     reset(dsn)
     workload = Workload(dsn, seed)
