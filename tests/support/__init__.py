@@ -3,10 +3,8 @@
 
     avro, pgtypes_encoders, pgoutput_strategies, assembler_script   pure-code unit tests
     pgoutput_pg, assembler_pg                 captures from the test PostgreSQL servers
-    walsender                                 the one raw replication client
+    walsender, table_state                    the raw replication client; events -> table
     kafka                                     produce/consume on the test Kafka
-    producer                                  the one `pgcdc run` subprocess (ProducerRun)
-    cdc_checks, contract_table, snapshot      read back what it published (read_records)
-    table_state                               the one fold of change events into a table
+    producer, cdc_checks, contract_table, snapshot    `pgcdc run` as a subprocess, read back
     merge, merge_scenario, acceptance         the Spark merge job and the acceptance suite
 """
