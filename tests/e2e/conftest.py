@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import random
 import time
 from collections.abc import Iterator
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
-from tests.support.acceptance import ProducerRun
+from tests.support.producer import ProducerRun
 
 _prefixes = itertools.count()
 os.environ["TZ"] = "UTC"  # PySpark turns timestamps into naive local datetimes
@@ -26,6 +27,15 @@ def registry_client(registry) -> SchemaRegistryClient:  # type: ignore[no-untype
 def prefix() -> str:
     """A topic prefix of its own per test (topics and subjects never collide)."""
     return f"m{int(time.time())}x{next(_prefixes)}"
+
+
+@pytest.fixture
+def seed() -> int:
+    """The random workload's seed: random per run, printed (pytest shows it with a failure),
+    PGCDC_ACCEPTANCE_SEED to replay one."""
+    value = int(os.environ.get("PGCDC_ACCEPTANCE_SEED") or random.randrange(2**31))
+    print(f"\nacceptance seed: {value} (replay with PGCDC_ACCEPTANCE_SEED={value})")
+    return value
 
 
 @pytest.fixture

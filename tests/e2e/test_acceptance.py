@@ -1,12 +1,11 @@
 """Acceptance: PostgreSQL → `pgcdc run` → Kafka → merge job → Delta, under a seeded random
 workload, with and without faults; at the end every Delta table equals its PostgreSQL table.
 
-The seed is random per run and printed (and named in every failure); set
-PGCDC_ACCEPTANCE_SEED to replay one."""
+The seed (the `seed` fixture of tests/e2e/conftest.py) is random per run and printed (and
+named in every failure); set PGCDC_ACCEPTANCE_SEED to replay one."""
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import threading
@@ -22,16 +21,10 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import run_merge, start_merge
-from tests.support.acceptance import SCHEMA, ProducerRun, Workload, differences
+from tests.support.acceptance import SCHEMA, Workload, differences
+from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def seed() -> int:
-    value = int(os.environ.get("PGCDC_ACCEPTANCE_SEED") or random.randrange(2**31))
-    print(f"\nacceptance seed: {value} (replay with PGCDC_ACCEPTANCE_SEED={value})")
-    return value
 
 
 def reset(dsn: str) -> None:
@@ -73,9 +66,10 @@ def test_random_workload_ends_with_equal_tables(
     reset(pg.dsn)
     workload = Workload(pg.dsn, seed)
     workload.create()
-    producer = ProducerRun(pg.dsn, kafka.bootstrap, registry.url, tmp_path)
+    producer = ProducerRun(pg.dsn, kafka.bootstrap, registry.url, f"{SCHEMA}.*")
     producer_runs.append(producer)
-    producer.start()  # initial snapshot of the rows created above, then streaming
+    # initial snapshot of the rows created above, then streaming
+    producer.start(tmp_path, wait=False)
     producer.wait_caught_up()
 
     target = tmp_path / "lake"
@@ -137,7 +131,7 @@ def test_faults_nothing_lost_nothing_left_over(
     rng = random.Random(seed + 1)  # fault timing; the workload has its own
     workload = Workload(pg.dsn, seed)
     workload.create()
-    producer = ProducerRun(pg.dsn, broker.bootstrap, registry.url, tmp_path)
+    producer = ProducerRun(pg.dsn, broker.bootstrap, registry.url, f"{SCHEMA}.*")
     producer_runs.append(producer)
     events: list[str] = []
 
@@ -149,14 +143,14 @@ def test_faults_nothing_lost_nothing_left_over(
         producer.stop(signal.SIGKILL)
         worker.join()
         events.append("producer SIGKILL")
-        producer.start()
+        producer.start(tmp_path, wait=False)
 
     # 1. killed during the initial snapshot (or just after), restarted
-    producer.start()
+    producer.start(tmp_path, wait=False)
     time.sleep(rng.uniform(0.2, 3.0))
     producer.stop(signal.SIGKILL)
     events.append("producer SIGKILL during snapshot")
-    producer.start()
+    producer.start(tmp_path, wait=False)
     producer.wait_caught_up()
 
     target = tmp_path / "lake"

@@ -23,8 +23,8 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import MergeStats, run_merge
-from tests.support.acceptance import ProducerRun
 from tests.support.merge import CdcPublisher
+from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
 
@@ -109,10 +109,9 @@ def test_every_type_and_a_widened_key_reach_spark_delta_rs_and_stock_consumers(
         conn.execute(FULL_ROW)
         conn.execute(INSERT, (2, "infinity", "24:00:00", "24:00:00+01", "infinity",
                               "-infinity"))
-    producer = ProducerRun(pg.dsn, kafka.bootstrap, registry.url, tmp_path,
-                           tables=f"{SCHEMA}.*")
+    producer = ProducerRun(pg.dsn, kafka.bootstrap, registry.url, f"{SCHEMA}.*")
     try:
-        producer.start()  # rows 1-2 by the initial snapshot, the rest streamed
+        producer.start(tmp_path, wait=False)  # rows 1-2 by the initial snapshot, the rest streamed
         producer.wait_caught_up()
         with psycopg.connect(pg.dsn, autocommit=True) as conn:
             conn.execute(INSERT, (3, "0044-03-15 BC", "00:00:00", "00:00:00-03",

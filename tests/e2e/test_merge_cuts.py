@@ -28,7 +28,7 @@ from spark_jobs.job import start_merge
 from spark_jobs.manifest import Cut, read_cuts
 from spark_jobs.verify_online import VerifyConfig, run_verify
 from spark_jobs.verify_report import exit_code, render_text
-from tests.support.acceptance import ProducerRun
+from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
 
@@ -116,7 +116,7 @@ def _total(target: Path, versions: dict[str, int | None]) -> int:
 
 @pytest.fixture
 def producer(pg18: Any, kafka: Any, registry: Any, tmp_path: Path) -> Iterator[ProducerRun]:
-    run = ProducerRun(pg18.dsn, kafka.bootstrap, registry.url, tmp_path, tables=f"{SCHEMA}.*",
+    run = ProducerRun(pg18.dsn, kafka.bootstrap, registry.url, f"{SCHEMA}.*",
                       extra=["--heartbeat-interval-s", "0.3", "--topic-partitions", "3"])
     yield run
     run.drop()
@@ -127,7 +127,8 @@ def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, r
     seed = int(os.environ.get("PGCDC_CUTS_SEED") or random.randrange(2**31))
     print(f"\ncuts seed: {seed} (replay with PGCDC_CUTS_SEED={seed})")
     _create(pg18.dsn)
-    producer.start()  # initial snapshot of both tables, then streaming with heartbeats
+    # initial snapshot of both tables, then streaming with heartbeats
+    producer.start(tmp_path, wait=False)
     target = tmp_path / "lake"
     config = MergeConfig(bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
                          target=str(target), topic_prefix=producer.prefix, trigger="1s",

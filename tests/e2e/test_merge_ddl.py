@@ -29,7 +29,7 @@ from spark_jobs.config import MergeConfig
 from spark_jobs.history_sink import history_path
 from spark_jobs.job import MergeStats, run_merge
 from spark_jobs.verify import compare, lake_names, lake_rows, pg_rows, primary_key
-from tests.support.acceptance import ProducerRun
+from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
 SCHEMA = "ddl"
@@ -126,10 +126,9 @@ def test_ddl_heavy_workload_ends_with_equal_tables(
     with psycopg.connect(pg18.dsn, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
         conn.execute(CREATE)
-    producer = ProducerRun(pg18.dsn, kafka.bootstrap, registry.url, tmp_path,
-                           tables=f"{SCHEMA}.*")
+    producer = ProducerRun(pg18.dsn, kafka.bootstrap, registry.url, f"{SCHEMA}.*")
     producer_runs.append(producer)
-    producer.start()
+    producer.start(tmp_path, wait=False)
     producer.wait_caught_up()
     target = tmp_path / "lake"
     first = _merge(spark, kafka, registry, producer.prefix, target)

@@ -14,31 +14,28 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from devstack.postgres import Postgres, embedded_pg18_bin
 from devstack.standby import StandbyPair
 
-from connector.avro import SchemaRegistry, decode
 from connector.names import table_topic
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import run_merge
 from spark_jobs.verify import compare, lake_rows, pg_rows
+from tests.support.cdc_checks import read_records
+from tests.support.producer import PGCDC, ProducerRun
+from tests.support.table_state import fold
 
 pytestmark = pytest.mark.e2e
 
-PGCDC = str(Path(sys.executable).parent / "pgcdc")
 SCHEMA = "fo"
 TABLES = {"items": ("id",), "pairs": ("a", "b")}
 DDL = (f"CREATE SCHEMA {SCHEMA}",
@@ -65,69 +62,6 @@ def pair_factory(work_dir: Path) -> Iterator[Any]:
     yield make
     for pair in pairs:
         pair.stop()
-
-
-@dataclass
-class Producer:
-    """`pgcdc run --failover-slot` on the pair's two-host DSN (a subprocess, as users run it)."""
-
-    dsn: str
-    bootstrap: str
-    registry_url: str
-    log: Path
-    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
-    proc: subprocess.Popen[str] | None = None
-
-    @property
-    def prefix(self) -> str:
-        return f"f{self.tag}"
-
-    @property
-    def slot(self) -> str:
-        return f"fo_{self.tag}"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [PGCDC, "run", "--dsn", self.dsn, "--bootstrap-servers", self.bootstrap,
-             "--schema-registry-url", self.registry_url, "--topic-prefix", self.prefix,
-             "--slot", self.slot, "--publication", f"pub_{self.tag}", "--tables",
-             f"{SCHEMA}.*", "--failover-slot", "--schema-check-interval-s", "0.5"],
-            stdout=open(self.log, "w"), stderr=subprocess.STDOUT, text=True)  # noqa: SIM115
-
-    def output(self) -> str:
-        return self.log.read_text() if self.log.exists() else ""
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        if self.alive():
-            assert self.proc is not None
-            self.proc.kill()
-            self.proc.wait()
-
-    def wait_active(self, server: Postgres, timeout: float = 120.0) -> None:
-        """Until a walsender of `server` streams the slot."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.alive(), f"pgcdc run exited:\n{self.output()[-4000:]}"
-            if _one(server.dsn, "SELECT active FROM pg_replication_slots WHERE slot_name = %s",
-                    self.slot) is True:
-                return
-            time.sleep(0.3)
-        raise AssertionError(f"slot {self.slot} not active on {server.port}:\n{self.output()}")
-
-    def wait_caught_up(self, server: Postgres, timeout: float = 120.0) -> None:
-        target = _one(server.dsn, "SELECT pg_current_wal_lsn() - '0/0'")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.alive(), f"pgcdc run exited:\n{self.output()[-4000:]}"
-            lsn = _one(server.dsn, "SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots"
-                       " WHERE slot_name = %s", self.slot)
-            if lsn is not None and lsn >= target:
-                return
-            time.sleep(0.3)
-        raise AssertionError(f"slot {self.slot} not confirmed to {target}:\n{self.output()}")
 
 
 def _one(dsn: str, query: str, *params: Any) -> Any:
@@ -197,40 +131,11 @@ def fold_topic(bootstrap: str, registry_url: str, topic: str, key: tuple[str, ..
     """The table a consumer rebuilds: every record up to the end of each partition, per key in
     offset order (replayed duplicates re-apply older values, then the newer ones follow); and
     how many events were published more than once."""
-    registry = SchemaRegistry(registry_url)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    state: dict[tuple[Any, ...], dict[str, Any]] = {}
-    seen: set[tuple[int, int]] = set()
-    replayed = 0
-    try:
-        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
-        for partition in metadata.partitions:
-            _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-            consumer.assign([TopicPartition(topic, partition, 0)])
-            position = 0
-            deadline = time.monotonic() + 60
-            while position < end and time.monotonic() < deadline:
-                msg = consumer.poll(1.0)
-                if msg is None or msg.error() is not None:
-                    continue
-                position = msg.offset() + 1
-                if not msg.value():
-                    continue  # a tombstone after a delete
-                event = decode(msg.value(), registry.schema).value
-                position_in_wal = (event["source"]["commit_lsn"], event["source"]["txn_index"])
-                replayed += position_in_wal in seen
-                seen.add(position_in_wal)
-                row = event["before"] if event["op"] == "d" else event["after"]
-                k = tuple(row[c] for c in key)
-                if event["op"] == "d":
-                    state.pop(k, None)
-                else:
-                    state[k] = dict(row)
-            assert position >= end, f"{topic}[{partition}]: read to {position} of {end}"
-    finally:
-        consumer.close()
-    return state, replayed
+    records = read_records(bootstrap, registry_url, topic, min_count=1, tombstones=False)
+    positions = [(r.value["source"]["commit_lsn"], r.value["source"]["txn_index"])
+                 for r in records]
+    in_offset_order = sorted(records, key=lambda r: (r.partition, r.offset))
+    return fold((r.value for r in in_offset_order), key), len(positions) - len(set(positions))
 
 
 def table_state(dsn: str, table: str, key: tuple[str, ...]) -> dict[tuple[Any, ...],
@@ -242,7 +147,7 @@ def table_state(dsn: str, table: str, key: tuple[str, ...]) -> dict[tuple[Any, .
     return {tuple(r[c] for c in key): r for r in rows}
 
 
-def wait_synced(standby: Postgres, slot: str, producer: Producer, timeout: float = 120.0) -> int:
+def wait_synced(standby: Postgres, slot: str, producer: ProducerRun, timeout: float = 120.0) -> int:
     """Until the standby holds a persistent synced copy of the slot that has moved past the
     workload's start; returns its confirmed position. (A first synced copy stays temporary
     until the primary's slot has advanced past the standby's catalog xmin: the producer's
@@ -274,11 +179,12 @@ def test_failover_continues_from_the_synced_slot(pair_factory, kafka, registry, 
     with psycopg.connect(pair.dsn, autocommit=True) as conn:
         for statement in DDL:
             conn.execute(statement)  # type: ignore[arg-type]
-    producer = Producer(pair.dsn, kafka.bootstrap, registry.url, tmp_path / "pgcdc.log")
+    producer = ProducerRun(pair.dsn, kafka.bootstrap, registry.url, f"{SCHEMA}.*",
+                           ["--failover-slot"])
     workload = Workload(pair.dsn, seed=12)
     try:
-        producer.start()  # initial snapshot of the seed rows, then streaming
-        producer.wait_active(pair.primary)
+        producer.start(tmp_path, wait=False)  # initial snapshot of the seed rows, streaming
+        producer.wait_streaming(120, on=pair.primary.dsn)
         assert _one(pair.primary.dsn, "SELECT failover FROM pg_replication_slots"
                     " WHERE slot_name = %s", producer.slot) is True
         workload.start()
@@ -292,7 +198,8 @@ def test_failover_continues_from_the_synced_slot(pair_factory, kafka, registry, 
         pair.crash_primary()
         pair.promote()
         before = workload.commits.get(pair.standby.port, 0)
-        producer.wait_active(pair.standby)  # reconnected by itself to the new primary
+        # reconnected by itself to the new primary
+        producer.wait_streaming(120, on=pair.standby.dsn)
         phases["reconnected"] = time.monotonic() - began
         deadline = time.monotonic() + 60
         while workload.commits.get(pair.standby.port, 0) < before + 100:
@@ -301,17 +208,15 @@ def test_failover_continues_from_the_synced_slot(pair_factory, kafka, registry, 
         workload.done.set()
         workload.join(30)
         assert workload.error is None, workload.error
-        producer.wait_caught_up(pair.standby)
-        assert producer.alive()
-        assert producer.proc is not None
-        producer.proc.send_signal(signal.SIGTERM)
-        assert producer.proc.wait(60) == 0, producer.output()[-4000:]
+        producer.wait_caught_up(120, on=pair.standby.dsn)
+        assert producer.stop(signal.SIGTERM) == 0, producer.output()[-4000:]
     finally:
         workload.done.set()
-        producer.kill()
+        if producer.alive():
+            producer.stop(signal.SIGKILL)
     phases["stopped"] = time.monotonic() - began
     out = producer.output()
-    assert "reconnecting" in out and "Traceback" not in out, out[-4000:]
+    assert "Traceback" not in out, out[-4000:]
     assert workload.commits.get(pair.primary.port, 0) > 0
 
     new_primary = pair.standby.dsn
@@ -348,11 +253,12 @@ def test_slot_not_synced_is_refused_after_failover(pair_factory, kafka, registry
     with psycopg.connect(pair.dsn, autocommit=True) as conn:
         for statement in DDL:
             conn.execute(statement)  # type: ignore[arg-type]
-    producer = Producer(pair.dsn, kafka.bootstrap, registry.url, tmp_path / "pgcdc.log")
+    producer = ProducerRun(pair.dsn, kafka.bootstrap, registry.url, f"{SCHEMA}.*",
+                           ["--failover-slot"])
     workload = Workload(pair.dsn, seed=13)
     try:
-        producer.start()
-        producer.wait_active(pair.primary)
+        producer.start(tmp_path, wait=False)
+        producer.wait_streaming(120, on=pair.primary.dsn)
         workload.start()
         time.sleep(2.0)
         pair.crash_primary()
@@ -361,7 +267,8 @@ def test_slot_not_synced_is_refused_after_failover(pair_factory, kafka, registry
         code = producer.proc.wait(120)
     finally:
         workload.done.set()
-        producer.kill()
+        if producer.alive():
+            producer.stop(signal.SIGKILL)
     workload.join(30)
     out = producer.output()
     lines = out.strip().splitlines()

@@ -10,8 +10,6 @@ recorded only after verify took its snapshot, so its position is at or after the
 from __future__ import annotations
 
 import json
-import os
-import random
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +25,8 @@ from spark_jobs.manifest import Cut, append_cut, read_cuts
 from spark_jobs.verify_online import VerifyConfig, run_verify
 from spark_jobs.verify_report import Report, exit_code, render_json, render_text
 from tests.e2e.test_acceptance import merge_config, reset, wait_batches
-from tests.support.acceptance import SCHEMA, ProducerRun, Workload
+from tests.support.acceptance import SCHEMA, Workload
+from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
 
@@ -138,18 +137,16 @@ def by_table(report: Report) -> dict[str, Any]:
 
 def test_verify_online_then_faults_behind_the_jobs_back(
         pg18: Any, spark: SparkSession, kafka: Any, registry: Any, tmp_path: Path,
-        producer_runs: list[ProducerRun]) -> None:
-    seed = int(os.environ.get("PGCDC_ACCEPTANCE_SEED") or random.randrange(2**31))
-    print(f"\nseed: {seed}")
+        producer_runs: list[ProducerRun], seed: int) -> None:
     dsn = pg18.dsn
     reset(dsn)
     workload = Workload(dsn, seed)
     workload.create(rows=80)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(EDGES)
-    producer = ProducerRun(dsn, kafka.bootstrap, registry.url, tmp_path)
+    producer = ProducerRun(dsn, kafka.bootstrap, registry.url, f"{SCHEMA}.*")
     producer_runs.append(producer)
-    producer.start()
+    producer.start(tmp_path, wait=False)
     producer.wait_caught_up()
     target = tmp_path / "lake"
     config = merge_config(kafka, registry, producer.prefix, target, trigger="2s")

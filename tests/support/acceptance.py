@@ -1,22 +1,16 @@
-"""The acceptance suite's pieces: `pgcdc run` as a subprocess, a seeded random workload over
-four tables with every supported column type, and the Delta-vs-PostgreSQL verdict.
-
-Its ProducerRun differs from tests.support.producer's: one log per restart, a fixed table
-pattern, and waiting until the slot caught up with PostgreSQL's WAL."""
+"""The acceptance suite's pieces: a seeded random workload over four tables with every
+supported column type, and the Delta-vs-PostgreSQL verdict (`pgcdc run` itself:
+tests.support.producer.ProducerRun on `SCHEMA`'s tables)."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import random
-import signal
 import string
-import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -43,95 +37,6 @@ CREATE TABLE {SCHEMA}.orders (
 CREATE TABLE {SCHEMA}.kv (k text PRIMARY KEY, v jsonb, updated timestamptz, blob text);
 CREATE TABLE {SCHEMA}.pairs (a int, b uuid, val int, note text, PRIMARY KEY (a, b));
 """
-
-
-@dataclass
-class ProducerRun:
-    """One `pgcdc run` configuration (unique slot/publication/prefix) and its process."""
-
-    dsn: str
-    bootstrap: str
-    registry_url: str
-    log_dir: Path
-    tables: str = f"{SCHEMA}.*"
-    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
-    proc: subprocess.Popen[str] | None = None
-    logs: list[Path] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)  # more `pgcdc run` arguments
-
-    @property
-    def prefix(self) -> str:
-        return f"a{self.tag}"
-
-    @property
-    def slot(self) -> str:
-        return f"acc_{self.tag}"
-
-    def command(self) -> list[str]:
-        return [PGCDC, "run", "--dsn", self.dsn, "--bootstrap-servers", self.bootstrap,
-                "--schema-registry-url", self.registry_url, "--topic-prefix", self.prefix,
-                "--slot", self.slot, "--publication", f"pub_{self.tag}", "--tables",
-                self.tables, "--schema-check-interval-s", "0.5", *self.extra]
-
-    def start(self) -> None:
-        log = self.log_dir / f"pgcdc-{self.tag}-{len(self.logs)}.log"
-        self.logs.append(log)
-        self.proc = subprocess.Popen(self.command(), stdout=open(log, "w"),  # noqa: SIM115
-                                     stderr=subprocess.STDOUT, text=True)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def output(self, last: int = 4000) -> str:
-        text = "".join(f"--- {p.name}\n{p.read_text()}" for p in self.logs if p.exists())
-        return text[-last:]
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
-
-    def confirmed_lsn(self, conn: psycopg.Connection[Any]) -> int | None:
-        row = conn.execute("SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots"
-                           " WHERE slot_name = %s", (self.slot,)).fetchone()
-        return None if row is None or row[0] is None else int(row[0])
-
-    def wait_caught_up(self, timeout: float = 180.0) -> None:
-        """Until the slot confirmed everything written so far (so it is all in Kafka)."""
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
-            assert row is not None
-            target = int(row[0])
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if not self.alive():
-                    raise AssertionError(f"pgcdc run exited ({self.proc and self.proc.returncode})"
-                                         f":\n{self.output()}")
-                lsn = self.confirmed_lsn(conn)
-                if lsn is not None and lsn >= target:
-                    return
-                time.sleep(0.3)
-        raise AssertionError(f"slot {self.slot} not confirmed to {target} within {timeout}s:\n"
-                             f"{self.output()}")
-
-    def drop(self) -> None:
-        if self.alive():
-            assert self.proc is not None
-            self.proc.kill()
-            self.proc.wait()
-        try:
-            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
-                for _ in range(50):
-                    if conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s"
-                                    " AND NOT active", (self.slot,)).fetchone():
-                        conn.execute("SELECT pg_drop_replication_slot(%s)", (self.slot,))
-                        break
-                    time.sleep(0.1)
-                conn.execute(f"DROP PUBLICATION IF EXISTS pub_{self.tag}")
-        except psycopg.OperationalError:
-            pass
 
 
 # --- the workload -------------------------------------------------------------------------

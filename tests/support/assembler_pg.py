@@ -3,27 +3,20 @@ captures through the SQL interface decoded with the real decoder."""
 
 from __future__ import annotations
 
-import select
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg import pq, sql
+from psycopg import sql
 
 from connector.assembler import Assembler, Output, Transaction
 from connector.pgoutput import (
     Decoder,
-    PgOutputMessage,
-    PrimaryKeepalive,
-    build_standby_status_update,
-    parse_frame,
     str_to_lsn,
-    unix_to_pg_timestamp,
 )
-
-Pair = tuple[int, PgOutputMessage]
+from tests.support.walsender import Pair, WalSender
 
 
 @dataclass(frozen=True)
@@ -72,8 +65,8 @@ class Db:
         self.others.append(conn)
         return conn
 
-    def stream(self, slot: str) -> LiveStream:
-        live = LiveStream(self, slot)
+    def stream(self, slot: str) -> WalSender:
+        live = WalSender(self.dsn, slot, self.options())
         self.others.append(live)
         return live
 
@@ -119,53 +112,6 @@ class Db:
             lsn = str_to_lsn(lsn_text)
             pairs.append((lsn, decoder.decode(data, lsn=lsn)))
         return pairs
-
-
-class LiveStream:
-    """A running walsender (`START_REPLICATION ... LOGICAL` over COPY BOTH): the way the producer
-    receives changes, and the only way to see a transaction streamed while it is still running
-    (the SQL interface decodes after the fact, and skips what already aborted)."""
-
-    def __init__(self, db: Db, slot: str) -> None:
-        self.conn = psycopg.connect(db.dsn + " replication=database", autocommit=True)
-        self.pgconn = self.conn.pgconn
-        self.decoder = db.decoder()
-        self.received = 0
-        opts = ", ".join(f'"{k}" \'{v}\'' for k, v in db.options().items())
-        self.pgconn.send_query(f'START_REPLICATION SLOT "{slot}" LOGICAL 0/0 ({opts})'.encode())
-        res = self.pgconn.get_result()
-        if res is None or res.status != pq.ExecStatus.COPY_BOTH:
-            raise AssertionError(f"START_REPLICATION failed: {self.pgconn.get_error_message()!r}")
-
-    def read_until(self, stop: Callable[[PgOutputMessage], bool], timeout: float = 60.0
-                   ) -> list[Pair]:
-        """(XLogData start LSN, message) pairs up to and including the first `stop` accepts."""
-        got: list[Pair] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            nbytes, data = self.pgconn.get_copy_data(1)
-            if nbytes == 0:
-                select.select([self.pgconn.socket], [], [], 0.2)
-                self.pgconn.consume_input()
-                continue
-            if nbytes < 0:
-                raise AssertionError(f"stream ended: {self.pgconn.get_error_message()!r}")
-            frame = parse_frame(bytes(data))
-            if isinstance(frame, PrimaryKeepalive):
-                if frame.reply_requested:
-                    self.pgconn.put_copy_data(build_standby_status_update(
-                        self.received, 0, 0, unix_to_pg_timestamp(time.time())))
-                    self.pgconn.flush()
-                continue
-            self.received = max(self.received, frame.wal_end)
-            msg = self.decoder.decode(frame.payload, lsn=frame.wal_start)
-            got.append((frame.wal_start, msg))
-            if stop(msg):
-                return got
-        raise AssertionError(f"nothing matched within {timeout} s; last: {got[-3:]}")
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 def assemble(pairs: Sequence[Pair], assembler: Assembler | None = None) -> list[Output]:

@@ -40,11 +40,13 @@ class Record(NamedTuple):
 
 def read_records(bootstrap: str, registry_url: str, topic: str, *, min_count: int = 0,
                  timeout: float = 60.0, logical_types: bool = True,
-                 idle_s: float = 1.5, isolation: str = "read_committed") -> list[Record]:
+                 idle_s: float = 1.5, isolation: str = "read_committed",
+                 tombstones: bool = True) -> list[Record]:
     """Every record of `topic`, decoded with its writer schema (raw Avro data when
     `logical_types` is False); waits for `min_count`, then until every record already in the
     topic is read (with `min_count` > 0) or `idle_s` pass with nothing new.
-    `isolation="read_uncommitted"` also returns records of aborted Kafka transactions."""
+    `isolation="read_uncommitted"` also returns records of aborted Kafka transactions;
+    `tombstones=False` leaves out records without a value (nor are they counted)."""
     registry = SchemaRegistry(registry_url)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
@@ -72,6 +74,8 @@ def read_records(bootstrap: str, registry_url: str, topic: str, *, min_count: in
                 continue
             idle_since = time.monotonic()
             for msg in good:
+                if not (tombstones or msg.value()):
+                    continue
                 key = (decode(msg.key(), registry.schema, logical_types=logical_types).value
                        if msg.key() else None)
                 value, schema_id = None, None
@@ -117,12 +121,7 @@ def exit_of(run: ProducerRun, timeout: float = 120.0) -> tuple[int, str]:
 
 def start_and_exit(run: ProducerRun, log_dir: Any, timeout: float = 120.0) -> tuple[int, str]:
     """Start a producer expected to fail before streaming: (exit code, output)."""
-    import subprocess
-
-    run.log = log_dir / f"pgcdc-{run.tag}-{time.monotonic_ns()}.log"
-    with open(run.log, "w") as out:
-        run.proc = subprocess.Popen(run.command(), stdout=out, stderr=subprocess.STDOUT,
-                                    text=True)
+    run.start(log_dir, wait=False)
     return exit_of(run, timeout)
 
 

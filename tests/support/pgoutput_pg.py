@@ -2,12 +2,11 @@
 
 `Sandbox` gives each test its own schema, publications and slots on `postgres` (15 and 18),
 dropped afterwards. Captures use the SQL interface (`pg_logical_slot_peek_binary_changes`),
-except where only a live walsender shows the behaviour (see `WalSender`).
+except where only a live walsender shows the behaviour (`tests.support.walsender`).
 """
 
 from __future__ import annotations
 
-import select
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,12 +18,7 @@ from psycopg import pq, sql
 from connector.pgoutput import (
     Decoder,
     PgOutputMessage,
-    PrimaryKeepalive,
-    XLogData,
-    build_standby_status_update,
-    parse_frame,
     str_to_lsn,
-    unix_to_pg_timestamp,
 )
 
 
@@ -152,59 +146,3 @@ class Sandbox:
             raise AssertionError((res.error_message or b"").decode())
         return [tuple(res.get_value(r, c) for c in range(res.nfields))
                 for r in range(res.ntuples)]
-
-
-class WalSender:
-    """A live `START_REPLICATION ... LOGICAL` stream over psycopg's COPY BOTH, using our framing.
-
-    Needed where the SQL interface cannot show a behaviour: PostgreSQL 18 skips decoding of
-    transactions already aborted when decoding happens, so a top-level Stream Abort is only
-    seen when the walsender streams a transaction while it is still running.
-    """
-
-    def __init__(self, dsn: str, slot: str, options: dict[str, str]) -> None:
-        self.conn = psycopg.connect(dsn + " replication=database", autocommit=True)
-        self.pgconn = self.conn.pgconn
-        self.decoder = Decoder(int(options["proto_version"]),
-                               parallel_streaming=options.get("streaming") == "parallel")
-        self.frames: list[XLogData | PrimaryKeepalive] = []
-        self.flushed = 0
-        opts = ", ".join(f'"{k}" \'{v}\'' for k, v in options.items())
-        self.pgconn.send_query(f'START_REPLICATION SLOT "{slot}" LOGICAL 0/0 ({opts})'.encode())
-        res = self.pgconn.get_result()
-        if res is None or res.status != pq.ExecStatus.COPY_BOTH:
-            raise AssertionError(f"START_REPLICATION failed: {self.pgconn.get_error_message()}")
-
-    def read_until(self, cls: type, timeout: float = 30.0) -> list[PgOutputMessage]:
-        """Messages up to and including the first of type `cls`."""
-        got: list[PgOutputMessage] = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            nbytes, data = self.pgconn.get_copy_data(1)
-            if nbytes == 0:
-                select.select([self.pgconn.socket], [], [], 0.2)
-                self.pgconn.consume_input()
-                continue
-            if nbytes < 0:
-                raise AssertionError(f"replication stream ended: {self.pgconn.get_error_message()}")
-            frame = parse_frame(bytes(data))
-            self.frames.append(frame)
-            if isinstance(frame, PrimaryKeepalive):
-                if frame.reply_requested:
-                    self.feedback()
-                continue
-            msg = self.decoder.decode(frame.payload, lsn=frame.wal_start)
-            got.append(msg)
-            self.flushed = max(self.flushed, frame.wal_end)
-            if type(msg) is cls:
-                return got
-        raise AssertionError(f"no {cls.__name__} within {timeout} s; got {got[-5:]}")
-
-    def feedback(self) -> None:
-        frame = build_standby_status_update(self.flushed, self.flushed, self.flushed,
-                                            unix_to_pg_timestamp(time.time()))
-        self.pgconn.put_copy_data(frame)
-        self.pgconn.flush()
-
-    def close(self) -> None:
-        self.conn.close()

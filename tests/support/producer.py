@@ -10,27 +10,26 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psycopg
-from confluent_kafka import Consumer, TopicPartition
-
-from connector.avro import SchemaRegistry, decode
-from tests.support.kafka import caught_up
 
 PGCDC = str(Path(sys.executable).parent / "pgcdc")
 
 
 @dataclass
 class ProducerRun:
-    """One `pgcdc run` configuration (unique slot/publication/prefix) and its process."""
+    """One `pgcdc run` configuration (unique slot/publication/topic prefix) and its process.
+
+    Each `start` writes a log of its own in the directory given; `output` is the latest's.
+    The slot's state is read on `dsn`, or on the server `on` names (a two-host DSN's member
+    after a failover)."""
 
     dsn: str
     bootstrap: str
     registry_url: str
     tables: str
-    extra: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)  # more `pgcdc run` arguments
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     proc: subprocess.Popen[str] | None = None
     log: Path | None = None
@@ -50,68 +49,98 @@ class ProducerRun:
                 self.tables, "--schema-check-interval-s", "0.5", *self.extra]
 
     def start(self, log_dir: Path, *, wait: bool = True) -> None:
+        """Start the process (a new log in `log_dir`); with `wait`, until it streams."""
         self.log = log_dir / f"pgcdc-{self.tag}-{time.monotonic_ns()}.log"
-        self.proc = subprocess.Popen(self.command(), stdout=open(self.log, "w"),  # noqa: SIM115
-                                     stderr=subprocess.STDOUT, text=True)
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                         text=True)
         if wait:
             self.wait_streaming()
 
-    def wait_streaming(self, timeout: float = 60.0) -> None:
-        """Until the slot exists and a walsender is attached to it."""
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _assert_alive(self, waiting_for: str) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"pgcdc exited {self.proc.returncode} before {waiting_for}:\n"
+                                 f"{self.output()[-4000:]}")
+
+    def wait_streaming(self, timeout: float = 60.0, *, on: str | None = None) -> None:
+        """Until the slot exists and a walsender streams it."""
         deadline = time.monotonic() + timeout
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
+        with psycopg.connect(on or self.dsn, autocommit=True) as conn:
             while time.monotonic() < deadline:
                 row = conn.execute("SELECT active FROM pg_replication_slots WHERE slot_name=%s",
                                    (self.slot,)).fetchone()
                 if row and row[0]:
                     return
-                assert self.proc is not None
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"pgcdc exited {self.proc.returncode}: {self.output()}")
+                self._assert_alive("streaming")
                 time.sleep(0.2)
-        raise AssertionError(f"pgcdc not streaming after {timeout}s: {self.output()}")
+        raise AssertionError(f"pgcdc not streaming after {timeout}s: {self.output()[-4000:]}")
 
     def output(self) -> str:
+        """What the latest start logged so far."""
         return self.log.read_text() if self.log and self.log.exists() else ""
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
+        """Send `sig` (unless it exited already); its exit code."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
         return self.proc.wait(timeout)
 
-    def confirmed_lsn(self) -> int:
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            row = conn.execute("SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots"
-                               " WHERE slot_name = %s", (self.slot,)).fetchone()
-        assert row is not None
-        return int(row[0])
+    def confirmed_lsn(self, *, on: str | None = None) -> int:
+        lsn = _confirmed(on or self.dsn, self.slot)
+        assert lsn is not None, f"no slot {self.slot}"
+        return lsn
 
-    def wait_confirmed(self, lsn: int, timeout: float = 60.0) -> None:
+    def wait_confirmed(self, lsn: int, timeout: float = 60.0, *, on: str | None = None) -> None:
+        """Until the slot confirmed `lsn`: everything before it is in Kafka. Fails at once if
+        the process exited without."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.confirmed_lsn() >= lsn:
+            confirmed = _confirmed(on or self.dsn, self.slot)
+            if confirmed is not None and confirmed >= lsn:
                 return
+            if self.proc is not None:
+                self._assert_alive(f"confirming {lsn}")
             time.sleep(0.2)
-        raise AssertionError(f"slot not confirmed to {lsn} within {timeout}s: {self.output()}")
+        raise AssertionError(f"slot not confirmed to {lsn} within {timeout}s: "
+                             f"{self.output()[-4000:]}")
+
+    def wait_caught_up(self, timeout: float = 180.0, *, on: str | None = None) -> None:
+        """Until the slot confirmed everything written so far (so it is all in Kafka)."""
+        self.wait_confirmed(current_lsn(on or self.dsn), timeout, on=on)
 
     def drop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            # The process is gone: wait only for its walsender to release the slot. A run that
-            # failed before creating one has none to wait for (that wait cost 5 s a test).
-            for _ in range(50):
-                row = conn.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s",
-                                   (self.slot,)).fetchone()
-                if row is None:
-                    break
-                if not row[0]:
-                    conn.execute("SELECT pg_drop_replication_slot(%s)", (self.slot,))
-                    break
-                time.sleep(0.1)
-            conn.execute(f"DROP PUBLICATION IF EXISTS pub_{self.tag}")
+        """Kill the process, drop its slot and publication (a server gone: nothing to drop)."""
+        if self.alive():
+            self.stop(signal.SIGKILL)
+        try:
+            with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+                # The process is gone: wait only for its walsender to release the slot. A run
+                # that failed before creating one has none to wait for.
+                for _ in range(50):
+                    row = conn.execute("SELECT active FROM pg_replication_slots"
+                                       " WHERE slot_name = %s", (self.slot,)).fetchone()
+                    if row is None:
+                        break
+                    if not row[0]:
+                        conn.execute("SELECT pg_drop_replication_slot(%s)", (self.slot,))
+                        break
+                    time.sleep(0.1)
+                conn.execute(f"DROP PUBLICATION IF EXISTS pub_{self.tag}")
+        except psycopg.OperationalError:
+            pass
+
+
+def _confirmed(dsn: str, slot: str) -> int | None:
+    """The slot's confirmed_flush_lsn (None: no such slot, or it has none yet)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT confirmed_flush_lsn - '0/0' FROM pg_replication_slots"
+                           " WHERE slot_name = %s", (slot,)).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def current_lsn(dsn: str) -> int:
@@ -119,44 +148,6 @@ def current_lsn(dsn: str) -> int:
         row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
     assert row is not None
     return int(row[0])
-
-
-def read_topic(bootstrap: str, registry_url: str, topic: str, *, min_count: int = 0,
-               timeout: float = 60.0) -> list[tuple[Any, Any, int]]:
-    """Every record of `topic` as (key, value, partition), decoded with its writer schemas;
-    waits until at least `min_count` are there, then until every record already in the topic is
-    read (with `min_count` > 0) or 2 s pass with nothing new."""
-    registry = SchemaRegistry(registry_url)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "isolation.level": "read_committed"})
-    records: list[tuple[Any, Any, int]] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-            if metadata is not None and metadata.error is None and metadata.partitions:
-                break
-            time.sleep(0.5)
-        else:
-            raise AssertionError(f"topic {topic} never appeared")
-        consumer.assign([TopicPartition(topic, p, 0) for p in metadata.partitions])
-        idle_since = time.monotonic()
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error() is not None:
-                if len(records) >= min_count and (
-                        time.monotonic() - idle_since > 2 or (min_count and caught_up(consumer))):
-                    break
-                continue
-            idle_since = time.monotonic()
-            key = decode(msg.key(), registry.schema).value if msg.key() else None
-            value = decode(msg.value(), registry.schema).value if msg.value() else None
-            records.append((key, value, msg.partition()))
-    finally:
-        consumer.close()
-    assert len(records) >= min_count, f"{topic}: {len(records)} < {min_count} records"
-    return records
 
 
 def scrape_metrics(port: int, host: str = "127.0.0.1") -> dict[str, float]:

@@ -5,30 +5,27 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import psycopg
 from confluent_kafka import Consumer, TopicPartition
 
-from connector.avro import SchemaRegistry, decode
 from connector.pgoutput.lsn import str_to_lsn
-from tests.support.kafka import caught_up
+from tests.support.cdc_checks import Record, read_records
 from tests.support.producer import ProducerRun
+from tests.support.table_state import final_state as final_state  # the snapshot tests' name
 
 _CONSISTENT = re.compile(r"snapshot consistent at ([0-9A-F]+/[0-9A-F]+)")
 
 
 def launch(run: ProducerRun, log_dir: Path) -> None:
     """Start `pgcdc run` without waiting for anything."""
-    run.log = log_dir / f"pgcdc-{run.tag}-{time.monotonic_ns()}.log"
-    run.proc = subprocess.Popen(run.command(), stdout=open(run.log, "w"),  # noqa: SIM115
-                                stderr=subprocess.STDOUT, text=True)
+    run.start(log_dir, wait=False)
 
 
 def wait_exit(run: ProducerRun, timeout: float = 120.0) -> int:
@@ -81,69 +78,11 @@ def table_rows(dsn: str, query: str) -> dict[Any, dict[str, Any]]:
         return {row[0]: dict(zip(names, row, strict=True)) for row in cur.fetchall()}
 
 
-def final_state(values: list[dict[str, Any]], key: str = "id") -> dict[Any, dict[str, Any]]:
-    """Apply change events in contract order (commit_lsn, txn_index): the table they describe."""
-    ordered = sorted(values, key=lambda v: (v["source"]["commit_lsn"], v["source"]["txn_index"]))
-    state: dict[Any, dict[str, Any]] = {}
-    for value in ordered:
-        op = value["op"]
-        if op in ("r", "c", "u"):
-            if value["before"] is not None and value["before"][key] != value["after"][key]:
-                state.pop(value["before"][key], None)
-            state[value["after"][key]] = value["after"]
-        elif op == "d":
-            state.pop(value["before"][key], None)
-        elif op == "t":
-            state.clear()
-    return state
-
-
-class Event(NamedTuple):
-    key: Any
-    value: Any
-    schema_id: int
-    partition: int
-
-
 def read_events(bootstrap: str, registry_url: str, topic: str, *, min_count: int = 0,
-                timeout: float = 90.0, idle_s: float = 2.0) -> list[Event]:
-    """Every record of `topic` with a value, decoded with its writer schema; waits for
-    `min_count`, then until every record already in the topic is read (with `min_count` > 0)
-    or `idle_s` pass with nothing new."""
-    registry = SchemaRegistry(registry_url)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    events: list[Event] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            metadata = consumer.list_topics(topic, timeout=10).topics.get(topic)
-            if metadata is not None and metadata.error is None and metadata.partitions:
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"topic {topic} never appeared")
-            time.sleep(0.3)
-        consumer.assign([TopicPartition(topic, p, 0) for p in metadata.partitions])
-        idle_since = time.monotonic()
-        while time.monotonic() < deadline:
-            batch = [m for m in consumer.consume(1000, 0.3) if m.error() is None]
-            if not batch:
-                if len(events) >= min_count and (
-                        time.monotonic() - idle_since > idle_s
-                        or (min_count and caught_up(consumer))):
-                    break
-                continue
-            idle_since = time.monotonic()
-            for msg in batch:
-                if not msg.value():
-                    continue
-                value = decode(msg.value(), registry.schema)
-                key = decode(msg.key(), registry.schema).value if msg.key() else None
-                events.append(Event(key, value.value, value.schema_id, msg.partition()))
-    finally:
-        consumer.close()
-    assert len(events) >= min_count, f"{topic}: {len(events)} < {min_count} events"
-    return events
+                timeout: float = 90.0) -> list[Record]:
+    """The records of `topic` that carry a change event (`read_records` without tombstones)."""
+    return read_records(bootstrap, registry_url, topic, min_count=min_count, timeout=timeout,
+                        idle_s=2.0, tombstones=False)
 
 
 def wait_records(bootstrap: str, topic: str, count: int, timeout: float = 60.0) -> None:

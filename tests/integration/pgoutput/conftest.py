@@ -11,7 +11,8 @@ import psycopg
 import pytest
 from psycopg import pq, sql
 
-from tests.support.pgoutput_pg import Sandbox, WalSender
+from tests.support.pgoutput_pg import Sandbox
+from tests.support.walsender import WalSender
 
 
 @pytest.fixture

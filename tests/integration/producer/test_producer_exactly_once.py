@@ -23,6 +23,7 @@ from spark_jobs.verify import compare, lake_rows, pg_rows
 from tests.support.cdc_checks import Record, execute, read_records, rows
 from tests.support.kafka import caught_up
 from tests.support.producer import ProducerRun, current_lsn
+from tests.support.table_state import final_state
 
 pytestmark = pytest.mark.integration
 
@@ -70,19 +71,9 @@ class _Workload(threading.Thread):
 
 
 def _fold(records: list[Record]) -> list[tuple[int, int]]:
-    """The table a consumer builds: events in (commit_lsn, txn_index) order, a truncate empties."""
-    state: dict[int, int] = {}
-    for record in sorted((r for r in records if r.value is not None),
-                         key=lambda r: (r.value["source"]["commit_lsn"],
-                                        r.value["source"]["txn_index"])):
-        op = record.value["op"]
-        if op == "t":
-            state.clear()
-        elif op == "d":
-            state.pop(record.value["before"]["id"], None)
-        else:
-            state[record.value["after"]["id"]] = record.value["after"]["n"]
-    return sorted(state.items())
+    """(id, n) of the table a consumer builds from `records` (in contract order)."""
+    state = final_state([r.value for r in records if r.value is not None])
+    return sorted((k, row["n"]) for k, row in state.items())
 
 
 def _assert_lake_equals_postgres(spark: Any, kafka: Any, registry: Any, dsn: str, prefix: str,

@@ -11,8 +11,8 @@ import psycopg
 import pytest
 from devstack.ports import free_port
 
-from tests.support.cdc_checks import assert_one_clear_line, start_and_exit
-from tests.support.producer import current_lsn, read_topic
+from tests.support.cdc_checks import assert_one_clear_line, in_order, read_records, start_and_exit
+from tests.support.producer import current_lsn
 
 pytestmark = pytest.mark.integration
 
@@ -43,9 +43,8 @@ def test_changes_reach_kafka_as_the_contract_says(postgres, producer_run, log_di
         conn.execute(f"INSERT INTO {table} (id, name) VALUES (4, 'd')")
     end = current_lsn(postgres.dsn)
     topic = f"{run.prefix}.public.{table}"
-    records = read_topic(run.bootstrap, run.registry_url, topic, min_count=9)
-    values = sorted((v for _, v, _ in records),
-                    key=lambda v: (v["source"]["commit_lsn"], v["source"]["txn_index"]))
+    records = read_records(run.bootstrap, run.registry_url, topic, min_count=9)
+    values = [r.value for r in in_order(records)]
     ops = [(v["op"], (v["after"] or v["before"] or {}).get("id")) for v in values]
     assert ops == [("c", 1), ("c", 2), ("c", 3), ("u", 1), ("d", 2), ("c", 20), ("d", 3),
                    ("t", None), ("c", 4)]
@@ -58,7 +57,7 @@ def test_changes_reach_kafka_as_the_contract_says(postgres, producer_run, log_di
     assert toast_update["after"]["big"] is None and toast_update["unchanged_toast"] == ["big"]
     assert values[0]["source"]["commit_lsn"] == values[2]["source"]["commit_lsn"]
     assert [v["source"]["txn_index"] for v in values[:3]] == [0, 1, 2]
-    keys = {k["id"] for k, v, _ in records if k is not None}
+    keys = {r.key["id"] for r in records if r.key is not None}
     assert keys == {1, 2, 3, 4, 20}
 
     run.wait_confirmed(end)
@@ -92,9 +91,9 @@ def test_sigkill_and_restart_lose_nothing(postgres, producer_run, log_dir) -> No
     writer.join()
     end = current_lsn(postgres.dsn)
     run.wait_confirmed(end)
-    records = read_topic(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
-                         min_count=1000)
-    ids = [v["after"]["id"] for _, v, _ in records]
+    records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                           min_count=1000)
+    ids = [r.value["after"]["id"] for r in records]
     assert set(ids) == set(range(1000))  # nothing lost (duplicates allowed: at-least-once)
     assert run.stop(signal.SIGTERM) == 0
 

@@ -31,6 +31,7 @@ def _setup(postgres: Any, producer_run: Any, log_dir: Path, *extra: str,
     table = f"resync_{run.tag}"
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n int NOT NULL)")
+        conn.execute(f"CREATE TABLE {_probe(table)} (id int PRIMARY KEY, n int)")
         # Written before the producer starts (--snapshot never): not in the topic.
         conn.execute(f"INSERT INTO {table} SELECT i, i FROM generate_series(1, {ROWS}) i")
     run.start(log_dir)
@@ -44,6 +45,30 @@ def _setup(postgres: Any, producer_run: Any, log_dir: Path, *extra: str,
     return run, table
 
 
+def _probe(table: str) -> str:
+    """A published table of the test's own whose DDL shows that catalog checks ran."""
+    return f"{table}_probe"
+
+
+def _two_catalog_checks(run: Any, table: str, *, resync_on: bool = True) -> None:
+    """Until at least two catalog checks ran after this call: it changes the probe table's
+    column type and waits for what the check does with it once the table held still for one
+    check -- its re-sync request, or with resync_on_ddl off its warning (the documented
+    behaviour). Checks see every table at once, so DDL made before this call was seen too."""
+    probe = _probe(table)
+    with psycopg.connect(run.dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER TABLE {probe} ALTER COLUMN n TYPE bigint")
+        if not resync_on:
+            wait_for_output(run, f"table public.{probe}: ", timeout=60)
+            return
+        deadline = time.monotonic() + 60
+        while conn.execute("SELECT count(*) FROM public.pgcdc_signal WHERE slot = %s"
+                           " AND %s = ANY(tables)",
+                           (run.slot, f"public.{probe}")).fetchone() == (0,):
+            assert time.monotonic() < deadline, run.output()
+            time.sleep(0.2)
+
+
 def _status(run: Any) -> str:
     out = subprocess.run([PGCDC, "status", "--dsn", run.dsn, "--slot", run.slot,
                           "--publication", f"pub_{run.tag}"],
@@ -52,13 +77,14 @@ def _status(run: Any) -> str:
     return out.stdout
 
 
-def _requests_when_done(run: Any) -> list[tuple[str, str]]:
-    """(state, message) of the slot's requests, once the first is done."""
+def _requests_when_done(run: Any, table: str) -> list[tuple[str, str]]:
+    """(state, message) of the slot's requests for `table`, once the first is done."""
     with psycopg.connect(run.dsn, autocommit=True) as conn:
         deadline = time.monotonic() + 120
         while True:
             rows = conn.execute("SELECT state, message FROM public.pgcdc_signal WHERE slot = %s "
-                                "ORDER BY id", (run.slot,)).fetchall()
+                                "AND %s = ANY(tables) ORDER BY id",
+                                (run.slot, f"public.{table}")).fetchall()
             if rows and rows[0][0] == "done":
                 return rows
             assert time.monotonic() < deadline, (rows, run.output())
@@ -68,7 +94,7 @@ def _requests_when_done(run: Any) -> list[tuple[str, str]]:
 def test_ddl_rewriting_rows_resyncs_the_table(postgres, producer_run, log_dir) -> None:
     run, table = _setup(postgres, producer_run, log_dir)
     wait_for_output(run, f"re-sync of public.{table} queued", timeout=60)
-    rows = _requests_when_done(run)
+    rows = _requests_when_done(run, table)
     # One request for the burst of two statements, its message naming both.
     assert len(rows) == 1, rows
     message = rows[0][1]
@@ -93,7 +119,7 @@ def test_resync_off_only_warns(postgres, producer_run, log_dir) -> None:
     run, table = _setup(postgres, producer_run, log_dir, "--no-resync-on-ddl")
     wait_for_output(run, "resync_on_ddl is off", timeout=60)
     assert f"table public.{table}: " in run.output()
-    time.sleep(3)  # nothing else follows
+    _two_catalog_checks(run, table, resync_on=False)  # nothing else follows
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         exists = conn.execute("SELECT to_regclass('public.pgcdc_signal') IS NOT NULL").fetchone()
         if exists == (True,):
@@ -112,9 +138,9 @@ def test_ddl_then_a_write_queues_one_resync(postgres, producer_run, log_dir) -> 
         "ALTER TABLE {t} ALTER COLUMN n TYPE bigint USING n * 10",
         "UPDATE {t} SET n = n + 1 WHERE id = 1"])
     wait_for_output(run, f"re-sync of public.{table} queued", timeout=60)
-    _requests_when_done(run)
-    time.sleep(6)  # two more catalog checks
-    rows = _requests_when_done(run)
+    _requests_when_done(run, table)
+    _two_catalog_checks(run, table)  # each saw the DDL: the one that would queue it ran
+    rows = _requests_when_done(run, table)
     assert len(rows) == 1, (rows, run.output())
     assert "column n changed type from integer to bigint" in rows[0][1]
     run.wait_confirmed(current_lsn(postgres.dsn), timeout=120)
@@ -146,7 +172,7 @@ def test_enum_rename_and_drop_expression_resync(postgres, producer_run, log_dir)
         conn.execute(f"ALTER TYPE {mood} RENAME VALUE 'sad' TO 'blue'")
         conn.execute(f"ALTER TABLE {table} ALTER COLUMN g DROP EXPRESSION")
     wait_for_output(run, f"re-sync of public.{table} queued", timeout=60)
-    rows = _requests_when_done(run)
+    rows = _requests_when_done(run, table)
     assert len(rows) == 1, rows
     assert "enum value renamed 'sad' to 'blue'" in rows[0][1], rows
     assert "column g is no longer generated" in rows[0][1], rows

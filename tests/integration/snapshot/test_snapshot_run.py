@@ -88,7 +88,7 @@ def test_existing_rows_arrive_as_snapshot_reads(postgres, producer_run, log_dir)
         assert create.value["source"]["commit_lsn"] > lsn
         assert create.value["source"]["snapshot"] == "false"
         # Same Relation, same schema id; COPY text and pgoutput text give the same values.
-        assert read.schema_id == create.schema_id
+        assert read.value_schema_id == create.value_schema_id
         assert {**read.value["after"], "id": 0} == {**create.value["after"], "id": 0}
     first = reads[0].value["after"]
     assert first["name"] == ROWS[0][1] and first["raw"] == ROWS[0][7]
