@@ -61,7 +61,7 @@ from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
 from .acks import Ticket
-from .topics import TopicCreator, partition_count, topic_problem
+from .topics import TopicCreator, listed_partitions, partition_count, topic_problem
 
 __all__ = ["PRODUCER_DEFAULTS", "BulkSink", "KafkaSink", "Oversized", "producer_config",
            "truncate_partitions"]
@@ -340,7 +340,7 @@ class KafkaSink:
             log.warning("cannot check the topics: %s", exc.args[0] if exc.args else exc)
             return
         for topic, recorded in self._expected.items():
-            actual = _partitions_of(metadata, topic)
+            actual = listed_partitions(metadata, topic)
             if actual is None:  # one broker's stale cache is no proof: ask for it by name
                 try:
                     actual = self._partitions_now(topic)
@@ -348,6 +348,9 @@ class KafkaSink:
                     log.warning("cannot check topic %s: %s", topic, exc.args[0] if exc.args
                                 else exc)
                     return
+            if actual == 0:  # there, not usable yet (a broker starting): check next time
+                log.info("topic %s has no usable partitions yet; checking again later", topic)
+                continue
             problem = topic_problem(topic, recorded, actual)
             if problem is not None:
                 self._fatal = SinkError(problem)
@@ -356,10 +359,10 @@ class KafkaSink:
 
     def _partitions_now(self, topic: str) -> int | None:
         """`topic`'s partitions in a metadata request naming it; None if the cluster does not
-        know it (auto-creation is off, so asking never creates it). Raises KafkaException when
-        the cluster does not answer."""
+        know it, 0 if not usable yet (auto-creation is off, so asking never creates it). Raises
+        KafkaException when the cluster does not answer."""
         metadata = self._producer.list_topics(topic, timeout=self._metadata_timeout_s)
-        return _partitions_of(metadata, topic)
+        return listed_partitions(metadata, topic)
 
     def _guard(self) -> None:
         """The periodic checks: recorded topics when due, then the added ones."""
@@ -460,11 +463,3 @@ class BulkSink(KafkaSink):
             self._fatal = SinkError(f"Kafka did not accept an event for {where}: {err}; "
                                     "nothing of this load is acknowledged")
             log.error("%s", self._fatal)
-
-
-def _partitions_of(metadata: Any, topic: str) -> int | None:
-    """The partition count a metadata answer gives `topic`; None if it does not have it."""
-    info = metadata.topics.get(topic)
-    if info is None or info.error is not None or not info.partitions:
-        return None
-    return len(info.partitions)

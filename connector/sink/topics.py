@@ -45,7 +45,7 @@ from confluent_kafka.cimpl import NewTopic
 from connector.errors import ConfigError, SinkError
 
 __all__ = ["LEDGER_KEY_PREFIX", "TopicCreator", "TopicLedger", "TopicSpec", "admin_config",
-           "topic_problem"]
+           "listed_partitions", "topic_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,19 @@ def topic_problem(topic: str, recorded: int | None, actual: int | None) -> str |
     return (f"topic {topic} has {actual} partitions but pgcdc created it with {recorded} (was it "
             "deleted and recreated?): its history and the key-to-partition mapping changed. "
             f"{redo}")
+
+def listed_partitions(metadata: Any, topic: str) -> int | None:
+    """`topic`'s partitions in a metadata answer. None: Kafka says it does not exist (not
+    listed, or listed with UNKNOWN_TOPIC_OR_PART). 0: it exists but is not usable yet (listed
+    with another error or no partitions: a leader being elected on a broker still starting, a
+    topic created a moment ago) -- no proof of anything, ask again."""
+    info = metadata.topics.get(topic)
+    if info is None:
+        return None
+    if info.error is not None:
+        return None if info.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART else 0
+    return len(info.partitions)
+
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -264,6 +277,8 @@ class TopicCreator:
         existing = self.existing()
         recorded = ledger.records()
         for topic in wanted:
+            if existing.get(topic) == 0:  # exists, not usable yet: wait for its partitions
+                existing[topic] = self.partitions(topic)
             problem = topic_problem(topic, recorded.get(topic), existing.get(topic))
             if problem is not None:
                 raise SinkError(problem)
@@ -281,14 +296,14 @@ class TopicCreator:
         return created
 
     def existing(self) -> dict[str, int]:
-        """Every topic of the cluster → its partitions (a metadata request naming no topic,
-        which never creates one)."""
+        """Every topic of the cluster → its partitions, 0 for one not usable yet
+        (`listed_partitions`; a metadata request naming no topic, which never creates one)."""
         try:
             metadata = self._admin.list_topics(timeout=self._timeout)
         except KafkaException as exc:
             raise SinkError(f"cannot list Kafka topics: {exc} (is Kafka reachable?)") from None
-        return {name: len(info.partitions) for name, info in metadata.topics.items()
-                if info.error is None and info.partitions}
+        listed = {name: listed_partitions(metadata, name) for name in metadata.topics}
+        return {name: partitions for name, partitions in listed.items() if partitions is not None}
 
     def ensure_one(self, topic: str) -> bool:
         """`ensure([topic])`; True if it was created now."""

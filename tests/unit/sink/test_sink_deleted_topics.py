@@ -10,10 +10,17 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError
 
 from connector.errors import ConfigError, SinkError
 from connector.sink.producer import producer_config
-from connector.sink.topics import TopicCreator, TopicSpec, admin_config, topic_problem
+from connector.sink.topics import (
+    TopicCreator,
+    TopicSpec,
+    admin_config,
+    listed_partitions,
+    topic_problem,
+)
 
 BASE = {"bootstrap.servers": "k:9092"}
 
@@ -161,4 +168,48 @@ def test_a_topic_created_a_moment_ago_is_not_taken_for_a_deleted_one() -> None:
     sink.check_topics()  # due at once: must not read the lag as a deletion
     lagging.lag = 10**6  # now it is really gone
     with pytest.raises(SinkError, match=f"topic {topic} was deleted"):
+        sink.check_topics()
+
+
+def _listed(error_code: int | None, partitions: int = 3) -> Any:
+    error = None if error_code is None else SimpleNamespace(code=lambda: error_code)
+    parts = dict.fromkeys(range(partitions)) if error is None else {}
+    return SimpleNamespace(topics={"app.public.t": SimpleNamespace(error=error, partitions=parts)})
+
+
+def test_only_unknown_topic_means_gone_other_errors_mean_not_ready() -> None:
+    assert listed_partitions(_listed(None), "app.public.t") == 3
+    assert listed_partitions(_listed(None), "app.public.other") is None
+    assert listed_partitions(_listed(KafkaError.UNKNOWN_TOPIC_OR_PART), "app.public.t") is None
+    # a broker still starting lists the topic with a leader-election error: not a deletion
+    assert listed_partitions(_listed(KafkaError.LEADER_NOT_AVAILABLE), "app.public.t") == 0
+
+
+class _StartingBroker(_Admin):
+    """Lists a topic with LEADER_NOT_AVAILABLE until it is asked for it by name."""
+
+    def list_topics(self, topic: str | None = None, timeout: float = 0) -> Any:
+        if topic is None:
+            return _listed(KafkaError.LEADER_NOT_AVAILABLE)
+        return _listed(None, self.topics[topic])
+
+
+def test_a_recorded_topic_without_a_leader_yet_is_waited_for_not_refused() -> None:
+    admin, ledger = _StartingBroker({"app.public.t": 3}), _Ledger({"app.public.t": 3})
+    assert _creator(admin, ledger).ensure(["app.public.t"]) == []
+    assert admin.created == [] and ledger.written == []
+
+
+def test_the_periodic_check_skips_a_topic_without_a_leader_yet() -> None:
+    from connector.sink.acks import AckTracker
+    from connector.sink.producer import KafkaSink
+
+    sink = KafkaSink(BASE, AckTracker(), metadata_timeout_s=5)
+    sink._expected["app.public.t"] = 3
+    sink._producer = SimpleNamespace(  # type: ignore[assignment]
+        list_topics=lambda *a, **k: _listed(KafkaError.LEADER_NOT_AVAILABLE))
+    sink.check_topics()  # no proof of a deletion: checked again next time
+    sink._producer = SimpleNamespace(  # type: ignore[assignment]
+        list_topics=lambda *a, **k: _listed(KafkaError.UNKNOWN_TOPIC_OR_PART))
+    with pytest.raises(SinkError, match="topic app.public.t was deleted"):
         sink.check_topics()
