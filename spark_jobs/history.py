@@ -42,8 +42,8 @@ Rules, per event in position order:
   row of its own, as in the mirror (merged by its position), closed only by a truncate.
 
 Each event opens at most one version, so a version is named by where it starts
-(`identity`). Events that differ in the columns every key has (`shared_key`) never match
-the same version: the versions can be recomputed apart per value of those columns.
+(`identity`). Events that differ in the columns every key has (`shared_key`) never change
+the same row: the versions can be recomputed apart per value of those columns.
 
 The columns of a version are the table's row columns (all the events' columns: one added
 later is NULL in older versions, one dropped upstream is NULL in versions opened after the
@@ -125,12 +125,16 @@ def event_key(event: Row, default: Sequence[str]) -> tuple[str, ...]:
 
 
 def shared_key(keys: Iterable[Sequence[str]]) -> list[str]:
-    """The columns every one of `keys` has (sorted): events differing in them never match the
-    same version (see the module doc). Empty when some key is empty (events without a key)
-    or the keys share no column: then the whole table is one part."""
+    """The columns every non-empty one of `keys` has (sorted): events differing in them never
+    match the same version, so the versions can be recomputed apart per value of them (see
+    the module doc). An event without a key matches nothing, and the version it opens is
+    matched later only by keyed events, through those columns: it belongs to its values in
+    them too. Empty when the keys share no column (or there is none): the whole table is one
+    part."""
     common: set[str] | None = None
     for k in keys:
-        common = set(k) if common is None else common & set(k)
+        if k:
+            common = set(k) if common is None else common & set(k)
     return sorted(common or ())
 
 

@@ -21,8 +21,8 @@ log once per sink): events of different parts never change the same row. Then:
    open at one of the batch's truncates (opened before it, closed after it or still open:
    the versions a truncate not yet reflected closes; a truncate copy already applied finds
    none and costs one filtered read of the history's position columns). Every part when the
-   batch crashed between the two commits (its events are in the log already), or when some
-   event has no key (`shared_key` is empty: the whole table is one part);
+   batch crashed between the two commits (its events are in the log already), or when the
+   keys share no column (`shared_key` is empty: the whole table is one part);
 3. their versions are recomputed from all their logged events and the table's truncates
    (`history.versions`, a pure function of that set), and the rows that differ from the
    stored ones are replaced in one MERGE on (`__valid_from_lsn`, `__valid_from_txn_index`)
