@@ -117,7 +117,7 @@ class Folded(NamedTuple):
 
 
 class HistorySink:
-    """One table's history (see the module doc). `key`: the table's key columns."""
+    """One table's history (see the module doc)."""
 
     def __init__(self, target: str, rel_path: str, app_id: str, tracking: Tracking,
                  maintain_every: int = 0) -> None:
