@@ -1,28 +1,49 @@
 """History tables (SCD type 2): the versions of each source row, computed from the set of its
 change events. Pure: plain functions over Python rows (dicts), no Spark, no Delta.
 
-A version is one state of one row (one key) over a span of source positions
-``[valid_from, valid_to)``, where a position is ``(commit_lsn, txn_index)``. The versions of a
-key are a function of the *set* of the table's events: events are ordered by position, not by
-arrival, and an event seen twice (same position) counts once, so late events, duplicates,
-restarts and replays give the same versions (`versions` sorts and deduplicates first).
+A version is one state of one row over a span of source positions ``[valid_from, valid_to)``,
+where a position is ``(commit_lsn, txn_index)``. The versions are a function of the *set* of
+the table's events: events are ordered by position, not by arrival, and an event seen twice
+(same position) counts once, so late events, duplicates, restarts and replays give the same
+versions (`versions` sorts and deduplicates first).
 
-Rules, walking a key's events in position order, with the table's truncates among them:
+Which row an event changes: the one its own key names, as in the mirror (each event is
+merged by the key it was written with). Every event carries the columns of its key schema
+(`EVENT_KEY`; an event that names none has the table's key given to `versions`). Walking the
+events in position order, an event *matches* the versions open at its position whose values
+in the event's key columns equal the event's (Spark's equality: NULL = NULL, -0.0 = 0.0).
+So a version is a row's state whichever key addressed it: a version opened by an event
+keyed by ``(a)`` is found later by an event keyed by ``(a, b)`` through its ``a`` and ``b``.
+
+When the key definition changes (``ALTER TABLE ... ADD PRIMARY KEY``, a replica identity
+index changed or dropped) the producer emits no event: only the key schema of the events
+after it changes. The key change therefore neither closes nor opens a version: a row's open
+version spans it, and the row's next event (under the new key) continues its chain.
+PostgreSQL keeps a key unique among the rows, so an event matches at most one version; if
+several match (a key PostgreSQL did not enforce), the event closes them all and opens one.
+
+Rules, per event in position order:
 
 * an insert, update or snapshot read (`c`, `u`, `r`) gives the row image: its columns, where a
-  column named in the event's unchanged-TOAST list takes the previous image's value (NULL when
-  the key had no image: never seen, or deleted/truncated since). When no version of the key is
-  open, the image opens one. When one is open and the image differs from it in a *tracked*
-  column, the open version closes at the event's position and the image opens the next one;
-  when it differs in untracked columns only (or in none: a snapshot re-read, an update that
-  set the same values), the open version takes the image **in place** (its `valid_from` and
-  `__op` stay). Tracked columns: every non-key column, or those `Tracking` names.
-* a delete closes the open version at its position (no delete-marker row: a deleted row is a
-  version with `__valid_to_op = 'd'` and no successor); the image is forgotten.
+  column named in the event's unchanged-TOAST list takes the matched version's value (NULL
+  when none matches). When no version matches, the image opens one. When one matches and the
+  image differs from it in a *tracked* column, the matched version closes at the event's
+  position and the image opens the next one; when it differs in untracked columns only (or
+  in none: a snapshot re-read, an update that set the same values), the matched version
+  takes the image **in place** (its `valid_from` and `__op` stay). Tracked columns: every
+  column not in the event's key, or those `Tracking` names.
+* a delete closes the matched version at its position (no delete-marker row: a deleted row
+  is a version with `__valid_to_op = 'd'` and no successor).
 * a truncate closes every version open at its position (`__valid_to_op = 't'`), whichever
   batch brought it: a late event older than the truncate is closed by it.
-* a primary-key change arrives as a delete of the old key and an insert of the new one: the
-  old key's version closes, the new key's opens.
+* a primary-key *value* change arrives as a delete of the old key and an insert of the new
+  one: the old key's version closes, the new key's opens.
+* an event without a key (no replica identity: the key was dropped) matches nothing: it is a
+  row of its own, as in the mirror (merged by its position), closed only by a truncate.
+
+Each event opens at most one version, so a version is named by where it starts
+(`identity`). Events that differ in the columns every key has (`shared_key`) never change
+the same row: the versions can be recomputed apart per value of those columns.
 
 The columns of a version are the table's row columns (all the events' columns: one added
 later is NULL in older versions, one dropped upstream is NULL in versions opened after the
@@ -31,6 +52,7 @@ holds a position."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +67,9 @@ TO_LSN, TO_IDX = "__valid_to_lsn", "__valid_to_txn_index"
 FROM_TS, TO_TS = "__valid_from", "__valid_to"  # commit times (epoch ms here; timestamps in Delta)
 CURRENT, HOP, TO_OP = "__is_current", "__op", "__valid_to_op"
 HISTORY_COLUMNS = (FROM_LSN, FROM_IDX, TO_LSN, TO_IDX, FROM_TS, TO_TS, CURRENT, HOP, TO_OP)
+# In the history's event log: the key columns the event was written with, a JSON list
+# (`[]`: no key). NULL (events logged before it was kept): the key given to `versions`.
+EVENT_KEY = "__event_key"
 _INF = 1 << 63
 
 
@@ -88,54 +113,111 @@ def dedupe(events: Iterable[Row]) -> list[Row]:
     return [seen[p] for p in sorted(seen)]
 
 
+def key_label(key: Sequence[str] | None) -> str:
+    """`EVENT_KEY`'s value for events written with these key columns (None: no key)."""
+    return json.dumps(list(key or []))
+
+
+def event_key(event: Row, default: Sequence[str]) -> tuple[str, ...]:
+    """The key columns `event` was written with (empty: none); `default` when it names none."""
+    label = event.get(EVENT_KEY)
+    return tuple(default) if label is None else tuple(json.loads(label))
+
+
+def shared_key(keys: Iterable[Sequence[str]]) -> list[str]:
+    """The columns every non-empty one of `keys` has (sorted): events differing in them never
+    match the same version, so the versions can be recomputed apart per value of them (see
+    the module doc). An event without a key matches nothing, and the version it opens is
+    matched later only by keyed events, through those columns: it belongs to its values in
+    them too. Empty when the keys share no column (or there is none): the whole table is one
+    part."""
+    common: set[str] | None = None
+    for k in keys:
+        if k:
+            common = set(k) if common is None else common & set(k)
+    return sorted(common or ())
+
+
 def versions(events: Iterable[Row], key: Sequence[str], columns: Sequence[str],
              tracking: Tracking = ALL) -> list[Row]:
-    """Every version of every key the events name (see the module doc for the rules).
+    """Every version the events determine (see the module doc for the rules).
     `events`: flattened changes (row columns + `_cdc_op`, position, `_cdc_ts_ms`,
-    `_cdc_toast`), in any order, duplicates allowed; they must include every event of the
-    keys concerned and every truncate of the table. `columns`: the row columns the versions
-    get (an event lacking one has NULL there)."""
+    `_cdc_toast`, `EVENT_KEY`), in any order, duplicates allowed; they must include every
+    event that can match the versions concerned (all events with the same `shared_key`
+    values) and every truncate of the table. `key`: the key of events that name none.
+    `columns`: the row columns the versions get (an event lacking one has NULL there)."""
     ordered = dedupe(events)
-    truncates = [e for e in ordered if e[OP] == "t"]
-    by_key: dict[tuple[Any, ...], list[Row]] = {}
+    keys = {event_key(e, key) for e in ordered if e[OP] != "t"}
+    tracked = {k: tracking.tracked(columns, k) for k in keys}
+    live = _OpenVersions(keys)
+    out: list[Row] = []
     for e in ordered:
-        if e[OP] != "t":
-            by_key.setdefault(key_of(e, key), []).append(e)
-    tracked = tracking.tracked(columns, key)
-    out: list[Row] = []
-    for changes in by_key.values():
-        merged = sorted([*changes, *truncates], key=position)
-        out.extend(_chain(merged, columns, tracked))
-    return out
-
-
-def _chain(events: Sequence[Row], columns: Sequence[str], tracked: Sequence[str]
-           ) -> list[Row]:
-    """One key's versions from its events and the table's truncates, in position order."""
-    out: list[Row] = []
-    image: Row | None = None  # the row as of the last event walked (None: no row)
-    current: Row | None = None  # the open version
-    for e in events:
-        op = e[OP]
-        if op in ("d", "t"):
-            if current is not None:
-                _close(current, e)
-            current = image = None
+        if e[OP] == "t":
+            for v in live.clear():
+                _close(v, e)
             continue
+        own = event_key(e, key)
+        matched = live.matching(own, e)
+        if e[OP] == "d":
+            for v in matched:
+                live.remove(v)
+                _close(v, e)
+            continue
+        before = max(matched, key=valid_from, default=None)
         toast = set(e.get(TOAST) or ())
-        new = {c: (image.get(c) if image is not None else None) if c in toast else e.get(c)
+        new = {c: (before.get(c) if before is not None else None) if c in toast else e.get(c)
                for c in columns}
-        if current is not None and all(key_of(new, [c]) == key_of(current, [c])
-                                       for c in tracked):
-            current.update(new)  # in place: untracked columns only
-        else:
-            if current is not None:
-                _close(current, e)
-            current = {**new, FROM_LSN: e[LSN], FROM_IDX: e[IDX], TO_LSN: None, TO_IDX: None,
-                       FROM_TS: e[TS], TO_TS: None, CURRENT: True, HOP: op, TO_OP: None}
-            out.append(current)
-        image = new
+        if len(matched) == 1 and before is not None and all(
+                key_of(new, [c]) == key_of(before, [c]) for c in tracked[own]):
+            live.remove(before)
+            before.update(new)  # in place: untracked columns only
+            live.add(before)
+            continue
+        for v in matched:
+            live.remove(v)
+            _close(v, e)
+        opened = {**new, FROM_LSN: e[LSN], FROM_IDX: e[IDX], TO_LSN: None, TO_IDX: None,
+                  FROM_TS: e[TS], TO_TS: None, CURRENT: True, HOP: e[OP], TO_OP: None}
+        live.add(opened)
+        out.append(opened)
     return out
+
+
+class _OpenVersions:
+    """The versions open at the walk's position, found by their values in the columns of
+    any of `keys` (one index per key; an in-place update is a remove and an add)."""
+
+    def __init__(self, keys: Iterable[tuple[str, ...]]) -> None:
+        self._all: dict[int, Row] = {}
+        self._by: dict[tuple[str, ...], dict[tuple[Any, ...], dict[int, Row]]] = {
+            k: {} for k in keys if k}
+
+    def matching(self, key: tuple[str, ...], event: Row) -> list[Row]:
+        """The open versions whose `key` columns equal the event's (none for no key)."""
+        if not key:
+            return []
+        return list(self._by[key].get(key_of(event, key), {}).values())
+
+    def add(self, version: Row) -> None:
+        self._all[id(version)] = version
+        for k, index in self._by.items():
+            index.setdefault(key_of(version, k), {})[id(version)] = version
+
+    def remove(self, version: Row) -> None:
+        del self._all[id(version)]
+        for k, index in self._by.items():
+            values = key_of(version, k)
+            del index[values][id(version)]
+            if not index[values]:
+                del index[values]
+
+    def clear(self) -> list[Row]:
+        """Every open version, none open any more."""
+        every = list(self._all.values())
+        self._all.clear()
+        for index in self._by.values():
+            index.clear()
+        return every
 
 
 def _close(version: Row, event: Row) -> None:
@@ -182,12 +264,14 @@ def as_of_time_sql(timestamp: str) -> str:
     return f"{FROM_TS} <= {timestamp} AND ({TO_TS} IS NULL OR {TO_TS} > {timestamp})"
 
 
-def identity(version: Row, key: Sequence[str]) -> tuple[Any, ...]:
-    """What names a version in the history table: its key and where it starts."""
-    return (*key_of(version, key), version[FROM_LSN], version[FROM_IDX])
+def identity(version: Row) -> Position:
+    """What names a version in the history table: where it starts (the position of the event
+    that opened it; each event opens at most one version)."""
+    return valid_from(version)
 
 
 def clashing(columns: Iterable[str]) -> list[str]:
-    """Row columns whose names the history columns take (ignoring case)."""
-    taken = {h.lower() for h in HISTORY_COLUMNS}
+    """Row columns whose names the history columns or the log's `EVENT_KEY` take (ignoring
+    case)."""
+    taken = {h.lower() for h in (*HISTORY_COLUMNS, EVENT_KEY)}
     return [c for c in columns if c.lower() in taken]

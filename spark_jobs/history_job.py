@@ -2,8 +2,10 @@
 its events of the batch go to the table's history (`history_sink`), from either path: the
 fast path hands its decoded Python rows, the Spark path its decoded DataFrames (collected
 with `toArrow()`: the history is computed in Python by `history.versions` either way, one
-implementation of the rules). A table without a key (no replica identity) has no history
-(a WARNING, once)."""
+implementation of the rules). Each event goes with the key it was written with (the Spark
+path's frames are one per key schema). A table none of whose events has had a key (no
+replica identity) has no history (a WARNING, once); one that had a key keeps its history
+when the key is dropped (events without a key are rows of their own, as in the mirror)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from pyspark.sql.types import DataType
 from .changes import q, row_columns
 from .config import MergeConfig
 from .files import HadoopFs
-from .history import Tracking
+from .history import EVENT_KEY, Tracking, key_label
 from .history_sink import HistorySink
 from .names import TableId
 from .plan import sql_string
@@ -55,20 +57,28 @@ class HistoryWriter:
                   batch_id: int) -> None:
         """The fast path's decoded rows of the table (`rows.decode_rows`)."""
         if self.wants(table):
-            self._apply(spark, table, rows, types, key, batch_id)
+            self._apply(spark, table, rows, types, key, batch_id, bool(key))
 
-    def from_frames(self, spark: SparkSession, table: TableId, changes: Sequence[DataFrame],
+    def from_frames(self, spark: SparkSession, table: TableId,
+                    changes: Sequence[tuple[DataFrame, Sequence[str] | None]],
                     key: Sequence[str] | None, batch_id: int) -> None:
-        """The Spark path's decoded changes of the table (one DataFrame per key group)."""
+        """The Spark path's decoded changes of the table: one DataFrame per key group, each
+        with the key columns its events were written with (None: no key); `key`: the
+        newest."""
         if not self.wants(table) or not changes:
             return
         types: dict[str, DataType] = {}
-        for part in changes:
+        for part, _ in changes:
             for c in row_columns(part):
                 types[c] = part.schema[c].dataType
-        events = pa.concat_tables([part.toArrow() for part in changes],
-                                  promote_options="permissive")
-        self._apply(spark, table, events, types, key, batch_id)
+        parts = []
+        for part, part_key in changes:
+            arrow = part.toArrow()
+            parts.append(arrow.append_column(EVENT_KEY, pa.array(
+                [key_label(part_key)] * arrow.num_rows, pa.string())))
+        events = pa.concat_tables(parts, promote_options="permissive")
+        keyed = any(part_key for _, part_key in changes)
+        self._apply(spark, table, events, types, key, batch_id, keyed)
 
     def replaced(self, table: TableId) -> None:
         """The upstream table was dropped and created again (`incarnation.py`): its history
@@ -90,19 +100,21 @@ class HistoryWriter:
 
     def _apply(self, spark: SparkSession, table: TableId,
                events: pa.Table | Sequence[Mapping[str, Any]], types: Mapping[str, DataType],
-               key: Sequence[str] | None, batch_id: int) -> None:
-        if not key:
+               key: Sequence[str] | None, batch_id: int, keyed: bool) -> None:
+        """`keyed`: some event of the batch has a key."""
+        sink = self._sink(table)
+        if not keyed and not sink.exists():
             with self._lock:
                 if table.path not in self._keyless:
                     self._keyless.add(table.path)
                     log.warning("%s: no key (replica identity): no history table",
                                 table.path)
             return
-        sink = self._sink(table)
         started = time.monotonic()
-        written = sink.apply(events, types, key, batch_id)
-        log.info("batch %d: %s: history, %d version row(s) written in %.2f s", batch_id,
-                 table.path, written, time.monotonic() - started)
+        written, parts = sink.apply(events, types, key or (), batch_id)
+        log.info("batch %d: %s: history, %d version row(s) written in %.2f s (%s recomputed)",
+                 batch_id, table.path, written, time.monotonic() - started,
+                 "the whole table" if parts is None else f"{parts} key(s)")
         self._register(spark, table, sink)
 
     def _register(self, spark: SparkSession, table: TableId, sink: HistorySink) -> None:

@@ -7,20 +7,30 @@ can clash with them and `--replay`'s empty-target check ignores them):
 * `history/<schema>/<table>`: the versions (row columns + `history.HISTORY_COLUMNS`), what
   users read;
 * `history_log/<schema>/<table>`: every event of the table once (row columns, `_cdc_op`,
-  position, `_cdc_ts_ms`, `_cdc_toast`): what makes the history exact. Versions are not enough
-  to recompute from: an in-place update (untracked columns) overwrote values a late tracked
-  change between the two would need, and a late event between two versions needs the TOAST
-  values of the one before.
+  position, `_cdc_ts_ms`, `_cdc_toast`, and `history.EVENT_KEY`: the key columns it was
+  written with): what makes the history exact. Versions are not enough to recompute from: an
+  in-place update (untracked columns) overwrote values a late tracked change between the two
+  would need, and a late event between two versions needs the TOAST values of the one before.
 
-Per batch: the batch's events not yet in the log are appended to it; then, for the keys the
-batch touches (every key when it holds a truncate), the versions are recomputed from all
-their logged events and the table's truncates (`history.versions`, a pure function of that
-set), and the rows that differ from the stored ones are replaced in one MERGE on (key,
-`__valid_from_lsn`, `__valid_from_txn_index`). Each commit carries the Delta application
-transaction id `<app id>:<path>` with the batch id, so a re-run batch skips what it
-committed; a batch that crashed between the two commits recomputes every key (its events
-are in the log already). A new checkpoint (a new app id) or a replay into a target that kept
-these tables finds its events logged and recomputes the same versions.
+Per batch, the table's events fall into parts by their values in `history.shared_key` (the
+columns every key the table's events were written with has; the keys seen are read from the
+log once per sink): events of different parts never change the same row. Then:
+
+1. the batch's events not yet in the log are appended to it;
+2. the parts recomputed are those of the batch's row events, and those with a stored version
+   open at one of the batch's truncates (opened before it, closed after it or still open:
+   the versions a truncate not yet reflected closes; a truncate copy already applied finds
+   none and costs one filtered read of the history's position columns). Every part when the
+   batch crashed between the two commits (its events are in the log already), or when the
+   keys share no column (`shared_key` is empty: the whole table is one part);
+3. their versions are recomputed from all their logged events and the table's truncates
+   (`history.versions`, a pure function of that set), and the rows that differ from the
+   stored ones are replaced in one MERGE on (`__valid_from_lsn`, `__valid_from_txn_index`)
+   (`history.identity`: each event opens at most one version).
+
+Each commit carries the Delta application transaction id `<app id>:<path>` with the batch id,
+so a re-run batch skips what it committed. A new checkpoint (a new app id) or a replay into
+a target that kept these tables finds its events logged and recomputes the same versions.
 
 Column changes: new columns are added to both tables (at the end); a widened or
 retyped column (`widening.column_change`, as in the mirror) rewrites both with the new type."""
@@ -32,7 +42,7 @@ import logging
 import os
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -62,7 +72,8 @@ HISTORY_DIR, LOG_DIR = "_pgcdc/history", "_pgcdc/history_log"
 DELETE = "__pgcdc_delete"  # source-only flag of the replacing MERGE
 EVENT_META = [StructField(OP, StringType()), StructField(LSN, LongType()),
               StructField(IDX, LongType()), StructField(TS, LongType()),
-              StructField(TOAST, ArrayType(StringType(), True))]
+              StructField(TOAST, ArrayType(StringType(), True)),
+              StructField(history.EVENT_KEY, StringType())]
 VERSION_META = [StructField(history.FROM_LSN, LongType()),
                 StructField(history.FROM_IDX, LongType()),
                 StructField(history.TO_LSN, LongType()), StructField(history.TO_IDX, LongType()),
@@ -97,8 +108,16 @@ def _done(table: DeltaTable | None, app_id: str, batch_id: int) -> bool:
     return version is not None and version >= batch_id
 
 
+class Folded(NamedTuple):
+    """What folding a batch did: version rows written (added, changed or removed) and the
+    parts recomputed (values of `history.shared_key`; None: the whole table)."""
+
+    written: int
+    recomputed: int | None
+
+
 class HistorySink:
-    """One table's history (see the module doc). `key`: the table's key columns."""
+    """One table's history (see the module doc)."""
 
     def __init__(self, target: str, rel_path: str, app_id: str, tracking: Tracking,
                  maintain_every: int = 0) -> None:
@@ -110,6 +129,7 @@ class HistorySink:
         self.maintain_every = maintain_every  # compact both tables every N batches (0: never)
         self.batches = 0
         self._handles: dict[str, DeltaTable] = {}
+        self._known_keys: set[tuple[str, ...]] | None = None  # see `_keys`
 
     def _open(self, path: str) -> DeltaTable | None:
         """The delta-rs handle of `path`, kept between batches and brought up to date (each
@@ -126,11 +146,16 @@ class HistorySink:
         self._handles[path] = table = DeltaTable(path)
         return table
 
+    def exists(self) -> bool:
+        """Whether the table has a history log (it had events with a key)."""
+        return self._open(self.log_path) is not None
+
     def set_aside(self) -> None:
         """Move the history and its log aside, to `<path>.replaced-<ms>` (the upstream table
         was dropped and created again, `incarnation.py`: the history, like the mirror, starts
         again, with the new table's columns and key; local targets only, as every history)."""
         stamp = time.time_ns() // 1_000_000
+        self._known_keys = None
         for path in (self.log_path, self.path):
             self._handles.pop(path, None)
             local = path.removeprefix("file://").removeprefix("file:")
@@ -146,11 +171,12 @@ class HistorySink:
                 table.optimize.compact()
 
     def apply(self, events: pa.Table | Sequence[Mapping[str, Any]],
-              types: Mapping[str, DataType], key: Sequence[str], batch_id: int) -> int:
-        """Fold one batch's events of the table into its history; the number of version rows
-        written (added, changed or removed). `events`: the flattened changes (row columns +
-        metadata; an Arrow table or Python rows); `types`: the Spark type of each row column
-        in the batch (what the mirror gets)."""
+              types: Mapping[str, DataType], key: Sequence[str], batch_id: int) -> Folded:
+        """Fold one batch's events of the table into its history (a batch already folded:
+        nothing written, nothing recomputed). `events`: the flattened changes (row columns +
+        metadata, and `history.EVENT_KEY` when the batch holds several key schemas; an Arrow
+        table or Python rows); `types`: the Spark type of each row column in the batch (what
+        the mirror gets); `key`: the key columns of the events that do not name theirs."""
         clash = history.clashing(types)
         if clash:
             raise HistoryError(f"{self.rel_path}: column(s) {clash} clash with the history "
@@ -158,40 +184,66 @@ class HistorySink:
         hist, logged = self._open(self.path), self._open(self.log_path)
         hist_app, log_app = f"{self.app_id}:{self.path}", f"{self.app_id}:{self.log_path}"
         if _done(hist, hist_app, batch_id):
-            return 0
+            return Folded(0, 0)
         recovering = _done(logged, log_app, batch_id)
         fields = self._reconcile(logged, hist, types)
         hist, logged = self._open(self.path), self._open(self.log_path)  # as rewritten
         if hist is not None:
             _add_columns(hist, fields)
         schema = arrow_schema([*fields, *EVENT_META])
-        batch = _normalize(events, schema)
-        rows = batch.to_pylist()
+        rows = _normalize(events, schema).to_pylist()
         if not rows:
-            return 0
-        full = recovering or any(r[OP] == "t" for r in rows)
-        touched = {key_of(r, key) for r in rows if r[OP] != "t"}
-        old = _read(logged, key, touched, full, events=True)
+            return Folded(0, 0)
+        label = history.key_label(key)
+        for r in rows:
+            if r[history.EVENT_KEY] is None:
+                r[history.EVENT_KEY] = label
+        keys = self._keys(logged, key) | {history.event_key(r, key) for r in rows
+                                          if r[OP] != "t"}
+        shared = history.shared_key(keys)
+        full = recovering or not shared
+        touched = {key_of(r, shared) for r in rows if r[OP] != "t"}
+        truncates = {(r[LSN], r[IDX]) for r in rows if r[OP] == "t"}
+        if truncates and not full:  # the parts with a version open at one of them
+            touched |= {key_of(v, shared) for v in _spanning(hist, shared, truncates)}
+        old = _read(logged, shared, touched, full, events=True)
         known = {(r[LSN], r[IDX]) for r in old}
         new = [r for r in history.dedupe(rows) if (r[LSN], r[IDX]) not in known]
         if new and not recovering:
             write_deltalake(self.log_path, pa.Table.from_pylist(new, schema=schema),
                             mode="append", schema_mode="merge",
                             commit_properties=_txn(log_app, batch_id))
+        self._known_keys = keys
         columns = [f.name for f in fields]
         computed = history.versions([*old, *new], key, columns, self.tracking)
         version_schema = arrow_schema([*fields, *VERSION_META])
         computed = pa.Table.from_pylist([_timestamps(v) for v in computed],
                                         schema=version_schema).to_pylist()
-        if full:
-            touched = {key_of(r, key) for r in old if r[OP] != "t"} | touched
-        stored = _read(hist, key, touched, full, events=False)
-        written = self._replace(hist, stored, computed, key, version_schema,
+        stored = _read(hist, shared, touched, full, events=False)
+        written = self._replace(hist, stored, computed, version_schema,
                                 _txn(hist_app, batch_id))
         self.batches += 1
         if self.maintain_every and self.batches % self.maintain_every == 0:
             self.maintain()
-        return written
+        return Folded(written, None if full else len(touched))
+
+    def _keys(self, logged: DeltaTable | None, default: Sequence[str]
+              ) -> set[tuple[str, ...]]:
+        """The key columns of the logged events (`history.EVENT_KEY`; `default` for those
+        logged without), read from the log once per sink and then kept up to date."""
+        if self._known_keys is None:
+            self._known_keys = set()
+            if logged is not None:
+                dataset = logged.to_pyarrow_dataset()
+                if history.EVENT_KEY in dataset.schema.names:
+                    rows = dataset.to_table(columns=[history.EVENT_KEY],
+                                            filter=pc.field(OP) != "t")
+                    labels = pc.unique(rows.column(history.EVENT_KEY)).to_pylist()
+                else:
+                    labels = [None] if dataset.count_rows(filter=pc.field(OP) != "t") else []
+                self._known_keys = {history.event_key({history.EVENT_KEY: label}, default)
+                                    for label in labels}
+        return set(self._known_keys)
 
     def _reconcile(self, logged: DeltaTable | None, hist: DeltaTable | None,
                    types: Mapping[str, DataType]) -> list[StructField]:
@@ -217,24 +269,25 @@ class HistorySink:
         return out
 
     def _replace(self, hist: DeltaTable | None, stored: list[dict[str, Any]],
-                 computed: list[dict[str, Any]], key: Sequence[str], schema: pa.Schema,
-                 txn: CommitProperties) -> int:
-        """Make the stored versions of the touched keys the computed ones, in one commit."""
+                 computed: list[dict[str, Any]], schema: pa.Schema, txn: CommitProperties
+                 ) -> int:
+        """Make the stored versions of the touched keys the computed ones, in one commit
+        (a version is named by `history.identity`, where it starts)."""
         if hist is None:
             if computed:
                 write_deltalake(self.path, pa.Table.from_pylist(computed, schema=schema),
                                 mode="append", commit_properties=txn)
                 log.info("%s: history table at %s", self.rel_path, self.path)
             return len(computed)
-        by_id = {history.identity(v, key): v for v in stored}
-        changed = [v for v in computed if by_id.get(history.identity(v, key)) != v]
-        ids = {history.identity(v, key) for v in computed}
+        by_id = {history.identity(v): v for v in stored}
+        changed = [v for v in computed if by_id.get(history.identity(v)) != v]
+        ids = {history.identity(v) for v in computed}
         gone = [{**v, DELETE: True} for i, v in by_id.items() if i not in ids]
         source = [*({**v, DELETE: False} for v in changed), *gone]
         if not source:
             return 0
         table = pa.Table.from_pylist(source, schema=schema.append(pa.field(DELETE, pa.bool_())))
-        ident = [*key, history.FROM_LSN, history.FROM_IDX]
+        ident = [history.FROM_LSN, history.FROM_IDX]
         quote = DATAFUSION.quote
         values = {quote(c): f"s.{quote(c)}" for c in schema.names}
         (hist.merge(table, key_condition(ident, dialect=DATAFUSION), source_alias="s",
@@ -275,7 +328,8 @@ def _read(table: DeltaTable | None, key: Sequence[str], keys: set[tuple[Any, ...
         return every
     first = [k[0] for k in keys]
     wanted = None
-    if first and all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in first):
+    if first and key[0] in dataset.schema.names and all(
+            isinstance(v, (int, str)) and not isinstance(v, bool) for v in first):
         field_type = dataset.schema.field(key[0]).type
         wanted = pc.field(key[0]).isin(pa.array(first, field_type))
     if events:
@@ -284,6 +338,25 @@ def _read(table: DeltaTable | None, key: Sequence[str], keys: set[tuple[Any, ...
     rows = (dataset.to_table(filter=wanted) if wanted is not None else dataset.to_table()
             ).to_pylist()
     return [r for r in rows if (events and r[OP] == "t") or key_of(r, key) in keys]
+
+
+def _spanning(table: DeltaTable | None, shared: Sequence[str],
+              truncates: set[tuple[int, int]]) -> list[dict[str, Any]]:
+    """The `shared` columns of the stored versions open at one of the `truncates` (opened
+    before it, closed after it or still open): the only versions a truncate the history does
+    not reflect yet changes (it closes them). None when it does: a copy already applied."""
+    if table is None:
+        return []
+    from_lsn, from_idx = pc.field(history.FROM_LSN), pc.field(history.FROM_IDX)
+    to_lsn, to_idx = pc.field(history.TO_LSN), pc.field(history.TO_IDX)
+    wanted = None
+    for lsn, idx in truncates:
+        before = (from_lsn < lsn) | ((from_lsn == lsn) & (from_idx < idx))
+        after = to_lsn.is_null() | (to_lsn > lsn) | ((to_lsn == lsn) & (to_idx > idx))
+        wanted = before & after if wanted is None else wanted | (before & after)
+    rows: list[dict[str, Any]] = table.to_pyarrow_dataset().to_table(
+        columns=list(shared), filter=wanted).to_pylist()
+    return rows
 
 
 def _add_columns(table: DeltaTable, fields: Sequence[StructField]) -> None:

@@ -552,7 +552,9 @@ class BatchProcessor:
             dead, events, applied = [], 0, []
             for corrupt, facts, decoded, group in found:
                 changes, corrupt_rows = split_corrupt(decoded, frames, topic)
-                applied.append(changes)
+                known = group is None or plan.keys.get(group) is not None
+                key = plan.key_columns(original, group if known and len(found) > 1 else -1)
+                applied.append((changes, key))
                 if corrupt:
                     dead.append(corrupt_rows)  # recomputed from the cached frames later
                 events += facts.events
@@ -560,12 +562,9 @@ class BatchProcessor:
                     append_change_log(changes, f"{self.config.target.rstrip('/')}/{table.path}",
                                       batch_id, self.config.partition_by)
                 elif len(found) == 1:
-                    sink.apply(self._session(), changes, facts, plan.key_columns(original),
-                               batch_id)
+                    sink.apply(self._session(), changes, facts, key, batch_id)
                 else:
-                    known = group is None or plan.keys.get(group) is not None
-                    sink.apply(self._session(), changes, facts,
-                               plan.key_columns(original, group if known else -1), batch_id,
+                    sink.apply(self._session(), changes, facts, key, batch_id,
                                part="" if group == plan.key_schema_id else f"#key{group}")
             if cut is not None and sink is not None:
                 cut.applied(table.path, self._version(sink, self._session()),

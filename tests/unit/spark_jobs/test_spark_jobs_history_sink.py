@@ -58,7 +58,7 @@ def test_batches_in_any_order_give_the_versions_of_the_event_set(
         sink.apply(batch, {c: TYPES[c] for c in COLUMNS if any(c in e for e in batch)}, KEY,
                    batch_id)
         if data.draw(st.booleans()):  # re-run by Spark after a crash: nothing changes
-            assert sink.apply(batch, TYPES, KEY, batch_id) == 0
+            assert sink.apply(batch, TYPES, KEY, batch_id).written == 0
     if not any(e[OP] != "t" for e in source):
         return
     assert stored(target) == expected(source)
@@ -92,6 +92,24 @@ def test_a_late_event_can_merge_versions_away(tmp_path: Path) -> None:
     sink.apply([event(1, "c", 100, a=1)], types, KEY, 1)
     rows = DeltaTable(history_path(str(tmp_path), "s/t")).to_pyarrow_table().to_pylist()
     assert [(r[FROM_LSN], r[TO_LSN]) for r in rows] == [(100, None)]
+
+
+def test_a_truncate_recomputes_only_the_keys_open_at_it(tmp_path: Path) -> None:
+    """A truncate closes the versions open at it: only their keys are recomputed; its copy
+    from another partition, in a later batch, recomputes nothing."""
+    sink = HistorySink(str(tmp_path), "s/t", "app", Tracking())
+    types = {"k": LongType(), "a": LongType()}
+    before = [event(1, "c", 100, a=1), event(1, "d", 150), event(2, "c", 200, a=2),
+              event(3, "c", 400, a=3)]
+    assert sink.apply(before, types, KEY, 0) == (3, 3)
+    truncate = event(None, "t", 300)
+    assert sink.apply([truncate], types, KEY, 1) == (1, 1)  # key 2 closed at 300
+    assert sink.apply([truncate], types, KEY, 2) == (0, 0)
+    late = event(3, "u", 250, a=4)  # a late version of key 3, open at the truncate
+    assert sink.apply([late, truncate], types, KEY, 3) == (1, 1)
+    assert stored(tmp_path) == expected([*before, truncate, late])
+    assert sorted((r["k"], r[FROM_LSN], r[TO_LSN]) for r in stored(tmp_path)) == [
+        (1, 100, 150), (2, 200, 300), (3, 250, 300), (3, 400, None)]
 
 
 def test_as_of_reads_by_lsn_position_and_time(tmp_path: Path) -> None:
