@@ -186,6 +186,7 @@ class PathResult:
     writer_behind_s: float
     txns: int
     seen: int  # transactions the reader saw applied
+    unseen_min_lag_s: float | None  # of the others, the least time waited (a lower bound)
     job_events: int  # events in the job's batches since the clock started
     lags: list[float]  # freshness of every seen transaction, in commit order
     thirds: list[list[float]]  # the same by third of the run
@@ -195,12 +196,6 @@ class PathResult:
     reader_poll_s: float
     pgcdc_cpu_share: float  # pgcdc's CPU seconds / wall seconds while the writer ran
     slot_lag_mb_max: float  # pg_current_wal_lsn() - confirmed_flush_lsn, sampled every 5 s
-
-    def stats(self, lags: list[float]) -> str:
-        if not lags:
-            return "- / - / - / -"
-        return " / ".join(f"{x:.1f}" for x in (pct(lags, 0.5), pct(lags, 0.9), pct(lags, 0.99),
-                                                max(lags)))
 
     def batch_medians(self) -> tuple[float, float]:
         """Median seconds of the first and of the last third of the batches (with events)."""
@@ -261,6 +256,7 @@ def run_path(spark: SparkSession, stack: Stack, work: Path, args: argparse.Names
         drain(paths, tables, thresholds, args.drain, alive)
         time.sleep(2 * READER_INTERVAL + 1)  # the reader's next polls
         stop.set()
+        stopped = time.time()
         reader.join()
         alive()
     finally:
@@ -283,6 +279,8 @@ def run_path(spark: SparkSession, stack: Stack, work: Path, args: argparse.Names
         mode=mode, seconds=seconds, rate=args.rate, load_start=load_start,
         load_end=load_average(), achieved_rate=len(tables) * CHANGES / (ended - started),
         writer_behind_s=behind, txns=len(tables), seen=sum(x is not None for x in lags),
+        unseen_min_lag_s=min((stopped - at for lag, at in zip(lags, committed, strict=True)
+                              if lag is None), default=None),
         job_events=sum(r.events for r in reports),
         lags=[x for x in lags if x is not None],
         thirds=split_thirds(lags, committed, started, ended),
@@ -326,14 +324,24 @@ def slot_lag_mb(dsn: str, slot: str) -> float:
 
 # --- report ------------------------------------------------------------------------------------
 
+def quantiles(lags: list[float]) -> str:
+    """p50 / p90 / p99 / max, in seconds."""
+    if not lags:
+        return "- / - / - / -"
+    return " / ".join(f"{x:.1f}" for x in (pct(lags, 0.5), pct(lags, 0.9), pct(lags, 0.99),
+                                            max(lags)))
+
+
 def print_path(r: PathResult) -> None:
     print(f"\n{r.mode}: {r.seconds} s at {r.rate}/s (achieved {r.achieved_rate:,.0f}/s, writer "
           f"at most {r.writer_behind_s:.2f} s behind schedule) [load {r.load_start} -> "
           f"{r.load_end}]", flush=True)
     print(f"  transactions seen / committed: {r.seen} / {r.txns} ({r.seen * CHANGES:,} / "
-          f"{r.txns * CHANGES:,} changes); events in the job's batches {r.job_events:,}")
-    print(f"  freshness p50 / p90 / p99 / max s: {r.stats(r.lags)}; by third: "
-          + "; ".join(r.stats(chunk) for chunk in r.thirds))
+          f"{r.txns * CHANGES:,} changes); events in the job's batches {r.job_events:,}"
+          + (f"; the unseen waited at least {r.unseen_min_lag_s:.0f} s"
+             if r.unseen_min_lag_s is not None else ""))
+    print(f"  freshness p50 / p90 / p99 / max s: {quantiles(r.lags)}; by third: "
+          + "; ".join(quantiles(chunk) for chunk in r.thirds))
     events = pct(r.batch_events, 0.5) if r.batch_events else 0
     first, last = r.batch_medians()
     print(f"  {len(r.batch_seconds)} batches of median {events} events; median batch s "
@@ -356,7 +364,7 @@ def print_table(results: list[PathResult]) -> None:
         thirds = ", ".join(f"{pct(c, 0.5):.1f} / {pct(c, 0.99):.1f}" if c else "-"
                            for c in r.thirds)
         print(f"| {r.mode} | {r.seconds} | {r.rate} ({r.achieved_rate:,.0f}) | {r.load_start} "
-              f"-> {r.load_end} | {r.seen} / {r.txns} | {r.stats(r.lags)} | {thirds} | "
+              f"-> {r.load_end} | {r.seen} / {r.txns} | {quantiles(r.lags)} | {thirds} | "
               f"{len(r.batch_seconds)} | {first:.2f} -> {last:.2f} |")
 
 
