@@ -157,10 +157,10 @@ def write_changes(conn: psycopg.Connection, table: str, live: list[int], next_ke
         live.pop()
     inserted = list(range(next_key, next_key + INSERTS))
     live.extend(inserted)
-    conn.execute(f"INSERT INTO {table} SELECT k, 'name-' || k || '-0', 0, k % 1000, now(), "  # type: ignore[arg-type]
+    conn.execute(f"INSERT INTO {table} SELECT k, 'name-' || k || '-0', 0, k %% 1000, now(), "  # type: ignore[arg-type]
                  "repeat('x', 40) FROM unnest(%s::bigint[]) k", (inserted,))
     conn.execute(f"UPDATE {table} SET name = 'name-' || id || '-' || %s::int, qty = %s::int, "  # type: ignore[arg-type]
-                 "price = id % 1000 + (%s::int % 100) / 100.0, updated = now() "
+                 "price = id %% 1000 + (%s::int %% 100) / 100.0, updated = now() "
                  "WHERE id = ANY(%s::bigint[])", (version, version, version, updated))
     conn.execute(f"DELETE FROM {table} WHERE id = ANY(%s::bigint[])", (deleted,))  # type: ignore[arg-type]
 
