@@ -35,10 +35,14 @@ import tempfile
 import threading
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "scripts")]
@@ -307,12 +311,10 @@ def frontier_reader(paths: list[str], stop: object, out: str, interval: float) -
                     table = opened[i] = DeltaTable(path)
                 else:
                     table.update_incremental()
-                actions = table.get_add_actions(flatten=True)
-                column = actions.column("max._cdc_commit_lsn").to_pylist()
+                top = max_commit_lsn(table)
             except Exception as exc:  # noqa: BLE001 - a table being written: poll again
                 print(f"reader: {path}: {exc}", file=sys.stderr)
                 continue
-            top = max((v for v in column if v is not None), default=0)
             if top > frontier[i]:
                 frontier[i] = top
                 seen[i].append((time.time(), top))
@@ -321,6 +323,14 @@ def frontier_reader(paths: list[str], stop: object, out: str, interval: float) -
         time.sleep(max(0.0, interval - (time.time() - began)))
     with open(out, "wb") as f:
         pickle.dump((seen, polls, poll_seconds), f)
+
+
+def max_commit_lsn(table: DeltaTable) -> int:
+    """The highest `_cdc_commit_lsn` of a delta-rs `DeltaTable`'s rows (0 if it has none),
+    from the file statistics of its add actions in the Delta log: no data is read."""
+    actions = table.get_add_actions(flatten=True)
+    column = actions.column("max._cdc_commit_lsn").to_pylist()
+    return max((v for v in column if v is not None), default=0)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -414,11 +424,7 @@ def freshness(spark: SparkSession, bootstrap: str, registry_url: str, work: Path
            "applied": applied, "last_lsn_per_table": len(last)}
     if lags:
         # freshness over time: p50/p99 of the events sent in each third of the run
-        span = (sent_to - sent_from) / 3
-        thirds: list[list[float]] = [[], [], []]
-        for lag, at in zip(lags_by_time(sent, tops, times), sent[2], strict=True):
-            if lag is not None:
-                thirds[min(2, int((at - sent_from) / span))].append(lag)
+        thirds = split_thirds(lags_by_time(sent, tops, times), sent[2], sent_from, sent_to)
         for part, chunk in enumerate(thirds):
             if chunk:
                 out[f"freshness_third{part + 1}_p50_p99"] = (round(pct(chunk, 0.5), 2),
@@ -437,6 +443,18 @@ def lags_by_time(sent: tuple[array, array, array], tops: list[list[int]],
     for t, lsn, at in zip(sent[0], sent[1], sent[2], strict=True):
         k = bisect.bisect_left(tops[t], lsn)
         yield times[t][k] - at if k < len(tops[t]) else None
+
+
+def split_thirds(lags: Iterable[float | None], at: Iterable[float], started: float,
+                 ended: float) -> list[list[float]]:
+    """The lags (None: never seen, left out) in three lists by the third of [started, ended]
+    their `at` time falls in."""
+    span = (ended - started) / 3
+    thirds: list[list[float]] = [[], [], []]
+    for lag, when in zip(lags, at, strict=True):
+        if lag is not None:
+            thirds[min(2, int((when - started) / span))].append(lag)
+    return thirds
 
 
 def backlog(spark: SparkSession, bootstrap: str, registry_url: str, work: Path,
