@@ -86,7 +86,9 @@ or by a --replay, holds changes no heartbeat of the new application vouched for 
 Cuts are recorded only when the bound advanced (an idle batch records nothing).
 
 The same per-batch state gives the tombstone expiry bound (spark_jobs/expiry.py): `restart`,
-the highest restart_lsn heartbeats carried, and `expiry`, the bound of the next batch.
+the highest restart_lsn heartbeats carried, and `expiry`, the bound of the next batch; plain
+streaming keeps it too, for expiry alone (no bound, nothing held). `tombstones` holds the
+Delta version of each table's tombstones, recorded in the cut for `pgcdc verify`.
 """
 
 from __future__ import annotations
