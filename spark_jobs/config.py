@@ -94,19 +94,48 @@ class MergeConfig:
         if self.format != "delta":
             raise ValueError("--consistent-cuts records Delta versions: the Parquet change log "
                              "has each change's _cdc_commit_lsn instead (see spark_jobs/README.md)")
-        if self.available_now:
-            raise ValueError("--consistent-cuts needs a streaming --trigger interval: a "
-                             "heartbeat vouches for changes one batch after the batch that "
-                             "read it (not with available-now or --replay)")
-        if self.max_offsets_per_trigger is not None:
-            raise ValueError("--consistent-cuts needs batches that read to the latest offsets: "
-                             "leave out --max-offsets-per-trigger")
+        uneven = self.uneven_reading
+        if uneven:
+            raise ValueError(f"--consistent-cuts needs batches that read to the latest offsets "
+                             f"Spark listed, after a previous batch: {uneven}")
         self.heartbeat_topic  # noqa: B018 - raises for topics of several prefixes
         scheme = self.target.partition("://")[0] if "://" in self.target else "file"
         if scheme in ("s3a", "s3n", "hdfs", "viewfs"):
             raise ValueError(f"--consistent-cuts writes its manifest with delta-rs, which does "
                              f"not read {scheme}:// paths: give --target as a local path, s3://, "
                              "abfss:// or gs://")
+
+    @property
+    def uneven_reading(self) -> str | None:
+        """Why batches may not read to the latest offsets Spark listed, one after another
+        (None: they do). The heartbeat arguments (cut_policy.py, expiry.py) need them to."""
+        if self.available_now:
+            return ("available-now and --replay read what is there and stop: no batch after "
+                    "the one that read a heartbeat")
+        if self.max_offsets_per_trigger is not None:
+            return "--max-offsets-per-trigger leaves some partitions behind the offsets listed"
+        return None
+
+    @property
+    def expiry_off(self) -> str | None:
+        """Why this job expires no tombstones (None: it does, every --maintenance-every
+        batches, with the bound spark_jobs/expiry.py derives from the heartbeats it reads)."""
+        if self.format != "delta":
+            return "--format parquet keeps no tombstones"
+        if not self.maintenance_every:
+            return "--maintenance-every 0"
+        if self.uneven_reading:
+            return self.uneven_reading
+        if self.topics and not self.consistent_cuts:
+            return ("--topics without --consistent-cuts: the heartbeat topic is read only "
+                    "with --topic-prefix (it may not exist)")
+        return None
+
+    @property
+    def reads_heartbeats(self) -> bool:
+        """Whether the job subscribes to `<prefix>.heartbeat`: for its cuts, or for tombstone
+        expiry (a pattern: it is read once the producer's heartbeats exist)."""
+        return self.consistent_cuts or self.expiry_off is None
 
     @property
     def checkpoint_dir(self) -> str:
@@ -150,16 +179,17 @@ class MergeConfig:
             return f"{self.topic_prefix}.heartbeat"
         prefixes = {t.rsplit(".", 2)[0] for t in self.topics}
         if len(prefixes) != 1:
-            raise ValueError("--consistent-cuts needs topics of one prefix (its heartbeats), "
+            raise ValueError("heartbeats are read for topics of one prefix, "
                              f"not {sorted(prefixes)}")
         return f"{prefixes.pop()}.heartbeat"
 
     def subscription(self) -> tuple[str, str]:
         """The Kafka source's (option, value): a pattern, so new tables appear without a
-        restart, or a fixed topic list; with --consistent-cuts the heartbeat topic too."""
+        restart, or a fixed topic list; the heartbeat topic too when the job reads heartbeats
+        (`reads_heartbeats`)."""
         if self.topic_prefix:
             pattern = subscribe_pattern(self.topic_prefix)
-            if self.consistent_cuts:
+            if self.reads_heartbeats:
                 pattern = f"{pattern}|^{re.escape(self.heartbeat_topic)}$"
             return "subscribePattern", pattern
         topics = [*self.topics, self.heartbeat_topic] if self.consistent_cuts else self.topics
@@ -235,8 +265,9 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
                    help="batches of at most N events take the fast path (default 100000)")
     p.add_argument("--maintenance-every", type=int, default=100, metavar="N",
                    help="compact a table and its tombstones every N batches the fast path "
-                        "applied to it; with --consistent-cuts also expire tombstones every "
-                        "N batches (default 100; 0: never)")
+                        "applied to it; expire tombstones every N batches once the "
+                        "producer's heartbeats vouch for them (not with available-now, "
+                        "--replay or --max-offsets-per-trigger) (default 100; 0: never)")
     p.add_argument("--consistent-cuts", action="store_true",
                    help="apply only changes the producer's heartbeats vouch for and record "
                         "each transaction-consistent cut in TARGET/_pgcdc/cuts (needs "

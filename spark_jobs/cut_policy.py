@@ -86,7 +86,9 @@ or by a --replay, holds changes no heartbeat of the new application vouched for 
 Cuts are recorded only when the bound advanced (an idle batch records nothing).
 
 The same per-batch state gives the tombstone expiry bound (spark_jobs/expiry.py): `restart`,
-the highest restart_lsn heartbeats carried, and `expiry`, the bound of the next batch.
+the highest restart_lsn heartbeats carried, and `expiry`, the bound of the next batch; plain
+streaming keeps it too, for expiry alone (no bound, nothing held). `tombstones` holds the
+Delta version of each table's tombstones, recorded in the cut for `pgcdc verify`.
 """
 
 from __future__ import annotations
@@ -113,6 +115,8 @@ class CutState:
     pending: str | None  # held-back Kafka records after this batch (None: none)
     advanced_ms: int  # when `seen` last advanced (or the job started): for the warning
     versions: dict[str, int] = field(default_factory=dict)  # table path → Delta version
+    # table path → Delta version of its tombstones (the cut's, for `pgcdc verify`: manifest.py)
+    tombstones: dict[str, int] = field(default_factory=dict)
     # highest heartbeat restart_lsn seen up to this batch (None: none carried one)
     restart: int | None = None
     # the next batch's tombstone expiry bound: `expiry.expiry_bound` of the heartbeats of the
@@ -125,14 +129,18 @@ class CutState:
     @classmethod
     def from_json(cls, text: str) -> CutState:
         data = json.loads(text)
-        data["versions"] = {str(k): int(v) for k, v in data.get("versions", {}).items()}
+        for name in ("versions", "tombstones"):
+            data[name] = {str(k): int(v) for k, v in data.get(name, {}).items()}
         return cls(**data)
 
 
-def initial(floor: int | None, versions: dict[str, int], now_ms: int) -> CutState:
+def initial(floor: int | None, versions: dict[str, int], now_ms: int,
+            tombstones: dict[str, int] | None = None) -> CutState:
     """The state before a fresh application's first batch: no heartbeat seen; cuts never go
-    below `floor` (the manifest's last cut); `versions` of the tables already in the lake."""
-    return CutState(-1, None, None, floor, None, None, now_ms, dict(versions))
+    below `floor` (the manifest's last cut); `versions` of the tables already in the lake and
+    `tombstones`, of their tombstones."""
+    return CutState(-1, None, None, floor, None, None, now_ms, dict(versions),
+                    dict(tombstones or {}))
 
 
 def bound(previous: CutState) -> int | None:
@@ -180,9 +188,11 @@ def records_cut(previous: CutState, bound_: int | None) -> bool:
 
 def after(previous: CutState, batch_id: int, bound_: int | None, heartbeat: int | None,
           applied_ts_ms: int | None, pending: str | None, versions: dict[str, int],
-          recorded: bool, now_ms: int, restart: int | None = None) -> CutState:
-    """The state after batch `batch_id` (`versions`: of the tables it wrote; `heartbeat` and
-    `restart`: the highest heartbeat LSN and restart_lsn it read)."""
+          recorded: bool, now_ms: int, restart: int | None = None,
+          tombstones: dict[str, int] | None = None) -> CutState:
+    """The state after batch `batch_id` (`versions`, `tombstones`: of the tables it wrote and
+    their tombstones; `heartbeat` and `restart`: the highest heartbeat LSN and restart_lsn it
+    read)."""
     seen = max((v for v in (previous.seen, heartbeat) if v is not None), default=None)
     restart_ = max((v for v in (previous.restart, restart) if v is not None), default=None)
     ts = max((v for v in (previous.source_ts_ms, applied_ts_ms) if v is not None), default=None)
@@ -191,7 +201,8 @@ def after(previous: CutState, batch_id: int, bound_: int | None, heartbeat: int 
         last_cut=cut_lsn(bound_) if recorded and bound_ is not None else previous.last_cut,
         source_ts_ms=ts, pending=pending,
         advanced_ms=now_ms if seen != previous.seen else previous.advanced_ms,
-        versions={**previous.versions, **versions}, restart=restart_,
+        versions={**previous.versions, **versions},
+        tombstones={**previous.tombstones, **(tombstones or {})}, restart=restart_,
         expiry=expiry_bound(previous.seen, previous.restart))
 
 

@@ -32,12 +32,24 @@ up to N-2 (`expiry_bound`), a bound derived only from the state persisted after 
 (`cut_policy.CutState.expiry`): a batch re-run after a crash between the expiry and its
 checkpoint computes the same bound, and deleting again is a no-op. The job's held-back
 changes (--consistent-cuts) all have commit_lsn >= the bound applied, which is >= this one.
+Plain streaming (no --consistent-cuts) applies every change in the batch that read it, keeps
+the same state per batch (`cut_policy.after` with no cut bound, under `_pgcdc/heartbeats/`:
+held.py) and so expires with the same bound. Batches that wrote no state (a run in a mode
+below) do not weaken it: a state's heartbeats were read before the batch that wrote the next
+state listed its offsets, and that batch read to them.
 
-Where the argument does not hold nothing is expired: without --consistent-cuts (no heartbeat
-state across batches is kept), and --consistent-cuts already refuses the modes that read
-unevenly for many batches (--max-offsets-per-trigger, available-now and --replay: config.py).
-Without heartbeats (`pgcdc run --heartbeat-interval-s 0`), or with heartbeats of a producer
-that does not carry restart_lsn yet, there is no bound and tombstones are only compacted.
+Readers of cuts: the cut records each table's tombstone version taken before its batch's
+expiry (manifest.py), and `pgcdc verify` reads the tombstones there (verify_lake.py says why
+every tombstone it needs is at that version).
+
+Where the argument does not hold nothing is expired, and the job says so in a log line at
+start (`MergeConfig.expiry_off`): where batches do not read to the offsets Spark listed, one
+after another (--max-offsets-per-trigger, available-now and --replay; --consistent-cuts
+refuses them), with --topics and no --consistent-cuts (the heartbeat topic, which may not
+exist, is only subscribed through the --topic-prefix pattern), with --maintenance-every 0 and
+with --format parquet (no tombstones). Without heartbeats (`pgcdc run --heartbeat-interval-s
+0`), or with heartbeats of a producer that does not carry restart_lsn yet, there is no bound
+and tombstones are only compacted.
 
 What remains: a PostgreSQL crash in the instant between the walsender advancing restart_lsn in
 memory and its state file reaching disk, with a heartbeat reading the new value then, and a

@@ -61,9 +61,10 @@ def _open(sink: DeltaTableSink, path: str) -> DeltaTable | None:
     return table
 
 
-def version(sink: DeltaTableSink) -> int | None:
-    """The table's current Delta version through its cached delta-rs handle (None: absent)."""
-    table = _open(sink, sink.path)
+def version(sink: DeltaTableSink, path: str | None = None) -> int | None:
+    """The current Delta version of the table (or of its tombstones: `path`) through its
+    cached delta-rs handle (None: absent)."""
+    table = _open(sink, path or sink.path)
     return None if table is None else table.version()
 
 

@@ -1,4 +1,8 @@
-"""Where `--consistent-cuts` keeps what outlives a batch: `<target>/_pgcdc/pending/<app id>/`.
+"""Where `--consistent-cuts` keeps what outlives a batch: `<target>/_pgcdc/pending/<app id>/`;
+and where plain streaming keeps its heartbeat state for tombstone expiry (spark_jobs/expiry.py):
+`<target>/_pgcdc/heartbeats/<app id>/`, state files only (it holds nothing back). Apart, so
+that turning --consistent-cuts on for a checkpoint never takes a plain run's state, whose
+tables hold changes no cut vouched for, for its own.
 
 * `state-<batch>.json`: the `cut_policy.CutState` after the batch, written (atomically: a
   temporary file renamed) once its tables, held-back records and cut are committed;
@@ -33,10 +37,14 @@ RAW_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value")
 _STATE = re.compile(r"state-(\d+)\.json$")
 
 
+PENDING, HEARTBEATS = "pending", "heartbeats"  # the two areas
+
+
 class PendingStore:
-    def __init__(self, spark: SparkSession, target: str, app_id: str) -> None:
+    def __init__(self, spark: SparkSession, target: str, app_id: str,
+                 area: str = PENDING) -> None:
         self.spark = spark
-        self.root = f"{target.rstrip('/')}/_pgcdc/pending/{app_id}"
+        self.root = f"{target.rstrip('/')}/_pgcdc/{area}/{app_id}"
         self.fs = HadoopFs(spark, self.root)
 
     def _state_path(self, batch_id: int) -> str:

@@ -43,7 +43,7 @@ from .decode import (
 from .delta_sink import BatchFacts, DeltaTableSink
 from .fast_sink import Declined, apply_fast, expire_tombstones, load, row_types, version
 from .files import HadoopFs
-from .held import RAW_COLUMNS, PendingStore, heartbeat_positions
+from .held import HEARTBEATS, RAW_COLUMNS, PendingStore, heartbeat_positions
 from .history_job import HistoryWriter
 from .history_sink import HISTORY_DIR, LOG_DIR
 from .incarnation import Incarnation, decide, of_schema
@@ -108,6 +108,7 @@ class BatchCut:
     held: int = 0
     newest_ts: int | None = None
     versions: dict[str, int] = field(default_factory=dict)
+    tombstones: dict[str, int] = field(default_factory=dict)  # Delta versions of tombstones
     pending: str | None = None  # where the held-back records were stored
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -133,10 +134,13 @@ class BatchCut:
             self.held_keys.extend((topic, p, o) for p, o in keys)
             self.held += len(keys)
 
-    def applied(self, path: str, version_: int | None, newest_ts: int | None) -> None:
+    def applied(self, path: str, version_: int | None, newest_ts: int | None,
+                tombstones: int | None) -> None:
         with self.lock:
             if version_ is not None:
                 self.versions[path] = version_
+            if tombstones is not None:
+                self.tombstones[path] = tombstones
             if newest_ts is not None:
                 self.newest_ts = max(newest_ts, self.newest_ts or newest_ts)
 
@@ -181,6 +185,15 @@ class BatchProcessor:
         self._writers: dict[tuple[int, bool], tuple[WriterSchema, dict[str, DataType]]] = {}
         self.store = (PendingStore(spark, config.target, app_id) if config.consistent_cuts
                       else None)
+        # plain streaming: the heartbeat state tombstone expiry needs (`expiry`)
+        self.beats = (PendingStore(spark, config.target, app_id, HEARTBEATS)
+                      if not config.consistent_cuts and config.expiry_off is None else None)
+        if config.expiry_off is None:
+            log.info("tombstone expiry: every %d batch(es), below what heartbeats on %s read "
+                     "two batches earlier vouch for", config.maintenance_every,
+                     config.heartbeat_topic)
+        else:
+            log.info("tombstone expiry off: %s", config.expiry_off)
         # --history: each table's history follows its mirror, per batch (history_job.py)
         self.history = HistoryWriter(config, app_id) if config.history else None
 
@@ -209,10 +222,28 @@ class BatchProcessor:
         self._pool.shutdown(wait=True)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        if self.store is None:
-            self._process(batch, batch_id, None)
-        else:
+        if self.store is not None:
             self._with_cut(batch, batch_id)
+        elif self.beats is not None:
+            self._with_expiry(batch, batch_id)
+        else:
+            self._process(batch, batch_id, None)
+
+    def _with_expiry(self, batch: DataFrame, batch_id: int) -> None:
+        """A batch of plain streaming with tombstone expiry: applied as any, then expiry with
+        the bound of the state after the previous batch, and the state after this one (the
+        heartbeats it read) stored: the same rule (`cut_policy.after`) as under
+        --consistent-cuts, without a cut bound or held-back changes. A re-run batch reads the
+        same previous state (the one before the last is kept), so it expires with the same
+        bound."""
+        assert self.beats is not None
+        now = time.time_ns() // 1_000_000
+        previous = self.beats.latest(batch_id) or initial(None, {}, now)
+        heartbeat, restart = self._process(batch, batch_id, None)
+        self._expire(previous.expiry, batch_id)
+        self.beats.write_state(after(previous, batch_id, None, heartbeat, None, None, {}, False,
+                                     now, restart))
+        self.beats.prune(batch_id - 1)
 
     def _with_cut(self, batch: DataFrame, batch_id: int) -> None:
         """A batch under `--consistent-cuts` (`cut_policy`, `held`): the records held back by
@@ -227,16 +258,17 @@ class BatchProcessor:
         source = batch.select(*RAW_COLUMNS)
         if previous.pending:
             source = source.unionByName(self.store.read_rows(previous.pending))
-        self._process(source, batch_id, cut)
+        cut.heartbeat, cut.restart = self._process(source, batch_id, cut)
         self._expire(previous.expiry, batch_id)
         recorded = records_cut(previous, cut.bound)
         now = time.time_ns() // 1_000_000
         state = after(previous, batch_id, cut.bound, cut.heartbeat, cut.newest_ts, cut.pending,
-                      cut.versions, recorded, now, cut.restart)
+                      cut.versions, recorded, now, cut.restart, cut.tombstones)
         if recorded:
             assert cut.bound is not None
             append_cut(self.config.target, Cut(cut_lsn(cut.bound), batch_id, state.versions,
-                                               state.source_ts_ms), self.app_id)
+                                               state.source_ts_ms, tombstones=state.tombstones),
+                       self.app_id)
             self.stats.cuts += 1
             log.info("batch %d: cut recorded at %s (%d table(s)), %d change(s) held back",
                      batch_id, Cut(cut_lsn(cut.bound), batch_id, {}).lsn_text,
@@ -253,7 +285,9 @@ class BatchProcessor:
     def _expire(self, bound_: int | None, batch_id: int) -> None:
         """Tombstone expiry (`expiry`), every --maintenance-every batches: the tombstones of
         the tables this run has met that are below `bound_`, the previous batch's persisted
-        `CutState.expiry` (a re-run batch deletes with the same bound: a no-op)."""
+        `CutState.expiry` (a re-run batch deletes with the same bound: a no-op). With
+        --consistent-cuts it runs after the batch's tombstone versions were taken for its cut
+        (`pgcdc verify` reads them)."""
         every = self.config.maintenance_every
         if bound_ is None or not every or batch_id % every:
             return
@@ -275,6 +309,7 @@ class BatchProcessor:
         cuts = read_cuts(self.config.target)
         floor = max((c.lsn for c in cuts), default=None)
         versions: dict[str, int] = {}
+        tombstones: dict[str, int] = {}
         target = self.config.target.rstrip("/")
         for found in HadoopFs(self.spark, target).glob(f"{target}/*/*/_delta_log"):
             schema, table = found.rstrip("/").split("/")[-3:-1]
@@ -285,12 +320,15 @@ class BatchProcessor:
             if found_version is None:
                 continue
             versions[f"{schema}/{table}"] = found_version
-            held_up_to = self._newest_position(sink)
+            held_up_to = self._newest_position(sink)  # loads the sink: its tombstones known
+            tomb_version = self._tombstones_version(sink, self.spark)
+            if tomb_version is not None:
+                tombstones[f"{schema}/{table}"] = tomb_version
             if held_up_to is not None:  # a cut at held_up_to or later
                 floor = max(floor if floor is not None else -1, held_up_to - 1)
         log.info("--consistent-cuts: %d table(s) in the lake; cuts start above %s",
                  len(versions), _lsn(floor))
-        return initial(floor, versions, time.time_ns() // 1_000_000)
+        return initial(floor, versions, time.time_ns() // 1_000_000, tombstones)
 
     def _newest_position(self, sink: DeltaTableSink) -> int | None:
         """The newest commit LSN a table holds: its rows', its tombstones', its truncate's
@@ -308,31 +346,41 @@ class BatchProcessor:
             newest.append(sink.truncate_cut.commit_lsn)
         return max(newest, default=None)
 
-    def _version(self, sink: DeltaTableSink, session: SparkSession) -> int | None:
-        """A table's current Delta version: through delta-rs where it can read the target
-        (no Spark job), else the newest entry of the table's history."""
+    def _version(self, sink: DeltaTableSink, session: SparkSession,
+                 path: str | None = None) -> int | None:
+        """A table's (or its tombstones', at `path`) current Delta version: through delta-rs
+        where it can read the target (no Spark job), else the newest entry of its history."""
         if self.config.fast_merge_on:
-            return version(sink)
+            return version(sink, path)
         from delta.tables import DeltaTable
 
-        row = DeltaTable.forPath(session, sink.path).history(1).select("version").first()
+        row = DeltaTable.forPath(session, path or sink.path).history(1).select("version").first()
         return None if row is None else int(row[0])
 
-    def _process(self, batch: DataFrame, batch_id: int, cut: BatchCut | None) -> None:
+    def _tombstones_version(self, sink: DeltaTableSink, session: SparkSession) -> int | None:
+        """The current Delta version of the table's tombstones (None: it has none)."""
+        if not sink.has_tombstones:
+            return None
+        return self._version(sink, session, sink.tomb_path)
+
+    def _process(self, batch: DataFrame, batch_id: int, cut: BatchCut | None
+                 ) -> tuple[int | None, int | None]:
+        """Apply one batch; the highest heartbeat LSN and restart_lsn it read (None, None
+        when the job does not read heartbeats)."""
         started = time.monotonic()
+        heartbeat: tuple[int | None, int | None] = (None, None)
         frames = with_frame(batch).persist()
         try:
             summary = (frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID)
                        .agg(F.count(F.lit(1)).alias("n"),
                             F.unix_millis(F.min("timestamp")).alias("oldest"),
                             F.unix_millis(F.max("timestamp")).alias("newest")).collect())
-            beat_topic = self.config.heartbeat_topic if cut is not None else None
+            beat_topic = self.config.heartbeat_topic if self.config.reads_heartbeats else None
             plans = plan_batch(summary, self.schemas, (beat_topic,) if beat_topic else ())
-            if cut is not None:
+            if beat_topic is not None:
                 beats = frames.where((F.col("topic") == beat_topic) & F.col(PROBLEM).isNull()
                                      ).select(SCHEMA_ID, BODY).collect()
-                cut.heartbeat, cut.restart = heartbeat_positions(((r[0], r[1]) for r in beats),
-                                                                 self.schemas)
+                heartbeat = heartbeat_positions(((r[0], r[1]) for r in beats), self.schemas)
             dead = [d for d in [undecodable(frames, plans)] if d is not None]
             events = sum(p.events for p in plans.values())
             records = self._fast_records(frames, plans, events)
@@ -367,6 +415,7 @@ class BatchProcessor:
                                               time.time()))
         log.info("batch %d: %d events from %d topic(s), %d dead letter(s), %.1f s",
                  batch_id, events, len(plans), dead_count, took)
+        return heartbeat
 
     def _hold(self, frames: DataFrame, cut: BatchCut, batch_id: int) -> None:
         """Store the Kafka records of the changes this batch held back (`held`)."""
@@ -468,7 +517,8 @@ class BatchProcessor:
         if cut is not None:
             cut.hold_keys(topic, [(records[i][2], records[i][3]) for i in waiting])
             cut.applied(table.path, version(sink),
-                        max((r[TS] for r in batch.rows if r[TS] is not None), default=None))
+                        max((r[TS] for r in batch.rows if r[TS] is not None), default=None),
+                        self._tombstones_version(sink, self.spark))
         return len(batch.rows) - batch.truncates
 
     def _incarnation(self, frames: DataFrame, topic: str, plan: TopicPlan,
@@ -569,7 +619,7 @@ class BatchProcessor:
             if cut is not None and sink is not None:
                 cut.applied(table.path, self._version(sink, self._session()),
                             max((f[1].newest_ts for f in found if f[1].newest_ts is not None),
-                                default=None))
+                                default=None), self._tombstones_version(sink, self._session()))
             if self.history is not None and sink is not None:
                 self.history.from_frames(self._session(), table, applied,
                                          plan.key_columns(original), batch_id)

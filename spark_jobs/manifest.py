@@ -14,7 +14,12 @@ reader helpers. Columns:
   the job has seen (null until it has seen one);
 * `batch_id` (long): the merge job's micro-batch that recorded it;
 * `recorded_at` (timestamp): when the job recorded it;
-* `versions` (map<string,long>): table path `"<schema>/<table>"` → Delta version.
+* `versions` (map<string,long>): table path `"<schema>/<table>"` → Delta version; and, under
+  `tombstone_key(path)` (`"_pgcdc/tombstones/<schema>/<table>"`, which no table path can be:
+  a table path has one slash), the Delta version of the table's tombstones at the cut. Readers
+  that look at tombstones (`pgcdc verify`) read them at that version: tombstone expiry
+  (spark_jobs/expiry.py) deletes old ones later. A cut recorded before these keys existed has
+  none (`Cut.tombstones` is empty; such readers read the tombstones' latest version).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import pyarrow as pa
 from connector.pgoutput.lsn import lsn_to_str
 
 CUTS_DIR = "_pgcdc/cuts"
+TOMBSTONES_DIR = "_pgcdc/tombstones"
 SCHEMA = pa.schema([
     pa.field("lsn", pa.int64(), nullable=False),
     pa.field("lsn_text", pa.string(), nullable=False),
@@ -46,10 +52,26 @@ class Cut:
     versions: Mapping[str, int]  # "<schema>/<table>" → Delta version
     source_ts_ms: int | None = None
     recorded_at_ms: int = field(default_factory=lambda: time.time_ns() // 1_000_000)
+    # "<schema>/<table>" → Delta version of the table's tombstones (tables that have some)
+    tombstones: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def lsn_text(self) -> str:
         return lsn_to_str(self.lsn)
+
+
+def tombstone_key(rel_path: str) -> str:
+    """Where table `rel_path`'s tombstones live under the target, and their key in the
+    manifest's `versions`."""
+    return f"{TOMBSTONES_DIR}/{rel_path}"
+
+
+def _split(versions: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    """A manifest row's `versions` → (table versions, tombstone versions)."""
+    prefix = f"{TOMBSTONES_DIR}/"
+    tables = {k: v for k, v in versions.items() if not k.startswith(prefix)}
+    tombstones = {k[len(prefix):]: v for k, v in versions.items() if k.startswith(prefix)}
+    return tables, tombstones
 
 
 def manifest_path(target: str) -> str:
@@ -60,7 +82,8 @@ def _row(cut: Cut) -> dict[str, Any]:
     return {"lsn": cut.lsn, "lsn_text": cut.lsn_text,
             "source_ts": None if cut.source_ts_ms is None else cut.source_ts_ms * 1000,
             "batch_id": cut.batch_id, "recorded_at": cut.recorded_at_ms * 1000,
-            "versions": sorted(cut.versions.items())}
+            "versions": sorted([*cut.versions.items(),
+                                *((tombstone_key(p), v) for p, v in cut.tombstones.items())])}
 
 
 def append_cut(target: str, cut: Cut, app_id: str,
@@ -89,9 +112,12 @@ def read_cuts(target: str, storage_options: Mapping[str, str] | None = None) -> 
     if not DeltaTable.is_deltatable(path, storage_options=options):
         return []
     rows = DeltaTable(path, storage_options=options).to_pyarrow_table().to_pylist()
-    cuts = [Cut(r["lsn"], r["batch_id"], dict(r["versions"]),
-                None if r["source_ts"] is None else _ms(r["source_ts"]), _ms(r["recorded_at"]))
-            for r in rows]
+    cuts = []
+    for r in rows:
+        tables, tombstones = _split(dict(r["versions"]))
+        cuts.append(Cut(r["lsn"], r["batch_id"], tables,
+                        None if r["source_ts"] is None else _ms(r["source_ts"]),
+                        _ms(r["recorded_at"]), tombstones))
     return sorted(cuts, key=lambda c: (c.lsn, c.batch_id))
 
 

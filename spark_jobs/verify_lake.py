@@ -2,8 +2,18 @@
 after the snapshot position L, and the same range summaries and rows as verify_source.py.
 
 Keys changed after L are those of lake rows at the cut with `_cdc_commit_lsn` ≥ L, and of
-tombstones (`<target>/_pgcdc/tombstones/<table path>`, read at their latest version: they are
-only appended to, and compaction keeps each key's newest) with a position in [L, cut]. The
+tombstones (`<target>/_pgcdc/tombstones/<table path>`) with a position in [L, cut], read at
+the version the cut recorded for them (`manifest.Cut.tombstones`). Not at their latest
+version: tombstone expiry (spark_jobs/expiry.py) deletes tombstones below its bound, which can
+pass L while verify reads, and a key deleted in [L, cut] would then look missing. At the
+cut's version every tombstone in [L, cut] is still there: that version was taken in the batch
+that recorded the cut (before its expiry) or an earlier one, and the expiry bounds applied
+before it are at most the bound B of the batch before, the previous cut being B - 1, which
+lies below L (the cut read is the first at or after L; the one exception is the first cut of
+an application that started above a floor, cut_policy.py, with L at or below that floor). Cuts
+recorded before tombstone versions were (and tables without tombstones then) read the latest
+version, which holds every tombstone in [L, cut] as long as no expiry passed L meanwhile.
+Compaction keeps each key's newest tombstone, so it removes none of these. The
 table's truncate cut (table property `pgcdc.truncate.commitLsn` at the cut's version) tells
 whether a truncate after L removed rows PostgreSQL still has at L.
 """
@@ -16,6 +26,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from .manifest import tombstone_key
 from .names import LSN, METADATA_COLUMNS
 from .verify_canon import (
     TableCanon,
@@ -31,7 +42,7 @@ TRUNCATE_LSN = "pgcdc.truncate.commitLsn"
 
 
 def tombstone_path(target: str, rel_path: str) -> str:
-    return f"{target.rstrip('/')}/_pgcdc/tombstones/{rel_path}"
+    return f"{target.rstrip('/')}/{tombstone_key(rel_path)}"
 
 
 def table_at(spark: SparkSession, path: str, version: int) -> DataFrame:
@@ -54,15 +65,18 @@ def truncated_at(path: str, version: int) -> int | None:
 
 
 def changed_after(spark: SparkSession, frame: DataFrame, target: str, rel_path: str,
-                  canon: TableCanon, lsn: int, cut_lsn: int) -> set[str]:
-    """Key texts of keys the lake changed at or after `lsn` (up to the cut)."""
+                  canon: TableCanon, lsn: int, cut_lsn: int,
+                  tombstones_version: int | None) -> set[str]:
+    """Key texts of keys the lake changed at or after `lsn` (up to the cut); the tombstones
+    are read at `tombstones_version`, the cut's (None: the cut has none, read the latest)."""
     key = spark_joined(canon, canon.key)
     keys = {r[0] for r in frame.where(F.col(LSN) >= lsn).select(F.expr(key)).collect()}
     tomb = tombstone_path(target, rel_path)
     from delta.tables import DeltaTable
 
     if DeltaTable.isDeltaTable(spark, tomb):
-        stones = spark.read.format("delta").load(tomb)
+        stones = (spark.read.format("delta").load(tomb) if tombstones_version is None
+                  else table_at(spark, tomb, tombstones_version))
         have = set(stones.columns)
         if all(canon.lake[k] in have for k in canon.key):
             found = stones.where((F.col(LSN) >= lsn) & (F.col(LSN) <= cut_lsn))

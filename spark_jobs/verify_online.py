@@ -5,7 +5,8 @@
 2. The lake is read at the first consistent cut at or after L (`_pgcdc/cuts`, recorded by
    `pgcdc merge --consistent-cuts`; spark_jobs/manifest.py): each table at that cut's Delta
    version holds every change before L, and perhaps some after it, which the lake itself
-   shows (row positions, tombstones): those keys are skipped on both sides.
+   shows (row positions, tombstones at the cut's version of them): those keys are skipped on
+   both sides.
 3. Per table, each side summarises hash ranges of the key (verify_canon.py: count, bit_xor
    and sum of 64-bit row hashes of a canonical row text) in one scan; only ranges whose
    summaries differ are fetched row by row and classified (verify_report.py), so an equal
@@ -135,7 +136,8 @@ def _verify_table(spark: Any, source: SourceAt, cut: Cut, schema: str, table: st
         report.error = f"cannot be verified by ranges: {exc}"
         return report
     report.direct_columns = list(canon.direct)
-    excluded = lake.changed_after(spark, frame, config.target, rel, canon, source.lsn, cut.lsn)
+    excluded = lake.changed_after(spark, frame, config.target, rel, canon, source.lsn, cut.lsn,
+                                  cut.tombstones.get(rel))
     truncated = lake.truncated_at(path, version)
     truncated_after = truncated is not None and truncated >= source.lsn
     report.skipped = len(excluded)

@@ -6,7 +6,8 @@ L; "at or before L" means commit LSN < L, because a commit record starting exact
 slot's consistent point is decoded after it, schemas/README.md "Ordering"):
 
 * a key changed after L (a lake row at the cut with position ≥ L, or a tombstone in
-  [L, cut]) is **skipped** on both sides: the lake holds a later state than PostgreSQL at L;
+  [L, cut] at the cut's version of the tombstones) is **skipped** on both sides: the lake
+  holds a later state than PostgreSQL at L;
 * a key on both sides whose values are equal is **verified**, otherwise **differing** (with
   the columns that differ);
 * a key only PostgreSQL has is **missing** from the lake, unless the lake table was truncated

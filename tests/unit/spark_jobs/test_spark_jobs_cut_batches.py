@@ -2,7 +2,8 @@
 Spark session, no Kafka): changes wait for a heartbeat of an earlier batch, the held-back
 records come back in the next batch, a batch re-run after a crash gives the same result, and
 every cut reads back as the changes at or below it; tombstones expire below the heartbeats
-of two batches earlier (spark_jobs/expiry.py), the same after a crash. The Spark path
+of two batches earlier (spark_jobs/expiry.py), the same after a crash, also without
+--consistent-cuts. The Spark path
 (`BatchCut.hold`); the delta-rs path's split is `rows.split_held`
 (test_spark_jobs_cut_policy.py) and the e2e test (tests/e2e/test_merge_cuts.py) streams
 through it."""
@@ -139,13 +140,16 @@ def test_a_target_filled_without_cuts_gets_none_below_what_it_holds(
     assert _at(target, cuts[0].versions["public/t"]) == {10: 2, 60: 1}
 
 
-@pytest.mark.parametrize("fast_merge", ["off", "auto"])
+@pytest.mark.parametrize(("fast_merge", "cuts"), [("off", True), ("auto", True),
+                                                 ("auto", False)])
 def test_tombstones_expire_below_heartbeats_two_batches_old(
-        spark: SparkSession, tmp_path: Path, fast_merge: str,
+        spark: SparkSession, tmp_path: Path, fast_merge: str, cuts: bool,
         caplog: pytest.LogCaptureFixture) -> None:
     """Batch 2 expires below min(W, R) = min(30, 25) of batch 0's heartbeat: the tombstone at
     20 goes, the one at 27 stays; batch 2 crashes after the expiry and its re-run deletes with
-    the same bound (from batch 1's persisted state). Through Spark and through delta-rs."""
+    the same bound (from batch 1's persisted state). Through Spark and through delta-rs, with
+    --consistent-cuts (whose cut keeps the tombstones' version from before the expiry, for
+    `pgcdc verify`) and without (the heartbeat state alone, under _pgcdc/heartbeats)."""
     topic, schemas = _setup()
 
     def change(op: str, lsn: int, id_: int) -> tuple[str, bytes | None, bytes]:
@@ -155,15 +159,16 @@ def test_tombstones_expire_below_heartbeats_two_batches_old(
 
     target = tmp_path / "lake"
     config = MergeConfig("unused:9092", "http://unused", str(target), topic_prefix="p",
-                         consistent_cuts=True, fast_merge=fast_merge, maintenance_every=1)
+                         consistent_cuts=cuts, fast_merge=fast_merge, maintenance_every=1)
     processor = BatchProcessor(spark, config, "test-app", schemas)
     tombstones = target / "_pgcdc" / "tombstones" / "public" / "t"
 
-    def stones() -> list[int]:
-        return sorted(r["_cdc_commit_lsn"] for r in
-                      DeltaTable(str(tombstones)).to_pyarrow_table().to_pylist())
-    assert processor.store is not None
-    write_state = processor.store.write_state
+    def stones(version: int | None = None) -> list[int]:
+        return sorted(r["_cdc_commit_lsn"] for r in DeltaTable(
+            str(tombstones), version=version).to_pyarrow_table().to_pylist())
+    store = processor.store if cuts else processor.beats
+    assert store is not None and (processor.store is None) != cuts
+    write_state = store.write_state
     crashed: list[bool] = []
 
     def crash_once(state: Any) -> None:  # batch 2 stops after its tables and its expiry
@@ -171,7 +176,7 @@ def test_tombstones_expire_below_heartbeats_two_batches_old(
             crashed.append(True)
             raise RuntimeError("crash")
         write_state(state)
-    processor.store.write_state = crash_once  # type: ignore[method-assign]
+    store.write_state = crash_once  # type: ignore[method-assign]
     caplog.set_level("INFO", logger="spark_jobs.job")
     try:
         processor(_kafka(spark, [change("c", 10, 1), change("d", 20, 1), change("c", 12, 2),
@@ -191,3 +196,12 @@ def test_tombstones_expire_below_heartbeats_two_batches_old(
     assert expired == [f"batch 2: {target}/public/t: "
                        "1 tombstone(s) below 0/19 expired"]
     assert _at(target, DeltaTable(str(target / "public" / "t")).version()) == {}
+    recorded = read_cuts(str(target))
+    if cuts:  # the cuts of batches 1 and 2 read both tombstones, one expired since
+        assert [(c.lsn, stones(c.tombstones["public/t"])) for c in recorded] == [
+            (29, [20, 27]), (39, [20, 27])]
+    else:
+        assert recorded == []
+        beats = target / "_pgcdc" / "heartbeats" / "test-app"
+        assert sorted(p.name for p in beats.glob("state-*.json")) == [
+            f"state-{1:012d}.json", f"state-{2:012d}.json"]

@@ -138,7 +138,10 @@ def test_config_subscribes_to_heartbeats_and_refuses_what_breaks_the_argument() 
     option, pattern = _config().subscription()
     assert option == "subscribePattern"
     assert pattern == r"^p\.[^.]+\.[^.]+$|^p\.heartbeat$"
-    assert _config(consistent_cuts=False).subscription()[1] == r"^p\.[^.]+\.[^.]+$"
+    # plain streaming reads heartbeats too (tombstone expiry), unless it expires nothing
+    assert _config(consistent_cuts=False).subscription()[1] == pattern
+    assert _config(consistent_cuts=False, maintenance_every=0).subscription()[1] == \
+        r"^p\.[^.]+\.[^.]+$"
     listed = _config(topic_prefix=None, topics=("x.y.public.a", "x.y.public.b"))
     assert listed.subscription() == ("subscribe", "x.y.public.a,x.y.public.b,x.y.heartbeat")
     for kw, words in [({"trigger": "available-now"}, "available-now"),

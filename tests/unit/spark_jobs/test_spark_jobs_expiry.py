@@ -1,12 +1,15 @@
 """Tombstone expiry (spark_jobs/expiry.py): the bound is min(W, R) of heartbeats read at least
 two batches earlier, carried in the persisted per-batch state, so a re-run batch gets the same
-one; nothing expires without both numbers."""
+one; nothing expires without both numbers; plain streaming expires as --consistent-cuts does,
+except where batches read unevenly."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from spark_jobs.config import MergeConfig
 from spark_jobs.cut_policy import CutState, after, bound, initial
 from spark_jobs.expiry import expired_predicate, expiry_bound
 
@@ -61,3 +64,51 @@ def test_heartbeats_without_restart_lsn_never_expire_anything() -> None:
     for n in range(4):
         state = step(state, n, 100 * (n + 1), None)
     assert state.seen == 400 and state.expiry is None
+
+
+def _config(**kw: object) -> MergeConfig:
+    base: dict[str, object] = {"bootstrap_servers": "k:9092", "schema_registry_url": "http://r",
+                               "target": "/lake", "topic_prefix": "p"}
+    return MergeConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("kw", "words"), [
+    ({"trigger": "available-now"}, "available-now"),
+    ({"replay": True}, "available-now"),
+    ({"max_offsets_per_trigger": 10}, "--max-offsets-per-trigger"),
+    ({"maintenance_every": 0}, "--maintenance-every 0"),
+    ({"format": "parquet"}, "no tombstones"),
+    ({"topic_prefix": None, "topics": ("p.s.a", "p.s.b")}, "--topic-prefix"),
+])
+def test_plain_streaming_expires_nothing_where_batches_read_unevenly(
+        kw: dict[str, object], words: str) -> None:
+    """Where a heartbeat read in batch N-2 does not vouch for what batch N-1 read (or there is
+    nothing to expire, or no heartbeat topic to read), the job says why and reads no
+    heartbeats."""
+    config = _config(**kw)
+    assert config.expiry_off is not None and words in config.expiry_off
+    assert not config.reads_heartbeats
+    assert "heartbeat" not in config.subscription()[1]
+
+
+@pytest.mark.parametrize("cuts", [False, True])
+def test_streaming_that_reads_evenly_expires_with_or_without_cuts(cuts: bool) -> None:
+    config = _config(trigger="1s", consistent_cuts=cuts)
+    assert config.expiry_off is None and config.reads_heartbeats
+    assert config.subscription()[1].endswith(r"|^p\.heartbeat$")
+    listed = _config(topic_prefix=None, topics=("p.s.a",), consistent_cuts=True)
+    assert listed.expiry_off is None and listed.subscription()[1] == "p.s.a,p.heartbeat"
+
+
+def test_plain_streaming_keeps_the_bound_of_cuts_without_a_cut_bound() -> None:
+    """Plain streaming steps the state as `BatchProcessor._with_expiry` does (no cut bound,
+    nothing held, no versions): the same bound as under --consistent-cuts, batch by batch."""
+    beats = [(100, 90), (None, None), (300, 250), (400, 380), (None, None)]
+    plain = cuts = initial(None, {}, 0)
+    for n, (w, r) in enumerate(beats):
+        plain = CutState.from_json(
+            after(plain, n, None, w, None, None, {}, False, 0, r).to_json())
+        cuts = step(cuts, n, w, r)
+        assert plain.expiry == cuts.expiry
+    assert [plain.seen, plain.restart, plain.expiry] == [400, 380, 380]  # batch 5: of 0..3
+    assert plain.bound is None and plain.pending is None and plain.last_cut is None
