@@ -38,7 +38,7 @@ class MergeConfig:
     fast_merge: str = "auto"  # auto | off
     fast_merge_max_events: int = 100_000
     # fast batches of a table between compactions, batches between tombstone expiries (0: never)
-    maintenance_every: int = 100
+    maintenance_every: int = 20
     # Record transaction-consistent cuts in <target>/_pgcdc/cuts (spark_jobs/cut_policy.py).
     consistent_cuts: bool = False
     # History tables (SCD type 2, spark_jobs/history.py) of the tables matching these
@@ -263,11 +263,11 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
                         "local path; off: always through Spark)")
     p.add_argument("--fast-merge-max-events", type=int, default=100_000, metavar="N",
                    help="batches of at most N events take the fast path (default 100000)")
-    p.add_argument("--maintenance-every", type=int, default=100, metavar="N",
+    p.add_argument("--maintenance-every", type=int, default=20, metavar="N",
                    help="compact a table and its tombstones every N batches the fast path "
                         "applied to it; expire tombstones every N batches once the "
                         "producer's heartbeats vouch for them (not with available-now, "
-                        "--replay or --max-offsets-per-trigger) (default 100; 0: never)")
+                        "--replay or --max-offsets-per-trigger) (default 20; 0: never)")
     p.add_argument("--consistent-cuts", action="store_true",
                    help="apply only changes the producer's heartbeats vouch for and record "
                         "each transaction-consistent cut in TARGET/_pgcdc/cuts (needs "
