@@ -60,16 +60,19 @@ from pyspark.sql.types import (
 )
 
 from . import history
-from .changes import IDX, LSN, OP, TOAST, TS
-from .fold import key_of
+from .changes import IDX, LSN, OP, TOAST, TS, Position
+from .fold import key_of, position
 from .history import HistoryError, Tracking
-from .plan import DATAFUSION, key_condition
+from .plan import DATAFUSION, SOURCE, TARGET, key_condition
 from .widening import column_change
 
 log = logging.getLogger(__name__)
 
 HISTORY_DIR, LOG_DIR = "_pgcdc/history", "_pgcdc/history_log"
 DELETE = "__pgcdc_delete"  # source-only flag of the replacing MERGE
+# The history's Delta transaction whose version is how many logged events it reflects
+# (committed with every history commit; see `HistorySink._fold`).
+REFLECTED = "pgcdc-history-reflects-logged-events"
 EVENT_META = [StructField(OP, StringType()), StructField(LSN, LongType()),
               StructField(IDX, LongType()), StructField(TS, LongType()),
               StructField(TOAST, ArrayType(StringType(), True)),
@@ -109,11 +112,23 @@ def _done(table: DeltaTable | None, app_id: str, batch_id: int) -> bool:
 
 
 class Folded(NamedTuple):
-    """What folding a batch did: version rows written (added, changed or removed) and the
-    parts recomputed (values of `history.shared_key`; None: the whole table)."""
+    """What folding a batch did: version rows written (added, changed or removed), the parts
+    recomputed from the log (values of `history.shared_key`; None: the whole table) and the
+    parts extended from their current versions (the fast path)."""
 
     written: int
     recomputed: int | None
+    extended: int = 0
+
+
+class _Logged(NamedTuple):
+    """What the sink knows of the log between batches: `last`, the highest position logged
+    (None: none); `events`, how many are logged; `reflected`, whether the history reflects
+    every one of them (its `REFLECTED` transaction is `events`)."""
+
+    last: Position | None
+    events: int
+    reflected: bool
 
 
 class HistorySink:
@@ -130,6 +145,7 @@ class HistorySink:
         self.batches = 0
         self._handles: dict[str, DeltaTable] = {}
         self._known_keys: set[tuple[str, ...]] | None = None  # see `_keys`
+        self._logged: _Logged | None = None  # see `_log_state`; None: read it from the tables
 
     def _open(self, path: str) -> DeltaTable | None:
         """The delta-rs handle of `path`, kept between batches and brought up to date (each
@@ -156,6 +172,7 @@ class HistorySink:
         again, with the new table's columns and key; local targets only, as every history)."""
         stamp = time.time_ns() // 1_000_000
         self._known_keys = None
+        self._logged = None
         for path in (self.log_path, self.path):
             self._handles.pop(path, None)
             local = path.removeprefix("file://").removeprefix("file:")
@@ -163,8 +180,8 @@ class HistorySink:
                 os.replace(local, f"{local}.replaced-{stamp}")
 
     def maintain(self) -> None:
-        """Compact the log and the history (`OPTIMIZE`: same rows, fewer files): each batch
-        adds a file to each, and every batch reads them by key."""
+        """Compact the log and the history (`OPTIMIZE`: same rows, fewer files; the history
+        per `__is_current` partition): each batch adds a file to each."""
         for path in (self.log_path, self.path):
             table = self._open(path)
             if table is not None:
@@ -182,50 +199,137 @@ class HistorySink:
             raise HistoryError(f"{self.rel_path}: column(s) {clash} clash with the history "
                                "table's own columns; leave the table out of --history")
         hist, logged = self._open(self.path), self._open(self.log_path)
-        hist_app, log_app = f"{self.app_id}:{self.path}", f"{self.app_id}:{self.log_path}"
-        if _done(hist, hist_app, batch_id):
+        if _done(hist, f"{self.app_id}:{self.path}", batch_id):
             return Folded(0, 0)
-        recovering = _done(logged, log_app, batch_id)
         fields = self._reconcile(logged, hist, types)
         hist, logged = self._open(self.path), self._open(self.log_path)  # as rewritten
         if hist is not None:
             _add_columns(hist, fields)
-        schema = arrow_schema([*fields, *EVENT_META])
-        rows = _normalize(events, schema).to_pylist()
-        if not rows:
+            hist = self._partitioned(hist)
+        batch = _normalize(events, arrow_schema([*fields, *EVENT_META]), history.key_label(key))
+        if not batch.num_rows:
             return Folded(0, 0)
-        label = history.key_label(key)
-        for r in rows:
-            if r[history.EVENT_KEY] is None:
-                r[history.EVENT_KEY] = label
-        keys = self._keys(logged, key) | {history.event_key(r, key) for r in rows
-                                          if r[OP] != "t"}
-        shared = history.shared_key(keys)
-        full = recovering or not shared
-        touched = {key_of(r, shared) for r in rows if r[OP] != "t"}
-        truncates = {(r[LSN], r[IDX]) for r in rows if r[OP] == "t"}
-        if truncates and not full:  # the parts with a version open at one of them
-            touched |= {key_of(v, shared) for v in _spanning(hist, shared, truncates)}
-        old = _read(logged, shared, touched, full, events=True)
-        known = {(r[LSN], r[IDX]) for r in old}
-        new = [r for r in history.dedupe(rows) if (r[LSN], r[IDX]) not in known]
-        if new and not recovering:
-            write_deltalake(self.log_path, pa.Table.from_pylist(new, schema=schema),
-                            mode="append", schema_mode="merge",
-                            commit_properties=_txn(log_app, batch_id))
-        self._known_keys = keys
-        columns = [f.name for f in fields]
-        computed = history.versions([*old, *new], key, columns, self.tracking)
-        version_schema = arrow_schema([*fields, *VERSION_META])
-        computed = pa.Table.from_pylist([_timestamps(v) for v in computed],
-                                        schema=version_schema).to_pylist()
-        stored = _read(hist, shared, touched, full, events=False)
-        written = self._replace(hist, stored, computed, version_schema,
-                                _txn(hist_app, batch_id))
+        try:
+            folded = self._fold(batch, hist, logged, fields, key, batch_id)
+        except BaseException:
+            self._logged = None  # the log may hold what the history does not: read both again
+            raise
         self.batches += 1
         if self.maintain_every and self.batches % self.maintain_every == 0:
             self.maintain()
-        return Folded(written, None if full else len(touched))
+        return folded
+
+    def _fold(self, batch: pa.Table, hist: DeltaTable | None, logged: DeltaTable | None,
+              fields: Sequence[StructField], key: Sequence[str], batch_id: int) -> Folded:
+        """`apply` once the tables have the batch's columns. Each part (value of
+        `history.shared_key`) takes one of two paths, with identical results
+        (`history.versions`' extension invariant):
+
+        * extended: its events of the batch all come after every logged event (`_Logged.last`)
+          and the history reflects the whole log: its versions are its stored current versions
+          extended by those events (and the batch's truncates after the log, which close every
+          current version: then every part's current versions are read). No log read.
+        * recomputed: a part with an event at or before the log's last position (late,
+          duplicate, replayed), or a version open at a truncate at or before it; every part
+          when the batch is re-run after it was logged, when the history does not reflect the
+          whole log (a crash between the two commits, a table written before this was kept)
+          or when `shared_key` is empty. Its versions are recomputed from all its logged
+          events and the table's truncates, and the rows that differ from the stored ones
+          are replaced.
+
+        Both go to the history in one commit, a MERGE by `history.identity` that reads only
+        the current partition when it changes no closed version."""
+        log_app = f"{self.app_id}:{self.log_path}"
+        recovering = _done(logged, log_app, batch_id)
+        rows = batch.to_pylist()
+        first = _first_of_each(rows)
+        keys = self._keys(logged, key) | {history.event_key(r, key) for r in rows
+                                          if r[OP] != "t"}
+        shared = history.shared_key(keys)
+        state = self._log_state(logged, hist)
+        full = recovering or not shared or not state.reflected
+        fresh = {p for p in first if state.last is None or p > state.last}
+        late = [rows[i] for p, i in first.items() if p not in fresh]
+        redo: set[tuple[Any, ...]] = set()
+        if not full:
+            redo = {key_of(r, shared) for r in late if r[OP] != "t"}
+            truncates = {position(r) for r in late if r[OP] == "t"}
+            if truncates:  # the parts with a version open at one of them
+                redo |= {key_of(v, shared) for v in _spanning(hist, shared, truncates)}
+
+        def redone(r: dict[str, Any]) -> bool:
+            return full or r[OP] == "t" or key_of(r, shared) in redo
+
+        old = _read(logged, shared, redo, full, events=True) if full or late else []
+        known = {position(r) for r in old}
+        new = [i for p, i in first.items() if p not in known]
+        if new and not recovering:
+            write_deltalake(self.log_path, batch.take(new), mode="append", schema_mode="merge",
+                            commit_properties=_txn(log_app, batch_id))
+        self._known_keys = keys
+        columns = [f.name for f in fields]
+        version_schema = arrow_schema([*fields, *VERSION_META])
+        changes: list[pa.Table] = []
+        only_current = True
+        if full or redo:
+            recomputed = history.versions([*old, *(rows[i] for i in new if redone(rows[i]))],
+                                          key, columns, self.tracking)
+            stored = _read(hist, shared, redo, full, events=False)
+            table, only_current = _differences(stored, recomputed, version_schema)
+            changes.append(table)
+        extending = [] if full else [rows[first[p]] for p in sorted(fresh)
+                                     if rows[first[p]][OP] == "t"
+                                     or key_of(rows[first[p]], shared) not in redo]
+        parts = {key_of(r, shared) for r in extending if r[OP] != "t"}
+        if extending:
+            everything = any(r[OP] == "t" for r in extending)
+            current = [v for v in _current(hist, shared, None if everything else parts)
+                       if key_of(v, shared) not in redo]
+            extended = history.versions(extending, key, columns, self.tracking, current)
+            changes.append(_flagged(pa.Table.from_pylist(
+                [_timestamps(v) for v in extended], schema=version_schema), False))
+        count = state.events + (0 if recovering else len(new))
+        last = max([*([state.last] if state.last else []), *fresh], default=None)
+        source = pa.concat_tables(changes) if changes else _flagged(
+            version_schema.empty_table(), False)
+        if source.num_rows or count != state.events or not state.reflected:
+            self._commit(hist, source, only_current, CommitProperties(app_transactions=[
+                Transaction(app_id=f"{self.app_id}:{self.path}", version=batch_id),
+                Transaction(app_id=REFLECTED, version=count)]))
+        self._logged = _Logged(last, count, True)
+        return Folded(source.num_rows, None if full else len(redo), len(parts))
+
+    def _log_state(self, logged: DeltaTable | None, hist: DeltaTable | None) -> _Logged:
+        """`_Logged`, read from the tables once per sink (the log's position columns and
+        the history's `REFLECTED` transaction) and then kept by each batch."""
+        if self._logged is None:
+            last, count = None, 0
+            if logged is not None:
+                at = logged.to_pyarrow_dataset().to_table(columns=[LSN, IDX])
+                count = at.num_rows
+                if count:
+                    lsn = pc.max(at.column(LSN)).as_py()
+                    idx = pc.max(at.filter(pc.equal(at.column(LSN), lsn)).column(IDX)).as_py()
+                    last = Position(lsn, idx)
+            reflected = hist.transaction_version(REFLECTED) if hist is not None else None
+            self._logged = _Logged(last, count, (reflected or 0) == count)
+            if not self._logged.reflected:
+                log.info("%s: the history reflects %s of the %d logged event(s): the next "
+                         "batch recomputes it whole", self.rel_path, reflected, count)
+        return self._logged
+
+    def _partitioned(self, hist: DeltaTable) -> DeltaTable:
+        """The history partitioned by `__is_current`: a table written before it was rewritten
+        so, once (same rows, same transactions)."""
+        if hist.metadata().partition_columns == [history.CURRENT]:
+            return hist
+        write_deltalake(hist, hist.to_pyarrow_table(), mode="overwrite",
+                        partition_by=[history.CURRENT], schema_mode="overwrite")
+        log.info("%s: history table rewritten partitioned by %s", self.rel_path,
+                 history.CURRENT)
+        table = self._open(self.path)
+        assert table is not None
+        return table
 
     def _keys(self, logged: DeltaTable | None, default: Sequence[str]
               ) -> set[tuple[str, ...]]:
@@ -268,47 +372,82 @@ class HistorySink:
         out += [StructField(c, t) for c, t in types.items() if c not in names]
         return out
 
-    def _replace(self, hist: DeltaTable | None, stored: list[dict[str, Any]],
-                 computed: list[dict[str, Any]], schema: pa.Schema, txn: CommitProperties
-                 ) -> int:
-        """Make the stored versions of the touched keys the computed ones, in one commit
-        (a version is named by `history.identity`, where it starts)."""
+    def _commit(self, hist: DeltaTable | None, source: pa.Table, only_current: bool,
+                txn: CommitProperties) -> None:
+        """Apply `source` (version rows flagged `DELETE` or not) to the history in one commit
+        carrying `txn` (an empty one when there is nothing to change: the transactions still
+        record the batch). The MERGE names a version by `history.identity`; with
+        `only_current` (no closed version changes) its predicate names the current partition,
+        so delta-rs reads and rewrites only that partition's files: closed versions are only
+        ever added, in files of their own."""
         if hist is None:
-            if computed:
-                write_deltalake(self.path, pa.Table.from_pylist(computed, schema=schema),
-                                mode="append", commit_properties=txn)
-                log.info("%s: history table at %s", self.rel_path, self.path)
-            return len(computed)
-        by_id = {history.identity(v): v for v in stored}
-        changed = [v for v in computed if by_id.get(history.identity(v)) != v]
-        ids = {history.identity(v) for v in computed}
-        gone = [{**v, DELETE: True} for i, v in by_id.items() if i not in ids]
-        source = [*({**v, DELETE: False} for v in changed), *gone]
-        if not source:
-            return 0
-        table = pa.Table.from_pylist(source, schema=schema.append(pa.field(DELETE, pa.bool_())))
-        ident = [history.FROM_LSN, history.FROM_IDX]
+            write_deltalake(self.path, source.drop_columns([DELETE]), mode="append",
+                            partition_by=[history.CURRENT], commit_properties=txn)
+            log.info("%s: history table at %s", self.rel_path, self.path)
+            return
+        if not source.num_rows:
+            write_deltalake(hist, source.drop_columns([DELETE]), mode="append",
+                            commit_properties=txn)
+            return
         quote = DATAFUSION.quote
-        values = {quote(c): f"s.{quote(c)}" for c in schema.names}
-        (hist.merge(table, key_condition(ident, dialect=DATAFUSION), source_alias="s",
-                    target_alias="t", streamed_exec=False,
-                    commit_properties=txn)
-         .when_matched_delete(f"s.{quote(DELETE)}")
-         .when_matched_update(values, f"NOT s.{quote(DELETE)}")
-         .when_not_matched_insert(values, f"NOT s.{quote(DELETE)}")
+        condition = key_condition([history.FROM_LSN, history.FROM_IDX], dialect=DATAFUSION)
+        if only_current:
+            condition += f" AND {TARGET}.{quote(history.CURRENT)} = true"
+        values = {quote(c): f"{SOURCE}.{quote(c)}" for c in source.column_names if c != DELETE}
+        (hist.merge(source, condition, source_alias=SOURCE, target_alias=TARGET,
+                    streamed_exec=False, commit_properties=txn)
+         .when_matched_delete(f"{SOURCE}.{quote(DELETE)}")
+         .when_matched_update(values, f"NOT {SOURCE}.{quote(DELETE)}")
+         .when_not_matched_insert(values, f"NOT {SOURCE}.{quote(DELETE)}")
          .execute())
-        return len(source)
 
 
-def _normalize(events: pa.Table | Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+def _first_of_each(rows: Sequence[dict[str, Any]]) -> dict[Position, int]:
+    """The index of each position's first row, in position order (`history.dedupe`)."""
+    first: dict[Position, int] = {}
+    for i, r in enumerate(rows):
+        first.setdefault(position(r), i)
+    return {p: first[p] for p in sorted(first)}
+
+
+def _differences(stored: list[dict[str, Any]], computed: list[dict[str, Any]],
+                 schema: pa.Schema) -> tuple[pa.Table, bool]:
+    """The rows making the `stored` versions of some parts the `computed` ones (flagged
+    `DELETE` for those to remove), and whether only current stored versions change."""
+    computed = pa.Table.from_pylist([_timestamps(v) for v in computed],
+                                    schema=schema).to_pylist()  # the stored form
+    by_id = {history.identity(v): v for v in stored}
+    changed = [v for v in computed if by_id.get(history.identity(v)) != v]
+    ids = {history.identity(v) for v in computed}
+    gone = [v for i, v in by_id.items() if i not in ids]
+    only_current = all(by_id[history.identity(v)][history.CURRENT] for v in changed
+                       if history.identity(v) in by_id) and all(
+        v[history.CURRENT] for v in gone)
+    return pa.concat_tables([_flagged(pa.Table.from_pylist(changed, schema=schema), False),
+                             _flagged(pa.Table.from_pylist(gone, schema=schema), True)]
+                            ), only_current
+
+
+def _flagged(versions: pa.Table, delete: bool) -> pa.Table:
+    return versions.append_column(pa.field(DELETE, pa.bool_()),
+                                  pa.array([delete] * versions.num_rows, pa.bool_()))
+
+
+def _normalize(events: pa.Table | Sequence[Mapping[str, Any]], schema: pa.Schema,
+               label: str) -> pa.Table:
     """The batch's events as an Arrow table of the log's schema (the Spark path hands an
-    Arrow table of Spark's types, the fast path Python rows): the same values either way."""
+    Arrow table of Spark's types, the fast path Python rows): the same values either way;
+    `label` (`history.key_label`) names the key of the events that name none."""
     if not isinstance(events, pa.Table):
-        return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in events],
-                                    schema=schema)
-    columns = [events.column(f.name).cast(f.type) if f.name in events.column_names
-               else pa.nulls(len(events), f.type) for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
+        table = pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in events],
+                                     schema=schema)
+    else:
+        table = pa.Table.from_arrays(
+            [events.column(f.name).cast(f.type) if f.name in events.column_names
+             else pa.nulls(len(events), f.type) for f in schema], schema=schema)
+    at = schema.get_field_index(history.EVENT_KEY)
+    return table.set_column(at, schema.field(at),
+                            pc.fill_null(table.column(at), pa.scalar(label, pa.string())))
 
 
 def _timestamps(version: dict[str, Any]) -> dict[str, Any]:
@@ -326,12 +465,7 @@ def _read(table: DeltaTable | None, key: Sequence[str], keys: set[tuple[Any, ...
     if everything:
         every: list[dict[str, Any]] = dataset.to_table().to_pylist()
         return every
-    first = [k[0] for k in keys]
-    wanted = None
-    if first and key[0] in dataset.schema.names and all(
-            isinstance(v, (int, str)) and not isinstance(v, bool) for v in first):
-        field_type = dataset.schema.field(key[0]).type
-        wanted = pc.field(key[0]).isin(pa.array(first, field_type))
+    wanted = _key_filter(dataset.schema, key, keys)
     if events:
         truncates = pc.field(OP) == "t"
         wanted = truncates if not keys else (wanted | truncates if wanted is not None else None)
@@ -340,8 +474,36 @@ def _read(table: DeltaTable | None, key: Sequence[str], keys: set[tuple[Any, ...
     return [r for r in rows if (events and r[OP] == "t") or key_of(r, key) in keys]
 
 
+def _current(table: DeltaTable | None, key: Sequence[str], keys: set[tuple[Any, ...]] | None
+             ) -> list[dict[str, Any]]:
+    """The current versions of `keys` (values of `key`; None: all), read from the current
+    partition only, in `history.py`'s form (commit times in epoch ms)."""
+    if table is None or keys == set():
+        return []
+    dataset = table.to_pyarrow_dataset()
+    wanted = pc.field(history.CURRENT) == pa.scalar(True)
+    narrower = None if keys is None else _key_filter(dataset.schema, key, keys)
+    data = dataset.to_table(filter=wanted if narrower is None else wanted & narrower)
+    for c in (history.FROM_TS, history.TO_TS):
+        at = data.schema.get_field_index(c)
+        data = data.set_column(at, c, pc.divide(data.column(c).cast(pa.int64()), 1000))
+    rows: list[dict[str, Any]] = data.to_pylist()
+    return rows if keys is None else [r for r in rows if key_of(r, key) in keys]
+
+
+def _key_filter(schema: pa.Schema, key: Sequence[str], keys: set[tuple[Any, ...]]
+                ) -> pc.Expression | None:
+    """A filter keeping (at least) the rows of `keys` by their first column, when its values
+    are plain integers or strings (None: none; the caller checks every row)."""
+    first = [k[0] for k in keys]
+    if first and key[0] in schema.names and all(
+            isinstance(v, (int, str)) and not isinstance(v, bool) for v in first):
+        return pc.field(key[0]).isin(pa.array(first, schema.field(key[0]).type))
+    return None
+
+
 def _spanning(table: DeltaTable | None, shared: Sequence[str],
-              truncates: set[tuple[int, int]]) -> list[dict[str, Any]]:
+              truncates: set[Position]) -> list[dict[str, Any]]:
     """The `shared` columns of the stored versions open at one of the `truncates` (opened
     before it, closed after it or still open): the only versions a truncate the history does
     not reflect yet changes (it closes them). None when it does: a copy already applied."""
@@ -376,7 +538,8 @@ def _rewrite(table: DeltaTable, types: Mapping[str, DataType]) -> None:
     data = table.to_pyarrow_table()
     columns = [_cast(data.column(f.name), f.type) for f in schema]
     write_deltalake(table, pa.Table.from_arrays(columns, schema=schema), mode="overwrite",
-                    schema_mode="overwrite")
+                    schema_mode="overwrite",
+                    partition_by=table.metadata().partition_columns or None)
 
 
 def _cast(column: pa.ChunkedArray, type_: pa.DataType) -> pa.ChunkedArray | pa.Array:
