@@ -12,25 +12,38 @@ can clash with them and `--replay`'s empty-target check ignores them):
   in-place update (untracked columns) overwrote values a late tracked change between the two
   would need, and a late event between two versions needs the TOAST values of the one before.
 
+Layout: the history is partitioned by `__is_current`. A version that closes moves to the
+closed partition in a new file, so that partition only grows by appends (only late events,
+recomputed, change closed versions); the current partition holds one row per live source
+row (the mirror's size), and it is what in-order batches read and rewrite.
+
 Per batch, the table's events fall into parts by their values in `history.shared_key` (the
 columns every key the table's events were written with has; the keys seen are read from the
 log once per sink): events of different parts never change the same row. Then:
 
 1. the batch's events not yet in the log are appended to it;
-2. the parts recomputed are those of the batch's row events, and those with a stored version
-   open at one of the batch's truncates (opened before it, closed after it or still open:
-   the versions a truncate not yet reflected closes; a truncate copy already applied finds
-   none and costs one filtered read of the history's position columns). Every part when the
-   batch crashed between the two commits (its events are in the log already), or when the
-   keys share no column (`shared_key` is empty: the whole table is one part);
-3. their versions are recomputed from all their logged events and the table's truncates
-   (`history.versions`, a pure function of that set), and the rows that differ from the
-   stored ones are replaced in one MERGE on (`__valid_from_lsn`, `__valid_from_txn_index`)
-   (`history.identity`: each event opens at most one version).
+2. each part is *extended* or *recomputed* (`HistorySink._fold`). Extended, the common case:
+   its events of the batch all come after the log's highest position (read once per sink,
+   then raised by each batch), so every logged event of the part precedes them and its
+   versions are its stored current versions continued by those events
+   (`history.versions(..., current=...)`), without reading the log. Recomputed: a part with
+   a late, duplicate or replayed event, or with a version open at such a truncate; every
+   part when the batch crashed between the two commits, when the history does not reflect
+   the whole log (its `REFLECTED` transaction, committed with each history commit, is not
+   the log's event count: a crash between the commits and then a new checkpoint, or a
+   history written before this was kept) or when `shared_key` is empty. Its versions are
+   recomputed from all its logged events and the table's truncates (`history.versions`, a
+   pure function of that set) and compared with the stored ones. Both give the same
+   versions (the extension invariant, tested in `test_spark_jobs_history.py`);
+3. the versions opened or changed are written in one MERGE on (`__valid_from_lsn`,
+   `__valid_from_txn_index`) (`history.identity`: each event opens at most one version);
+   when it changes only current versions (always, unless a part was recomputed) its
+   predicate names the current partition and delta-rs skips the closed partition's files.
 
-Each commit carries the Delta application transaction id `<app id>:<path>` with the batch id,
-so a re-run batch skips what it committed. A new checkpoint (a new app id) or a replay into
-a target that kept these tables finds its events logged and recomputes the same versions.
+So a batch of in-order events costs in proportion to the batch and to the current versions
+of the parts it touches, not to the log or the history: measured in benchmarks/README.md
+("history tables on vs off"). A batch with a truncate after the log reads the whole current
+partition (the truncate closes every current version).
 
 Column changes: new columns are added to both tables (at the end); a widened or
 retyped column (`widening.column_change`, as in the mirror) rewrites both with the new type."""
@@ -221,24 +234,8 @@ class HistorySink:
 
     def _fold(self, batch: pa.Table, hist: DeltaTable | None, logged: DeltaTable | None,
               fields: Sequence[StructField], key: Sequence[str], batch_id: int) -> Folded:
-        """`apply` once the tables have the batch's columns. Each part (value of
-        `history.shared_key`) takes one of two paths, with identical results
-        (`history.versions`' extension invariant):
-
-        * extended: its events of the batch all come after every logged event (`_Logged.last`)
-          and the history reflects the whole log: its versions are its stored current versions
-          extended by those events (and the batch's truncates after the log, which close every
-          current version: then every part's current versions are read). No log read.
-        * recomputed: a part with an event at or before the log's last position (late,
-          duplicate, replayed), or a version open at a truncate at or before it; every part
-          when the batch is re-run after it was logged, when the history does not reflect the
-          whole log (a crash between the two commits, a table written before this was kept)
-          or when `shared_key` is empty. Its versions are recomputed from all its logged
-          events and the table's truncates, and the rows that differ from the stored ones
-          are replaced.
-
-        Both go to the history in one commit, a MERGE by `history.identity` that reads only
-        the current partition when it changes no closed version."""
+        """`apply` once the tables have the batch's columns: log, extend or recompute each
+        part, one history commit (steps 1-3 of the module doc)."""
         log_app = f"{self.app_id}:{self.log_path}"
         recovering = _done(logged, log_app, batch_id)
         rows = batch.to_pylist()
