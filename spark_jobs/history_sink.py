@@ -436,8 +436,7 @@ def _normalize(events: pa.Table | Sequence[Mapping[str, Any]], schema: pa.Schema
     Arrow table of Spark's types, the fast path Python rows): the same values either way;
     `label` (`history.key_label`) names the key of the events that name none."""
     if not isinstance(events, pa.Table):
-        table = pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in events],
-                                     schema=schema)
+        table = pa.Table.from_pylist(list(events), schema=schema)  # absent keys: NULL
     else:
         table = pa.Table.from_arrays(
             [events.column(f.name).cast(f.type) if f.name in events.column_names
