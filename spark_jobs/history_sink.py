@@ -23,11 +23,11 @@ log once per sink): events of different parts never change the same row. Then:
 
 1. the batch's events not yet in the log are appended to it;
 2. each part is *extended* or *recomputed* (`HistorySink._fold`). Extended, the common case:
-   its events of the batch all come after the log's highest position (read once per sink,
-   then raised by each batch), so every logged event of the part precedes them and its
-   versions are its stored current versions continued by those events
-   (`history.versions(..., current=...)`), without reading the log. Recomputed: a part with
-   a late, duplicate or replayed event, or with a version open at such a truncate; every
+   its events of the batch all come after every logged event of the part and every logged
+   truncate (bounds kept in memory, `history_positions`: no log read), so its versions are
+   its stored current versions continued by those events (`history.versions(...,
+   current=...)`). Recomputed: a part with a late, duplicate or replayed event, or with a
+   version open at a late truncate (at or before the log's highest position); every
    part when the batch crashed between the two commits, when the history does not reflect
    the whole log (its `REFLECTED` transaction, committed with each history commit, is not
    the log's event count: a crash between the commits and then a new checkpoint, or a
@@ -76,6 +76,7 @@ from . import history
 from .changes import IDX, LSN, OP, TOAST, TS, Position
 from .fold import key_of, position
 from .history import HistoryError, Tracking
+from .history_positions import LoggedPositions
 from .plan import DATAFUSION, SOURCE, TARGET, key_condition
 from .widening import column_change
 
@@ -134,16 +135,6 @@ class Folded(NamedTuple):
     extended: int = 0
 
 
-class _Logged(NamedTuple):
-    """What the sink knows of the log between batches: `last`, the highest position logged
-    (None: none); `events`, how many are logged; `reflected`, whether the history reflects
-    every one of them (its `REFLECTED` transaction is `events`)."""
-
-    last: Position | None
-    events: int
-    reflected: bool
-
-
 class HistorySink:
     """One table's history (see the module doc)."""
 
@@ -158,7 +149,9 @@ class HistorySink:
         self.batches = 0
         self._handles: dict[str, DeltaTable] = {}
         self._known_keys: set[tuple[str, ...]] | None = None  # see `_keys`
-        self._logged: _Logged | None = None  # see `_log_state`; None: read it from the tables
+        # see `_log_state`; None: read them from the tables
+        self._logged: LoggedPositions | None = None
+        self._reflects_log = False  # the history reflects every logged event
 
     def _open(self, path: str) -> DeltaTable | None:
         """The delta-rs handle of `path`, kept between batches and brought up to date (each
@@ -244,25 +237,36 @@ class HistorySink:
                                           if r[OP] != "t"}
         shared = history.shared_key(keys)
         state = self._log_state(logged, hist)
-        full = recovering or not shared or not state.reflected
-        fresh = {p for p in first if state.last is None or p > state.last}
-        late = [rows[i] for p, i in first.items() if p not in fresh]
+        state.parted_by(shared)
+        reflected = self._reflects_log
+        full = recovering or not shared or not reflected
+        late_truncates = {p for p, i in first.items() if rows[i][OP] == "t"
+                          and state.last is not None and p <= state.last}
+        after = max(late_truncates, default=None)
+
+        def follows(r: dict[str, Any]) -> bool:
+            at = position(r)
+            return state.follows(key_of(r, shared), at) and (after is None or at > after)
         redo: set[tuple[Any, ...]] = set()
         if not full:
-            redo = {key_of(r, shared) for r in late if r[OP] != "t"}
-            truncates = {position(r) for r in late if r[OP] == "t"}
-            if truncates:  # the parts with a version open at one of them
-                redo |= {key_of(v, shared) for v in _spanning(hist, shared, truncates)}
+            redo = {key_of(r, shared) for r in (rows[i] for i in first.values())
+                    if r[OP] != "t" and not follows(r)}
+            if late_truncates:  # the parts with a version open at one of them
+                redo |= {key_of(v, shared) for v in _spanning(hist, shared, late_truncates)}
 
         def redone(r: dict[str, Any]) -> bool:
             return full or r[OP] == "t" or key_of(r, shared) in redo
 
-        old = _read(logged, shared, redo, full, events=True) if full or late else []
+        old = (_read(logged, shared, redo, full, events=True)
+               if full or redo or late_truncates else [])
         known = {position(r) for r in old}
         new = [i for p, i in first.items() if p not in known]
+        logged_before = state.events
         if new and not recovering:
             write_deltalake(self.log_path, batch.take(new), mode="append", schema_mode="merge",
                             commit_properties=_txn(log_app, batch_id))
+            state.logged((None if rows[i][OP] == "t" else key_of(rows[i], shared),
+                          position(rows[i])) for i in new)
         self._known_keys = keys
         columns = [f.name for f in fields]
         version_schema = arrow_schema([*fields, *VERSION_META])
@@ -274,9 +278,9 @@ class HistorySink:
             stored = _read(hist, shared, redo, full, events=False)
             table, only_current = _differences(stored, recomputed, version_schema)
             changes.append(table)
-        extending = [] if full else [rows[first[p]] for p in sorted(fresh)
-                                     if rows[first[p]][OP] == "t"
-                                     or key_of(rows[first[p]], shared) not in redo]
+        extending = [] if full else [
+            rows[i] for p, i in first.items()
+            if (p not in late_truncates if rows[i][OP] == "t" else not redone(rows[i]))]
         parts = {key_of(r, shared) for r in extending if r[OP] != "t"}
         if extending:
             everything = any(r[OP] == "t" for r in extending)
@@ -285,32 +289,32 @@ class HistorySink:
             extended = history.versions(extending, key, columns, self.tracking, current)
             changes.append(_flagged(pa.Table.from_pylist(
                 [_timestamps(v) for v in extended], schema=version_schema), False))
-        count = state.events + (0 if recovering else len(new))
-        last = max([*([state.last] if state.last else []), *fresh], default=None)
         source = pa.concat_tables(changes) if changes else _flagged(
             version_schema.empty_table(), False)
-        if source.num_rows or count != state.events or not state.reflected:
+        if source.num_rows or state.events != logged_before or not reflected:
             self._commit(hist, source, only_current, CommitProperties(app_transactions=[
                 Transaction(app_id=f"{self.app_id}:{self.path}", version=batch_id),
-                Transaction(app_id=REFLECTED, version=count)]))
-        self._logged = _Logged(last, count, True)
+                Transaction(app_id=REFLECTED, version=state.events)]))
+        self._reflects_log = True
         return Folded(source.num_rows, None if full else len(redo), len(parts))
 
-    def _log_state(self, logged: DeltaTable | None, hist: DeltaTable | None) -> _Logged:
-        """`_Logged`, read from the tables once per sink (the log's position columns and
-        the history's `REFLECTED` transaction) and then kept by each batch."""
+    def _log_state(self, logged: DeltaTable | None, hist: DeltaTable | None
+                   ) -> LoggedPositions:
+        """The log's positions (`history_positions`), read from the log once per sink (its
+        op and position columns) and then kept by each batch; with whether the history
+        reflects every logged event (its `REFLECTED` transaction)."""
         if self._logged is None:
-            last, count = None, 0
+            last = truncated = None
+            count = 0
             if logged is not None:
-                at = logged.to_pyarrow_dataset().to_table(columns=[LSN, IDX])
+                at = logged.to_pyarrow_dataset().to_table(columns=[OP, LSN, IDX])
                 count = at.num_rows
-                if count:
-                    lsn = pc.max(at.column(LSN)).as_py()
-                    idx = pc.max(at.filter(pc.equal(at.column(LSN), lsn)).column(IDX)).as_py()
-                    last = Position(lsn, idx)
+                last = _highest(at)
+                truncated = _highest(at.filter(pc.equal(at.column(OP), "t")))
+            self._logged = LoggedPositions(last, count, truncated)
             reflected = hist.transaction_version(REFLECTED) if hist is not None else None
-            self._logged = _Logged(last, count, (reflected or 0) == count)
-            if not self._logged.reflected:
+            self._reflects_log = (reflected or 0) == count
+            if not self._reflects_log:
                 log.info("%s: the history reflects %s of the %d logged event(s): the next "
                          "batch recomputes it whole", self.rel_path, reflected, count)
         return self._logged
@@ -397,6 +401,15 @@ class HistorySink:
          .when_matched_update(values, f"NOT {SOURCE}.{quote(DELETE)}")
          .when_not_matched_insert(values, f"NOT {SOURCE}.{quote(DELETE)}")
          .execute())
+
+
+def _highest(positions: pa.Table) -> Position | None:
+    """The highest (LSN, index) of a table of positions (None: empty)."""
+    if not positions.num_rows:
+        return None
+    lsn = pc.max(positions.column(LSN)).as_py()
+    at = positions.filter(pc.equal(positions.column(LSN), lsn))
+    return Position(lsn, pc.max(at.column(IDX)).as_py())
 
 
 def _first_of_each(rows: Sequence[dict[str, Any]]) -> dict[Position, int]:

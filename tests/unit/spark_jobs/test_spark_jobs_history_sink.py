@@ -140,6 +140,25 @@ def test_in_order_batches_extend_the_current_versions(tmp_path: Path) -> None:
     assert folded == [(0, 4), (0, 3), (0, 1), (1, 1)]
 
 
+def test_an_event_behind_another_parts_is_not_late(tmp_path: Path) -> None:
+    """Kafka partitions read a little behind each other: an event older than the log's end
+    but newer than its own part's logged events extends its part; one older than its own
+    part's recomputes it. After a restart, the log's end bounds every part."""
+    types = {"k": LongType(), "a": LongType()}
+    sink = HistorySink(str(tmp_path), "s/t", "app", Tracking())
+    batches = [[event(1, "c", 100, a=1), event(2, "c", 101, a=1)],
+               [event(1, "u", 110, a=2)],
+               [event(2, "u", 105, a=2), event(1, "u", 120, a=3)],
+               [event(1, "u", 115, a=4)]]
+    assert [sink.apply(b, types, KEY, i)[1:] for i, b in enumerate(batches)] == [
+        (0, 2), (0, 1), (0, 2), (1, 0)]
+    restarted = HistorySink(str(tmp_path), "s/t", "app", Tracking())
+    batches += [[event(2, "u", 119, a=5)], [event(2, "u", 130, a=6)]]
+    assert [restarted.apply(b, types, KEY, 4 + i)[1:] for i, b in enumerate(batches[4:])] == [
+        (1, 0), (0, 1)]
+    assert stored(tmp_path) == expected([e for b in batches for e in b])
+
+
 @pytest.mark.parametrize("new_checkpoint", [False, True], ids=["same sink", "new checkpoint"])
 def test_a_history_that_misses_logged_events_is_recomputed_whole(
         tmp_path: Path, monkeypatch: Any, new_checkpoint: bool) -> None:
