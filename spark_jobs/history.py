@@ -139,17 +139,31 @@ def shared_key(keys: Iterable[Sequence[str]]) -> list[str]:
 
 
 def versions(events: Iterable[Row], key: Sequence[str], columns: Sequence[str],
-             tracking: Tracking = ALL) -> list[Row]:
+             tracking: Tracking = ALL, current: Iterable[Row] = ()) -> list[Row]:
     """Every version the events determine (see the module doc for the rules).
     `events`: flattened changes (row columns + `_cdc_op`, position, `_cdc_ts_ms`,
     `_cdc_toast`, `EVENT_KEY`), in any order, duplicates allowed; they must include every
     event that can match the versions concerned (all events with the same `shared_key`
     values) and every truncate of the table. `key`: the key of events that name none.
-    `columns`: the row columns the versions get (an event lacking one has NULL there)."""
+    `columns`: the row columns the versions get (an event lacking one has NULL there).
+
+    Extending (`current`): the versions open after some *earlier* events (what
+    `versions(earlier)` leaves current, of the parts concerned), when every one of `events`
+    comes after every earlier event. The walk then starts with them open instead of
+    walking the earlier events, which it need not be given (`events` holds only the later
+    events of those parts and the later truncates), and returns the versions it opened
+    plus copies of those of `current` it changed (closed, or updated in place to other
+    values); the others are left as they were. The invariant: the earlier versions with
+    these replacing theirs (`identity`) and these added are `versions(earlier + events)`
+    (tests/unit/spark_jobs/test_spark_jobs_history.py, `test_extending_...`)."""
     ordered = dedupe(events)
     keys = {event_key(e, key) for e in ordered if e[OP] != "t"}
     tracked = {k: tracking.tracked(columns, k) for k in keys}
     live = _OpenVersions(keys)
+    given = list(current)
+    started = [dict(v) for v in given]  # walked (changed in place); `given` stays as it was
+    for v in started:
+        live.add(v)
     out: list[Row] = []
     for e in ordered:
         if e[OP] == "t":
@@ -180,7 +194,7 @@ def versions(events: Iterable[Row], key: Sequence[str], columns: Sequence[str],
                   FROM_TS: e[TS], TO_TS: None, CURRENT: True, HOP: e[OP], TO_OP: None}
         live.add(opened)
         out.append(opened)
-    return out
+    return out + [v for v, was in zip(started, given, strict=True) if v != was]
 
 
 class _OpenVersions:

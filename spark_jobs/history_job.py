@@ -111,10 +111,10 @@ class HistoryWriter:
                                 table.path)
             return
         started = time.monotonic()
-        written, parts = sink.apply(events, types, key or (), batch_id)
-        log.info("batch %d: %s: history, %d version row(s) written in %.2f s (%s recomputed)",
-                 batch_id, table.path, written, time.monotonic() - started,
-                 "the whole table" if parts is None else f"{parts} key(s)")
+        written, recomputed, extended = sink.apply(events, types, key or (), batch_id)
+        log.info("batch %d: %s: history, %d version row(s) written in %.2f s (%s recomputed, "
+                 "%d extended)", batch_id, table.path, written, time.monotonic() - started,
+                 "the whole table" if recomputed is None else f"{recomputed} key(s)", extended)
         self._register(spark, table, sink)
 
     def _register(self, spark: SparkSession, table: TableId, sink: HistorySink) -> None:

@@ -12,25 +12,38 @@ can clash with them and `--replay`'s empty-target check ignores them):
   in-place update (untracked columns) overwrote values a late tracked change between the two
   would need, and a late event between two versions needs the TOAST values of the one before.
 
+Layout: the history is partitioned by `__is_current`. A version that closes moves to the
+closed partition in a new file, so that partition only grows by appends (only late events,
+recomputed, change closed versions); the current partition holds one row per live source
+row (the mirror's size), and it is what in-order batches read and rewrite.
+
 Per batch, the table's events fall into parts by their values in `history.shared_key` (the
 columns every key the table's events were written with has; the keys seen are read from the
 log once per sink): events of different parts never change the same row. Then:
 
 1. the batch's events not yet in the log are appended to it;
-2. the parts recomputed are those of the batch's row events, and those with a stored version
-   open at one of the batch's truncates (opened before it, closed after it or still open:
-   the versions a truncate not yet reflected closes; a truncate copy already applied finds
-   none and costs one filtered read of the history's position columns). Every part when the
-   batch crashed between the two commits (its events are in the log already), or when the
-   keys share no column (`shared_key` is empty: the whole table is one part);
-3. their versions are recomputed from all their logged events and the table's truncates
-   (`history.versions`, a pure function of that set), and the rows that differ from the
-   stored ones are replaced in one MERGE on (`__valid_from_lsn`, `__valid_from_txn_index`)
-   (`history.identity`: each event opens at most one version).
+2. each part is *extended* or *recomputed* (`HistorySink._fold`). Extended, the common case:
+   its events of the batch all come after every logged event of the part and every logged
+   truncate (bounds kept in memory, `history_positions`: no log read), so its versions are
+   its stored current versions continued by those events (`history.versions(...,
+   current=...)`). Recomputed: a part with a late, duplicate or replayed event, or with a
+   version open at a late truncate (at or before the log's highest position); every
+   part when the batch crashed between the two commits, when the history does not reflect
+   the whole log (its `REFLECTED` transaction, committed with each history commit, is not
+   the log's event count: a crash between the commits and then a new checkpoint, or a
+   history written before this was kept) or when `shared_key` is empty. Its versions are
+   recomputed from all its logged events and the table's truncates (`history.versions`, a
+   pure function of that set) and compared with the stored ones. Both give the same
+   versions (the extension invariant, tested in `test_spark_jobs_history.py`);
+3. the versions opened or changed are written in one MERGE on (`__valid_from_lsn`,
+   `__valid_from_txn_index`) (`history.identity`: each event opens at most one version);
+   when it changes only current versions (always, unless a part was recomputed) its
+   predicate names the current partition and delta-rs skips the closed partition's files.
 
-Each commit carries the Delta application transaction id `<app id>:<path>` with the batch id,
-so a re-run batch skips what it committed. A new checkpoint (a new app id) or a replay into
-a target that kept these tables finds its events logged and recomputes the same versions.
+So a batch of in-order events costs in proportion to the batch and to the current versions
+of the parts it touches, not to the log or the history: measured in benchmarks/README.md
+("history tables on vs off"). A batch with a truncate after the log reads the whole current
+partition (the truncate closes every current version).
 
 Column changes: new columns are added to both tables (at the end); a widened or
 retyped column (`widening.column_change`, as in the mirror) rewrites both with the new type."""
@@ -60,16 +73,20 @@ from pyspark.sql.types import (
 )
 
 from . import history
-from .changes import IDX, LSN, OP, TOAST, TS
-from .fold import key_of
+from .changes import IDX, LSN, OP, TOAST, TS, Position
+from .fold import key_of, position
 from .history import HistoryError, Tracking
-from .plan import DATAFUSION, key_condition
+from .history_positions import LoggedPositions
+from .plan import DATAFUSION, SOURCE, TARGET, key_condition
 from .widening import column_change
 
 log = logging.getLogger(__name__)
 
 HISTORY_DIR, LOG_DIR = "_pgcdc/history", "_pgcdc/history_log"
 DELETE = "__pgcdc_delete"  # source-only flag of the replacing MERGE
+# The history's Delta transaction whose version is how many logged events it reflects
+# (committed with every history commit; see `HistorySink._fold`).
+REFLECTED = "pgcdc-history-reflects-logged-events"
 EVENT_META = [StructField(OP, StringType()), StructField(LSN, LongType()),
               StructField(IDX, LongType()), StructField(TS, LongType()),
               StructField(TOAST, ArrayType(StringType(), True)),
@@ -109,11 +126,13 @@ def _done(table: DeltaTable | None, app_id: str, batch_id: int) -> bool:
 
 
 class Folded(NamedTuple):
-    """What folding a batch did: version rows written (added, changed or removed) and the
-    parts recomputed (values of `history.shared_key`; None: the whole table)."""
+    """What folding a batch did: version rows written (added, changed or removed), the parts
+    recomputed from the log (values of `history.shared_key`; None: the whole table) and the
+    parts extended from their current versions (the fast path)."""
 
     written: int
     recomputed: int | None
+    extended: int = 0
 
 
 class HistorySink:
@@ -130,6 +149,9 @@ class HistorySink:
         self.batches = 0
         self._handles: dict[str, DeltaTable] = {}
         self._known_keys: set[tuple[str, ...]] | None = None  # see `_keys`
+        # see `_log_state`; None: read them from the tables
+        self._logged: LoggedPositions | None = None
+        self._reflects_log = False  # the history reflects every logged event
 
     def _open(self, path: str) -> DeltaTable | None:
         """The delta-rs handle of `path`, kept between batches and brought up to date (each
@@ -156,6 +178,7 @@ class HistorySink:
         again, with the new table's columns and key; local targets only, as every history)."""
         stamp = time.time_ns() // 1_000_000
         self._known_keys = None
+        self._logged = None
         for path in (self.log_path, self.path):
             self._handles.pop(path, None)
             local = path.removeprefix("file://").removeprefix("file:")
@@ -163,8 +186,8 @@ class HistorySink:
                 os.replace(local, f"{local}.replaced-{stamp}")
 
     def maintain(self) -> None:
-        """Compact the log and the history (`OPTIMIZE`: same rows, fewer files): each batch
-        adds a file to each, and every batch reads them by key."""
+        """Compact the log and the history (`OPTIMIZE`: same rows, fewer files; the history
+        per `__is_current` partition): each batch adds a file to each."""
         for path in (self.log_path, self.path):
             table = self._open(path)
             if table is not None:
@@ -182,50 +205,132 @@ class HistorySink:
             raise HistoryError(f"{self.rel_path}: column(s) {clash} clash with the history "
                                "table's own columns; leave the table out of --history")
         hist, logged = self._open(self.path), self._open(self.log_path)
-        hist_app, log_app = f"{self.app_id}:{self.path}", f"{self.app_id}:{self.log_path}"
-        if _done(hist, hist_app, batch_id):
+        if _done(hist, f"{self.app_id}:{self.path}", batch_id):
             return Folded(0, 0)
-        recovering = _done(logged, log_app, batch_id)
         fields = self._reconcile(logged, hist, types)
         hist, logged = self._open(self.path), self._open(self.log_path)  # as rewritten
         if hist is not None:
             _add_columns(hist, fields)
-        schema = arrow_schema([*fields, *EVENT_META])
-        rows = _normalize(events, schema).to_pylist()
-        if not rows:
+            hist = self._partitioned(hist)
+        batch = _normalize(events, arrow_schema([*fields, *EVENT_META]), history.key_label(key))
+        if not batch.num_rows:
             return Folded(0, 0)
-        label = history.key_label(key)
-        for r in rows:
-            if r[history.EVENT_KEY] is None:
-                r[history.EVENT_KEY] = label
-        keys = self._keys(logged, key) | {history.event_key(r, key) for r in rows
-                                          if r[OP] != "t"}
-        shared = history.shared_key(keys)
-        full = recovering or not shared
-        touched = {key_of(r, shared) for r in rows if r[OP] != "t"}
-        truncates = {(r[LSN], r[IDX]) for r in rows if r[OP] == "t"}
-        if truncates and not full:  # the parts with a version open at one of them
-            touched |= {key_of(v, shared) for v in _spanning(hist, shared, truncates)}
-        old = _read(logged, shared, touched, full, events=True)
-        known = {(r[LSN], r[IDX]) for r in old}
-        new = [r for r in history.dedupe(rows) if (r[LSN], r[IDX]) not in known]
-        if new and not recovering:
-            write_deltalake(self.log_path, pa.Table.from_pylist(new, schema=schema),
-                            mode="append", schema_mode="merge",
-                            commit_properties=_txn(log_app, batch_id))
-        self._known_keys = keys
-        columns = [f.name for f in fields]
-        computed = history.versions([*old, *new], key, columns, self.tracking)
-        version_schema = arrow_schema([*fields, *VERSION_META])
-        computed = pa.Table.from_pylist([_timestamps(v) for v in computed],
-                                        schema=version_schema).to_pylist()
-        stored = _read(hist, shared, touched, full, events=False)
-        written = self._replace(hist, stored, computed, version_schema,
-                                _txn(hist_app, batch_id))
+        try:
+            folded = self._fold(batch, hist, logged, fields, key, batch_id)
+        except BaseException:
+            self._logged = None  # the log may hold what the history does not: read both again
+            raise
         self.batches += 1
         if self.maintain_every and self.batches % self.maintain_every == 0:
             self.maintain()
-        return Folded(written, None if full else len(touched))
+        return folded
+
+    def _fold(self, batch: pa.Table, hist: DeltaTable | None, logged: DeltaTable | None,
+              fields: Sequence[StructField], key: Sequence[str], batch_id: int) -> Folded:
+        """`apply` once the tables have the batch's columns: log, extend or recompute each
+        part, one history commit (steps 1-3 of the module doc)."""
+        log_app = f"{self.app_id}:{self.log_path}"
+        recovering = _done(logged, log_app, batch_id)
+        rows = batch.to_pylist()
+        first = _first_of_each(rows)
+        keys = self._keys(logged, key) | {history.event_key(r, key) for r in rows
+                                          if r[OP] != "t"}
+        shared = history.shared_key(keys)
+        state = self._log_state(logged, hist)
+        state.parted_by(shared)
+        reflected = self._reflects_log
+        full = recovering or not shared or not reflected
+        late_truncates = {p for p, i in first.items() if rows[i][OP] == "t"
+                          and state.last is not None and p <= state.last}
+        after = max(late_truncates, default=None)
+
+        def follows(r: dict[str, Any]) -> bool:
+            at = position(r)
+            return state.follows(key_of(r, shared), at) and (after is None or at > after)
+        redo: set[tuple[Any, ...]] = set()
+        if not full:
+            redo = {key_of(r, shared) for r in (rows[i] for i in first.values())
+                    if r[OP] != "t" and not follows(r)}
+            if late_truncates:  # the parts with a version open at one of them
+                redo |= {key_of(v, shared) for v in _spanning(hist, shared, late_truncates)}
+
+        def redone(r: dict[str, Any]) -> bool:
+            return full or r[OP] == "t" or key_of(r, shared) in redo
+
+        old = (_read(logged, shared, redo, full, events=True)
+               if full or redo or late_truncates else [])
+        known = {position(r) for r in old}
+        new = [i for p, i in first.items() if p not in known]
+        logged_before = state.events
+        if new and not recovering:
+            write_deltalake(self.log_path, batch.take(new), mode="append", schema_mode="merge",
+                            commit_properties=_txn(log_app, batch_id))
+            state.logged((None if rows[i][OP] == "t" else key_of(rows[i], shared),
+                          position(rows[i])) for i in new)
+        self._known_keys = keys
+        columns = [f.name for f in fields]
+        version_schema = arrow_schema([*fields, *VERSION_META])
+        changes: list[pa.Table] = []
+        only_current = True
+        if full or redo:
+            recomputed = history.versions([*old, *(rows[i] for i in new if redone(rows[i]))],
+                                          key, columns, self.tracking)
+            stored = _read(hist, shared, redo, full, events=False)
+            table, only_current = _differences(stored, recomputed, version_schema)
+            changes.append(table)
+        extending = [] if full else [
+            rows[i] for p, i in first.items()
+            if (p not in late_truncates if rows[i][OP] == "t" else not redone(rows[i]))]
+        parts = {key_of(r, shared) for r in extending if r[OP] != "t"}
+        if extending:
+            everything = any(r[OP] == "t" for r in extending)
+            current = [v for v in _current(hist, shared, None if everything else parts)
+                       if key_of(v, shared) not in redo]
+            extended = history.versions(extending, key, columns, self.tracking, current)
+            changes.append(_flagged(pa.Table.from_pylist(
+                [_timestamps(v) for v in extended], schema=version_schema), False))
+        source = pa.concat_tables(changes) if changes else _flagged(
+            version_schema.empty_table(), False)
+        if source.num_rows or state.events != logged_before or not reflected:
+            self._commit(hist, source, only_current, CommitProperties(app_transactions=[
+                Transaction(app_id=f"{self.app_id}:{self.path}", version=batch_id),
+                Transaction(app_id=REFLECTED, version=state.events)]))
+        self._reflects_log = True
+        return Folded(source.num_rows, None if full else len(redo), len(parts))
+
+    def _log_state(self, logged: DeltaTable | None, hist: DeltaTable | None
+                   ) -> LoggedPositions:
+        """The log's positions (`history_positions`), read from the log once per sink (its
+        op and position columns) and then kept by each batch; with whether the history
+        reflects every logged event (its `REFLECTED` transaction)."""
+        if self._logged is None:
+            last = truncated = None
+            count = 0
+            if logged is not None:
+                at = logged.to_pyarrow_dataset().to_table(columns=[OP, LSN, IDX])
+                count = at.num_rows
+                last = _highest(at)
+                truncated = _highest(at.filter(pc.equal(at.column(OP), "t")))
+            self._logged = LoggedPositions(last, count, truncated)
+            reflected = hist.transaction_version(REFLECTED) if hist is not None else None
+            self._reflects_log = (reflected or 0) == count
+            if not self._reflects_log:
+                log.info("%s: the history reflects %s of the %d logged event(s): the next "
+                         "batch recomputes it whole", self.rel_path, reflected, count)
+        return self._logged
+
+    def _partitioned(self, hist: DeltaTable) -> DeltaTable:
+        """The history partitioned by `__is_current`: a table written before it was rewritten
+        so, once (same rows, same transactions)."""
+        if hist.metadata().partition_columns == [history.CURRENT]:
+            return hist
+        write_deltalake(hist, hist.to_pyarrow_table(), mode="overwrite",
+                        partition_by=[history.CURRENT], schema_mode="overwrite")
+        log.info("%s: history table rewritten partitioned by %s", self.rel_path,
+                 history.CURRENT)
+        table = self._open(self.path)
+        assert table is not None
+        return table
 
     def _keys(self, logged: DeltaTable | None, default: Sequence[str]
               ) -> set[tuple[str, ...]]:
@@ -268,47 +373,90 @@ class HistorySink:
         out += [StructField(c, t) for c, t in types.items() if c not in names]
         return out
 
-    def _replace(self, hist: DeltaTable | None, stored: list[dict[str, Any]],
-                 computed: list[dict[str, Any]], schema: pa.Schema, txn: CommitProperties
-                 ) -> int:
-        """Make the stored versions of the touched keys the computed ones, in one commit
-        (a version is named by `history.identity`, where it starts)."""
+    def _commit(self, hist: DeltaTable | None, source: pa.Table, only_current: bool,
+                txn: CommitProperties) -> None:
+        """Apply `source` (version rows flagged `DELETE` or not) to the history in one commit
+        carrying `txn` (an empty one when there is nothing to change: the transactions still
+        record the batch). The MERGE names a version by `history.identity`; with
+        `only_current` (no closed version changes) its predicate names the current partition,
+        so delta-rs reads and rewrites only that partition's files: closed versions are only
+        ever added, in files of their own."""
         if hist is None:
-            if computed:
-                write_deltalake(self.path, pa.Table.from_pylist(computed, schema=schema),
-                                mode="append", commit_properties=txn)
-                log.info("%s: history table at %s", self.rel_path, self.path)
-            return len(computed)
-        by_id = {history.identity(v): v for v in stored}
-        changed = [v for v in computed if by_id.get(history.identity(v)) != v]
-        ids = {history.identity(v) for v in computed}
-        gone = [{**v, DELETE: True} for i, v in by_id.items() if i not in ids]
-        source = [*({**v, DELETE: False} for v in changed), *gone]
-        if not source:
-            return 0
-        table = pa.Table.from_pylist(source, schema=schema.append(pa.field(DELETE, pa.bool_())))
-        ident = [history.FROM_LSN, history.FROM_IDX]
+            write_deltalake(self.path, source.drop_columns([DELETE]), mode="append",
+                            partition_by=[history.CURRENT], commit_properties=txn)
+            log.info("%s: history table at %s", self.rel_path, self.path)
+            return
+        if not source.num_rows:
+            write_deltalake(hist, source.drop_columns([DELETE]), mode="append",
+                            commit_properties=txn)
+            return
         quote = DATAFUSION.quote
-        values = {quote(c): f"s.{quote(c)}" for c in schema.names}
-        (hist.merge(table, key_condition(ident, dialect=DATAFUSION), source_alias="s",
-                    target_alias="t", streamed_exec=False,
-                    commit_properties=txn)
-         .when_matched_delete(f"s.{quote(DELETE)}")
-         .when_matched_update(values, f"NOT s.{quote(DELETE)}")
-         .when_not_matched_insert(values, f"NOT s.{quote(DELETE)}")
+        condition = key_condition([history.FROM_LSN, history.FROM_IDX], dialect=DATAFUSION)
+        if only_current:
+            condition += f" AND {TARGET}.{quote(history.CURRENT)} = true"
+        values = {quote(c): f"{SOURCE}.{quote(c)}" for c in source.column_names if c != DELETE}
+        (hist.merge(source, condition, source_alias=SOURCE, target_alias=TARGET,
+                    streamed_exec=False, commit_properties=txn)
+         .when_matched_delete(f"{SOURCE}.{quote(DELETE)}")
+         .when_matched_update(values, f"NOT {SOURCE}.{quote(DELETE)}")
+         .when_not_matched_insert(values, f"NOT {SOURCE}.{quote(DELETE)}")
          .execute())
-        return len(source)
 
 
-def _normalize(events: pa.Table | Sequence[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+def _highest(positions: pa.Table) -> Position | None:
+    """The highest (LSN, index) of a table of positions (None: empty)."""
+    if not positions.num_rows:
+        return None
+    lsn = pc.max(positions.column(LSN)).as_py()
+    at = positions.filter(pc.equal(positions.column(LSN), lsn))
+    return Position(lsn, pc.max(at.column(IDX)).as_py())
+
+
+def _first_of_each(rows: Sequence[dict[str, Any]]) -> dict[Position, int]:
+    """The index of each position's first row, in position order (`history.dedupe`)."""
+    first: dict[Position, int] = {}
+    for i, r in enumerate(rows):
+        first.setdefault(position(r), i)
+    return {p: first[p] for p in sorted(first)}
+
+
+def _differences(stored: list[dict[str, Any]], computed: list[dict[str, Any]],
+                 schema: pa.Schema) -> tuple[pa.Table, bool]:
+    """The rows making the `stored` versions of some parts the `computed` ones (flagged
+    `DELETE` for those to remove), and whether only current stored versions change."""
+    computed = pa.Table.from_pylist([_timestamps(v) for v in computed],
+                                    schema=schema).to_pylist()  # the stored form
+    by_id = {history.identity(v): v for v in stored}
+    changed = [v for v in computed if by_id.get(history.identity(v)) != v]
+    ids = {history.identity(v) for v in computed}
+    gone = [v for i, v in by_id.items() if i not in ids]
+    only_current = all(by_id[history.identity(v)][history.CURRENT] for v in changed
+                       if history.identity(v) in by_id) and all(
+        v[history.CURRENT] for v in gone)
+    return pa.concat_tables([_flagged(pa.Table.from_pylist(changed, schema=schema), False),
+                             _flagged(pa.Table.from_pylist(gone, schema=schema), True)]
+                            ), only_current
+
+
+def _flagged(versions: pa.Table, delete: bool) -> pa.Table:
+    return versions.append_column(pa.field(DELETE, pa.bool_()),
+                                  pa.array([delete] * versions.num_rows, pa.bool_()))
+
+
+def _normalize(events: pa.Table | Sequence[Mapping[str, Any]], schema: pa.Schema,
+               label: str) -> pa.Table:
     """The batch's events as an Arrow table of the log's schema (the Spark path hands an
-    Arrow table of Spark's types, the fast path Python rows): the same values either way."""
+    Arrow table of Spark's types, the fast path Python rows): the same values either way;
+    `label` (`history.key_label`) names the key of the events that name none."""
     if not isinstance(events, pa.Table):
-        return pa.Table.from_pylist([{c: r.get(c) for c in schema.names} for r in events],
-                                    schema=schema)
-    columns = [events.column(f.name).cast(f.type) if f.name in events.column_names
-               else pa.nulls(len(events), f.type) for f in schema]
-    return pa.Table.from_arrays(columns, schema=schema)
+        table = pa.Table.from_pylist(list(events), schema=schema)  # absent keys: NULL
+    else:
+        table = pa.Table.from_arrays(
+            [events.column(f.name).cast(f.type) if f.name in events.column_names
+             else pa.nulls(len(events), f.type) for f in schema], schema=schema)
+    at = schema.get_field_index(history.EVENT_KEY)
+    return table.set_column(at, schema.field(at),
+                            pc.fill_null(table.column(at), pa.scalar(label, pa.string())))
 
 
 def _timestamps(version: dict[str, Any]) -> dict[str, Any]:
@@ -326,12 +474,7 @@ def _read(table: DeltaTable | None, key: Sequence[str], keys: set[tuple[Any, ...
     if everything:
         every: list[dict[str, Any]] = dataset.to_table().to_pylist()
         return every
-    first = [k[0] for k in keys]
-    wanted = None
-    if first and key[0] in dataset.schema.names and all(
-            isinstance(v, (int, str)) and not isinstance(v, bool) for v in first):
-        field_type = dataset.schema.field(key[0]).type
-        wanted = pc.field(key[0]).isin(pa.array(first, field_type))
+    wanted = _key_filter(dataset.schema, key, keys)
     if events:
         truncates = pc.field(OP) == "t"
         wanted = truncates if not keys else (wanted | truncates if wanted is not None else None)
@@ -340,8 +483,36 @@ def _read(table: DeltaTable | None, key: Sequence[str], keys: set[tuple[Any, ...
     return [r for r in rows if (events and r[OP] == "t") or key_of(r, key) in keys]
 
 
+def _current(table: DeltaTable | None, key: Sequence[str], keys: set[tuple[Any, ...]] | None
+             ) -> list[dict[str, Any]]:
+    """The current versions of `keys` (values of `key`; None: all), read from the current
+    partition only, in `history.py`'s form (commit times in epoch ms)."""
+    if table is None or keys == set():
+        return []
+    dataset = table.to_pyarrow_dataset()
+    wanted = pc.field(history.CURRENT) == pa.scalar(True)
+    narrower = None if keys is None else _key_filter(dataset.schema, key, keys)
+    data = dataset.to_table(filter=wanted if narrower is None else wanted & narrower)
+    for c in (history.FROM_TS, history.TO_TS):
+        at = data.schema.get_field_index(c)
+        data = data.set_column(at, c, pc.divide(data.column(c).cast(pa.int64()), 1000))
+    rows: list[dict[str, Any]] = data.to_pylist()
+    return rows if keys is None else [r for r in rows if key_of(r, key) in keys]
+
+
+def _key_filter(schema: pa.Schema, key: Sequence[str], keys: set[tuple[Any, ...]]
+                ) -> pc.Expression | None:
+    """A filter keeping (at least) the rows of `keys` by their first column, when its values
+    are plain integers or strings (None: none; the caller checks every row)."""
+    first = [k[0] for k in keys]
+    if first and key[0] in schema.names and all(
+            isinstance(v, (int, str)) and not isinstance(v, bool) for v in first):
+        return pc.field(key[0]).isin(pa.array(first, schema.field(key[0]).type))
+    return None
+
+
 def _spanning(table: DeltaTable | None, shared: Sequence[str],
-              truncates: set[tuple[int, int]]) -> list[dict[str, Any]]:
+              truncates: set[Position]) -> list[dict[str, Any]]:
     """The `shared` columns of the stored versions open at one of the `truncates` (opened
     before it, closed after it or still open): the only versions a truncate the history does
     not reflect yet changes (it closes them). None when it does: a copy already applied."""
@@ -376,7 +547,8 @@ def _rewrite(table: DeltaTable, types: Mapping[str, DataType]) -> None:
     data = table.to_pyarrow_table()
     columns = [_cast(data.column(f.name), f.type) for f in schema]
     write_deltalake(table, pa.Table.from_arrays(columns, schema=schema), mode="overwrite",
-                    schema_mode="overwrite")
+                    schema_mode="overwrite",
+                    partition_by=table.metadata().partition_columns or None)
 
 
 def _cast(column: pa.ChunkedArray, type_: pa.DataType) -> pa.ChunkedArray | pa.Array:

@@ -28,6 +28,7 @@ from spark_jobs.history import (
     at_lsn,
     clashing,
     event_key,
+    identity,
     key_label,
     shared_key,
     valid_from,
@@ -215,6 +216,35 @@ def test_untracked_changes_update_the_version_in_place(source: list[dict[str, An
         for older, newer in zip(vs, vs[1:], strict=False):
             if older[TO_OP] not in ("d", "t"):
                 assert older["a"] != newer["a"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), source=workloads(), only_a=st.booleans())
+def test_extending_the_current_versions_is_versions_of_the_whole(
+        data: st.DataObject, source: list[dict[str, Any]], only_a: bool) -> None:
+    """The sink's fast path: the versions of the events before a position, extended by the
+    events after it (with duplicates, in any order) from the earlier *current* versions
+    alone, are the versions of the whole set: TOAST carried from a stored version, in-place
+    updates of untracked columns, deletes, re-inserts, key changes, truncates, a key
+    definition changed or dropped, on either side of the cut. Only the versions it opened
+    or changed come back."""
+    tracking = Tracking.of(only=["a"]) if only_a else Tracking()
+    positions = sorted({position(e) for e in source})
+    cut = data.draw(st.integers(0, len(positions)))
+    before = set(positions[:cut])
+    earlier = [e for e in source if position(e) in before]
+    later = [e for e in source if position(e) not in before]
+    later = data.draw(st.permutations(
+        later + data.draw(st.lists(st.sampled_from(later), max_size=4)) if later else []))
+    stored = versions(earlier, KEY, COLUMNS, tracking)
+    extended = versions(later, KEY, COLUMNS, tracking,
+                        current=[v for v in stored if v[CURRENT]])
+    old = {identity(v): v for v in stored}
+    assert all(old.get(identity(v)) != v for v in extended)
+    assert len({identity(v) for v in extended}) == len(extended)
+    merged = {**old, **{identity(v): v for v in extended}}
+    assert sorted(map(repr, merged.values())) == sorted(
+        map(repr, versions(source, KEY, COLUMNS, tracking)))
 
 
 def test_one_key_story() -> None:

@@ -5,12 +5,14 @@ and a second app id, give the versions `history.versions` computes from the set 
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from deltalake import DeltaTable
+import pytest
+from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql.types import (
@@ -24,7 +26,7 @@ from pyspark.sql.types import (
 )
 
 from spark_jobs.changes import OP
-from spark_jobs.history import FROM_LSN, FROM_TS, TO_LSN, Tracking, versions
+from spark_jobs.history import CURRENT, FROM_LSN, FROM_TS, TO_LSN, Tracking, versions
 from spark_jobs.history_read import as_of_arrow
 from spark_jobs.history_sink import HistorySink, history_path
 from tests.unit.spark_jobs.test_spark_jobs_history import COLUMNS, KEY, event, workloads
@@ -101,15 +103,109 @@ def test_a_truncate_recomputes_only_the_keys_open_at_it(tmp_path: Path) -> None:
     types = {"k": LongType(), "a": LongType()}
     before = [event(1, "c", 100, a=1), event(1, "d", 150), event(2, "c", 200, a=2),
               event(3, "c", 400, a=3)]
-    assert sink.apply(before, types, KEY, 0) == (3, 3)
+    assert sink.apply(before, types, KEY, 0) == (3, 0, 3)  # new keys: extended
     truncate = event(None, "t", 300)
-    assert sink.apply([truncate], types, KEY, 1) == (1, 1)  # key 2 closed at 300
-    assert sink.apply([truncate], types, KEY, 2) == (0, 0)
+    assert sink.apply([truncate], types, KEY, 1) == (1, 1, 0)  # key 2 closed at 300
+    assert sink.apply([truncate], types, KEY, 2) == (0, 0, 0)
     late = event(3, "u", 250, a=4)  # a late version of key 3, open at the truncate
-    assert sink.apply([late, truncate], types, KEY, 3) == (1, 1)
+    assert sink.apply([late, truncate], types, KEY, 3) == (1, 1, 0)
     assert stored(tmp_path) == expected([*before, truncate, late])
     assert sorted((r["k"], r[FROM_LSN], r[TO_LSN]) for r in stored(tmp_path)) == [
         (1, 100, 150), (2, 200, 300), (3, 250, 300), (3, 400, None)]
+
+
+def test_in_order_batches_extend_the_current_versions(tmp_path: Path) -> None:
+    """Batches whose events all follow the log extend the current versions (no part
+    recomputed), a truncate after the log closes every current version, and a late event
+    recomputes only its part: the history is `versions` of the whole set throughout."""
+    sink = HistorySink(str(tmp_path), "s/t", "app", Tracking.of(only=["a"]))
+    types = {"k": LongType(), "a": LongType(), "big": StringType()}
+    batches = [
+        [event(k, "c", 100 + k, a=k, big="x") for k in range(4)],
+        [event(0, "u", 200, a=9, big="y"), event(1, "u", 210, 0, ("big",), a=1),  # in place
+         event(2, "d", 220), event(0, "u", 230, 0, ("big",), a=5)],
+        [event(None, "t", 300), event(1, "c", 310, a=1, big="z")],
+        [event(3, "u", 250, a=7, big="w"), event(2, "c", 400, a=2, big="v")],  # 3 late
+    ]
+    folded = []
+    for batch_id, batch in enumerate(batches):
+        folded.append(sink.apply(batch, types, KEY, batch_id)[1:])
+        seen = [e for b in batches[:batch_id + 1] for e in b]
+        want = sorted(({c: v[c] for c in [*COLUMNS, FROM_LSN, TO_LSN]}
+                       for v in versions(seen, KEY, COLUMNS, Tracking.of(only=["a"]))),
+                      key=repr)
+        assert stored(tmp_path) == want, batch_id
+    # (recomputed, extended) parts: the truncate's batch extends every part with a current
+    # version; the last batch recomputes key 3 and extends key 2
+    assert folded == [(0, 4), (0, 3), (0, 1), (1, 1)]
+
+
+def test_an_event_behind_another_parts_is_not_late(tmp_path: Path) -> None:
+    """Kafka partitions read a little behind each other: an event older than the log's end
+    but newer than its own part's logged events extends its part; one older than its own
+    part's recomputes it. After a restart, the log's end bounds every part."""
+    types = {"k": LongType(), "a": LongType()}
+    sink = HistorySink(str(tmp_path), "s/t", "app", Tracking())
+    batches = [[event(1, "c", 100, a=1), event(2, "c", 101, a=1)],
+               [event(1, "u", 110, a=2)],
+               [event(2, "u", 105, a=2), event(1, "u", 120, a=3)],
+               [event(1, "u", 115, a=4)]]
+    assert [sink.apply(b, types, KEY, i)[1:] for i, b in enumerate(batches)] == [
+        (0, 2), (0, 1), (0, 2), (1, 0)]
+    restarted = HistorySink(str(tmp_path), "s/t", "app", Tracking())
+    batches += [[event(2, "u", 119, a=5)], [event(2, "u", 130, a=6)]]
+    assert [restarted.apply(b, types, KEY, 4 + i)[1:] for i, b in enumerate(batches[4:])] == [
+        (1, 0), (0, 1)]
+    assert stored(tmp_path) == expected([e for b in batches for e in b])
+
+
+@pytest.mark.parametrize("new_checkpoint", [False, True], ids=["same sink", "new checkpoint"])
+def test_a_history_that_misses_logged_events_is_recomputed_whole(
+        tmp_path: Path, monkeypatch: Any, new_checkpoint: bool) -> None:
+    """The history commit fails after the log's (a crash between the two): the next batch,
+    by the same sink or a new checkpoint's, does not extend the stale current versions but
+    recomputes the whole table."""
+    types = {"k": LongType(), "a": LongType()}
+    sink = HistorySink(str(tmp_path), "s/t", "app", Tracking())
+    first = [event(1, "c", 100, a=1), event(2, "c", 110, a=1)]
+    sink.apply(first, types, KEY, 0)
+
+    def crash(*_: Any) -> None:
+        raise OSError("crashed before the history commit")
+    lost = [event(1, "u", 200, a=2)]
+    with monkeypatch.context() as patched:
+        patched.setattr(HistorySink, "_commit", crash)
+        with pytest.raises(OSError):
+            sink.apply(lost, types, KEY, 1)
+    if new_checkpoint:
+        sink = HistorySink(str(tmp_path), "s/t", "new-app", Tracking())
+    later = [event(1, "u", 300, 0, ("a",)), event(2, "u", 310, a=3)]
+    assert sink.apply(later, types, KEY, 5)[1] is None  # the whole table
+    assert stored(tmp_path) == expected([*first, *lost, *later])
+
+
+def test_closed_versions_go_to_their_own_partition_untouched(tmp_path: Path) -> None:
+    """The history is partitioned by `__is_current` (a table written unpartitioned is
+    rewritten so): a batch that closes current versions reads and rewrites only files of
+    the current partition."""
+    sink = HistorySink(str(tmp_path), "s/t", "app", Tracking())
+    types = {"k": LongType(), "a": LongType()}
+    path = history_path(str(tmp_path), "s/t")
+    events = [event(k, "c", 100 + k, a=0) for k in range(6)]
+    sink.apply(events, types, KEY, 0)
+    data = DeltaTable(path).to_pyarrow_table()  # as a history written before the partitioning
+    shutil.rmtree(path)
+    write_deltalake(path, data)
+    assert DeltaTable(path).metadata().partition_columns == []
+    for batch_id, lsn in enumerate((200, 300, 400), start=1):
+        batch = [event(k, "u", lsn + k, a=lsn) for k in range(6)]
+        events += batch
+        sink.apply(batch, types, KEY, batch_id)
+    table = DeltaTable(path)
+    assert table.metadata().partition_columns == [CURRENT]
+    metrics = table.history(1)[0]["operationMetrics"]
+    assert metrics["num_target_files_skipped_during_scan"] >= 2  # the closed batches' files
+    assert stored(tmp_path) == expected(events)
 
 
 def test_as_of_reads_by_lsn_position_and_time(tmp_path: Path) -> None:

@@ -1,0 +1,33 @@
+"""Where the history's log ends per part (spark_jobs/history_positions.py): each bound is at
+or after every logged event of its part, exact for the recent batches' parts."""
+
+from __future__ import annotations
+
+from spark_jobs.changes import Position
+from spark_jobs.history_positions import RECENT_BATCHES, LoggedPositions
+
+
+def test_recent_parts_are_exact_and_the_others_bounded_by_the_floor() -> None:
+    log = LoggedPositions(Position(50, 0), 7, None)
+    log.parted_by(["k"])
+    assert log.bound((1,)) == Position(50, 0)  # logged before: anywhere up to the end
+    log.logged([((1,), Position(60, 0)), ((2,), Position(70, 1)), ((1,), Position(65, 0))])
+    assert (log.bound((1,)), log.bound((2,)), log.bound((3,))) == (
+        Position(65, 0), Position(70, 1), Position(50, 0))
+    assert log.events == 10 and log.last == Position(70, 1)
+    assert log.follows((1,), Position(66, 0)) and not log.follows((2,), Position(66, 0))
+    for lsn in range(RECENT_BATCHES):  # older batches leave: their parts fall to the floor
+        log.logged([((3,), Position(100 + lsn, 0))])
+    assert log.bound((1,)) == log.bound((2,)) == Position(70, 1)
+    assert log.bound((3,)) == Position(100 + RECENT_BATCHES - 1, 0)
+
+
+def test_truncates_bound_every_part_and_new_parts_reset_the_bounds() -> None:
+    log = LoggedPositions(None, 0, None)
+    log.parted_by(["k"])
+    assert log.follows((1,), Position(1, 0))  # nothing logged
+    log.logged([((1,), Position(10, 0)), (None, Position(20, 0))])
+    assert log.truncate_bound == Position(20, 0)
+    assert not log.follows((2,), Position(15, 0)) and log.follows((2,), Position(21, 0))
+    log.parted_by(["k", "a"])  # the keys changed: parts by other columns
+    assert log.bound((1, None)) == log.bound((1,)) == Position(20, 0)
