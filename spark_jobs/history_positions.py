@@ -65,8 +65,9 @@ class LoggedPositions:
             if part is None:
                 self.truncate_bound = at if self.truncate_bound is None else max(
                     self.truncate_bound, at)
-            else:
-                batch[part] = max(batch.get(part, at), at)
+            else:  # never below what the log held of the part before: a late event
+                before = batch.get(part) or self.bound(part)
+                batch[part] = at if before is None else max(before, at)
         self.recent.append(batch)
         if len(self.recent) > RECENT_BATCHES:
             dropped = self.recent.pop(0)

@@ -31,3 +31,20 @@ def test_truncates_bound_every_part_and_new_parts_reset_the_bounds() -> None:
     assert not log.follows((2,), Position(15, 0)) and log.follows((2,), Position(21, 0))
     log.parted_by(["k", "a"])  # the keys changed: parts by other columns
     assert log.bound((1, None)) == log.bound((1,)) == Position(20, 0)
+
+
+def test_a_late_event_does_not_lower_its_parts_bound() -> None:
+    """A part's late event (behind what the log already holds of it) is logged in a recent
+    batch: the bound stays at the part's newest logged event, whether that one is in an
+    older recent batch or already below the floor."""
+    log = LoggedPositions(Position(50, 0), 1, None)
+    log.parted_by(["k"])
+    log.logged([((1,), Position(100, 0))])
+    log.logged([((1,), Position(90, 0))])  # late: 100 is logged
+    assert log.bound((1,)) == Position(100, 0)
+    assert not log.follows((1,), Position(95, 0))
+    for lsn in range(RECENT_BATCHES):  # 100's batch leaves the recent ones
+        log.logged([((2,), Position(60 + lsn, 0))])
+    log.logged([((1,), Position(80, 0))])  # late again, against an event below the floor
+    assert log.bound((1,)) >= Position(100, 0)
+    assert not log.follows((1,), Position(95, 0))
