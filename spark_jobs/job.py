@@ -377,7 +377,8 @@ class BatchProcessor:
                             F.unix_millis(F.max("timestamp")).alias("newest")).collect())
             beat_topic = self.config.heartbeat_topic if self.config.reads_heartbeats else None
             plans = plan_batch(summary, self.schemas, (beat_topic,) if beat_topic else ())
-            if beat_topic is not None:
+            if beat_topic is not None and any(r["topic"] == beat_topic for r in summary):
+                # one more Spark job over the batch: only when it holds heartbeats
                 beats = frames.where((F.col("topic") == beat_topic) & F.col(PROBLEM).isNull()
                                      ).select(SCHEMA_ID, BODY).collect()
                 heartbeat = heartbeat_positions(((r[0], r[1]) for r in beats), self.schemas)
