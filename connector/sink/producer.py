@@ -406,13 +406,12 @@ class Sink(ABC):
         return self._producer
 
 
-def _counted(ticket: Ticket) -> PendingTxn:
-    """The ticket as `KafkaSink` and `BulkSink` count its records: a `PendingTxn` of the
-    `AckTracker` the sink was built with (whoever builds the sink pairs the two)."""
-    if not isinstance(ticket, PendingTxn):
-        raise TypeError(f"{type(ticket).__name__} is not an AckTracker's ticket: this sink "
-                        "counts every record against its transaction")
-    return ticket
+def _uncounted(ticket: Ticket) -> TypeError:
+    """`KafkaSink` and `BulkSink` count each record against its ticket, so their tickets are
+    `PendingTxn`s of the `AckTracker` they were built with (whoever builds the sink pairs the
+    two); this is the error for any other ticket. (The check is inline on the hot path.)"""
+    return TypeError(f"{type(ticket).__name__} is not an AckTracker's ticket: this sink "
+                     "counts every record against its transaction")
 
 
 class FailedDeliveries(Protocol):
@@ -435,16 +434,19 @@ class KafkaSink(Sink):
 
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
               partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
-        txn = _counted(ticket)
-        self._producer.produce(topic, value, key, partition, on_delivery=txn.on_delivery,
+        if not isinstance(ticket, PendingTxn):
+            raise _uncounted(ticket)
+        self._producer.produce(topic, value, key, partition, on_delivery=ticket.on_delivery,
                                headers=headers)
-        txn.expect(1)  # after the hand-off: a BufferError retry must not count it twice
+        ticket.expect(1)  # after the hand-off: a BufferError retry must not count it twice
 
     def _refused(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
                  exc: KafkaException) -> SinkError:
         """The refusal fails the record's ticket: its transaction never completes."""
+        if not isinstance(ticket, PendingTxn):
+            raise _uncounted(ticket)
         error = super()._refused(topic, key, value, ticket, exc)
-        _counted(ticket).failed(error)
+        ticket.failed(error)
         return error
 
     def _check(self) -> None:
@@ -484,9 +486,10 @@ class BulkSink(KafkaSink):
 
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
               partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
-        txn = _counted(ticket)
+        if not isinstance(ticket, PendingTxn):
+            raise _uncounted(ticket)
         self._producer.produce(topic, value, key, partition, headers=headers)
-        txn.expect(1)
+        ticket.expect(1)
 
     def close(self, timeout_s: float = 30.0) -> None:
         super().close(timeout_s)
