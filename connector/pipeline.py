@@ -59,6 +59,7 @@ from connector.sink import (
     AckTracker,
     DeliveryTracker,
     KafkaSink,
+    Sink,
     TopicCreator,
     TopicSpec,
     producer_config,
@@ -108,7 +109,7 @@ class Session:
     """The parts of one replication session (`Pipeline._open_session`)."""
 
     start: int  # the slot's confirmed position the stream starts from
-    sink: KafkaSink
+    sink: Sink
     tracker: DeliveryTracker
     types: TypeCatalog  # learns the Type messages of the stream
     publisher: Publisher
@@ -335,7 +336,7 @@ class Pipeline:
         self.admin.check_slot(slot)
         ensure_failover(self.cfg.dsn, self.admin.conn, self.cfg.slot, self.cfg.failover_slot)
         tracker: DeliveryTracker
-        sink: KafkaSink
+        sink: Sink
         oversized, limit = self._oversized_policy()
         if self.cfg.exactly_once:
             sink, tracker = exactly_once_sink(self._exactly_once_settings(), self.kafka_settings,

@@ -11,11 +11,12 @@ Three delivery modes, each its own sink class chosen once by whoever builds it: 
 (at-least-once, every delivery reported to its ticket), `BulkSink` (a bulk load: failures
 reported only, everything delivered once drained) and, in transactional.py, `TransactionalSink`
 with its `TransactionalTracker` (exactly-once), behind the same produce/ticket/delivered_lsn
-calls. The package takes its settings as parameters; it does not read `connector.config`.
+calls: each a `Sink`, paired with the tracker whose tickets it takes. The package takes its
+settings as parameters; it does not read `connector.config`.
 """
 
 from .acks import AckTracker, DeliveryTracker, PendingTxn, Ticket
-from .producer import PRODUCER_DEFAULTS, BulkSink, KafkaSink, producer_config
+from .producer import PRODUCER_DEFAULTS, BulkSink, KafkaSink, Sink, producer_config
 from .topics import (
     TopicCreator,
     TopicLedger,
@@ -32,6 +33,7 @@ __all__ = [
     "DeliveryTracker",
     "KafkaSink",
     "PendingTxn",
+    "Sink",
     "Ticket",
     "TopicCreator",
     "TopicLedger",

@@ -42,21 +42,16 @@ __all__ = ["AckTracker", "DeliveryTracker", "PendingTxn", "Ticket"]
 
 
 class Ticket(Protocol):
-    """One open transaction as the sink sees it: `expect` each record handed to the producer,
-    `on_delivery` its report, `failed` when the record is refused. Whoever produces the records
-    (publisher, snapshots) passes it along and `seal`s it after the last one. `PendingTxn`
-    here; `connector.sink.transactional` has the exactly-once one."""
+    """One open transaction as whoever produces its records (publisher, snapshots) sees it:
+    passed along with each record to the sink, and `seal`ed after the last one. How a record
+    counts against it is the sink's and its tracker's business: `PendingTxn` here (the
+    at-least-once sinks count each record and its delivery report), the exactly-once one in
+    `connector.sink.transactional` (the Kafka commit decides)."""
 
     @property
     def end_lsn(self) -> int: ...
 
-    def expect(self, n: int = 1) -> None: ...
-
     def seal(self) -> None: ...
-
-    def on_delivery(self, err: Any, msg: Any) -> None: ...
-
-    def failed(self, error: SinkError) -> None: ...
 
 
 class DeliveryTracker(Protocol):
@@ -74,7 +69,9 @@ class DeliveryTracker(Protocol):
 
 
 class PendingTxn:
-    """One PostgreSQL transaction's events in flight. Made by `AckTracker.begin` only."""
+    """One PostgreSQL transaction's events in flight: a `Ticket` that also counts each record
+    handed to the producer (`expect`), its delivery report (`on_delivery`) and a refusal
+    (`failed`). Made by `AckTracker.begin` only."""
 
     __slots__ = ("_lock", "_tracker", "end_lsn", "expected", "acked", "sealed", "error")
 

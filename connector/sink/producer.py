@@ -51,6 +51,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
@@ -60,10 +61,10 @@ from connector import metrics
 from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
-from .acks import Ticket
+from .acks import PendingTxn, Ticket
 from .topics import TopicCreator, listed_partitions, partition_count, topic_problem
 
-__all__ = ["PRODUCER_DEFAULTS", "BulkSink", "KafkaSink", "Oversized", "producer_config",
+__all__ = ["PRODUCER_DEFAULTS", "BulkSink", "KafkaSink", "Oversized", "Sink", "producer_config",
            "truncate_partitions"]
 
 #: Record headers as librdkafka takes them.
@@ -134,19 +135,13 @@ def producer_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
-class FailedDeliveries(Protocol):
-    """What the sink asks of its tracker (`AckTracker`): raise the first failed delivery its
-    tickets recorded, as `SinkError`."""
-
-    def check(self) -> None: ...
-
-
-class KafkaSink:
-    """Produces Confluent-framed events and reports every delivery to its transaction ticket:
-    the at-least-once mode. The other modes are subclasses, chosen once by whoever builds the
-    sink: `BulkSink` (failed deliveries reported only, for bulk loads) and
-    `transactional.TransactionalSink` (exactly-once). A mode's per-record hand-off is its
-    `_send`; everything else (topics, size policy, truncates, guards) is shared.
+class Sink(ABC):
+    """Produces Confluent-framed events: what every delivery mode shares (topics, size policy,
+    deletes and truncates, guards). Each mode is a subclass chosen once by whoever builds the
+    sink: `KafkaSink` (at-least-once, every delivery reported to its ticket), `BulkSink`
+    (failed deliveries reported only, for bulk loads) and `transactional.TransactionalSink`
+    (exactly-once: the Kafka commit decides). A mode's per-record hand-off is its `_send`; the
+    shared paths never touch a ticket beyond passing it to `_send` and `_refused`.
 
     `topics`: creates each topic (once) before its first event; None assumes they exist.
     `tombstones`: `produce_delete` adds a null-value record after each keyed delete.
@@ -155,7 +150,7 @@ class KafkaSink:
     `transactional_id`: the producer's, for a caller that runs Kafka transactions.
     """
 
-    def __init__(self, kafka_config: Mapping[str, Any], tracker: FailedDeliveries, *,
+    def __init__(self, kafka_config: Mapping[str, Any], *,
                  topics: TopicCreator | None = None, tombstones: bool = False,
                  partition_cache_s: float = 10.0, metadata_timeout_s: float = 30.0,
                  transactional_id: str | None = None,
@@ -167,11 +162,10 @@ class KafkaSink:
         config = producer_config(kafka_config)
         if transactional_id is not None:
             config["transactional.id"] = transactional_id
-        self._configure(config)
+        config.update(self._mode_settings())
         config.setdefault("error_cb", self._on_error)
         config.setdefault("logger", logging.getLogger("connector.sink.librdkafka"))
         self._producer = Producer(config)
-        self._tracker = tracker
         self._topics = topics
         self.tombstones = tombstones
         self._partition_cache_s = partition_cache_s
@@ -202,7 +196,6 @@ class KafkaSink:
         if size > self._omit_above and value is not None:
             self._produce_oversized(topic, key, value, ticket, partition)
             return
-        ticket.expect(1)
         if partition is None:
             try:  # the hot path: the mode's one call into librdkafka
                 self._send(topic, value, key, ticket)
@@ -224,7 +217,6 @@ class KafkaSink:
         headers: Headers | None = None
         if shrunk is not None:
             value, headers = shrunk[0], [*shrunk[1]]
-        ticket.expect(1)
         self._produce_slow(topic, key, value, ticket, partition, headers)
         self.events += 1
         self.bytes += len(value) + len(key or b"")
@@ -233,7 +225,7 @@ class KafkaSink:
                       partition: int | None, headers: Headers | None = None
                       ) -> None:
         """`produce` with a partition, or after the local queue was full: waits for room;
-        a refused record fails its ticket and raises `SinkError`."""
+        a refused record raises `SinkError` (`_refused`)."""
         chosen = _ANY_PARTITION if partition is None else partition
         while True:
             try:
@@ -245,26 +237,24 @@ class KafkaSink:
             except KafkaException as exc:
                 raise self._refused(topic, key, value, ticket, exc) from None
 
-    def _configure(self, config: dict[str, Any]) -> None:
-        """The mode's own librdkafka settings (none here: every delivery is reported)."""
+    def _mode_settings(self) -> dict[str, Any]:
+        """The mode's own librdkafka settings, over the user's (none by default)."""
+        return {}
 
+    @abstractmethod
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
               partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
-        """Hand one record to librdkafka (raises BufferError when its queue is full): the
-        record's delivery report goes to `ticket`."""
-        self._producer.produce(topic, value, key, partition, on_delivery=ticket.on_delivery,
-                               headers=headers)
+        """Hand one record of `ticket`'s transaction to librdkafka (raises BufferError when
+        its queue is full, and then has not taken the record, KafkaException when it refuses
+        it)."""
 
-    @staticmethod
-    def _refused(topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
+    def _refused(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
                  exc: KafkaException) -> SinkError:
-        """librdkafka refused a record (too large, unknown partition...): fail its ticket."""
+        """The error of a record librdkafka refused (too large, unknown partition...)."""
         size = len(value or b"") + len(key or b"")
-        error = SinkError(f"cannot produce to {topic}: {exc.args[0] if exc.args else exc}"
-                          f" (record of {size} bytes, transaction ending at LSN "
-                          f"{lsn_to_str(ticket.end_lsn)})")
-        ticket.failed(error)
-        return error
+        return SinkError(f"cannot produce to {topic}: {exc.args[0] if exc.args else exc}"
+                         f" (record of {size} bytes, transaction ending at LSN "
+                         f"{lsn_to_str(ticket.end_lsn)})")
 
     def produce_delete(self, topic: str, key: bytes | None, value: bytes, ticket: Ticket) -> None:
         """A delete event, followed by a tombstone (same key, null value) when enabled."""
@@ -398,14 +388,9 @@ class KafkaSink:
         return len(self._producer)
 
     def _check(self) -> None:
+        """Raise what stopped the sink for good (a fatal producer, a deleted topic)."""
         if self._fatal is not None:
             raise self._fatal
-        try:
-            self._tracker.check()
-        except SinkError:
-            if self._expected:  # a delivery failed: because a topic went away? Say so.
-                self.check_topics()
-            raise
 
     def _on_error(self, error: KafkaError) -> None:
         """librdkafka's global errors: fatal ones stop the sink, the rest it retries itself."""
@@ -421,6 +406,59 @@ class KafkaSink:
         return self._producer
 
 
+def _uncounted(ticket: Ticket) -> TypeError:
+    """`KafkaSink` and `BulkSink` count each record against its ticket, so their tickets are
+    `PendingTxn`s of the `AckTracker` they were built with (whoever builds the sink pairs the
+    two); this is the error for any other ticket. (The check is inline on the hot path.)"""
+    return TypeError(f"{type(ticket).__name__} is not an AckTracker's ticket: this sink "
+                     "counts every record against its transaction")
+
+
+class FailedDeliveries(Protocol):
+    """What `KafkaSink` asks of its tracker (`AckTracker`): raise the first failed delivery
+    its tickets recorded, as `SinkError`."""
+
+    def check(self) -> None: ...
+
+
+class KafkaSink(Sink):
+    """The at-least-once mode: every record is counted against its ticket (`expect`) and its
+    delivery report goes to that ticket, so the tracker's delivered LSN never passes an
+    unacknowledged record. A failed report or a refused record fails the ticket for good; the
+    next `poll`/`flush`/`produce` raises it. Tickets are `PendingTxn`s of `tracker`."""
+
+    def __init__(self, kafka_config: Mapping[str, Any], tracker: FailedDeliveries,
+                 **options: Any) -> None:
+        super().__init__(kafka_config, **options)
+        self._tracker = tracker
+
+    def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
+              partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
+        if not isinstance(ticket, PendingTxn):
+            raise _uncounted(ticket)
+        self._producer.produce(topic, value, key, partition, on_delivery=ticket.on_delivery,
+                               headers=headers)
+        ticket.expect(1)  # after the hand-off: a BufferError retry must not count it twice
+
+    def _refused(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket,
+                 exc: KafkaException) -> SinkError:
+        """The refusal fails the record's ticket: its transaction never completes."""
+        if not isinstance(ticket, PendingTxn):
+            raise _uncounted(ticket)
+        error = super()._refused(topic, key, value, ticket, exc)
+        ticket.failed(error)
+        return error
+
+    def _check(self) -> None:
+        super()._check()
+        try:
+            self._tracker.check()
+        except SinkError:
+            if self._expected:  # a delivery failed: because a topic went away? Say so.
+                self.check_topics()
+            raise
+
+
 class DrainedDeliveries(Protocol):
     """What `BulkSink` asks of its tracker (`AckTracker`): the failures its tickets recorded,
     and "everything handed over was delivered" once the queue drained without one."""
@@ -433,23 +471,25 @@ class DrainedDeliveries(Protocol):
 class BulkSink(KafkaSink):
     """A `KafkaSink` for a bulk load that needs only "all delivered" at its end (the initial
     snapshot's readers): librdkafka reports failed deliveries only, with no per-record
-    callback (its cheapest path, a third of the client's cost per event saved). Nothing
-    completes per event; `close()` drains the queue and then tells the tracker everything was
-    delivered. A failed delivery (which record of which ticket is not tracked) fails the sink as
-    a whole."""
+    callback (its cheapest path, a third of the client's cost per event saved). Records are
+    still counted against their ticket, but nothing completes per event; `close()` drains the
+    queue and then tells the tracker everything was delivered. A failed delivery (which record
+    of which ticket is not tracked) fails the sink as a whole."""
 
     def __init__(self, kafka_config: Mapping[str, Any], tracker: DrainedDeliveries,
                  **options: Any) -> None:
         super().__init__(kafka_config, tracker, **options)
         self._drained = tracker
 
-    def _configure(self, config: dict[str, Any]) -> None:
-        config["delivery.report.only.error"] = True
-        config["on_delivery"] = self._on_failed_delivery
+    def _mode_settings(self) -> dict[str, Any]:
+        return {"delivery.report.only.error": True, "on_delivery": self._on_failed_delivery}
 
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
               partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
+        if not isinstance(ticket, PendingTxn):
+            raise _uncounted(ticket)
         self._producer.produce(topic, value, key, partition, headers=headers)
+        ticket.expect(1)
 
     def close(self, timeout_s: float = 30.0) -> None:
         super().close(timeout_s)

@@ -47,7 +47,7 @@ from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
 from .acks import Ticket
-from .producer import KafkaSink, Oversized, producer_config
+from .producer import _ANY_PARTITION, Headers, Oversized, Sink, producer_config
 from .topics import TopicCreator
 
 __all__ = ["SNAPSHOT_TRANSACTION_DEFAULTS", "BatchLimits", "ExactlyOnceSettings",
@@ -162,9 +162,9 @@ def committed_lsn(kafka_config: Mapping[str, Any], topic: str, db: str, slot: st
 
 
 class _Ticket:
-    """One PostgreSQL transaction in the open Kafka transaction (`TransactionalTracker.begin`).
-    `expect` and `on_delivery` are part of the sink's `Ticket` and do nothing here: the Kafka
-    commit, not per-record reports, decides what is delivered."""
+    """One PostgreSQL transaction in the open Kafka transaction (`TransactionalTracker.begin`):
+    its end LSN and whether its last record was handed over. Nothing is counted per record:
+    the Kafka commit, not per-record reports, decides what is delivered."""
 
     __slots__ = ("end_lsn", "sealed")
 
@@ -172,17 +172,8 @@ class _Ticket:
         self.end_lsn = end_lsn
         self.sealed = False
 
-    def expect(self, n: int = 1) -> None:
-        pass
-
     def seal(self) -> None:
         self.sealed = True
-
-    def on_delivery(self, err: Any, msg: Any) -> None:
-        pass  # a failed record makes commit_transaction fail
-
-    def failed(self, error: SinkError) -> None:
-        raise error
 
 
 class TransactionalTracker:
@@ -214,10 +205,6 @@ class TransactionalTracker:
     def delivered_lsn(self) -> int | None:
         return self._delivered
 
-    def check(self) -> None:
-        """Nothing to raise: a refused record raises at once (`_Ticket.failed`), a failed
-        delivery fails the commit (`TransactionalSink.commit`)."""
-
     @property
     def open_transactions(self) -> int:
         return len(self._open)
@@ -237,8 +224,10 @@ class TransactionalTracker:
         self._open = []
 
 
-class TransactionalSink(KafkaSink):
-    """`KafkaSink` whose records go out in Kafka transactions committed with their progress."""
+class TransactionalSink(Sink):
+    """The exactly-once `Sink`: records go out in Kafka transactions committed with their
+    progress. No record has a delivery report: a failed one fails `commit_transaction`
+    (`commit`), and a refused one raises at once (`Sink._refused`)."""
 
     def __init__(self, kafka_config: Mapping[str, Any], tracker: TransactionalTracker, *,
                  db: str, slot: str, offsets: str, limits: BatchLimits = BatchLimits(),
@@ -249,11 +238,11 @@ class TransactionalSink(KafkaSink):
         # librdkafka wants message.timeout.ms <= transaction.timeout.ms; a killed instance's
         # open transaction is aborted by the broker after transaction.timeout.ms at the latest.
         kafka_config = {**TRANSACTIONAL_DEFAULTS, **kafka_config}
-        super().__init__(kafka_config, tracker, topics=topics, tombstones=tombstones,
+        super().__init__(kafka_config, topics=topics, tombstones=tombstones,
                          transactional_id=transactional_id(db, slot), oversized=oversized,
                          max_event_bytes=max_event_bytes, metadata_timeout_s=metadata_timeout_s,
                          truncate_records=truncate_records)
-        self._ttracker = tracker
+        self._tracker = tracker
         self._key = _progress_key(db, slot)
         self._offsets = offsets
         self._limits = limits
@@ -268,7 +257,7 @@ class TransactionalSink(KafkaSink):
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket, *,
                 partition: int | None = None) -> None:
-        if self._ttracker.skips(ticket.end_lsn):
+        if self._tracker.skips(ticket.end_lsn):
             return
         if not self._in_txn:
             try:
@@ -280,6 +269,10 @@ class TransactionalSink(KafkaSink):
             self._txn_bytes = self.bytes
         super().produce(topic, key, value, ticket, partition=partition)
 
+    def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
+              partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
+        self._producer.produce(topic, value, key, partition, headers=headers)
+
     def poll(self, timeout_s: float = 0.0) -> int:
         served = super().poll(timeout_s)
         if self._batch_full():
@@ -287,7 +280,7 @@ class TransactionalSink(KafkaSink):
         return served
 
     def _batch_full(self) -> bool:
-        batch = self._ttracker.batch
+        batch = self._tracker.batch
         if not batch or not batch[-1].sealed:
             return False
         limits = self._limits
@@ -298,11 +291,11 @@ class TransactionalSink(KafkaSink):
 
     def commit(self) -> None:
         """Commit the open batch with its progress record; on failure abort and raise."""
-        batch = self._ttracker.batch
+        batch = self._tracker.batch
         if not batch:
             return
         if not self._in_txn:  # only skipped or empty transactions: nothing to write
-            self._ttracker.committed()
+            self._tracker.committed()
             return
         end_lsn = batch[-1].end_lsn
         try:
@@ -324,11 +317,11 @@ class TransactionalSink(KafkaSink):
                                 "committed (nothing of it is confirmed to PostgreSQL)",
                                 exc) from None
         self._in_txn = False
-        self._ttracker.committed()
+        self._tracker.committed()
 
     def _abort(self) -> None:
         self._in_txn = False
-        self._ttracker.aborted()
+        self._tracker.aborted()
         try:
             self._producer.abort_transaction(self._commit_timeout_s)
         except KafkaException as exc:
@@ -342,14 +335,9 @@ class TransactionalSink(KafkaSink):
                              "took over, or the producer failed for good)")
         return SinkError(f"{what}: {error.str()}", transient=True)
 
-    def flush(self, timeout_s: float = 30.0) -> int:
-        remaining: int = self._producer.flush(timeout_s)
-        self._check()
-        return remaining
-
     def close(self, timeout_s: float = 30.0) -> None:
         """Commit what is sealed (a graceful stop)."""
-        batch = self._ttracker.batch
+        batch = self._tracker.batch
         if batch and batch[-1].sealed:
             self.commit()
         elif self._in_txn:

@@ -1,16 +1,22 @@
-"""The real entry point: `spark-submit spark_jobs/merge.py` as `pgcdc merge` builds it, killed
-with SIGKILL part-way through (a crash), then run again to completion from its checkpoint."""
+"""The real entry points, one JVM launch each (a launch is most of the cost): `spark-submit
+spark_jobs/merge.py` as `pgcdc merge` builds it, killed with SIGKILL part-way through (a crash),
+then `pgcdc merge` resuming from its checkpoint until stopped with SIGTERM; and `pgcdc merge`'s
+one-line errors."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
 from spark_jobs.submit import spark_submit_command, submit_env
@@ -20,9 +26,15 @@ from tests.support.merge import CdcPublisher, table_rows
 pytestmark = pytest.mark.e2e
 
 
-def test_spark_submit_killed_mid_stream_then_resumed(
+def test_spark_submit_killed_mid_stream_then_resumed_by_pgcdc_merge_until_sigterm(
         spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
         prefix: str, tmp_path: Path, spark_jar_paths: list[Path]) -> None:
+    """1. spark-submit, SIGKILLed after its second batch: no shutdown hook, no graceful stop.
+    2. `pgcdc merge`, as a service manager runs it, resumes from the checkpoint and commits a
+       batch up to the end of every partition; SIGTERM then stops it and spark-submit's JVM
+       with it, quietly.
+    The lake holds what was published, each undecodable event once, although a batch may have
+    been cut by the kill and re-run."""
     publisher = CdcPublisher(kafka.bootstrap, registry.url, prefix)
     scenario.publish(publisher)
     target = tmp_path / "lake"
@@ -31,39 +43,85 @@ def test_spark_submit_killed_mid_stream_then_resumed(
     env = submit_env({**os.environ, "PGCDC_SPARK_JARS": ",".join(map(str, spark_jar_paths))})
     cmd = spark_submit_command([*args, "--trigger", "1s", "--max-offsets-per-trigger", "8"],
                                driver_memory="1g", jars=[str(p) for p in spark_jar_paths])
-    log = tmp_path / "first.log"
+    log = tmp_path / "killed.log"
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    commits = target / "_pgcdc" / "checkpoint" / "commits"
+    checkpoint = target / "_pgcdc" / "checkpoint"
     try:
-        deadline = time.monotonic() + 420  # a loaded machine starts the JVM slowly
-        while not (commits / "1").exists():
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
+        _wait(lambda: (checkpoint / "commits" / "1").exists(), proc, log)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # no shutdown hook, no graceful stop
         proc.wait()
     # It was stopped before the end: the batches of 8 records it committed hold fewer
     # records than were sent (so the second run has work left, and resumes it).
-    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-    assert (last + 1) * 8 < publisher.sent, (last, publisher.sent)
+    killed_at = _last_commit(checkpoint)
+    assert (killed_at + 1) * 8 < publisher.sent, (killed_at, publisher.sent)
 
-    done = subprocess.run(spark_submit_command([*args, "--trigger", "available-now"],
-                                               driver_memory="1g",
-                                               jars=[str(p) for p in spark_jar_paths]),
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    summary = [line for line in done.stderr.splitlines() if line.startswith("pgcdc merge:")]
-    assert any("event(s)" in line for line in summary), done.stderr[-3000:]
-    assert "pgcdc merge:" not in done.stdout
-    # each undecodable event once, though a batch may have been cut by the kill and re-run
+    ends = _end_offsets(kafka.bootstrap, publisher.partitions)
+    log = tmp_path / "resumed.stderr"
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "connector.cli", "merge", "--driver-memory", "1g", *args,
+             "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        _wait(lambda: _committed_up_to(checkpoint, ends), proc, log)
+        assert [p for p in _processes_mentioning(str(target)) if p != proc.pid]  # the JVM runs
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 30
+    while _processes_mentioning(str(target)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_mentioning(str(target)) == [], "spark-submit's JVM outlived pgcdc merge"
+    err = log.read_text()
+    assert err.count("\n") < 50, err[-3000:]  # Spark's INFO chatter stays off
+
     dead = spark.read.parquet(str(target / "_pgcdc" / "dead_letter")).collect()
     assert len({(r["partition"], r["offset"]) for r in dead}) == len(dead)
     assert len(dead) == scenario.CORRUPT_EVENTS
     for table, rows in scenario.EXPECTED.items():
         assert table_rows(spark, f"{target}/{table}", scenario.KEYS[table]) == rows, table
+
+
+def _wait(done: Callable[[], bool], proc: subprocess.Popen[Any], log: Path) -> None:
+    deadline = time.monotonic() + 420  # a loaded machine starts the JVM slowly
+    while not done():
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.2)
+
+
+def _last_commit(checkpoint: Path) -> int:
+    return max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+
+
+def _end_offsets(bootstrap: str, partitions: dict[str, int]) -> dict[str, dict[str, int]]:
+    """Each topic's partitions' high watermarks (as Spark's offset log writes them)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "merge-submit-ends"})
+    try:
+        return {topic: {str(p): consumer.get_watermark_offsets(TopicPartition(topic, p),
+                                                               timeout=10)[1]
+                        for p in range(count)}
+                for topic, count in partitions.items()}
+    finally:
+        consumer.close()
+
+
+def _committed_up_to(checkpoint: Path, ends: dict[str, dict[str, int]]) -> bool:
+    """Whether the last committed batch read every partition up to `ends` (its offset log: a
+    version line, the batch's metadata, then one line per source: topic -> partition -> end)."""
+    try:
+        batch = _last_commit(checkpoint)
+        lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
+    except (OSError, ValueError):  # nothing committed yet
+        return False
+    read = json.loads(lines[-1])
+    return all(read.get(topic, {}).get(p, -1) >= end
+               for topic, parts in ends.items() for p, end in parts.items())
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -75,39 +133,6 @@ def _processes_mentioning(text: str) -> list[int]:
         except OSError:
             continue
     return found
-
-
-def test_sigterm_to_pgcdc_merge_stops_the_jvm(
-        kafka, registry,  # type: ignore[no-untyped-def]
-        prefix: str, tmp_path: Path, spark_jar_paths: list[Path]) -> None:
-    """A service manager stops `pgcdc merge` with SIGTERM: spark-submit's JVM goes too."""
-    scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
-    target = tmp_path / "lake-sigterm"
-    env = {**os.environ, "PGCDC_SPARK_JARS": ",".join(map(str, spark_jar_paths))}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "connector.cli", "merge", "--driver-memory", "1g",
-         "--bootstrap-servers", kafka.bootstrap, "--schema-registry-url", registry.url,
-         "--topic-prefix", prefix, "--target", str(target), "--trigger", "1s"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    commits = target / "_pgcdc" / "checkpoint" / "commits"
-    try:
-        deadline = time.monotonic() + 420  # a loaded machine starts the JVM slowly
-        while not (commits / "0").exists():
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        assert [p for p in _processes_mentioning(str(target)) if p != proc.pid]  # the JVM runs
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode != 0
-    deadline = time.monotonic() + 30
-    while _processes_mentioning(str(target)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert _processes_mentioning(str(target)) == [], "spark-submit's JVM outlived pgcdc merge"
-    assert err.count("\n") < 50, err[-3000:]  # Spark's INFO chatter stays off
 
 
 def _merge(args: list[str], spark_jar_paths: list[Path],

@@ -25,7 +25,7 @@ from connector.errors import SourceError, first_line, is_privilege_error
 from connector.names import TableName
 from connector.pgoutput.messages import COLUMN_KEY, Relation
 from connector.replication.features import ServerFeatures
-from connector.sink import DeliveryTracker, KafkaSink, Ticket
+from connector.sink import DeliveryTracker, Sink, Ticket
 
 from ..copytext import parse_copy_text
 from ..tables import SnapshotTable, published_table
@@ -63,7 +63,7 @@ class KeyRangeChunk:
 
 class IncrementalSnapshots:
     def __init__(self, dsn: str, slot: str, publication: str, features: ServerFeatures,
-                 codec_for: Callable[[Relation], TableCodec], sink: KafkaSink,
+                 codec_for: Callable[[Relation], TableCodec], sink: Sink,
                  tracker: DeliveryTracker, *, chunk_rows: int) -> None:
         self.slot = slot
         self.publication = publication
