@@ -2,11 +2,12 @@
 
 The whole product on one machine (issue 19's goal): PostgreSQL, Kafka and the registry started
 as benchmarks/producer.py starts them, `pgcdc run` as a subprocess with the settings a user
-gets by default (one partition per topic, initial snapshot, no heartbeats), and the merge job
-streaming in this process (`start_merge`, fast path, `--trigger 1s`, local[2]). A writer
-process commits at `--rate` changes/s; a reader process polls the Delta tables with delta-rs
-(merge.py's `frontier_reader`). Then the same with `MergeConfig(fast_merge="off")` for
-`--baseline-seconds`, on its own schema, slot, topics and target, in the same invocation.
+gets by default (one partition per topic, initial snapshot, no heartbeats unless
+`--heartbeat-interval-s`), and the merge job streaming in this process (`start_merge`, fast
+path, `--trigger 1s`, local[2]). A writer process commits at `--rate` changes/s; a reader
+process polls the Delta tables with delta-rs (merge.py's `frontier_reader`). Then the same with
+`MergeConfig(fast_merge="off")` for `--baseline-seconds`, on its own schema, slot, topics and
+target, in the same invocation.
 
     PGCDC_STACK_CACHE=... .venv/bin/python benchmarks/freshness.py [--rate 5000]
         [--seconds 600] [--baseline-seconds 90] [--pg 18]
@@ -66,6 +67,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "scripts"), str(REPO / "benchmarks")]
 
 import psycopg  # noqa: E402
+from deltalake import DeltaTable  # noqa: E402
 from merge import (  # noqa: E402
     COLUMNS,
     SPARK_EXTRA,
@@ -196,6 +198,7 @@ class PathResult:
     reader_poll_s: float
     pgcdc_cpu_share: float  # pgcdc's CPU seconds / wall seconds while the writer ran
     slot_lag_mb_max: float  # pg_current_wal_lsn() - confirmed_flush_lsn, sampled every 5 s
+    tombstones: int  # tombstone rows left in the 10 tables' tombstone tables at the end
 
     def batch_medians(self) -> tuple[float, float]:
         """Median seconds of the first and of the last third of the batches (with events)."""
@@ -217,7 +220,8 @@ def run_path(spark: SparkSession, stack: Stack, work: Path, args: argparse.Names
         pgcdc = subprocess.Popen(
             [PGCDC, "run", "--dsn", stack.dsn, "--bootstrap-servers", stack.bootstrap,
              "--schema-registry-url", stack.registry, "--topic-prefix", name, "--slot", name,
-             "--publication", name, "--tables", f"{name}.*"],
+             "--publication", name, "--tables", f"{name}.*",
+             "--heartbeat-interval-s", str(args.heartbeat_interval_s)],
             stdout=log, stderr=subprocess.STDOUT)
     config = MergeConfig(stack.bootstrap, stack.registry, str(target), topic_prefix=name,
                          trigger=args.trigger, fast_merge="auto" if fast else "off")
@@ -286,7 +290,17 @@ def run_path(spark: SparkSession, stack: Stack, work: Path, args: argparse.Names
         thirds=split_thirds(lags, committed, started, ended),
         batch_seconds=[r.seconds for r in busy], batch_events=[r.events for r in busy],
         reader_polls=polls, reader_poll_s=poll_seconds / max(1, polls),
-        pgcdc_cpu_share=cpu_share, slot_lag_mb_max=slot_lag)
+        pgcdc_cpu_share=cpu_share, slot_lag_mb_max=slot_lag,
+        tombstones=tombstones_left(target, name))
+
+
+def tombstones_left(target: Path, schema: str) -> int:
+    """Tombstone rows in the tables' tombstone tables (`<target>/_pgcdc/tombstones/...`): with
+    heartbeats they are expired as the job goes (spark_jobs/expiry.py), without they grow by
+    every delete."""
+    paths = [target / "_pgcdc" / "tombstones" / schema / f"t{i}" for i in range(TABLES)]
+    return sum(DeltaTable(str(p)).to_pyarrow_dataset().count_rows()
+               for p in paths if DeltaTable.is_deltatable(str(p)))
 
 
 def wait_for_snapshot(reports: list[BatchReport], events: int, alive: Callable[[], None],
@@ -349,7 +363,7 @@ def print_path(r: PathResult) -> None:
     print("  batch s: " + " ".join(f"{s:.1f}" for s in r.batch_seconds))
     print(f"  pgcdc {r.pgcdc_cpu_share:.0%} of a core; slot confirmed lag at most "
           f"{r.slot_lag_mb_max:.1f} MB; reader {r.reader_polls} polls of "
-          f"{r.reader_poll_s * 1000:.0f} ms", flush=True)
+          f"{r.reader_poll_s * 1000:.0f} ms; tombstones left {r.tombstones:,}", flush=True)
     print("  " + json.dumps({k: v for k, v in vars(r).items() if k not in ("lags", "thirds")}
                             | {"p50": pct(r.lags, 0.5) if r.lags else None,
                                "p99": pct(r.lags, 0.99) if r.lags else None}), flush=True)
@@ -380,6 +394,9 @@ def main() -> None:
                    help="rows per table before pgcdc starts (its initial snapshot)")
     p.add_argument("--drain", type=int, default=120,
                    help="seconds to wait after writing for the job to apply everything")
+    p.add_argument("--heartbeat-interval-s", type=float, default=0.0,
+                   help="pgcdc's (default 0: none, pgcdc's default); with heartbeats the job "
+                        "expires tombstones")
     p.add_argument("--pg", type=int, choices=(18, 15), default=18, help="PostgreSQL version")
     args = p.parse_args()
 
