@@ -10,7 +10,8 @@ the deletes expire once heartbeats carry a restart_lsn past them (spark_jobs/exp
 `pgcdc verify` then proves the lake at the job's newest cut equal to PostgreSQL, also when a
 key deleted after verify's position L has its tombstone expired before verify reads the cut
 (verify reads the tombstones at the cut's version). Without --consistent-cuts, tombstones
-expire the same way (`test_plain_streaming_expires_tombstones`)."""
+expire by the same rule: tests/unit/spark_jobs/test_spark_jobs_cut_batches.py runs the batch
+processor both ways, and test_spark_jobs_expiry.py holds which jobs read heartbeats."""
 
 from __future__ import annotations
 
@@ -259,47 +260,3 @@ def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, r
     assert sum(t.skipped for t in report.tables) == 2
     assert sum(t.verified for t in report.tables) == at_l - 2
     print(f"{len(cuts)} cuts, {done[0]} transactions, fast path: {processor.stats.fast_tables}")
-
-
-def _latest_rows(target: Path, table: str) -> dict[int, int]:
-    path = str(target / SCHEMA / table)
-    return _rows(target, table, DeltaTable(path).version()) if DeltaTable.is_deltatable(path) \
-        else {}
-
-
-def test_plain_streaming_expires_tombstones(pg18: Any, spark: Any, kafka: Any, registry: Any,
-                                            tmp_path: Path, producer: ProducerRun) -> None:
-    """Without --consistent-cuts the job reads the heartbeats for expiry alone: the tombstones
-    of deletes expire once heartbeats carry a restart_lsn past them (CHECKPOINTs move it), and
-    the tables stay equal to PostgreSQL, a key deleted and inserted again after its tombstone
-    expired included."""
-    _create(pg18.dsn)
-    producer.start(tmp_path, wait=False)
-    target = tmp_path / "lake"
-    config = MergeConfig(bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
-                         target=str(target), topic_prefix=producer.prefix, trigger="1s",
-                         fast_merge=FAST_MERGE, maintenance_every=2)
-    assert config.expiry_off is None
-    query, processor = start_merge(spark, config)
-
-    def running() -> None:
-        assert query.exception() is None, query.exception()
-
-    try:
-        with psycopg.connect(pg18.dsn, autocommit=True) as conn:
-            conn.execute(f"DELETE FROM {SCHEMA}.a WHERE id <= 5")
-            _until(lambda: _tombstoned(target, "a", 5), "the deletes left no tombstone",
-                   each=running)
-            _until(lambda: "a" in _expired(target), "no tombstone expired",
-                   each=lambda: (running(), conn.execute("CHECKPOINT")))
-            conn.execute(f"INSERT INTO {SCHEMA}.a VALUES (5, 7)")
-            source = {t: dict(conn.execute(f"SELECT id, amount FROM {SCHEMA}.{t}").fetchall())
-                      for t in "ab"}
-        _until(lambda: {t: _latest_rows(target, t) for t in "ab"} == source,
-               "the lake differs from PostgreSQL", each=running)
-    finally:
-        query.stop()
-        processor.close()
-    assert not _tombstoned(target, "a", 4)
-    assert not (target / "_pgcdc" / "pending").exists()  # no cut state: the heartbeats' own
-    assert (target / "_pgcdc" / "heartbeats").is_dir()
