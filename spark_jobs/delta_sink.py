@@ -31,6 +31,7 @@ from .changes import (
 from .expiry import expired_predicate
 from .files import HadoopFs
 from .incarnation import Incarnation
+from .manifest import tombstone_key
 from .plan import MergePlan, merge_plan, not_deleted_later, sql_string
 from .widening import column_change, exact_cast
 
@@ -105,7 +106,7 @@ class DeltaTableSink:
                  column_mapping: bool = False,
                  catalog_name: str | None = None) -> None:
         self.path = f"{root.rstrip('/')}/{rel_path}"
-        self.tomb_path = f"{root.rstrip('/')}/_pgcdc/tombstones/{rel_path}"
+        self.tomb_path = f"{root.rstrip('/')}/{tombstone_key(rel_path)}"
         self.app_id = app_id
         self.partition_by = list(partition_by)
         # Set on creation only; column mapping as asked, unless the user chose the versions.
