@@ -18,7 +18,9 @@ Kafka through pgcdc's initial snapshot, and the clock starts once the job has ap
 every Delta table exists and the JVM is warm). The writer (one psycopg connection, serial)
 commits transactions of 50 changes, each to one random table: 15 inserts of new keys, 30
 updates of distinct random live keys, 5 deletes of other live keys (merge.py's 30/60/10 mix),
-paced to `--rate`. One table per transaction, not 50 changes spread over the 10 tables: then a
+paced to `--rate`; with `--steady`, 10 inserts, 30 updates and 10 deletes, so every table keeps
+its `--seed-rows` size and batch time over a long run shows drift rather than data growth.
+One table per transaction, not 50 changes spread over the 10 tables: then a
 transaction's freshness is that of one table (no max over tables to define), and every
 transaction writes rows of its table (a table's part of a spread transaction could be deletes
 only, which leave no row carrying its LSN). For each transaction the writer records the table,
@@ -86,8 +88,9 @@ from spark_jobs.config import MergeConfig  # noqa: E402
 from spark_jobs.job import BatchReport, start_merge  # noqa: E402
 from spark_jobs.session import local_session  # noqa: E402
 
-INSERTS, UPDATES, DELETES = 15, 30, 5  # one transaction: 50 changes, 30/60/10
-CHANGES = INSERTS + UPDATES + DELETES
+GROWING = (15, 30, 5)  # one transaction's inserts, updates, deletes: merge.py's 30/60/10 mix
+STEADY = (10, 30, 10)  # as many inserts as deletes: every table keeps its size (--steady)
+CHANGES = 50  # changes per transaction, in either mix
 READER_INTERVAL = 0.1
 POST_COMMIT_LSN = "SELECT pg_current_wal_lsn() - '0/0'"
 
@@ -111,12 +114,13 @@ def create_tables(dsn: str, schema: str, seed_rows: int) -> None:
 # --- the writer ------------------------------------------------------------------------------
 
 def write_transactions(dsn: str, schema: str, seed_rows: int, rate: int, seconds: float,
-                       out: str) -> None:
-    """Child process: commit `CHANGES`-change transactions on random tables at `rate`
-    changes/s for `seconds`; pickle to `out` (tables, thresholds, commit times, post-commit
-    LSNs) as arrays, one entry per transaction, plus (started, ended, seconds behind schedule
-    at worst). A transaction's threshold is p(i-1) + 1: its table's max `_cdc_commit_lsn`
-    reaches it exactly when the transaction is applied (module docstring)."""
+                       mix: tuple[int, int, int], out: str) -> None:
+    """Child process: commit `CHANGES`-change transactions of `mix` (inserts, updates,
+    deletes) on random tables at `rate` changes/s for `seconds`; pickle to `out` (tables,
+    thresholds, commit times, post-commit LSNs) as arrays, one entry per transaction, plus
+    (started, ended, seconds behind schedule at worst). A transaction's threshold is
+    p(i-1) + 1: its table's max `_cdc_commit_lsn` reaches it exactly when
+    the transaction is applied (module docstring)."""
     rnd = random.Random(7)
     live = [list(range(seed_rows)) for _ in range(TABLES)]
     next_key = [seed_rows] * TABLES
@@ -134,9 +138,9 @@ def write_transactions(dsn: str, schema: str, seed_rows: int, rate: int, seconds
                 behind = max(behind, -delay)
             t = rnd.randrange(TABLES)
             with conn.transaction():
-                write_changes(conn, f"{schema}.t{t}", live[t], next_key[t], n, rnd)
+                write_changes(conn, f"{schema}.t{t}", live[t], next_key[t], n, rnd, mix)
             committed.append(time.time())
-            next_key[t] += INSERTS
+            next_key[t] += mix[0]
             lsn = post_commit_lsn(conn)
             tables.append(t)
             thresholds.append(previous + 1)
@@ -147,17 +151,18 @@ def write_transactions(dsn: str, schema: str, seed_rows: int, rate: int, seconds
 
 
 def write_changes(conn: psycopg.Connection, table: str, live: list[int], next_key: int,
-                  version: int, rnd: random.Random) -> None:
-    """One transaction's changes to `table`: INSERTS new keys from `next_key`, UPDATES and
-    DELETES of distinct keys drawn from `live` (which this keeps up to date). Values as
-    merge.py's `row(key, version)`."""
-    picked = rnd.sample(range(len(live)), UPDATES + DELETES)
-    updated = [live[i] for i in picked[:UPDATES]]
-    deleted = [live[i] for i in picked[UPDATES:]]
-    for i in sorted(picked[UPDATES:], reverse=True):  # swap-remove, highest index first
+                  version: int, rnd: random.Random, mix: tuple[int, int, int]) -> None:
+    """One transaction's changes to `table`: `mix` = (inserts of new keys from `next_key`,
+    updates and deletes of distinct keys drawn from `live`, which this keeps up to date).
+    Values as merge.py's `row(key, version)`."""
+    inserts, updates, deletes = mix
+    picked = rnd.sample(range(len(live)), updates + deletes)
+    updated = [live[i] for i in picked[:updates]]
+    deleted = [live[i] for i in picked[updates:]]
+    for i in sorted(picked[updates:], reverse=True):  # swap-remove, highest index first
         live[i] = live[-1]
         live.pop()
-    inserted = list(range(next_key, next_key + INSERTS))
+    inserted = list(range(next_key, next_key + inserts))
     live.extend(inserted)
     conn.execute(f"INSERT INTO {table} SELECT k, 'name-' || k || '-0', 0, k %% 1000, now(), "  # type: ignore[arg-type]
                  "repeat('x', 40) FROM unnest(%s::bigint[]) k", (inserted,))
@@ -200,6 +205,12 @@ class PathResult:
     slot_lag_mb_max: float  # pg_current_wal_lsn() - confirmed_flush_lsn, sampled every 5 s
     tombstones: int  # tombstone rows left in the 10 tables' tombstone tables at the end
 
+    def batch_sixths(self) -> list[tuple[float, float, float]]:
+        """(median, min, max) seconds of each sixth of the batches (with events), in order."""
+        n = len(self.batch_seconds)
+        parts = [self.batch_seconds[n * k // 6:n * (k + 1) // 6] for k in range(6)]
+        return [(pct(b, 0.5), min(b), max(b)) for b in parts if b]
+
     def batch_medians(self) -> tuple[float, float]:
         """Median seconds of the first and of the last third of the batches (with events)."""
         third = max(1, len(self.batch_seconds) // 3)
@@ -232,7 +243,8 @@ def run_path(spark: SparkSession, stack: Stack, work: Path, args: argparse.Names
     reader = ctx.Process(target=frontier_reader, args=(paths, stop, reader_out, READER_INTERVAL),
                          daemon=True)
     writer = ctx.Process(target=write_transactions, daemon=True,
-                         args=(stack.dsn, name, args.seed_rows, args.rate, seconds, writer_out))
+                         args=(stack.dsn, name, args.seed_rows, args.rate, seconds,
+                               STEADY if args.steady else GROWING, writer_out))
 
     def alive() -> None:
         if pgcdc.poll() is not None:
@@ -360,6 +372,8 @@ def print_path(r: PathResult) -> None:
     first, last = r.batch_medians()
     print(f"  {len(r.batch_seconds)} batches of median {events} events; median batch s "
           f"first third {first:.2f}, last third {last:.2f}")
+    print("  median (min-max) batch s by sixth: "
+          + ", ".join(f"{m:.2f} ({lo:.2f}-{hi:.2f})" for m, lo, hi in r.batch_sixths()))
     print("  batch s: " + " ".join(f"{s:.1f}" for s in r.batch_seconds))
     print(f"  pgcdc {r.pgcdc_cpu_share:.0%} of a core; slot confirmed lag at most "
           f"{r.slot_lag_mb_max:.1f} MB; reader {r.reader_polls} polls of "
@@ -397,6 +411,9 @@ def main() -> None:
     p.add_argument("--heartbeat-interval-s", type=float, default=0.0,
                    help="pgcdc's (default 0: none, pgcdc's default); with heartbeats the job "
                         "expires tombstones")
+    p.add_argument("--steady", action="store_true",
+                   help="as many inserts as deletes (10/30/10 per transaction), so the tables "
+                        "keep their --seed-rows size: batch time then shows drift, not growth")
     p.add_argument("--pg", type=int, choices=(18, 15), default=18, help="PostgreSQL version")
     args = p.parse_args()
 
