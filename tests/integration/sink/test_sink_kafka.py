@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from connector.errors import SinkError
@@ -44,10 +44,20 @@ def read_partitions(bootstrap: str, topic: str, partitions: int) -> dict[int, li
 
 
 def topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
+    """The topic's configs. A topic created a moment ago can still be unknown to the broker
+    that answers (its metadata is not there yet): asked again for up to 10 s."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
-    entries = admin.describe_configs([resource])[resource].result(timeout=30)
-    return {name: entry.value for name, entry in entries.items()}
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            entries = admin.describe_configs([resource])[resource].result(timeout=30)
+            return {name: entry.value for name, entry in entries.items()}
+        except KafkaException as exc:
+            unknown = exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+            if not unknown or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def test_created_topics_keep_everything_and_creation_is_idempotent(kafka: Any) -> None:
