@@ -2,6 +2,9 @@
 .PHONY: bootstrap native test unit demo stack-up stack-down stack-status lint clean
 
 PYTEST ?= .venv/bin/pytest
+# Test workers: the suite waits on servers about half the time, so two workers on 2 cores
+# take ~21 minutes instead of ~34 (`make test TEST_WORKERS=0` runs it in one process).
+TEST_WORKERS ?= 2
 
 bootstrap:            ## install system packages, .venv and the stack's jars (idempotent)
 	scripts/bootstrap
@@ -12,7 +15,7 @@ native:               ## rebuild the C extension after editing connector/native/
 test: bootstrap       ## lint (ruff, mypy), then the whole suite against real PostgreSQL 15/18, Kafka, registry, Spark
 	.venv/bin/ruff check connector spark_jobs tests scripts benchmarks
 	.venv/bin/mypy connector spark_jobs
-	$(PYTEST) -q -p no:cacheprovider --durations=30
+	$(PYTEST) -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 unit: bootstrap       ## pure-code tests only (no servers)
 	$(PYTEST) -q tests/unit
