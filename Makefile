@@ -3,7 +3,7 @@
 
 PYTEST ?= .venv/bin/pytest
 # Test workers: the suite waits on servers about half the time, so two workers on 2 cores
-# take ~21 minutes instead of ~34 (`make test TEST_WORKERS=0` runs it in one process).
+# take 21-23 minutes instead of ~34 (`make test TEST_WORKERS=0` runs it in one process).
 TEST_WORKERS ?= 2
 
 bootstrap:            ## install system packages, .venv and the stack's jars (idempotent)
