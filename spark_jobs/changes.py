@@ -27,10 +27,25 @@ UPSERT_OPS = ("c", "u", "r")
 
 
 class Position(NamedTuple):
-    """(commit_lsn, txn_index): the total order of changes (schemas/README.md)."""
+    """(commit_lsn, txn_index): the order of changes (schemas/README.md). Unique per change
+    but for a primary-key change, whose two events share it (`EventId`)."""
 
     commit_lsn: int
     txn_index: int
+
+
+class EventId(NamedTuple):
+    """What names one change event, and the total order of a table's events: its position,
+    then its `half`. A primary-key change is published as two events at one position, the
+    delete of the old key and the create of the new one (schemas/README.md "Primary-key
+    changes"); every other position holds one event (a truncate's copies, one per Kafka
+    partition, are one event). So at a position the delete is half 0 and any other event
+    half 1: the two halves of a key change are two events, the delete first, and copies of
+    one event (duplicates, replays) share its id."""
+
+    commit_lsn: int
+    txn_index: int
+    half: int
 
 
 def row_columns(df: DataFrame) -> list[str]:

@@ -11,13 +11,18 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .changes import IDX, LSN, OP, TOAST, Position
+from .changes import IDX, LSN, OP, TOAST, EventId, Position
 
 Row = dict[str, Any]
 
 
 def position(row: Row) -> Position:
     return Position(row[LSN], row[IDX])
+
+
+def event_id(row: Row) -> EventId:
+    """`changes.EventId` of a change: its position, the delete of a key change first."""
+    return EventId(row[LSN], row[IDX], 0 if row[OP] == "d" else 1)
 
 
 def _comparable(value: Any) -> Any:

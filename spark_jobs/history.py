@@ -3,9 +3,11 @@ change events. Pure: plain functions over Python rows (dicts), no Spark, no Delt
 
 A version is one state of one row over a span of source positions ``[valid_from, valid_to)``,
 where a position is ``(commit_lsn, txn_index)``. The versions are a function of the *set* of
-the table's events: events are ordered by position, not by arrival, and an event seen twice
-(same position) counts once, so late events, duplicates, restarts and replays give the same
-versions (`versions` sorts and deduplicates first).
+the table's events: events are ordered by their id (`changes.EventId`: the position, then
+the delete of a primary-key change before the create at the same position), not by arrival,
+and an event seen twice (same id) counts once, so late events, duplicates, restarts and
+replays give the same versions (`versions` sorts and deduplicates first). The id, not the
+position, names an event: a key change's two events share a position.
 
 Which row an event changes: the one its own key names, as in the mirror (each event is
 merged by the key it was written with). Every event carries the columns of its key schema
@@ -37,12 +39,14 @@ Rules, per event in position order:
 * a truncate closes every version open at its position (`__valid_to_op = 't'`), whichever
   batch brought it: a late event older than the truncate is closed by it.
 * a primary-key *value* change arrives as a delete of the old key and an insert of the new
-  one: the old key's version closes, the new key's opens.
+  one, both at the update's position, the delete first: the old key's version closes at
+  that position, the new key's opens there (as of it, the new key's row is visible, the old
+  one's not, as after the update in PostgreSQL).
 * an event without a key (no replica identity: the key was dropped) matches nothing: it is a
   row of its own, as in the mirror (merged by its position), closed only by a truncate.
 
-Each event opens at most one version, so a version is named by where it starts
-(`identity`). Events that differ in the columns every key has (`shared_key`) never change
+Each event opens at most one version and a delete opens none, so (one non-delete event per
+position) a version is named by where it starts (`identity`). Events that differ in the columns every key has (`shared_key`) never change
 the same row: the versions can be recomputed apart per value of those columns.
 
 The columns of a version are the table's row columns (all the events' columns: one added
@@ -57,8 +61,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .changes import IDX, LSN, OP, TOAST, TS, Position
-from .fold import key_of, position
+from .changes import IDX, LSN, OP, TOAST, TS, EventId, Position
+from .fold import event_id, key_of
 
 Row = dict[str, Any]
 
@@ -105,12 +109,13 @@ ALL = Tracking()
 
 
 def dedupe(events: Iterable[Row]) -> list[Row]:
-    """The events once each, ordered by position (one event per position in a table: the
-    copies of a truncate, one per Kafka partition, share theirs)."""
-    seen: dict[Position, Row] = {}
+    """The events once each, in their order (`changes.EventId`: copies of one event, such
+    as a truncate's, one per Kafka partition, share its id; the two events of a key change
+    do not)."""
+    seen: dict[EventId, Row] = {}
     for e in events:
-        seen.setdefault(position(e), e)
-    return [seen[p] for p in sorted(seen)]
+        seen.setdefault(event_id(e), e)
+    return [seen[i] for i in sorted(seen)]
 
 
 def key_label(key: Sequence[str] | None) -> str:
@@ -280,7 +285,8 @@ def as_of_time_sql(timestamp: str) -> str:
 
 def identity(version: Row) -> Position:
     """What names a version in the history table: where it starts (the position of the event
-    that opened it; each event opens at most one version)."""
+    that opened it: each event opens at most one version, a delete none, and a position
+    holds one event that is not a delete)."""
     return valid_from(version)
 
 

@@ -73,8 +73,8 @@ from pyspark.sql.types import (
 )
 
 from . import history
-from .changes import IDX, LSN, OP, TOAST, TS, Position
-from .fold import key_of, position
+from .changes import IDX, LSN, OP, TOAST, TS, EventId, Position
+from .fold import event_id, key_of, position
 from .history import HistoryError, Tracking
 from .history_positions import LoggedPositions
 from .plan import DATAFUSION, SOURCE, TARGET, key_condition
@@ -240,8 +240,8 @@ class HistorySink:
         state.parted_by(shared)
         reflected = self._reflects_log
         full = recovering or not shared or not reflected
-        late_truncates = {p for p, i in first.items() if rows[i][OP] == "t"
-                          and state.last is not None and p <= state.last}
+        late_truncates = {position(rows[i]) for i in first.values() if rows[i][OP] == "t"
+                          and state.last is not None and position(rows[i]) <= state.last}
         after = max(late_truncates, default=None)
 
         def follows(r: dict[str, Any]) -> bool:
@@ -259,8 +259,8 @@ class HistorySink:
 
         old = (_read(logged, shared, redo, full, events=True)
                if full or redo or late_truncates else [])
-        known = {position(r) for r in old}
-        new = [i for p, i in first.items() if p not in known]
+        known = {event_id(r) for r in old}
+        new = [i for e, i in first.items() if e not in known]
         logged_before = state.events
         if new and not recovering:
             write_deltalake(self.log_path, batch.take(new), mode="append", schema_mode="merge",
@@ -279,8 +279,9 @@ class HistorySink:
             table, only_current = _differences(stored, recomputed, version_schema)
             changes.append(table)
         extending = [] if full else [
-            rows[i] for p, i in first.items()
-            if (p not in late_truncates if rows[i][OP] == "t" else not redone(rows[i]))]
+            rows[i] for i in first.values()
+            if (position(rows[i]) not in late_truncates if rows[i][OP] == "t"
+                else not redone(rows[i]))]
         parts = {key_of(r, shared) for r in extending if r[OP] != "t"}
         if extending:
             everything = any(r[OP] == "t" for r in extending)
@@ -412,12 +413,12 @@ def _highest(positions: pa.Table) -> Position | None:
     return Position(lsn, pc.max(at.column(IDX)).as_py())
 
 
-def _first_of_each(rows: Sequence[dict[str, Any]]) -> dict[Position, int]:
-    """The index of each position's first row, in position order (`history.dedupe`)."""
-    first: dict[Position, int] = {}
+def _first_of_each(rows: Sequence[dict[str, Any]]) -> dict[EventId, int]:
+    """The index of each event's first row, in event order (`history.dedupe`)."""
+    first: dict[EventId, int] = {}
     for i, r in enumerate(rows):
-        first.setdefault(position(r), i)
-    return {p: first[p] for p in sorted(first)}
+        first.setdefault(event_id(r), i)
+    return {e: first[e] for e in sorted(first)}
 
 
 def _differences(stored: list[dict[str, Any]], computed: list[dict[str, Any]],

@@ -56,10 +56,10 @@ def fold(events: list[dict[str, Any]], at: Position) -> list[dict[str, Any]]:
     own)."""
     rows: list[dict[str, Any]] = []
     seen = {}
-    for e in events:
-        seen.setdefault((e[LSN], e[IDX]), e)
+    for e in events:  # a key change's delete and create share a position: the delete first
+        seen.setdefault((e[LSN], e[IDX], e[OP] != "d"), e)
     for p in sorted(seen):
-        if p > at:
+        if p[:2] > at:
             break
         e = seen[p]
         if e[OP] == "t":
@@ -103,7 +103,8 @@ def stored_after(batches: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 @st.composite
 def workloads(draw: st.DrawFn, rekeying: bool | None = None) -> list[dict[str, Any]]:
-    """A source history: one event per position, as PostgreSQL writes it. With `rekeying`
+    """A source history as the producer publishes it: one event per position, but for a key
+    change's delete and create, which share the update's position. With `rekeying`
     (drawn when None) the key definition changes from `(k)` to `(k, a)` at some step (the
     producer emits nothing then; the events after it carry the new key, and can change `a`
     only by a delete and an insert), and maybe is dropped later (only inserts, each a row of
@@ -157,14 +158,13 @@ def workloads(draw: st.DrawFn, rekeying: bool | None = None) -> list[dict[str, A
                 named = {c: old[c] for c in key if c != "k"}
                 if kind == "delete":
                     add(k, "d", idx, **named)
-                elif kind == "rekey":
+                elif kind == "rekey":  # the producer's two events at the update's position
                     new = k + 10
-                    add(k, "d", idx, **named)
-                    idx += 1
                     moved = tuple({"k": new, **cols}[c] for c in key)
-                    if moved in live:
+                    if moved in live:  # an earlier statement frees the new key
                         add(new, "d", idx, **{c: live[moved][c] for c in key if c != "k"})
                         idx += 1
+                    add(k, "d", idx, **named)
                     row = {**old, **cols, "k": new}
                     add(new, "c", idx, **{c: v for c, v in row.items() if c != "k"})
                     live[moved] = row
