@@ -1,4 +1,5 @@
-"""History tables end to end (`--history`): a random workload published to real Kafka with
+"""History tables end to end (`--history`): a random workload (with multi-row primary-key
+changes, each row's delete and create at one position) published to real Kafka with
 late events, duplicates and three partitions (truncates on each), merged in small streaming
 batches (the fast path and Spark), then replayed through Spark alone: the history tables
 are the same, and as of every commit LSN they hold the topic
@@ -46,10 +47,11 @@ def workload(rng: random.Random, steps: int = 50) -> list[dict[str, Any]]:
             return r
 
         def add(op: str, r: dict[str, Any], toast: tuple[str, ...] = (), v2: bool = v2,
-                lsn: int = lsn) -> None:
+                lsn: int = lsn, half: bool = False) -> None:
+            """`half`: the delete of a key change, whose create follows at the same index."""
             nonlocal idx
             out.append({"v2": v2, "op": op, "lsn": lsn, "idx": idx, "row": r, "toast": toast})
-            idx += 1
+            idx += 0 if half else 1
         # a truncate with the schema change (one Spark batch for both: Spark batches cost);
         # late events sent after it include older ones, which it must close
         kind = "truncate" if step == steps // 2 else rng.choice(
@@ -64,11 +66,13 @@ def workload(rng: random.Random, steps: int = 50) -> list[dict[str, Any]]:
         elif kind == "delete":
             add("d", {"id": k})
             live.discard(k)
-        elif kind == "rekey" and k + 100 not in live:
-            add("d", {"id": k})
-            add("c", row(k + 100))
-            live.discard(k)
-            live.add(k + 100)
+        elif kind == "rekey":  # UPDATE ... SET id = id + 100 WHERE id IN (up to 3 rows):
+            # per row a delete and a create at the row's txn_index, as the producer writes
+            for moved in sorted(m for m in live if m + 100 not in live)[:3]:
+                add("d", {"id": moved}, half=True)
+                add("c", row(moved + 100))
+                live.discard(moved)
+                live.add(moved + 100)
         else:
             toast = ("bio",) if kind == "toast" else ()
             add("u", row(k, bool(toast)), toast)
