@@ -46,8 +46,9 @@ Rules, per event in position order:
   row of its own, as in the mirror (merged by its position), closed only by a truncate.
 
 Each event opens at most one version and a delete opens none, so (one non-delete event per
-position) a version is named by where it starts (`identity`). Events that differ in the columns every key has (`shared_key`) never change
-the same row: the versions can be recomputed apart per value of those columns.
+position) a version is named by where it starts (`identity`). Events that differ in the
+columns every key has (`shared_key`) never change the same row: the versions can be
+recomputed apart per value of those columns.
 
 The columns of a version are the table's row columns (all the events' columns: one added
 later is NULL in older versions, one dropped upstream is NULL in versions opened after the
