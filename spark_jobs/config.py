@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from . import storage
 from .names import TableId, subscribe_pattern, table_of
 
 AVAILABLE_NOW = "available-now"
@@ -76,9 +77,7 @@ class MergeConfig:
             raise ValueError("--maintenance-every must not be negative")
         if self.history and self.format != "delta":
             raise ValueError("--history applies to Delta tables, not to --format parquet")
-        if self.history and "://" in self.target and not self.target.startswith("file:"):
-            raise ValueError("--history needs a local --target (history tables are written "
-                             "through delta-rs)")
+        self._check_store()
         if self.history_columns and self.history_except_columns:
             raise ValueError("give --history-columns or --history-except-columns, not both")
         if (self.history_columns or self.history_except_columns) and not self.history:
@@ -99,11 +98,19 @@ class MergeConfig:
             raise ValueError(f"--consistent-cuts needs batches that read to the latest offsets "
                              f"Spark listed, after a previous batch: {uneven}")
         self.heartbeat_topic  # noqa: B018 - raises for topics of several prefixes
-        scheme = self.target.partition("://")[0] if "://" in self.target else "file"
-        if scheme in ("s3a", "s3n", "hdfs", "viewfs"):
-            raise ValueError(f"--consistent-cuts writes its manifest with delta-rs, which does "
-                             f"not read {scheme}:// paths: give --target as a local path, s3://, "
-                             "abfss:// or gs://")
+
+    def _check_store(self) -> None:
+        """Features written through delta-rs (history tables, the cuts manifest) need a
+        target delta-rs reaches: local disk or an object store (spark_jobs/storage.py)."""
+        kind = storage.scheme(self.target)
+        if kind in storage.DELTA_RS_SCHEMES:
+            return
+        for feature, on in (("--history", bool(self.history)),
+                            ("--consistent-cuts", self.consistent_cuts)):
+            if on:
+                raise ValueError(f"{feature} writes through delta-rs, which does not reach "
+                                 f"{kind}:// paths: give --target as a local path, s3a://, "
+                                 "abfss:// or gs://")
 
     @property
     def uneven_reading(self) -> str | None:
@@ -147,10 +154,10 @@ class MergeConfig:
 
     @property
     def fast_merge_on(self) -> bool:
-        """Small Delta batches go through delta-rs: with auto, when the target is a local
-        path (delta-rs does not read Spark's Hadoop filesystem settings)."""
-        scheme = self.target.partition("://")[0] if "://" in self.target else "file"
-        return self.format == "delta" and self.fast_merge == "auto" and scheme == "file"
+        """Small Delta batches go through delta-rs: with auto, when delta-rs reaches the
+        target (local disk, object stores: storage.py derives its settings from Spark's)."""
+        return (self.format == "delta" and self.fast_merge == "auto"
+                and storage.scheme(self.target) in storage.DELTA_RS_SCHEMES)
 
     def keeps_history(self, table: TableId) -> bool:
         """Whether `table` matches a --history pattern (its PostgreSQL `schema.table`)."""

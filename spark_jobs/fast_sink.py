@@ -34,6 +34,7 @@ from .expiry import expired_predicate
 from .lake_types import lake_schema
 from .plan import DATAFUSION, merge_plan
 from .rows import TopicRows
+from .storage import options_for
 from .widening import column_change
 
 log = logging.getLogger(__name__)
@@ -55,9 +56,10 @@ def _open(sink: DeltaTableSink, path: str) -> DeltaTable | None:
             return cached
         except Exception:  # noqa: BLE001 - removed or replaced behind our back: open again
             del sink.delta_rs[path]
-    if not DeltaTable.is_deltatable(path):
+    options = options_for(path)
+    if not DeltaTable.is_deltatable(path, storage_options=options):
         return None
-    sink.delta_rs[path] = table = DeltaTable(path)
+    sink.delta_rs[path] = table = DeltaTable(path, storage_options=options)
     return table
 
 
@@ -116,7 +118,8 @@ def _learn(sink: DeltaTableSink, table: DeltaTable) -> None:
     metadata = table.metadata()
     schema = StructType.fromJson(json.loads(table.schema().to_json()))
     sink.learn(metadata.configuration, metadata.partition_columns, schema,
-               DeltaTable.is_deltatable(sink.tomb_path))
+               DeltaTable.is_deltatable(sink.tomb_path,
+                                       storage_options=options_for(sink.tomb_path)))
 
 
 def _arrow(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -244,7 +247,8 @@ def _create(sink: DeltaTableSink, columns: Sequence[str], types: dict[str, DataT
     delta = {k: v for k, v in properties.items() if k.startswith("delta.")}
     table = sink.delta_rs[sink.path] = DeltaTable.create(
         sink.path, DeltaSchema.from_json(schema.json()), mode="ignore",
-        partition_by=sink.partition_by or None, configuration=delta or None)
+        partition_by=sink.partition_by or None, configuration=delta or None,
+        storage_options=options_for(sink.path))
     if len(delta) < len(properties):  # delta-rs creates tables with Delta's own keys only
         table.alter.set_table_properties({k: v for k, v in properties.items() if k not in delta},
                                          raise_if_not_exists=False)
@@ -259,7 +263,8 @@ def _add_tombstones(sink: DeltaTableSink, table: DeltaTable, tomb: DeltaTable | 
         target = pa.schema(table.schema().to_arrow())
         fields = [target.field(k) for k in key if k not in (LSN, IDX)]
         tomb = DeltaTable.create(sink.tomb_path, pa.schema(
-            fields + [pa.field(LSN, pa.int64()), pa.field(IDX, pa.int64())]), mode="ignore")
+            fields + [pa.field(LSN, pa.int64()), pa.field(IDX, pa.int64())]), mode="ignore",
+            storage_options=options_for(sink.tomb_path))
         sink.delta_rs[sink.tomb_path] = tomb
         sink.has_tombstones = True
         log.info("%s: tombstones at %s", sink.path, sink.tomb_path)

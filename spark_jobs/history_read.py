@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 from . import history
 from .changes import q
 from .plan import sql_string
+from .storage import options_for
 
 
 def _one(lsn: int | None, timestamp: Any) -> None:
@@ -48,7 +49,7 @@ def as_of_arrow(path: str, *, lsn: int | None = None, txn_index: int | None = No
     exact position inside the transaction) or as of a commit `timestamp`; without the
     history columns unless asked."""
     _one(lsn, timestamp)
-    dataset = DeltaTable(path).to_pyarrow_dataset()
+    dataset = DeltaTable(path, storage_options=options_for(path)).to_pyarrow_dataset()
     if lsn is not None:
         idx = (1 << 63) - 2 if txn_index is None else txn_index
         opened = (pc.field(history.FROM_LSN) < lsn) | (

@@ -78,6 +78,7 @@ from .fold import event_id, key_of, position
 from .history import HistoryError, Tracking
 from .history_positions import LoggedPositions
 from .plan import DATAFUSION, SOURCE, TARGET, key_condition
+from .storage import is_local, local_path, options_for
 from .widening import column_change
 
 log = logging.getLogger(__name__)
@@ -163,9 +164,10 @@ class HistorySink:
                 return cached
             except Exception:  # noqa: BLE001 - removed or replaced behind our back
                 del self._handles[path]
-        if not DeltaTable.is_deltatable(path):
+        options = options_for(path)
+        if not DeltaTable.is_deltatable(path, storage_options=options):
             return None
-        self._handles[path] = table = DeltaTable(path)
+        self._handles[path] = table = DeltaTable(path, storage_options=options)
         return table
 
     def exists(self) -> bool:
@@ -173,17 +175,28 @@ class HistorySink:
         return self._open(self.log_path) is not None
 
     def set_aside(self) -> None:
-        """Move the history and its log aside, to `<path>.replaced-<ms>` (the upstream table
-        was dropped and created again, `incarnation.py`: the history, like the mirror, starts
-        again, with the new table's columns and key; local targets only, as every history)."""
+        """Start the history again (the upstream table was dropped and created again,
+        `incarnation.py`: the history, like the mirror, starts again, with the new table's
+        columns and key). On local disk both tables move aside, to `<path>.replaced-<ms>`;
+        in an object store, where a directory cannot move, each is overwritten empty with no
+        row column (a new version: time travel still shows the old rows), and the next batch
+        gives them the new table's columns."""
         stamp = time.time_ns() // 1_000_000
         self._known_keys = None
         self._logged = None
-        for path in (self.log_path, self.path):
+        for path, meta in ((self.log_path, EVENT_META), (self.path, VERSION_META)):
             self._handles.pop(path, None)
-            local = path.removeprefix("file://").removeprefix("file:")
-            if os.path.isdir(local):
-                os.replace(local, f"{local}.replaced-{stamp}")
+            if is_local(path):
+                local = local_path(path)
+                if os.path.isdir(local):
+                    os.replace(local, f"{local}.replaced-{stamp}")
+                continue
+            table = self._open(path)
+            if table is not None:
+                write_deltalake(table, arrow_schema(meta).empty_table(), mode="overwrite",
+                                schema_mode="overwrite",
+                                partition_by=table.metadata().partition_columns or None)
+            self._handles.pop(path, None)
 
     def maintain(self) -> None:
         """Compact the log and the history (`OPTIMIZE`: same rows, fewer files; the history
@@ -264,7 +277,8 @@ class HistorySink:
         logged_before = state.events
         if new and not recovering:
             write_deltalake(self.log_path, batch.take(new), mode="append", schema_mode="merge",
-                            commit_properties=_txn(log_app, batch_id))
+                            commit_properties=_txn(log_app, batch_id),
+                            storage_options=options_for(self.log_path))
             state.logged((None if rows[i][OP] == "t" else key_of(rows[i], shared),
                           position(rows[i])) for i in new)
         self._known_keys = keys
@@ -384,7 +398,8 @@ class HistorySink:
         ever added, in files of their own."""
         if hist is None:
             write_deltalake(self.path, source.drop_columns([DELETE]), mode="append",
-                            partition_by=[history.CURRENT], commit_properties=txn)
+                            partition_by=[history.CURRENT], commit_properties=txn,
+                            storage_options=options_for(self.path))
             log.info("%s: history table at %s", self.rel_path, self.path)
             return
         if not source.num_rows:

@@ -19,6 +19,7 @@ from pyspark.sql.types import DataType
 from connector.errors import first_line
 from connector.pgoutput.lsn import lsn_to_str
 
+from . import storage
 from .changes import IDX, LSN, OP, TOAST, TS, Position, q
 from .config import MergeConfig
 from .cut_policy import (
@@ -739,6 +740,7 @@ def kafka_stream(spark: SparkSession, config: MergeConfig) -> DataFrame:
 def start_merge(spark: SparkSession, config: MergeConfig,
                 schemas: SchemaCache | None = None) -> tuple[StreamingQuery, BatchProcessor]:
     """Start the streaming query; the caller waits on or stops it."""
+    storage.configure(storage.session_settings(spark))  # delta-rs reaches the store as Spark
     if config.replay:
         _check_replay(spark, config)
     if config.database:

@@ -33,6 +33,8 @@ import pyarrow as pa
 
 from connector.pgoutput.lsn import lsn_to_str
 
+from .storage import options_for
+
 CUTS_DIR = "_pgcdc/cuts"
 TOMBSTONES_DIR = "_pgcdc/tombstones"
 SCHEMA = pa.schema([
@@ -92,7 +94,7 @@ def append_cut(target: str, cut: Cut, app_id: str,
     from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
     path = manifest_path(target)
-    options = dict(storage_options or {})
+    options = options_for(path) if storage_options is None else dict(storage_options)
     if DeltaTable.is_deltatable(path, storage_options=options):
         done = DeltaTable(path, storage_options=options).transaction_version(app_id)
         if done is not None and done >= cut.batch_id:
@@ -108,7 +110,7 @@ def read_cuts(target: str, storage_options: Mapping[str, str] | None = None) -> 
     from deltalake import DeltaTable
 
     path = manifest_path(target)
-    options = dict(storage_options or {})
+    options = options_for(path) if storage_options is None else dict(storage_options)
     if not DeltaTable.is_deltatable(path, storage_options=options):
         return []
     rows = DeltaTable(path, storage_options=options).to_pyarrow_table().to_pylist()

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .manifest import Cut, read_cuts
+from .storage import options_for
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -53,7 +54,7 @@ def arrow_tables_at_cut(target: str, cut: Cut | None = None,
 
     cut = cut or latest_cut(target, storage_options)
     root = target.rstrip("/")
-    return {path: DeltaTable(f"{root}/{path}", version=version,
-                             storage_options=dict(storage_options or {})
+    options = options_for(root) if storage_options is None else dict(storage_options)
+    return {path: DeltaTable(f"{root}/{path}", version=version, storage_options=options
                              ).to_pyarrow_table(**to_pyarrow)
             for path, version in sorted(cut.versions.items())}

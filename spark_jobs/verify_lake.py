@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from .manifest import tombstone_key
 from .names import LSN, METADATA_COLUMNS
+from .storage import options_for
 from .verify_canon import (
     TableCanon,
     spark_bucket,
@@ -59,7 +60,8 @@ def truncated_at(path: str, version: int) -> int | None:
     """The table's truncate cut position at `version` (None: never truncated)."""
     from deltalake import DeltaTable
 
-    config = DeltaTable(path, version=version).metadata().configuration
+    config = DeltaTable(path, version=version, storage_options=options_for(path)
+                        ).metadata().configuration
     value = config.get(TRUNCATE_LSN)
     return int(value) if value not in (None, "") else None
 

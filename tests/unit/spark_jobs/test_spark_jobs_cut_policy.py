@@ -148,10 +148,12 @@ def test_config_subscribes_to_heartbeats_and_refuses_what_breaks_the_argument() 
                       ({"replay": True}, "available-now"),
                       ({"max_offsets_per_trigger": 10}, "--max-offsets-per-trigger"),
                       ({"format": "parquet"}, "_cdc_commit_lsn"),
-                      ({"target": "s3a://bucket/lake"}, "delta-rs"),
+                      ({"target": "hdfs://nn/lake"}, "delta-rs"),
                       ({"topic_prefix": None, "topics": ("a.s.t", "b.s.t")}, "one prefix")]:
         with pytest.raises(ValueError, match=words):
             _config(**kw)
+    for store in ("s3a://bucket/lake", "abfss://c@a.dfs.core.windows.net/lake", "gs://b/l"):
+        assert _config(target=store).consistent_cuts  # delta-rs writes the manifest there
 
 
 def test_the_command_line_option_reaches_the_config() -> None:

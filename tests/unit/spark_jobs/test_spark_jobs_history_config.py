@@ -37,8 +37,9 @@ def test_refused_in_code() -> None:
     with pytest.raises(ValueError, match="not both"):
         MergeConfig("k", "r", "/lake", topic_prefix="p", history=("*",),
                     history_columns=("a",), history_except_columns=("b",))
-    with pytest.raises(ValueError, match="local --target"):
-        MergeConfig("k", "r", "s3a://b/lake", topic_prefix="p", history=("*",))
+    with pytest.raises(ValueError, match="hdfs:// paths"):
+        MergeConfig("k", "r", "hdfs://nn/lake", topic_prefix="p", history=("*",))
+    assert MergeConfig("k", "r", "s3a://b/lake", topic_prefix="p", history=("*",)).history
 
 
 def test_catalog_name_cannot_be_a_tables_own() -> None:
