@@ -138,6 +138,7 @@ class Pipeline:
         # Highest flush LSN sent to the server: what every reconnect's slot must not be ahead of.
         self.sent_flush: int | None = None
         self.resync: DdlResync | None = None  # re-sync after DDL, made by the first session
+        self._heartbeat_failure: str | None = None  # the last heartbeat's error, if it failed
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry},
@@ -511,7 +512,21 @@ class Pipeline:
                 "FROM pg_replication_slots WHERE slot_name = %s), ''))",
                 (HEARTBEAT_PREFIX, self.cfg.slot))
         except psycopg.Error as exc:
-            log.warning("heartbeat failed: %s", first_line(exc))
+            # Heartbeats are on by default: a standby (read-only) or a missing grant fails
+            # every interval, so each distinct failure is a warning once, then debug.
+            failure = first_line(exc)
+            if failure != self._heartbeat_failure:
+                log.warning("heartbeat failed: %s (heartbeats write a logical message: they "
+                            "need a primary and EXECUTE on pg_logical_emit_message; "
+                            "--heartbeat-interval-s 0 turns them off; retrying every %gs, "
+                            "quietly)", failure, self.cfg.heartbeat_interval_s)
+            else:
+                log.debug("heartbeat failed: %s", failure)
+            self._heartbeat_failure = failure
+            return
+        if self._heartbeat_failure is not None:
+            log.info("heartbeats resumed")
+            self._heartbeat_failure = None
 
     def _sleep(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
