@@ -31,7 +31,7 @@ class MergeConfig:
     dead_letter: str | None = None  # default <target>/_pgcdc/dead_letter
     partition_by: tuple[str, ...] = ()
     kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* passed through
-    parallel_tables: int = 2  # tables of a batch written concurrently
+    parallel_tables: int = 0  # tables of a batch written concurrently (0: `tables_at_once`)
     table_properties: dict[str, str] = field(default_factory=dict)  # of new Delta tables
     column_mapping: bool = False  # new Delta tables: column mapping, PostgreSQL column names
     database: str | None = None  # register each Delta table in this catalog database
@@ -59,8 +59,8 @@ class MergeConfig:
             raise ValueError(f"--trigger must be an interval like 10s or {AVAILABLE_NOW}")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
             raise ValueError("--max-offsets-per-trigger must be positive")
-        if self.parallel_tables < 1:
-            raise ValueError("--parallel-tables must be positive")
+        if self.parallel_tables < 0:
+            raise ValueError("--parallel-tables must be positive (0: the cluster's cores)")
         if any(not k.startswith("delta.") for k in self.table_properties):
             raise ValueError("--table-property keys must start with 'delta.': "
                              f"{sorted(self.table_properties)}")
@@ -159,6 +159,12 @@ class MergeConfig:
         return (self.format == "delta" and self.fast_merge == "auto"
                 and storage.scheme(self.target) in storage.DELTA_RS_SCHEMES)
 
+    def tables_at_once(self, cores: int) -> int:
+        """How many tables of a batch are written concurrently, on a cluster of `cores`
+        (Spark's default parallelism): `--parallel-tables`, or one per core, at least 2 (a
+        table's commit waits on its store more than it computes)."""
+        return self.parallel_tables or max(2, cores)
+
     def keeps_history(self, table: TableId) -> bool:
         """Whether `table` matches a --history pattern (its PostgreSQL `schema.table`)."""
         return any(fnmatchcase(table.source_name, p) for p in self.history)
@@ -247,8 +253,9 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     p.add_argument("--max-offsets-per-trigger", type=int)
     p.add_argument("--dead-letter", help="default TARGET/_pgcdc/dead_letter")
     p.add_argument("--partition-by", type=_csv, default=(), help="comma-separated columns")
-    p.add_argument("--parallel-tables", type=int, default=2,
-                   help="tables of a micro-batch written concurrently (default 2)")
+    p.add_argument("--parallel-tables", type=int, default=0,
+                   help="tables of a micro-batch written concurrently (default: Spark's "
+                        "default parallelism, the cluster's cores, at least 2)")
     p.add_argument("--kafka-option", type=_option, action="append", default=[],
                    metavar="kafka.KEY=VALUE", help="passed to the Kafka source (repeatable)")
     p.add_argument("--table-property", type=_option, action="append", default=[],

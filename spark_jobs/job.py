@@ -179,7 +179,9 @@ class BatchProcessor:
         self._sinks: dict[str, DeltaTableSink] = {}
         # Tables of a batch are written concurrently: their Delta commits, log reads and small
         # jobs leave cores idle when run one after another.
-        self._pool = ThreadPoolExecutor(config.parallel_tables, thread_name_prefix="pgcdc-table")
+        self._pool = ThreadPoolExecutor(
+            config.tables_at_once(spark.sparkContext.defaultParallelism),
+            thread_name_prefix="pgcdc-table")
         self._local = threading.local()
         self._lock = threading.Lock()
         # (schema id, original names) → decoder and the Spark types of its row columns

@@ -80,7 +80,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--transaction-topic", action="store_true", default=None,
                    help="publish BEGIN/END markers to <prefix>.transaction")
     p.add_argument("--heartbeat-interval-s", type=float,
-                   help="emit a heartbeat message this often so an idle slot advances")
+                   help="emit a heartbeat this often (default 10; 0: off): idle slots "
+                        "advance, the merge job's consistent cuts and tombstone expiry use them")
     p.add_argument("--snapshot", choices=list(config_mod.SNAPSHOT_MODES),
                    help="initial (default): snapshot the published tables when the slot is new, "
                         "then stream; never: stream only (a missing slot is an error once the "
@@ -153,8 +154,8 @@ def handle(args: argparse.Namespace) -> int:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     for handler in logging.getLogger().handlers:  # libraries log URLs with user:password
         handler.addFilter(RedactSecrets())
+    cfg = config_from_args(args)  # a configuration error is the first and only line
     speedups.announce()  # which implementation runs; PGCDC_NATIVE=on without it: stop here
-    cfg = config_from_args(args)
     from connector.pipeline import run_pipeline
 
     return run_pipeline(cfg)

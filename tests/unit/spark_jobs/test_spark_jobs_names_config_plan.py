@@ -117,3 +117,10 @@ def test_quoting_of_odd_column_names() -> None:
     plan = merge_plan(["we`ird"], ["we`ird", "it's"], ["we`ird", "it's"], ["it's"])
     assert plan.on == "s.`we``ird` <=> t.`we``ird`"
     assert "'it\\'s'" in plan.update_set["`it's`"]
+
+
+def test_tables_written_at_once_follow_the_cores_unless_given() -> None:
+    config = MergeConfig("k", "r", "/lake", topic_prefix="p")
+    assert [config.tables_at_once(c) for c in (1, 2, 16)] == [2, 2, 16]
+    given = MergeConfig("k", "r", "/lake", topic_prefix="p", parallel_tables=3)
+    assert given.tables_at_once(16) == 3
