@@ -60,16 +60,17 @@ native: ModuleType | None = _load()
 
 
 def report(setting: str, loaded: bool, error: ImportError | None) -> tuple[int, str]:
-    """(logging level, message) naming which implementation runs, for `setting`, whether the
+    """(logging level, message) naming which implementation runs (DEBUG when it is the one
+    asked for: nothing precedes a command's own output), for `setting`, whether the
     extension was `loaded` and the `error` importing it raised; ConfigError (one line) when
     the setting is unknown or asks for the extension and it could not be imported."""
     if setting not in NATIVE_SETTINGS:
         raise ConfigError(f"{NATIVE_ENV}={setting!r}: expected one of "
                           f"{', '.join(NATIVE_SETTINGS)}")
     if loaded:
-        return logging.INFO, f"C extension connector._native in use ({NATIVE_ENV}={setting})"
+        return logging.DEBUG, f"C extension connector._native in use ({NATIVE_ENV}={setting})"
     if setting == "off":
-        return logging.INFO, f"pure-Python implementations in use ({NATIVE_ENV}=off)"
+        return logging.DEBUG, f"pure-Python implementations in use ({NATIVE_ENV}=off)"
     if setting == "on":
         raise ConfigError(f"{NATIVE_ENV}=on but connector._native cannot be imported "
                           f"({error}): install a C compiler and run `make native`, or set "

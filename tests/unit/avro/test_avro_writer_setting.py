@@ -32,9 +32,9 @@ def test_the_setting_read_from_the_environment(environ: dict[str, str], setting:
 
 def test_which_writer_runs_is_reported() -> None:
     assert report("auto", True, None) == (
-        logging.INFO, "C extension connector._native in use (PGCDC_NATIVE=auto)")
+        logging.DEBUG, "C extension connector._native in use (PGCDC_NATIVE=auto)")
     assert report("off", False, None) == (
-        logging.INFO, "pure-Python implementations in use (PGCDC_NATIVE=off)")
+        logging.DEBUG, "pure-Python implementations in use (PGCDC_NATIVE=off)")
     level, message = report("auto", False, MISSING)
     assert level == logging.WARNING and "pure-Python implementations in use" in message
 

@@ -79,3 +79,4 @@ def test_object_store_targets_take_the_fast_path() -> None:
     assert not fast("hdfs://nn/lake")
     assert not MergeConfig("k", "r", "s3a://b/l", topic_prefix="p", fast_merge="off"
                            ).fast_merge_on
+
