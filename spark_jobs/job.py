@@ -341,7 +341,7 @@ class BatchProcessor:
         for path in (sink.path, sink.tomb_path):
             if not HadoopFs(session, path).exists(f"{path}/_delta_log"):
                 continue
-            found = (_newest_local(path) if self.config.fast_merge_on
+            found = (_newest_delta_rs(path) if self.config.fast_merge_on
                      else _newest_spark(session, path))
             if found is not None:
                 newest.append(found)
@@ -638,12 +638,13 @@ class BatchProcessor:
                 decoded.unpersist()
 
 
-def _newest_local(path: str) -> int | None:
-    """max(_cdc_commit_lsn) of a local Delta table through delta-rs (no Spark job)."""
+def _newest_delta_rs(path: str) -> int | None:
+    """max(_cdc_commit_lsn) of a Delta table through delta-rs (no Spark job): local disk or
+    an object store."""
     import pyarrow.compute as pc
     from deltalake import DeltaTable as RsTable
 
-    dataset = RsTable(path).to_pyarrow_dataset()
+    dataset = RsTable(path, storage_options=storage.options_for(path)).to_pyarrow_dataset()
     if LSN not in dataset.schema.names:
         return None
     value = pc.max(dataset.to_table(columns=[LSN]).column(LSN)).as_py()
