@@ -48,6 +48,7 @@ from .held import HEARTBEATS, RAW_COLUMNS, PendingStore, heartbeat_positions
 from .history_job import HistoryWriter
 from .history_sink import HISTORY_DIR, LOG_DIR
 from .incarnation import Incarnation, decide, of_schema
+from .lease import LakeBusy, Lease
 from .manifest import Cut, append_cut, read_cuts
 from .names import OFFSET, PARTITION, TableId, table_of
 from .parquet_sink import append_change_log
@@ -177,6 +178,8 @@ class BatchProcessor:
         self.schemas = schemas or SchemaCache(config.schema_registry_url)
         self.stats = MergeStats()
         self._sinks: dict[str, DeltaTableSink] = {}
+        self.lease: Lease | None = None  # the writer lease of the target (`lease.py`)
+        self.lease_lost: str | None = None  # why the job stopped: another job took the lake
         # Tables of a batch are written concurrently: their Delta commits, log reads and small
         # jobs leave cores idle when run one after another.
         self._pool = ThreadPoolExecutor(
@@ -223,6 +226,8 @@ class BatchProcessor:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        if self.lease is not None:
+            self.lease.release()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if self.store is not None:
@@ -372,7 +377,10 @@ class BatchProcessor:
         when the job does not read heartbeats)."""
         started = time.monotonic()
         heartbeat: tuple[int | None, int | None] = (None, None)
-        frames = with_frame(batch).persist()
+        # Cached once in at most one partition per core: every table's Spark jobs filter this
+        # cache, and a batch over many topics (a partition each) would otherwise cost each
+        # of those jobs a task per topic partition (~600 for 600 tables).
+        frames = with_frame(batch).coalesce(self.spark.sparkContext.defaultParallelism).persist()
         try:
             summary = (frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID)
                        .agg(F.count(F.lit(1)).alias("n"),
@@ -387,7 +395,7 @@ class BatchProcessor:
                 heartbeat = heartbeat_positions(((r[0], r[1]) for r in beats), self.schemas)
             dead = [d for d in [undecodable(frames, plans)] if d is not None]
             events = sum(p.events for p in plans.values())
-            records = self._fast_records(frames, plans, events)
+            records = self._fast_records(frames, plans)
             jobs = [(topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
                                                     records.get(topic), cut))
                     for topic, plan in sorted(plans.items()) if plan.schemas]
@@ -452,13 +460,16 @@ class BatchProcessor:
             writable &= ~F.col(SCHEMA_ID).isin(list(plan.rejected))
         return frames.where(writable).select(*DEAD_COLUMNS[:-1], F.lit(reason).alias("reason"))
 
-    def _fast_records(self, frames: DataFrame, plans: dict[str, TopicPlan], events: int
+    def _fast_records(self, frames: DataFrame, plans: dict[str, TopicPlan]
                       ) -> dict[str, list[tuple[int, bytes, int, int]]]:
         """Topic → (schema id, body) of its decodable records, for the topics whose part of
-        a small batch can take the fast path (`fast_sink`): one Spark job for them all."""
-        if not self.config.fast_merge_on or events > self.config.fast_merge_max_events:
+        the batch the fast path can take (`fast_sink`, `fast_topics`): one Spark job for them
+        all."""
+        if not self.config.fast_merge_on:
             return {}
-        topics = [t for t, p in plans.items() if p.schemas and len(key_groups(p)) == 1]
+        topics = fast_topics({t: p.events for t, p in plans.items()
+                              if p.schemas and len(key_groups(p)) == 1},
+                             self.config.fast_merge_max_events)
         if not topics:
             return {}
         wanted = F.col("topic").isin(topics) & F.col(PROBLEM).isNull()
@@ -663,6 +674,19 @@ def _lsn(value: int | None) -> str:
     return "none" if value is None else lsn_to_str(value)
 
 
+def fast_topics(events: dict[str, int], limit: int) -> list[str]:
+    """The topics whose part of a batch the fast path takes, given each one's events: the
+    smallest first, while their records (collected to the driver) add up to at most `limit`.
+    So a backlog's big tables go through Spark and its many small ones through delta-rs."""
+    out, total = [], 0
+    for topic in sorted(events, key=lambda t: (events[t], t)):
+        total += events[topic]
+        if total > limit:
+            break
+        out.append(topic)
+    return out
+
+
 def key_groups(plan: TopicPlan) -> list[int | None]:
     """The key schema ids of a topic's events in a batch, one group each when there are
     several (None: events without a key); one group for all when every event has the same
@@ -752,12 +776,32 @@ def start_merge(spark: SparkSession, config: MergeConfig,
         log.info("registering Delta tables in database %s (catalog: %s)", config.database,
                  spark.conf.get("spark.sql.catalogImplementation", "in-memory"))
     processor = BatchProcessor(spark, config, app_id(spark, config.checkpoint_dir), schemas)
+    query: list[StreamingQuery] = []
+
+    def lost(message: str) -> None:
+        log.error("%s", message)
+        processor.lease_lost = message
+        for started in query:
+            started.stop()
+    if Lease.applies(config.target):
+        processor.lease = Lease(config.target)
+        processor.lease.acquire(lost)  # LakeBusy: another job writes this target
+    try:
+        query.append(_start_query(spark, config, processor))
+    except BaseException:
+        processor.close()
+        raise
+    return query[0], processor
+
+
+def _start_query(spark: SparkSession, config: MergeConfig, processor: BatchProcessor
+                 ) -> StreamingQuery:
     writer = (kafka_stream(spark, config).writeStream.foreachBatch(processor)
               .option("checkpointLocation", config.checkpoint_dir)
               .queryName(f"pgcdc-merge-{uuid.uuid4().hex[:8]}"))
     writer = (writer.trigger(availableNow=True) if config.available_now
               else writer.trigger(processingTime=config.interval))
-    return writer.start(), processor
+    return writer.start()
 
 
 def run_merge(spark: SparkSession, config: MergeConfig,
@@ -769,6 +813,8 @@ def run_merge(spark: SparkSession, config: MergeConfig,
         query.awaitTermination()
     finally:
         processor.close()
+    if processor.lease_lost:
+        raise LakeBusy(processor.lease_lost)
     log.info("merge done: %d batch(es), %d event(s), %d dead letter(s)",
              processor.stats.batches, processor.stats.events, processor.stats.dead_letters)
     return processor.stats

@@ -1,0 +1,66 @@
+"""The writer lease (spark_jobs/lease.py): one merge job per target, on a real (local) Delta
+table through delta-rs, and its pure rule."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_jobs.lease import Holder, LakeBusy, Lease, free_for
+
+
+def test_who_may_take_the_lease() -> None:
+    now = 1_000_000
+    held = Holder("other", "h1", 42, now - 5_000)
+    assert free_for("me", None, now, 60, "h1")
+    assert free_for("other", held, now, 60, "h1")  # its own
+    assert not free_for("me", held, now, 60, "h1", alive=lambda pid: True)
+    assert free_for("me", held, now, 60, "h1", alive=lambda pid: False)  # died on this host
+    assert not free_for("me", held, now, 60, "h2", alive=lambda pid: False)  # another host
+    assert free_for("me", held, now + 60_000, 60, "h2")  # expired
+    assert free_for("me", Holder("other", "h2", 1, 0), now, 60, "h2")  # released
+
+
+def test_a_second_job_is_refused_until_the_first_releases(tmp_path: Path) -> None:
+    first, second = Lease(str(tmp_path)), Lease(str(tmp_path))
+    lost: list[str] = []
+    first.acquire(lost.append)
+    with pytest.raises(LakeBusy, match=r"another merge job \(host .*, pid \d+\) writes the lake"):
+        second.acquire(lost.append)
+    first.release()
+    second.acquire(lost.append)  # released: no wait
+    second.release()
+    assert lost == []
+
+
+def test_a_job_that_stalls_past_the_ttl_loses_the_lake(tmp_path: Path) -> None:
+    stalled = Lease(str(tmp_path), ttl_s=0.5, renew_s=3600)  # never renews in time
+    lost: list[str] = []
+    stalled.acquire(lost.append)
+    time.sleep(0.7)
+    taker = Lease(str(tmp_path), ttl_s=0.5, renew_s=3600)
+    taker.acquire(lost.append)  # expired: taken
+    with pytest.raises(LakeBusy, match="took over the lake"):
+        stalled._write(1, must_own=True)  # what its renewal thread meets next
+    taker.release()
+
+
+def test_of_jobs_starting_together_one_takes_the_lake(tmp_path: Path) -> None:
+    leases = [Lease(str(tmp_path), renew_s=3600) for _ in range(4)]
+    results: list[str] = []
+
+    def start(lease: Lease) -> None:
+        try:
+            lease.acquire(lambda message: None)
+            results.append("taken")
+        except LakeBusy:
+            results.append("busy")
+    threads = [threading.Thread(target=start, args=(lease,)) for lease in leases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["busy", "busy", "busy", "taken"]
