@@ -138,6 +138,7 @@ class Pipeline:
         # Highest flush LSN sent to the server: what every reconnect's slot must not be ahead of.
         self.sent_flush: int | None = None
         self.resync: DdlResync | None = None  # re-sync after DDL, made by the first session
+        self.snapshot_relations: tuple[Relation, ...] = ()  # the initial snapshot's tables
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry},
@@ -268,6 +269,7 @@ class Pipeline:
         result = take_snapshot(settings, self.admin, self.registry, self.kafka_settings,
                                self.topics, should_stop=lambda: self.stopping,
                                keep_slot=cfg.snapshot != "initial_only")
+        self.snapshot_relations = result.relations  # what DdlResync compares first
         return result.completed
 
     # ------------------------------------------------------------------ run
@@ -375,7 +377,10 @@ class Pipeline:
         if self.resync is None:
             self.resync = DdlResync(self.admin.conn, self.cfg.publication, self.cfg.slot,
                                     self.admin.features, enabled=self.cfg.resync_on_ddl)
+            for relation in self.snapshot_relations:  # published as the snapshot read them
+                self.resync.published(relation)
         resync = self.resync
+        snapshots.on_read = resync.published  # and as each incremental chunk reads them
         resync.conn = self.admin.conn  # a reconnect replaced the admin connection
         options = StreamOptions(self.cfg.slot, self.cfg.publication, proto,
                                 binary=self.cfg.binary, origin=self.cfg.origin)

@@ -46,7 +46,7 @@ from connector.replication.features import ServerFeatures
 
 from . import signals
 from .catalog import Conn, catalog_columns, catalog_digests
-from .rewrites import Column, Settle, reasons, signature
+from .rewrites import Column, Settle, published_reasons, signature
 
 __all__ = ["CHECK_INTERVAL_S", "RESYNC_MESSAGE", "DdlResync"]
 
@@ -67,6 +67,10 @@ class DdlResync:
         self.enabled = enabled
         self.settle = Settle()
         self.relations: dict[int, Relation] = {}  # the last Relation per id, from the stream
+        # What was published of a table and not yet compared with its catalog: the columns of
+        # its first Relation of the run, or of a snapshot's read (the earliest since the last
+        # check). The next check compares them with the catalog it reads after.
+        self.unchecked: dict[int, tuple[Column, ...]] = {}
         # The published columns' (name, type, typmod) a re-sync was queued for, per table, by
         # the catalog check: the Relation showing the same DDL later (before the table's next
         # write, however late) queues nothing.
@@ -104,8 +108,10 @@ class DdlResync:
                         if oid in fetched or oid not in changed}  # (dropped meanwhile: again)
         for oid, (name, _) in fetched.items():
             self.names[oid] = name
-        # The tables whose columns changed, and those that changed at an earlier check (they
-        # settle once a check sees them unchanged).
+        self._check_published(digests, fetched)
+        # The tables whose columns changed, and those that changed at an earlier check or
+        # whose published columns differ from their catalog (they settle once a check sees
+        # them unchanged).
         observe = {oid: columns for oid, (_, columns) in fetched.items()}
         observe.update((oid, list(self.settle.seen[oid])) for oid in self.settle.waiting
                        if oid in digests and oid not in fetched)
@@ -126,6 +132,34 @@ class DdlResync:
             if queued:
                 self.by_catalog[oid] = shown
 
+    def _check_published(self, digests: dict[int, str],
+                         fetched: dict[int, tuple[TableName, list[Column]]]) -> None:
+        """Compare what was published of each table (`unchecked`) with its catalog as this
+        check read it (after the publication: the catalog is the newer side). A difference
+        joins the table's gathered reasons; `Settle` queues them once it holds still, so the
+        dedup rules of a catalog-found change apply (`by_relation`, then `by_catalog`)."""
+        for oid in list(self.unchecked):
+            if oid not in digests:  # dropped, or no longer published: nothing to re-sync
+                del self.unchecked[oid]
+                continue
+            current = fetched[oid][1] if oid in fetched else self.settle.seen.get(oid)
+            if current is None:
+                continue  # not read yet (a failed fetch): at the next check
+            published = self.unchecked.pop(oid)
+            if not published_reasons(published, current):
+                continue
+            texts = self._type_texts({(c.type_oid, c.typmod) for c in published})
+            found = published_reasons(
+                [c._replace(type_text=texts.get((c.type_oid, c.typmod), "")) for c in published],
+                current)
+            gathered = self.settle.waiting.setdefault(oid, [])
+            gathered.extend(r for r in found if r not in gathered)
+
+    def published(self, relation: Relation) -> None:
+        """A snapshot read `relation`'s rows as it describes them (on the stream thread: the
+        incremental snapshots run between reads, as this does)."""
+        self.unchecked.setdefault(relation.relation_id, _columns(relation))
+
     # ------------------------------------------------------------------ stream side
 
     def relation(self, msg: Relation) -> None:
@@ -137,6 +171,8 @@ class DdlResync:
             return
         before = self.relations.get(msg.relation_id)
         self.relations[msg.relation_id] = msg
+        if before is None:  # its rows went out with these columns: compare with the catalog
+            self.unchecked.setdefault(msg.relation_id, _columns(msg))
         try:
             self._compare(before, msg)
         except SourceError:  # the replayed stream sends this Relation again: compare it then
@@ -174,7 +210,7 @@ class DdlResync:
             fills = {c.name for c in current[1] if c.fills_existing} if current else set()
             new = [c._replace(fills_existing=c.name not in known and c.name in fills)
                    for c in new]
-        found = reasons(old, new)
+        found = published_reasons(old, new)
         if found and self._resync(TableName(msg.namespace, msg.name), found):
             self.by_relation[msg.relation_id] = (shown, time.monotonic())
 
@@ -223,3 +259,8 @@ class DdlResync:
                  request, why)
         metrics.DDL_RESYNCS.labels(str(name)).inc()
         return True
+
+
+def _columns(relation: Relation) -> tuple[Column, ...]:
+    """A Relation's columns as `Column`s (no attnum: matched by name and order)."""
+    return tuple(Column(0, c.name, c.type_oid, c.type_modifier) for c in relation.columns)
