@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 CHECK_INTERVAL_S = 2.0
 RELATION_DEDUP_S = 30.0  # a Relation's re-sync covers the catalog check's this long
+MAX_UNCOMMITTED = 10_000  # tables created in streamed transactions, awaiting their commit
 RESYNC_MESSAGE = "re-sync after DDL: "  # the signal table's message of such a request
 
 
@@ -71,6 +72,11 @@ class DdlResync:
         # its first Relation of the run, or of a snapshot's read (the earliest since the last
         # check). The next check compares them with the catalog it reads after.
         self.unchecked: dict[int, tuple[Column, ...]] = {}
+        # Of those, the tables first published inside a streamed transaction while the catalog
+        # did not show them (created in it): compared once a check sees them (it committed),
+        # kept until then (it may still run; an aborted one's stay, at most MAX_UNCOMMITTED).
+        self.uncommitted: dict[int, None] = {}
+        self.checked = False  # a check has read the catalog (`digests` is meaningful)
         # The published columns' (name, type, typmod) a re-sync was queued for, per table, by
         # the catalog check: the Relation showing the same DDL later (before the table's next
         # write, however late) queues nothing.
@@ -103,6 +109,7 @@ class DdlResync:
             log.warning("re-sync after DDL: cannot read the catalog: %s", first_line(exc))
             return
         self.settle.forget(digests)
+        self.checked = True
         self.enums = enums
         self.digests = {oid: digest for oid, digest in digests.items()
                         if oid in fetched or oid not in changed}  # (dropped meanwhile: again)
@@ -139,9 +146,11 @@ class DdlResync:
         joins the table's gathered reasons; `Settle` queues them once it holds still, so the
         dedup rules of a catalog-found change apply (`by_relation`, then `by_catalog`)."""
         for oid in list(self.unchecked):
-            if oid not in digests:  # dropped, or no longer published: nothing to re-sync
-                del self.unchecked[oid]
-                continue
+            if oid not in digests:
+                if oid not in self.uncommitted:  # dropped, or no longer published
+                    del self.unchecked[oid]
+                continue  # (created in a streamed transaction not committed yet)
+            self.uncommitted.pop(oid, None)
             current = fetched[oid][1] if oid in fetched else self.settle.seen.get(oid)
             if current is None:
                 continue  # not read yet (a failed fetch): at the next check
@@ -164,10 +173,19 @@ class DdlResync:
 
     def relation(self, msg: Relation) -> None:
         """A Relation from the stream: compare it with its table's previous one. One inside a
-        streamed transaction (xid set) is skipped: that transaction may not have committed (a
-        re-sync now would read the old rows) or may abort; the catalog check sees its DDL once
-        it commits."""
+        streamed transaction (xid set) is not compared: that transaction may not have
+        committed (a re-sync now would read the old rows) or may abort; the catalog check sees
+        its DDL once it commits. Only a table the catalog did not show at the last check
+        (created in that transaction) is remembered, for the check that first sees it."""
         if msg.xid is not None:
+            oid = msg.relation_id
+            if self.checked and oid not in self.digests and oid not in self.unchecked:
+                if len(self.uncommitted) >= MAX_UNCOMMITTED:  # aborted ones, surely
+                    old = next(iter(self.uncommitted))
+                    del self.uncommitted[old]
+                    self.unchecked.pop(old, None)
+                self.uncommitted[oid] = None
+                self.unchecked[oid] = _columns(msg)
             return
         before = self.relations.get(msg.relation_id)
         self.relations[msg.relation_id] = msg

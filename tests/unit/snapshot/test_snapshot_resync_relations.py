@@ -231,3 +231,31 @@ def test_a_rename_between_two_relations_queues_a_resync() -> None:
     r.relation(_rel(ID, N))
     r.relation(_rel(ID, N._replace(name="m")))
     assert queued == [(T, ["column n renamed to m"])]
+
+
+def test_a_table_created_in_a_streamed_transaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CREATE TABLE and a large INSERT in one transaction (streamed before its commit), then
+    the DDL: the Relation is remembered until a check sees the table, then compared."""
+    queued: list[tuple[TableName, list[str]]] = []
+    r = _quiet(queued)
+    states: list[list[Column] | None] = [None, None, S1, S1]  # None: not created yet
+    current: list[Column] = []
+
+    def digests(*args: Any) -> tuple[dict[int, str], str]:
+        state = states.pop(0)
+        current[:] = state or []
+        return ({42: repr(state)} if state else {}), ""
+
+    monkeypatch.setattr(resync_mod, "catalog_digests", digests)
+    monkeypatch.setattr(resync_mod, "catalog_columns", lambda *a, **k: {42: (T, current)})
+    r.relation(_rel(ID, N, xid=7))  # before any check: not remembered (the catalog unread)
+    assert r.unchecked == {}
+    _checks(r, 1)
+    r.relation(_rel(ID, N, xid=7))
+    _checks(r, 1)  # still running: kept
+    assert 42 in r.unchecked
+    _checks(r, 2)  # committed, then altered
+    assert queued == [(T, ["column n changed type from type 23 to type 20"])]
+    # A streamed Relation of a table the catalog shows: left to the checks.
+    r.relation(_rel(ID, N, xid=8))
+    assert r.unchecked == {}
