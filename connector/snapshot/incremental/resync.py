@@ -1,8 +1,10 @@
 """Re-sync after DDL: a table whose existing rows a DDL statement changed is re-read through an
 incremental snapshot, so consumers converge (``resync_on_ddl``, on by default).
 
-Which DDL, and why no row event tells a consumer: `rewrites`. The producer notices it two ways,
-both between reads of the stream (nothing here blocks it):
+Which DDL, and why no row event tells a consumer: `rewrites`. The producer notices it three
+ways, all between reads of the stream (nothing here blocks it; the stream loop calls both
+`relation` and `tick`, so what they share needs no lock; a snapshot's reads are reported on the
+same thread):
 
 * the catalog (`catalog`): every `CHECK_INTERVAL_S` one query reads a digest per published
   table (the versions of its catalog rows) and, for the tables whose digest changed, their
@@ -14,7 +16,26 @@ both between reads of the stream (nothing here blocks it):
   or typmod changed; a column added, whose catalog row is checked at once). This catches DDL
   the catalog check missed, e.g. made while the producer was down between two writes it
   replays. Relations inside a streamed (not yet committed) transaction are left to the
-  catalog check.
+  catalog check;
+* what was published against the catalog (`rewrites.published_reasons`): a check that first
+  sees a table has no "before" of its own, and a table created, filled and altered within a
+  second or two (a migration, published from its creation by FOR ALL TABLES, a schema or a
+  managed publication) is first seen after its DDL. So the columns its rows went out with --
+  its first Relation of the run, or a snapshot's read of it (the initial snapshot, an
+  incremental chunk) -- wait in `unchecked` for the next check, which compares them with the
+  catalog it reads *after* receiving them (the catalog is the newer side: no false alarm from
+  a check that ran before the stream got there). A difference joins `Settle`'s gathered
+  reasons, so it is queued once the table holds still, under the dedup rules below. A table
+  never published (no Relation, no snapshot) needs nothing and gets nothing. A table created
+  inside a streamed transaction is remembered from that transaction's Relation (the
+  catalog did not show it: it is new) until a check sees it committed.
+
+  The races: the stream lags the catalog, so the Relation of the rows written after the DDL
+  may still be coming. The rows written before it went out with the old values either way, so
+  the re-sync is needed, unless every one of them is rewritten later (then it was wasted, not
+  wrong); the Relation that comes later matches `by_catalog` and queues nothing more. A
+  restart replaying a write from before a DDL the previous run already re-synced re-syncs
+  again: also needed, since the replay re-publishes the old values after the first re-sync.
 
 Either queues one request in the signal table (`signals`, the request `pgcdc snapshot` makes),
 its message naming the DDL, so ``pgcdc status`` shows why it runs; one INFO line says the same.
@@ -23,6 +44,15 @@ still for one check, and no request is added while one for the table is still pe
 was made for the same column description. The re-sync is an ordinary incremental snapshot:
 chunked by key, watermarked, while streaming goes on (its correctness argument:
 `window`); its rows are read after the DDL committed, so they carry the new values.
+
+Still undetectable (README "Re-sync after DDL", Limits): DDL whose effect on values leaves the
+published columns and the catalog alike (a ``USING`` conversion to the same type); ``DROP
+EXPRESSION`` on the table's last column when the check's first look is after it (it reads as
+``ADD COLUMN`` without a default: only its position, before a published column, tells it
+apart); and DDL made while the producer was down on a table whose stream replays no write
+from before it (the first description the run sees, Relation or catalog, is already the new
+one). ``ALTER DOMAIN`` changes no stored value (a constraint only validates, a default applies
+to new rows), so it needs no re-sync.
 
 With ``resync_on_ddl: false`` the same checks run and log a WARNING naming the table and the
 DDL (the consumers keep the old values until ``pgcdc snapshot --tables <table>``), and

@@ -14,12 +14,15 @@ pgoutput sends no DDL and no events for the rows a DDL statement rewrites, so af
 * ``ALTER TYPE e RENAME VALUE 'x' TO 'y'`` (every row holding x now reads y),
 
 a consumer of the topic keeps the old values for good. The producer compares successive
-descriptions of each published table (`Column`, from the catalog or a Relation message) and
-re-reads a table through an incremental snapshot when `reasons` finds one of the above.
+descriptions of each published table (`Column`, from the catalog: `reasons`, matched by
+attnum) and what was published (a Relation's or a snapshot's columns, no attnums) with the
+catalog or a later Relation (`published_reasons`, matched by name and order), and re-reads a
+table through an incremental snapshot when either finds one of the above.
 
-Not detected (no catalog trace; README "Re-sync after DDL"): a USING conversion to the same
-type (``ALTER COLUMN n TYPE int USING n * 10`` on an int column), and DDL made while the
-producer was not running (the first description it sees is the baseline).
+Not detected (no trace in either; README "Re-sync after DDL"): a USING conversion to the same
+type (``ALTER COLUMN n TYPE int USING n * 10`` on an int column), DROP EXPRESSION on the last
+column seen only by `published_reasons` (like ADD COLUMN without a default), and DDL made while
+the producer was not running on a table none of whose earlier rows the stream replays.
 
 `Settle` coalesces a burst: a table is re-synced once its description stayed the same for one
 more check, so a migration running ten ALTERs on a table queues one re-sync, not ten.
