@@ -131,6 +131,7 @@ class Pipeline:
         self.cfg = cfg
         self.stopping = False
         self.needs_snapshot = False
+        self.snapshot_relations: tuple[Relation, ...] = ()  # the initial snapshot's tables
         # What this start created, undone if it fails before streaming (see `_undo_start`).
         self.created_publication = False
         self.slot_existed = True
@@ -138,7 +139,6 @@ class Pipeline:
         # Highest flush LSN sent to the server: what every reconnect's slot must not be ahead of.
         self.sent_flush: int | None = None
         self.resync: DdlResync | None = None  # re-sync after DDL, made by the first session
-        self.snapshot_relations: tuple[Relation, ...] = ()  # the initial snapshot's tables
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry},
