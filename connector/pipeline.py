@@ -131,6 +131,7 @@ class Pipeline:
         self.cfg = cfg
         self.stopping = False
         self.needs_snapshot = False
+        self.snapshot_relations: tuple[Relation, ...] = ()  # the initial snapshot's tables
         # What this start created, undone if it fails before streaming (see `_undo_start`).
         self.created_publication = False
         self.slot_existed = True
@@ -269,6 +270,7 @@ class Pipeline:
         result = take_snapshot(settings, self.admin, self.registry, self.kafka_settings,
                                self.topics, should_stop=lambda: self.stopping,
                                keep_slot=cfg.snapshot != "initial_only")
+        self.snapshot_relations = result.relations  # what DdlResync compares first
         return result.completed
 
     # ------------------------------------------------------------------ run
@@ -376,7 +378,10 @@ class Pipeline:
         if self.resync is None:
             self.resync = DdlResync(self.admin.conn, self.cfg.publication, self.cfg.slot,
                                     self.admin.features, enabled=self.cfg.resync_on_ddl)
+            for relation in self.snapshot_relations:  # published as the snapshot read them
+                self.resync.published(relation)
         resync = self.resync
+        snapshots.on_read = resync.published  # and as each incremental chunk reads them
         resync.conn = self.admin.conn  # a reconnect replaced the admin connection
         options = StreamOptions(self.cfg.slot, self.cfg.publication, proto,
                                 binary=self.cfg.binary, origin=self.cfg.origin)

@@ -84,6 +84,8 @@ class IncrementalSnapshots:
         self.next_poll = 0.0
         self.next_wait_warning = 0.0
         self.next_check = 0.0
+        # Told each chunk's table as its rows are published (`DdlResync.published`).
+        self.on_read: Callable[[Relation], None] | None = None
 
     @property
     def open_window(self) -> ChunkWindow | None:
@@ -214,6 +216,8 @@ class IncrementalSnapshots:
         events: dict[bytes, bytes] = {}
         last = self._read_events(statement, chunk.codec, events, chunk.low)
         chunk.window.load(events)
+        if self.on_read is not None:
+            self.on_read(relation)
         self._emit(Watermark(self.run, chunk.window.chunk, high=True))
         if len(events) >= self.chunk_rows:
             row = parse_copy_text(last)

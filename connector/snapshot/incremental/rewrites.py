@@ -14,12 +14,15 @@ pgoutput sends no DDL and no events for the rows a DDL statement rewrites, so af
 * ``ALTER TYPE e RENAME VALUE 'x' TO 'y'`` (every row holding x now reads y),
 
 a consumer of the topic keeps the old values for good. The producer compares successive
-descriptions of each published table (`Column`, from the catalog or a Relation message) and
-re-reads a table through an incremental snapshot when `reasons` finds one of the above.
+descriptions of each published table (`Column`, from the catalog: `reasons`, matched by
+attnum) and what was published (a Relation's or a snapshot's columns, no attnums) with the
+catalog or a later Relation (`published_reasons`, matched by name and order), and re-reads a
+table through an incremental snapshot when either finds one of the above.
 
-Not detected (no catalog trace; README "Re-sync after DDL"): a USING conversion to the same
-type (``ALTER COLUMN n TYPE int USING n * 10`` on an int column), and DDL made while the
-producer was not running (the first description it sees is the baseline).
+Not detected (no trace in either; README "Re-sync after DDL"): a USING conversion to the same
+type (``ALTER COLUMN n TYPE int USING n * 10`` on an int column), DROP EXPRESSION on the last
+column seen only by `published_reasons` (like ADD COLUMN without a default), and DDL made while
+the producer was not running on a table none of whose earlier rows the stream replays.
 
 `Settle` coalesces a burst: a table is re-synced once its description stayed the same for one
 more check, so a migration running ten ALTERs on a table queues one re-sync, not ten.
@@ -31,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-__all__ = ["Column", "Settle", "reasons", "signature"]
+__all__ = ["Column", "Settle", "published_reasons", "reasons", "signature"]
 
 
 class Column(NamedTuple):
@@ -84,6 +87,49 @@ def reasons(old: Sequence[Column], new: Sequence[Column]) -> list[str]:
                        if oid in renamed and renamed[oid] != label]
             if changed:
                 found.append(f"column {col.name}: enum value renamed {', '.join(changed)}")
+    return found
+
+
+def published_reasons(published: Sequence[Column], current: Sequence[Column]) -> list[str]:
+    """Why rows published with the columns `published` (a Relation's, or a snapshot's: the
+    published columns in attnum order, no attnums) no longer show the values of a table whose
+    columns are now `current` (the catalog's, in attnum order; or a later Relation's). Empty:
+    nothing to re-sync.
+
+    Without attnums on the published side, columns are aligned by name and order: the columns
+    with the same name (in the same order) are anchors; between two anchors (or after the last
+    one) the published columns that vanished and the current ones that appeared are paired in
+    order as renames. A current column left over is, after the last anchor, added (it matters
+    if it gives existing rows a value), and before it, a column that existed but was not
+    published (DROP EXPRESSION, a column list widened): its values never were. Dropping the
+    last column and adding one reads as a rename (a wasted re-sync at worst)."""
+    now = [c for c in current if not c.generated]
+    index = {c.name: j for j, c in enumerate(now)}
+    anchors: list[tuple[int, int]] = []
+    for i, col in enumerate(published):
+        j = index.get(col.name)
+        if j is not None and (not anchors or j > anchors[-1][1]):
+            anchors.append((i, j))
+    found: list[str] = []
+    pairs = list(anchors)
+    bounds = [(-1, -1), *anchors, (len(published), len(now))]
+    for (i0, j0), (i1, j1) in zip(bounds, bounds[1:], strict=False):
+        gone = list(range(i0 + 1, i1))
+        came = list(range(j0 + 1, j1))
+        for i, j in zip(gone, came, strict=False):
+            found.append(f"column {published[i].name} renamed to {now[j].name}")
+            pairs.append((i, j))
+        for j in came[len(gone):]:
+            col = now[j]
+            if j1 < len(now):
+                found.append(f"column {col.name} is published now, its values never were "
+                             "(DROP EXPRESSION, or a column list widened)")
+            elif col.fills_existing:
+                found.append(f"column {col.name} added with a value for existing rows")
+    for i, j in sorted(pairs):
+        old, new = published[i], now[j]
+        if (old.type_oid, old.typmod) != (new.type_oid, new.typmod):
+            found.append(f"column {new.name} changed type from {old.kind()} to {new.kind()}")
     return found
 
 

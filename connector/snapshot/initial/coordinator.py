@@ -29,6 +29,7 @@ from connector import metrics
 from connector.avro import CodecFactory, SchemaRegistry, SourceInfo, TableCodec, registry_ids
 from connector.errors import CdcError, SinkError, SourceError
 from connector.pgoutput.lsn import lsn_to_str
+from connector.pgoutput.messages import Relation
 from connector.pgtypes import TypeCatalog
 from connector.replication import ReplicationAdmin
 from connector.sink import AckTracker, KafkaSink, TopicCreator
@@ -90,6 +91,7 @@ class SnapshotResult:
     tables: int
     rows: int
     seconds: float
+    relations: tuple[Relation, ...] = ()  # the tables as their rows were published
 
 
 def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry: SchemaRegistry,
@@ -129,7 +131,8 @@ def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry:
     else:
         log.warning("snapshot stopped before it completed (%d rows produced): the next run "
                     "takes a new snapshot", job.progress.rows)
-    return SnapshotResult(completed, lsn, len(tables), job.progress.rows, seconds)
+    return SnapshotResult(completed, lsn, len(tables), job.progress.rows, seconds,
+                          tuple(t.relation for t in tables))
 
 
 class _Coordinator:

@@ -8,10 +8,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
 
 from tests.support.producer import current_lsn
 from tests.support.snapshot import final_state, read_events, table_rows, wait_for_output
@@ -183,3 +187,91 @@ def test_enum_rename_and_drop_expression_resync(postgres, producer_run, log_dir)
     assert set(reads) == set(range(1, 12))
     assert all(v["e"] == ("ok" if k == 11 else "blue") and v["g"] == 2 * k
                for k, v in reads.items()), reads
+
+
+# ---------------------------------------------------------------- DDL right after creation
+
+# A migration: each table created, filled and altered at once, with no write after the DDL.
+# The catalog check first sees it after the DDL; what was published (its Relation) shows the
+# difference. `steady` and `fresh` had no DDL: they are not re-synced.
+MIGRATION = {
+    "added": "ALTER TABLE added ADD COLUMN c text DEFAULT 'x'",
+    "retyped": "ALTER TABLE retyped ALTER COLUMN n TYPE bigint USING n * 10",
+    "renamed": "ALTER TABLE renamed RENAME COLUMN n TO m",
+}
+MIGRATION_ROWS = 60
+
+
+@pytest.fixture
+def database(postgres: Any) -> Iterator[str]:
+    """The DSN of a new, empty database (dropped afterwards): FOR ALL TABLES sees only the
+    test's tables."""
+    name = f"pgcdc_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield make_conninfo(postgres.dsn, dbname=name)
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def _resyncs(dsn: str, slot: str) -> dict[str, list[tuple[str, str]]]:
+    """table -> (state, message) of the slot's re-sync-after-DDL requests."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('public.pgcdc_signal')").fetchone() == (None,):
+            return out  # no request was ever made
+        for tables, state, message in conn.execute(
+                "SELECT tables, state, message FROM public.pgcdc_signal WHERE slot = %s "
+                "AND message LIKE 're-sync after DDL: %%' ORDER BY id", (slot,)):
+            for table in tables:
+                out.setdefault(table, []).append((state, message))
+    return out
+
+
+def test_ddl_right_after_creation_resyncs(database, producer_run, log_dir) -> None:
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE steady (id int PRIMARY KEY, n int)")
+        conn.execute("CREATE TABLE probe (id int PRIMARY KEY, n int)")
+        conn.execute("INSERT INTO steady VALUES (1, 1)")
+    run = producer_run("*", "--snapshot", "never", "--incremental-chunk-rows", "50")
+    run.dsn = database  # `pgcdc run --tables '*'`: a FOR ALL TABLES publication
+    run.start(log_dir)
+    with psycopg.connect(database, autocommit=True) as conn:  # at full speed
+        conn.execute("INSERT INTO steady VALUES (2, 2)")
+        for table, ddl in MIGRATION.items():
+            conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n int NOT NULL)")
+            conn.execute(f"INSERT INTO {table} SELECT i, i FROM generate_series(1, "
+                         f"{MIGRATION_ROWS}) i")
+            conn.execute(ddl)
+        conn.execute("CREATE TABLE fresh (id int PRIMARY KEY, n int)")
+        conn.execute("INSERT INTO fresh VALUES (1, 1)")
+    run.wait_confirmed(current_lsn(database), timeout=120)  # every Relation was received
+    deadline = time.monotonic() + 120
+    while True:
+        found = _resyncs(database, run.slot)
+        if all(found.get(f"public.{t}", [("", "")])[0][0] == "done" for t in MIGRATION):
+            break
+        assert time.monotonic() < deadline, (found, run.output())
+        time.sleep(0.2)
+    # Two more catalog checks (the probe's DDL queued once it held still for one): they
+    # compared every table's Relation with its catalog, and re-synced nothing else.
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("INSERT INTO probe VALUES (1, 1)")
+    run.wait_confirmed(current_lsn(database), timeout=60)
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("ALTER TABLE probe ALTER COLUMN n TYPE bigint")
+    while "public.probe" not in (found := _resyncs(database, run.slot)):
+        assert time.monotonic() < deadline + 60, (found, run.output())
+        time.sleep(0.2)
+    assert sorted(found) == sorted([f"public.{t}" for t in (*MIGRATION, "probe")]), found
+    assert all(len(requests) == 1 for requests in found.values()), found
+    assert "column c added" in found["public.added"][0][1]
+    assert "column n changed type" in found["public.retyped"][0][1]
+    assert "column n renamed to m" in found["public.renamed"][0][1]
+
+    run.wait_confirmed(current_lsn(database), timeout=120)
+    for table in MIGRATION:
+        events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+                             min_count=2 * MIGRATION_ROWS)
+        assert final_state([e.value for e in events]) == table_rows(
+            database, f"SELECT * FROM {table}"), table

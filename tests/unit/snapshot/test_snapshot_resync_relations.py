@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 
 from connector.errors import SourceError
@@ -134,3 +135,127 @@ def test_a_relation_lost_with_the_connection_is_compared_again() -> None:
         r.relation(_rel(ID, N._replace(type_oid=20)))
     r.relation(_rel(ID, N._replace(type_oid=20)))  # replayed after the reconnect
     assert calls == [T, T]
+
+
+# ------------------------------------------- what was published, against the catalog's first look
+
+S0 = [Column(1, "id", 23, -1), Column(2, "n", 23, -1)]
+S1 = [Column(1, "id", 23, -1), Column(2, "n", 20, -1)]  # ALTER COLUMN n TYPE bigint
+
+
+def _checks(r: DdlResync, count: int) -> None:
+    for _ in range(count):
+        r.next_check = 0.0
+        r.tick()
+
+
+def _quiet(queued: list[tuple[TableName, list[str]]]) -> DdlResync:
+    r = _resync(_NoConn(), queued)
+    r._type_texts = lambda types: {}  # type: ignore[method-assign]
+    return r
+
+
+def test_published_before_the_first_look_queues_one_resync(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Created, filled, altered: the rows went out with S0, the first check sees S1."""
+    queued: list[tuple[TableName, list[str]]] = []
+    r = _quiet(queued)
+    r.relation(_rel(ID, N))
+    _catalog(monkeypatch, iter([S1] * 4))
+    _checks(r, 1)
+    assert queued == []  # it waits for the table to hold still for one check
+    _checks(r, 1)
+    assert queued == [(T, ["column n changed type from type 23 to type 20"])]
+    _checks(r, 2)
+    r.relation(_rel(ID, N._replace(type_oid=20)))  # the next write: the same DDL
+    assert len(queued) == 1
+
+
+def test_published_after_the_first_look_queues_one_resync(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stream lags: the check saw S1 before the Relation of the rows written with S0."""
+    queued: list[tuple[TableName, list[str]]] = []
+    r = _quiet(queued)
+    _catalog(monkeypatch, iter([S1] * 4))
+    _checks(r, 2)
+    assert queued == []  # never published: nothing to re-sync
+    r.relation(_rel(ID, N))
+    _checks(r, 1)
+    assert queued == [(T, ["column n changed type from type 23 to type 20"])]
+    _checks(r, 1)
+    assert len(queued) == 1
+
+
+def test_published_as_the_catalog_queues_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A healthy start: every table's Relation (before or after the first look) or snapshot
+    matches its catalog."""
+    queued: list[tuple[TableName, list[str]]] = []
+    r = _resync(_NoConn(), queued)
+    r.relation(_rel(ID, N))
+    _catalog(monkeypatch, iter([S0] * 4))
+    _checks(r, 2)
+    r.relations.clear()  # a Relation arriving after the first look
+    r.relation(_rel(ID, N))
+    r.published(_rel(ID, N))  # a snapshot's read
+    _checks(r, 2)
+    assert queued == [] and r.unchecked == {}
+
+
+def test_a_snapshot_read_before_ddl_queues_one_resync(monkeypatch: pytest.MonkeyPatch) -> None:
+    queued: list[tuple[TableName, list[str]]] = []
+    r = _quiet(queued)
+    r.published(_rel(ID, N))  # the initial (or an incremental) snapshot's columns
+    _catalog(monkeypatch, iter([[*S0, Column(3, "c", 25, -1, fills_existing=True)]] * 3))
+    _checks(r, 2)
+    assert queued == [(T, ["column c added with a value for existing rows"])]
+
+
+def test_a_dropped_table_is_forgotten(monkeypatch: pytest.MonkeyPatch) -> None:
+    queued: list[tuple[TableName, list[str]]] = []
+    r = _quiet(queued)
+    r.relation(_rel(ID, N))
+    monkeypatch.setattr(resync_mod, "catalog_digests", lambda *a: ({}, ""))
+    _checks(r, 2)
+    assert queued == [] and r.unchecked == {}
+
+
+def test_a_rename_between_two_relations_queues_a_resync() -> None:
+    queued: list[tuple[TableName, list[str]]] = []
+
+    class Conn:  # the added name's catalog look-up: the table as it is now, no default
+        def execute(self, query: str, params: Any) -> Any:
+            raise psycopg.errors.UndefinedTable("gone")
+
+    r = _resync(Conn(), queued)
+    r._type_texts = lambda types: {}  # type: ignore[method-assign]
+    r.relation(_rel(ID, N))
+    r.relation(_rel(ID, N._replace(name="m")))
+    assert queued == [(T, ["column n renamed to m"])]
+
+
+def test_a_table_created_in_a_streamed_transaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CREATE TABLE and a large INSERT in one transaction (streamed before its commit), then
+    the DDL: the Relation is remembered until a check sees the table, then compared."""
+    queued: list[tuple[TableName, list[str]]] = []
+    r = _quiet(queued)
+    states: list[list[Column] | None] = [None, None, S1, S1]  # None: not created yet
+    current: list[Column] = []
+
+    def digests(*args: Any) -> tuple[dict[int, str], str]:
+        state = states.pop(0)
+        current[:] = state or []
+        return ({42: repr(state)} if state else {}), ""
+
+    monkeypatch.setattr(resync_mod, "catalog_digests", digests)
+    monkeypatch.setattr(resync_mod, "catalog_columns", lambda *a, **k: {42: (T, current)})
+    r.relation(_rel(ID, N, xid=7))  # before any check: not remembered (the catalog unread)
+    assert r.unchecked == {}
+    _checks(r, 1)
+    r.relation(_rel(ID, N, xid=7))
+    _checks(r, 1)  # still running: kept
+    assert 42 in r.unchecked
+    _checks(r, 2)  # committed, then altered
+    assert queued == [(T, ["column n changed type from type 23 to type 20"])]
+    # A streamed Relation of a table the catalog shows: left to the checks.
+    r.relation(_rel(ID, N, xid=8))
+    assert r.unchecked == {}

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from connector.snapshot.incremental.rewrites import Column, Settle, reasons, signature
+from connector.snapshot.incremental.rewrites import (
+    Column,
+    Settle,
+    published_reasons,
+    reasons,
+    signature,
+)
 
 INT4, INT8, TEXT, VARCHAR = 23, 20, 25, 1043
 ID = Column(1, "id", INT4, -1)
@@ -96,3 +102,55 @@ def test_the_decision_is_pure() -> None:
             / "rewrites.py")
     assert [m for m in imported_modules(path)
             if any(m == b or m.startswith(b + ".") for b in IO_MODULES)] == []
+
+
+# ------------------------------------------------------- published columns against the catalog
+
+def _pub(*columns: Column) -> list[Column]:
+    """Columns as a Relation shows them: no attnum, no flags, published ones only."""
+    return [Column(0, c.name, c.type_oid, c.typmod) for c in columns if not c.generated]
+
+
+def test_published_equal_to_the_catalog_needs_nothing() -> None:
+    g = Column(3, "g", INT4, -1, generated=True)  # not published: the Relation lacks it
+    assert published_reasons(_pub(ID, N), [ID, N, g]) == []
+    # A column added without a value for existing rows; one dropped: nothing changed.
+    assert published_reasons(_pub(ID, N), [ID, N, Column(3, "c", TEXT, -1)]) == []
+    assert published_reasons(_pub(ID, N), [ID]) == []
+    assert published_reasons(_pub(ID, N), [N._replace(attnum=2)]) == []
+
+
+def test_published_differs_by_a_rewrite() -> None:
+    c = Column(3, "c", TEXT, -1, fills_existing=True)
+    assert published_reasons(_pub(ID, N), [ID, N, c]) == [
+        "column c added with a value for existing rows"]
+    assert published_reasons(_pub(ID, N), [ID, N._replace(type_oid=INT8, type_text="bigint")]
+                             ) == ["column n changed type from type 23 to bigint"]
+    v10 = Column(2, "v", VARCHAR, 14)
+    assert published_reasons(_pub(ID, v10), [ID, v10._replace(typmod=24)]) != []
+
+
+def test_published_renames_are_paired_by_position() -> None:
+    m = N._replace(name="m")
+    assert published_reasons(_pub(ID, N), [ID, m]) == ["column n renamed to m"]
+    # Renamed and retyped; and in the middle, between two unchanged columns.
+    z = Column(3, "z", TEXT, -1)
+    assert published_reasons(_pub(ID, N, z), [ID, m._replace(type_oid=INT8), z]) == [
+        "column n renamed to m", "column m changed type from type 23 to type 20"]
+    # Renamed and a column added after it (with a default): both.
+    c = Column(3, "c", TEXT, -1, fills_existing=True)
+    assert published_reasons(_pub(ID, N), [ID, m, c]) == [
+        "column n renamed to m", "column c added with a value for existing rows"]
+    # Two columns swapping names: re-synced too.
+    assert published_reasons(_pub(ID, N), [ID._replace(name="n"), N._replace(name="id")])
+
+
+def test_published_now_a_column_that_was_not() -> None:
+    """DROP EXPRESSION on a generated column before the last column: it was there (older
+    attnum than a published column) but unpublished, so its values never went out."""
+    g = Column(2, "g", INT4, -1)
+    assert published_reasons(_pub(ID, N._replace(attnum=3)), [ID, g, N._replace(attnum=3)]) == [
+        "column g is published now, its values never were (DROP EXPRESSION, or a column list "
+        "widened)"]
+    # The last column: indistinguishable from ADD COLUMN g (NULL for existing rows).
+    assert published_reasons(_pub(ID, N), [ID, N, Column(3, "g", INT4, -1)]) == []
