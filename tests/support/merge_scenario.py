@@ -28,9 +28,10 @@ def publish(pub: CdcPublisher) -> None:
     # bio unchanged (TOASTed, not sent): the stored value stays
     pub.change(users, "u", 200, 0, after=user(1, "n1b", None, 10), unchanged_toast=["bio"])
     pub.change(users, "d", 300, 0, before={"id": 2, "name": None, "bio": None, "score": None})
-    # primary key change 3 → 30: delete + insert in one transaction
+    # primary key change 3 → 30, as the producer publishes it: a delete and a create at the
+    # update's position
     pub.change(users, "d", 400, 0, before={"id": 3, "name": None, "bio": None, "score": None})
-    pub.change(users, "c", 400, 1, after=user(30, "n3", "bio3", 3))
+    pub.change(users, "c", 400, 0, after=user(30, "n3", "bio3", 3))
     pub.change(users, "c", 500, 0, after=user(2, "again", "b2", 20))  # re-insert after delete
     pub.change(users, "d", 550, 0, before={"id": 4, "name": None, "bio": None, "score": None})
     # two TOAST-unchanged updates of one row in one transaction
