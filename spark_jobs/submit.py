@@ -36,6 +36,30 @@ SPARK_PACKAGES = (
     "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
     "org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.0.0",
     "org.apache.spark:spark-avro_2.13:4.1.1",
+    # S3A (s3a:// lakes): hadoop-aws of pyspark 4.2's Hadoop (3.5.0) and the AWS SDK v2 modules
+    # it loads, in place of the SDK's 690 MB bundle (excluded below; why these: spark.pom.xml).
+    "org.apache.hadoop:hadoop-aws:3.5.0",
+    "software.amazon.awssdk:s3:2.35.4",
+    "software.amazon.awssdk:s3-transfer-manager:2.35.4",
+)
+
+# Left out of the resolution (`--exclude-packages`): the SDK bundle, what S3A does not use, and
+# libraries pyspark ships in other versions (two versions of one library on a classpath break
+# Spark). The same set scripts/jars/spark.pom.xml and scripts/devstack/spark.py leave out.
+SPARK_EXCLUDE_PACKAGES = (
+    "software.amazon.awssdk:bundle",
+    "software.amazon.awssdk:crt-core",
+    "software.amazon.awssdk:http-auth-aws-eventstream",
+    "software.amazon.eventstream:eventstream",
+    "org.wildfly.openssl:wildfly-openssl",
+    "commons-logging:commons-logging",
+    "commons-codec:commons-codec",
+    "org.apache.httpcomponents:httpclient",
+    "org.apache.httpcomponents:httpcore",
+    "org.slf4j:slf4j-api",
+    *(f"io.netty:netty-{name}" for name in (
+        "buffer", "codec", "codec-http", "codec-http2", "common", "handler", "resolver",
+        "transport", "transport-classes-epoll", "transport-native-unix-common")),
 )
 
 # Modest local defaults; a cluster user passes --master and --conf of their own.
@@ -80,13 +104,15 @@ def spark_submit_command(job_args: Sequence[str], jars: Sequence[str] | None = N
                          conf: Mapping[str, str] | None = None,
                          spark_submit: str | None = None,
                          packages: Sequence[str] | None = None) -> list[str]:
-    """`spark-submit (--jars J | --packages P) [--master M] [--conf k=v]... merge.py ARGS`."""
+    """`spark-submit (--jars J | --packages P --exclude-packages X) [--master M] [--conf k=v]...
+    merge.py ARGS`."""
     cmd = [spark_submit or spark_submit_binary()]
     jars = resolve_jars() if jars is None else jars
     if jars:
         cmd += ["--jars", ",".join(jars)]
     else:
-        cmd += ["--packages", ",".join(packages or SPARK_PACKAGES)]
+        cmd += ["--packages", ",".join(packages or SPARK_PACKAGES),
+                "--exclude-packages", ",".join(SPARK_EXCLUDE_PACKAGES)]
     if master:
         cmd += ["--master", master]
     if driver_memory:

@@ -1,4 +1,5 @@
-"""Session-scoped real servers for the tests: PostgreSQL 15 and 18, Kafka, Apicurio Registry.
+"""Session-scoped real servers for the tests: PostgreSQL 15 and 18, Kafka, Apicurio Registry,
+S3 (moto).
 
 Each runs from a throwaway directory on free ports, so tests never touch a developer's own
 services or the `scripts/stack` instance. They are started lazily: a unit-test run starts none.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from devstack.maven import resolve_archive, resolve_pom
 from devstack.ports import free_port
 from devstack.postgres import Postgres, default_bin, embedded_pg18_bin
 from devstack.registry import Registry
+from devstack.s3 import S3, create_bucket
 from devstack.spark import spark_jars
 from devstack.stack import APICURIO, cache_dir
 from hypothesis import settings
@@ -92,6 +95,26 @@ def registry(work_dir: Path) -> Iterator[Registry]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3(work_dir: Path) -> Iterator[S3]:
+    """An S3-compatible server (moto, in memory): `.endpoint`, `.env()` (the AWS variables with
+    fixed test keys); each test takes a bucket of its own from `s3_bucket`."""
+    server = S3(work_dir / "s3", free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3: S3) -> str:
+    """A fresh, empty bucket's name."""
+    name = f"t-{uuid.uuid4().hex[:16]}"
+    create_bucket(s3.endpoint, name)
+    return name
 
 
 @pytest.fixture(scope="session")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -57,18 +59,33 @@ def _mvn(cache: Path, args: list[str], what: str) -> None:
 
 
 def resolve_pom(cache: Path, pom_name: str) -> Path:
-    """Copy the runtime dependencies of scripts/jars/<pom_name> into cache/<stem>/."""
-    name = pom_name.removesuffix(".pom.xml")
-    out = cache / name
+    """Copy the runtime dependencies of scripts/jars/<pom_name> into cache/<stem>-<hash>/.
+
+    The directory is named by the POM's content, so editing a POM resolves it afresh (a cache
+    made from an older POM is never taken for it), and worktrees with different POMs sharing
+    one cache do not disturb each other. Resolution goes to a private temporary directory,
+    renamed into place when complete: concurrent resolvers of one POM cannot see half a set.
+    """
+    pom = JARS_DIR / pom_name
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    out = cache / f"{pom_name.removesuffix('.pom.xml')}-{digest}"
     if (out / ".complete").exists():
         return out
-    tmp = cache / f"{name}.partial"
-    shutil.rmtree(tmp, ignore_errors=True)
-    _mvn(cache, ["-f", str(JARS_DIR / pom_name), "dependency:copy-dependencies",
-                 f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"], f"{name} jars")
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    (out / ".complete").touch()
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.", suffix=".partial", dir=cache))
+    tmp.chmod(0o755)  # as a plain directory would be (mkdtemp makes it private)
+    try:
+        _mvn(cache, ["-f", str(pom), "dependency:copy-dependencies",
+                     f"-DoutputDirectory={tmp}", "-DincludeScope=runtime"],
+             f"{pom_name.removesuffix('.pom.xml')} jars")
+        (tmp / ".complete").touch()
+        try:
+            tmp.rename(out)  # only ever a complete set is renamed into place
+        except OSError:
+            if not (out / ".complete").exists():  # else a concurrent resolver was first
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

@@ -11,12 +11,16 @@ from .kafka import Kafka
 from .maven import resolve_archive, resolve_pom
 from .postgres import Postgres, default_bin
 from .registry import Registry
+from .s3 import S3
 from .spark import spark_jars
 
 REPO = Path(__file__).resolve().parent.parent.parent
 #: Kafka Connect (tests only): the worker's logging API and the plugins (scripts/jars/).
 CONNECT_POMS = ("connect-worker.pom.xml", "connect-jdbc.pom.xml", "connect-apicurio.pom.xml")
 APICURIO = "io.apicurio:apicurio-registry-app:3.0.9:tar.gz:all"
+#: The object store's bucket for the lake, and the lake's root in it (`PGCDC_LAKE`).
+LAKE_BUCKET = "lake"
+LAKE_URL = f"s3a://{LAKE_BUCKET}/delta"
 
 
 def _port(name: str, default: int) -> int:
@@ -36,6 +40,7 @@ class Stack:
     postgres: Postgres
     kafka: Kafka
     registry: Registry
+    s3: S3
 
     @classmethod
     def from_env(cls) -> Stack:
@@ -49,6 +54,7 @@ class Stack:
             kafka=Kafka(cache / "kafka", root / "kafka", kafka_port, kafka_port + 1),
             registry=Registry(cache / "apicurio", root / "registry",
                               _port("PGCDC_STACK_REGISTRY_PORT", 18081)),
+            s3=S3(root / "s3", _port("PGCDC_STACK_S3_PORT", 19000), (LAKE_BUCKET,)),
         )
 
     def fetch(self) -> list[Path]:
@@ -79,8 +85,9 @@ class Stack:
         if errors:
             raise StackError("; ".join(errors))
 
-    def services(self) -> list[tuple[str, Postgres | Kafka | Registry]]:
-        return [("postgres", self.postgres), ("kafka", self.kafka), ("registry", self.registry)]
+    def services(self) -> list[tuple[str, Postgres | Kafka | Registry | S3]]:
+        return [("postgres", self.postgres), ("kafka", self.kafka), ("registry", self.registry),
+                ("s3", self.s3)]
 
     def env(self) -> dict[str, str]:
         return {
@@ -88,4 +95,9 @@ class Stack:
             "KAFKA_BOOTSTRAP_SERVERS": self.kafka.bootstrap,
             "SCHEMA_REGISTRY_URL": self.registry.url,
             "PGCDC_SPARK_JARS": ",".join(str(p) for p in spark_jars(cache_dir())),
+            # The object store (moto, in memory): the AWS variables delta-rs and boto3 read.
+            # Spark's S3A takes the keys from them too (its default credentials chain), but
+            # not the endpoint: give it fs.s3a.endpoint and path.style.access.
+            **self.s3.env(),
+            "PGCDC_LAKE": LAKE_URL,
         }

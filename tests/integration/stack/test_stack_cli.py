@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ def stack_env(work_dir: Path) -> dict[str, str]:
         "PGCDC_STACK_PG_PORT": str(free_port()),
         "PGCDC_STACK_KAFKA_PORT": str(kafka_port),
         "PGCDC_STACK_REGISTRY_PORT": str(free_port()),
+        "PGCDC_STACK_S3_PORT": str(free_port()),
     }
 
 
@@ -44,19 +46,26 @@ def test_up_env_status_down_leaves_nothing_behind(stack_env: dict[str, str]) -> 
         # Idempotent: a second `up` finds everything running and succeeds.
         assert _stack(stack_env, "up").returncode == 0
         status = _stack(stack_env, "status")
-        assert status.returncode == 0 and status.stdout.count("running") == 3, status.stdout
+        assert status.returncode == 0 and status.stdout.count("running") == 4, status.stdout
         env = _stack(stack_env, "env").stdout
         for name in ("PGCDC_DSN", "KAFKA_BOOTSTRAP_SERVERS", "SCHEMA_REGISTRY_URL",
-                     "PGCDC_SPARK_JARS"):
+                     "PGCDC_SPARK_JARS", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                     "AWS_REGION"):
             assert f"export {name}=" in env
+        s3_port = stack_env["PGCDC_STACK_S3_PORT"]
+        assert f"export AWS_ENDPOINT_URL=http://127.0.0.1:{s3_port}\n" in env
+        assert "export PGCDC_LAKE=s3a://lake/" in env
+        with urllib.request.urlopen(f"http://127.0.0.1:{s3_port}/") as resp:  # ListBuckets
+            assert b"<Name>lake</Name>" in resp.read()  # `up` created the lake's bucket
         base = Path(stack_env["PGCDC_STACK_DIR"])
-        pids = [int((base / svc / f"{svc}.pid").read_text()) for svc in ("kafka", "registry")]
+        pids = [int((base / svc / f"{svc}.pid").read_text()) for svc in ("kafka", "registry", "s3")]
         pids.append(int((base / "postgres" / "data" / "postmaster.pid").read_text().split()[0]))
     finally:
         down = _stack(stack_env, "down")
     assert down.returncode == 0, down.stderr
     assert not any(process.alive(pid) for pid in pids)
-    for key in ("PGCDC_STACK_PG_PORT", "PGCDC_STACK_KAFKA_PORT", "PGCDC_STACK_REGISTRY_PORT"):
+    for key in ("PGCDC_STACK_PG_PORT", "PGCDC_STACK_KAFKA_PORT", "PGCDC_STACK_REGISTRY_PORT",
+                "PGCDC_STACK_S3_PORT"):
         assert not is_listening(int(stack_env[key]))
     assert _stack(stack_env, "status").returncode == 1
 

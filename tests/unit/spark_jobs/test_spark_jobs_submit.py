@@ -30,6 +30,10 @@ def test_packages_when_no_jars_are_given() -> None:
     assert any(p.startswith("io.delta:delta-spark_4.2_2.13:") for p in submit.SPARK_PACKAGES)
     assert any(":spark-sql-kafka-0-10_2.13:4.2.0" in p for p in submit.SPARK_PACKAGES)
     assert any(":spark-avro_2.13:" in p for p in submit.SPARK_PACKAGES)
+    assert "org.apache.hadoop:hadoop-aws:3.5.0" in submit.SPARK_PACKAGES
+    # Never the AWS SDK's 690 MB bundle that hadoop-aws declares.
+    excluded = cmd[cmd.index("--exclude-packages") + 1].split(",")
+    assert "software.amazon.awssdk:bundle" in excluded
 
 
 def test_main_passes_spark_options_through(monkeypatch: pytest.MonkeyPatch) -> None:
