@@ -14,6 +14,8 @@ Baseline in the same run: the same events decoded and appended to Delta without 
 
     .venv/bin/python benchmarks/merge.py [--events 1000000] [--freshness-rate 5000]
     .venv/bin/python benchmarks/merge.py --events 0 --many-tables 500 --freshness-rate 5000
+    .venv/bin/python benchmarks/merge.py --events 0 --many-tables 500 --many-tables-baseline 0 \
+        --freshness-rate 5000 --freshness-baseline-seconds 0 --store both   # S3 vs local disk
 
 Starts a throwaway Kafka and Schema Registry (as the tests do) unless --bootstrap-servers and
 --schema-registry-url are given.
@@ -58,6 +60,7 @@ from spark_jobs.decode import decode_topic, plan_batch  # noqa: E402
 from spark_jobs.job import BatchReport, run_merge, start_merge  # noqa: E402
 from spark_jobs.registry import SchemaCache  # noqa: E402
 from spark_jobs.session import LOCAL_CONF, local_session  # noqa: E402
+from spark_jobs.storage import options_for  # noqa: E402
 from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame  # noqa: E402
 from tests.support.events import TableEvents, table_events  # noqa: E402
 
@@ -92,6 +95,33 @@ def servers(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         registry.stop()
         kafka.stop()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def object_store(work: Path, wanted: bool) -> Iterator[dict[str, str]]:
+    """A throwaway S3 server (moto) with a bucket `bench` when `wanted`: its AWS variables
+    set in this process (delta-rs here and in the reader child derive their settings from
+    them) and the Spark settings of S3A it needs, returned; else nothing."""
+    if not wanted:
+        yield {}
+        return
+    from devstack.ports import free_port
+    from devstack.s3 import S3, create_bucket
+
+    server = S3(work / "s3", free_port())
+    server.start()
+    create_bucket(server.endpoint, "bench")
+    env = server.env()
+    os.environ.update(env)
+    try:
+        yield {"spark.hadoop.fs.s3a.endpoint": server.endpoint,
+               "spark.hadoop.fs.s3a.endpoint.region": env["AWS_REGION"],
+               "spark.hadoop.fs.s3a.path.style.access": "true",
+               "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+               "spark.hadoop.fs.s3a.access.key": env["AWS_ACCESS_KEY_ID"],
+               "spark.hadoop.fs.s3a.secret.key": env["AWS_SECRET_ACCESS_KEY"]}
+    finally:
+        server.stop()
 
 
 def make_tables(bootstrap: str, registry_url: str, prefix: str, tables: int = TABLES,
@@ -234,20 +264,21 @@ def produce_rounds(bootstrap: str, tables: list[TableEvents], round_: int) -> in
     return events
 
 
-def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, work: Path, n: int,
-                fast: bool) -> dict[str, object]:
+def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: str, n: int,
+                fast: bool, store: str = "local") -> dict[str, object]:
     """N new tables (1 partition each): batch 1 creates them (3 inserts each), batch 2 MERGEs
-    4 changes into each (update, delete, insert, update). Each batch one available-now run."""
+    4 changes into each (update, delete, insert, update). Each batch one available-now run;
+    the lake under `root` (a local directory or an `s3a://` URL: `store`)."""
     mode = "fast" if fast else "off"
-    prefix = f"many{n}{mode}{int(time.time())}"
+    prefix = f"many{n}{mode}{store}{int(time.time())}"
     started = time.monotonic()
     tables = make_tables(bootstrap, registry_url, prefix, n, 1)
     print(f"  {n} topics created and registered in {time.monotonic() - started:.1f} s",
           flush=True)
-    config = MergeConfig(bootstrap, registry_url, str(work / prefix), topic_prefix=prefix,
+    config = MergeConfig(bootstrap, registry_url, f"{root}/{prefix}", topic_prefix=prefix,
                          trigger="available-now", fast_merge="auto" if fast else "off")
-    out: dict[str, object] = {"tables": n, "mode": mode, "prefix": prefix,
-                              "path": str(work / prefix)}
+    out: dict[str, object] = {"tables": n, "mode": mode, "store": store, "prefix": prefix,
+                              "path": f"{root}/{prefix}"}
     for round_ in (1, 2):
         events = produce_rounds(bootstrap, tables, round_)
         load = load_average()
@@ -258,7 +289,7 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, work: Pa
                              "batches": stats.batches, "fast_tables": stats.fast_tables,
                              "merged_tables": len(stats.tables),
                              "batch_seconds": [r.seconds for r in stats.reports]}
-        print(f"  {mode} N={n} batch {round_}: {events} events, {took:.1f} s "
+        print(f"  {mode} {store} N={n} batch {round_}: {events} events, {took:.1f} s "
               f"({n / took:.1f} tables/s, {took / n:.2f} s/table), {stats.batches} batch(es), "
               f"fast_tables={stats.fast_tables}, tables with changes={len(stats.tables)}, "
               f"inside foreachBatch {sum(r.seconds for r in stats.reports):.1f} s, "
@@ -271,7 +302,8 @@ def same_tables(a: str, b: str, n: int) -> list[str]:
     from deltalake import DeltaTable
 
     def rows(path: str) -> list[dict[str, object]]:
-        return sorted(DeltaTable(path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+        return sorted(DeltaTable(path, storage_options=options_for(path)).to_pyarrow_table()
+                      .to_pylist(), key=lambda r: r["id"])
 
     return [f"t{i}" for i in range(n)
             if rows(f"{a}/public/t{i}") != rows(f"{b}/public/t{i}")]
@@ -306,9 +338,10 @@ def frontier_reader(paths: list[str], stop: object, out: str, interval: float) -
             try:
                 table = opened[i]
                 if table is None:
-                    if not DeltaTable.is_deltatable(path):
+                    options = options_for(path)  # the AWS variables, for a bucket
+                    if not DeltaTable.is_deltatable(path, storage_options=options):
                         continue
-                    table = opened[i] = DeltaTable(path)
+                    table = opened[i] = DeltaTable(path, storage_options=options)
                 else:
                     table.update_incremental()
                 top = max_commit_lsn(table)
@@ -344,16 +377,16 @@ def median(values: object) -> float:
 
 
 def freshness(spark: SparkSession, bootstrap: str, registry_url: str, work: Path, rate: int,
-              seconds: int, trigger: str, fast: bool, drain: int, history: bool = False
-              ) -> dict[str, object]:
+              seconds: int, trigger: str, fast: bool, drain: int, history: bool = False,
+              root: str | None = None, store: str = "local") -> dict[str, object]:
     """The job streams (`trigger`) into 10 tables holding a 20k-event backlog while a child
     process produces `rate` events/s for `seconds` and another polls the tables (delta-rs).
     An event is visible once the reader sees its table's max LSN at or past the event's."""
-    mode = ("fast" if fast else "off") + ("+history" if history else "")
-    prefix = f"fresh{mode.replace('+', '')}{int(time.time())}"
+    mode = ("fast" if fast else "off") + ("+history" if history else "") + f" {store}"
+    prefix = f"fresh{mode.replace('+', '').replace(' ', '')}{int(time.time())}"
     make_tables(bootstrap, registry_url, prefix)
     produce(bootstrap, register_tables(registry_url, prefix), 20_000)
-    target = work / prefix
+    target = f"{root or work}/{prefix}"
     config = MergeConfig(bootstrap, registry_url, str(target), topic_prefix=prefix,
                          trigger=trigger, fast_merge="auto" if fast else "off",
                          history=("*",) if history else ())
@@ -365,7 +398,7 @@ def freshness(spark: SparkSession, bootstrap: str, registry_url: str, work: Path
     skip = len(processor.stats.reports)
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
-    paths = [str(target / "public" / f"t{i}") for i in range(TABLES)]
+    paths = [f"{target}/public/t{i}" for i in range(TABLES)]
     reader_out, producer_out = str(work / f"{prefix}.reader"), str(work / f"{prefix}.sent")
     reader = ctx.Process(target=frontier_reader, args=(paths, stop, reader_out, 0.1))
     reader.start()
@@ -517,6 +550,9 @@ def main() -> None:
     p.add_argument("--trigger", default="1s", help="the freshness runs' trigger")
     p.add_argument("--freshness-history", action="store_true",
                    help="also a fast-path freshness run with --history '*' (all 10 tables)")
+    p.add_argument("--store", choices=("local", "s3", "both"), default="local",
+                   help="where the --many-tables and --freshness lakes live: local disk, a "
+                        "bucket of a throwaway S3 server (moto), or both in the same run")
     p.add_argument("--bootstrap-servers")
     p.add_argument("--schema-registry-url")
     args = p.parse_args()
@@ -526,8 +562,10 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="pgcdc-bench-work-"))
     print(f"start [load {load_average()}]", flush=True)
-    with servers(args) as (bootstrap, registry_url):
-        spark = local_session(spark_jars(cache_dir()), extra=SPARK_EXTRA)
+    stores = ["local", "s3"] if args.store == "both" else [args.store]
+    with servers(args) as (bootstrap, registry_url), object_store(work, "s3" in stores) as s3:
+        roots = {"local": str(work), "s3": "s3a://bench/work"}
+        spark = local_session(spark_jars(cache_dir()), extra={**SPARK_EXTRA, **s3})
         spark.sparkContext.setLogLevel("ERROR")
         # warm-up (JVM, codegen) on a tiny separate prefix so no run pays it alone
         warm = f"warm{int(time.time())}"
@@ -544,30 +582,33 @@ def main() -> None:
             backlog(spark, bootstrap, registry_url, work, args)
         if args.many_tables:
             print(f"\nmany tables [load {load_average()}]:", flush=True)
-            runs = [many_tables(spark, bootstrap, registry_url, work, args.many_tables, True)]
+            runs = [many_tables(spark, bootstrap, registry_url, roots[store], args.many_tables,
+                                True, store) for store in stores]
             if args.many_tables_baseline:
                 small = args.many_tables_baseline
                 if small != args.many_tables:
-                    runs.append(many_tables(spark, bootstrap, registry_url, work, small, True))
-                runs.append(many_tables(spark, bootstrap, registry_url, work, small, False))
+                    runs.append(many_tables(spark, bootstrap, registry_url, str(work), small,
+                                            True))
+                runs.append(many_tables(spark, bootstrap, registry_url, str(work), small, False))
                 differ = same_tables(str(runs[-2]["path"]), str(runs[-1]["path"]), small)
                 print(f"  fast vs off, {small} tables after 2 batches: "
                       f"{'equal' if not differ else f'DIFFER: {differ}'}", flush=True)
-            print("| path | tables | batch | events | seconds | tables/s | s/table | "
-                  "fast_tables | load |\n|---|---:|---:|---:|---:|---:|---:|---:|---|")
+            print("| path | store | tables | batch | events | seconds | tables/s | s/table | "
+                  "fast_tables | load |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
             for r in runs:
                 for round_ in (1, 2):
                     d = r[f"r{round_}"]
                     assert isinstance(d, dict)
                     n = int(r["tables"])  # type: ignore[call-overload]
-                    print(f"| {r['mode']} | {n} | {round_} | {d['events']} | "
+                    print(f"| {r['mode']} | {r['store']} | {n} | {round_} | {d['events']} | "
                           f"{d['seconds']:.1f} | {n / d['seconds']:.1f} | "
                           f"{d['seconds'] / n:.3f} | {d['fast_tables']} | {d['load']} |")
         if args.freshness_rate:
             print(f"\nfreshness [load {load_average()}]:", flush=True)
             fresh = [freshness(spark, bootstrap, registry_url, work, args.freshness_rate,
                                args.freshness_seconds, args.trigger, True,
-                               args.freshness_drain)]
+                               args.freshness_drain, root=roots[store], store=store)
+                     for store in stores]
             off_seconds = (args.freshness_seconds if args.freshness_baseline_seconds is None
                            else args.freshness_baseline_seconds)
             if args.freshness_history:  # the same with a history table of all 10 tables

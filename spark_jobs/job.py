@@ -785,7 +785,8 @@ def start_merge(spark: SparkSession, config: MergeConfig,
             started.stop()
     if Lease.applies(config.target):
         processor.lease = Lease(config.target)
-        processor.lease.acquire(lost)  # LakeBusy: another job writes this target
+        processor.lease.acquire(  # LakeBusy: another job writes this target
+            lost, active=lambda: not query or query[0].isActive)
     try:
         query.append(_start_query(spark, config, processor))
     except BaseException:

@@ -18,11 +18,14 @@ rules (`free_for`):
 * its renewal is older than `TTL_S`: the holder is gone (a crash, a lost machine): take it;
 * its holder is a process of this host that no longer exists (a `kill -9`, a crashed
   driver restarted on the same machine): take it at once rather than after `TTL_S`;
+* its holder is this very process (a job whose query stopped and another started after it:
+  Spark itself refuses two active queries on one checkpoint in a process): take it;
 * otherwise it is held: refuse.
 
 The job renews every `RENEW_S` from a thread of its own (a batch may take longer than the
-TTL); a renewal that finds another owner (this job stalled past the TTL and another took
-over) stops the job. A clean stop releases the lease. Targets delta-rs does not reach
+TTL) while its query is active, and releases it when the query has stopped; a renewal that
+finds another process the owner (this job stalled past the TTL and another took over) stops
+the job. A clean stop releases the lease. Targets delta-rs does not reach
 (`hdfs://`) have no lease (storage.py)."""
 
 from __future__ import annotations
@@ -76,14 +79,14 @@ def _alive(pid: int) -> bool:
 
 
 def free_for(me: str, current: Holder | None, now_ms: int, ttl_s: float, host: str,
-             alive: Callable[[int], bool] = _alive) -> bool:
-    """Whether `me` may take (or keep) the lease that `current` holds (the module doc's
-    rules)."""
+             pid: int, alive: Callable[[int], bool] = _alive) -> bool:
+    """Whether `me` (a job of process `pid` on `host`) may take (or keep) the lease that
+    `current` holds (the module doc's rules)."""
     if current is None or current.owner == me or current.renewed_ms == 0:
         return True
     if now_ms - current.renewed_ms > ttl_s * 1000:
         return True
-    return current.host == host and not alive(current.pid)
+    return current.host == host and (current.pid == pid or not alive(current.pid))
 
 
 class Lease:
@@ -124,7 +127,7 @@ class Lease:
             now = time.time_ns() // 1_000_000
             if must_own and (current is None or current.owner != self.owner):
                 raise LakeBusy(self._busy(current, now, taken=True))
-            if not free_for(self.owner, current, now, self.ttl_s, self.host):
+            if not free_for(self.owner, current, now, self.ttl_s, self.host, self.pid):
                 raise LakeBusy(self._busy(current, now, taken=False))
             row = {"owner": self.owner, "host": self.host, "pid": self.pid,
                    "renewed_ms": renewed_ms}
@@ -151,19 +154,26 @@ class Lease:
                 f"one merge job per target; stop it first, or if it is gone, start again in "
                 f"{max(0.0, self.ttl_s - ago):.0f} s")
 
-    def acquire(self, on_lost: Callable[[str], None]) -> None:
+    def acquire(self, on_lost: Callable[[str], None],
+                active: Callable[[], bool] = lambda: True) -> None:
         """Take the lease (`LakeBusy` when another job holds it) and renew it from a thread
-        until `release`; `on_lost(message)` when a renewal finds another owner."""
+        while `active()` (the job's query runs), releasing it once not, or until `release`;
+        `on_lost(message)` when a renewal finds another process took it."""
         self._write(time.time_ns() // 1_000_000, must_own=False)
         log.info("writer lease of %s taken (renewed every %g s, expires after %g s)",
                  self.target, self.renew_s, self.ttl_s)
 
         def renew() -> None:
             while not self._stop.wait(self.renew_s):
+                if not active():
+                    self._write_quietly(0)
+                    return
                 try:
                     self._write(time.time_ns() // 1_000_000, must_own=True)
                 except LakeBusy as exc:
-                    on_lost(str(exc))
+                    _, holder = self._read()
+                    if holder is None or (holder.host, holder.pid) != (self.host, self.pid):
+                        on_lost(str(exc))  # else a later job of this process took it over
                     return
                 except Exception as exc:  # noqa: BLE001 - the store is down: try again
                     log.warning("writer lease of %s not renewed: %s", self.target, exc)
@@ -173,10 +183,15 @@ class Lease:
     def release(self) -> None:
         """Stop renewing and release the lease, so the next job need not wait."""
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
+        self._write_quietly(0)
+
+    def _write_quietly(self, renewed_ms: int) -> None:
         try:
-            self._write(0, must_own=True)
+            self._write(renewed_ms, must_own=True)
+        except LakeBusy:
+            pass  # another job holds it already
         except Exception as exc:  # noqa: BLE001 - it expires by itself
             log.warning("writer lease of %s not released (%s): it expires in %g s",
                         self.target, exc, self.ttl_s)

@@ -41,6 +41,7 @@ SPARK_PACKAGES = (
     "org.apache.hadoop:hadoop-aws:3.5.0",
     "software.amazon.awssdk:s3:2.35.4",
     "software.amazon.awssdk:s3-transfer-manager:2.35.4",
+    "software.amazon.awssdk:sts:2.35.4",  # web identity (EKS) and assumed-role credentials
 )
 
 # Left out of the resolution (`--exclude-packages`): the SDK bundle, what S3A does not use, and

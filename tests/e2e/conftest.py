@@ -7,9 +7,12 @@ import os
 import random
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from devstack.s3 import S3
 
 from tests.support.producer import ProducerRun
 
@@ -45,3 +48,23 @@ def producer_runs() -> Iterator[list[ProducerRun]]:
     yield runs
     for run in runs:
         run.drop()
+
+
+@pytest.fixture
+def s3a_spark(spark: Any, s3: S3) -> Iterator[Any]:
+    """The shared session, its S3A filesystem pointed at the test server.
+
+    Set on the running session's Hadoop configuration (every filesystem instance created after
+    reads it; each test's bucket is new, so its S3A instance is too); harmless to local paths."""
+    env = s3.env()
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in {
+        "fs.s3a.endpoint": s3.endpoint,
+        "fs.s3a.endpoint.region": env["AWS_REGION"],
+        "fs.s3a.path.style.access": "true",
+        "fs.s3a.connection.ssl.enabled": "false",
+        "fs.s3a.access.key": env["AWS_ACCESS_KEY_ID"],
+        "fs.s3a.secret.key": env["AWS_SECRET_ACCESS_KEY"],
+    }.items():
+        hadoop.set(key, value)
+    yield spark

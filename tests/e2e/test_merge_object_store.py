@@ -1,0 +1,78 @@
+"""The merge job with its lake and checkpoint in a bucket (S3 on moto, `s3a://`), given the store
+once as Spark users do (`fs.s3a.*` on the session): delta-rs takes the small batches there
+(settings derived by spark_jobs/storage.py), Spark the replay, the checkpoint is in the
+bucket. Streaming in small batches, stopped mid-stream and resumed from the bucket's
+checkpoint, equals the expected tables and a replay through Spark alone, history tables
+included; a second job on the same lake is refused while the first holds it."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from deltalake import DeltaTable
+from pyspark.sql import SparkSession
+
+from connector.names import table_topic
+from spark_jobs.config import MergeConfig
+from spark_jobs.history_sink import history_path
+from spark_jobs.job import run_merge, start_merge
+from spark_jobs.lease import LakeBusy, Lease
+from spark_jobs.names import table_of
+from spark_jobs.storage import options_for
+from tests.support import merge_scenario as scenario
+from tests.support.merge import CdcPublisher, all_tables, table_rows
+
+pytestmark = pytest.mark.e2e
+
+
+def _config(kafka: Any, registry: Any, prefix: str, target: str, **kw: Any) -> MergeConfig:
+    return MergeConfig(bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
+                       target=target, topic_prefix=prefix, history=("public.users",), **kw)
+
+
+def _history(target: str, prefix: str) -> list[str]:
+    path = history_path(target, table_of(table_topic(prefix, "public", "users")).path)
+    rows = DeltaTable(path, storage_options=options_for(path)).to_pyarrow_table().to_pylist()
+    return sorted(map(repr, (dict(sorted(r.items())) for r in rows)))
+
+
+def test_a_lake_in_a_bucket_streams_resumes_and_replays(
+        s3a_spark: SparkSession, kafka: Any, registry: Any, prefix: str,
+        s3_bucket: str) -> None:
+    spark = s3a_spark
+    scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
+    streamed = f"s3a://{s3_bucket}/streamed"  # its checkpoint: streamed/_pgcdc/checkpoint
+
+    query, processor = start_merge(spark, _config(kafka, registry, prefix, streamed,
+                                                  trigger="1s", max_offsets_per_trigger=10))
+    try:
+        deadline = time.monotonic() + 240  # a bound on a hang, not a timing assertion
+        while processor.stats.batches < 2 and time.monotonic() < deadline:
+            assert query.exception() is None, query.exception()
+            time.sleep(0.2)
+        # the lake is taken: a second job (another host's) is refused with one line
+        other = Lease(streamed)
+        other.host = "another-host"
+        with pytest.raises(LakeBusy, match="writes the lake s3a://"):
+            other.acquire(lambda message: None)
+    finally:
+        query.stop()  # interrupts whatever batch runs
+        processor.close()
+    assert processor.stats.batches >= 2 and processor.stats.fast_tables > 0
+
+    resumed = run_merge(spark, _config(kafka, registry, prefix, streamed,
+                                       trigger="available-now"))
+    assert resumed.events > 0 and not resumed.failed_tables
+    for table, rows in scenario.EXPECTED.items():
+        assert table_rows(spark, f"{streamed}/{table}", scenario.KEYS[table]) == rows, table
+
+    replayed = f"s3a://{s3_bucket}/replayed"
+    stats = run_merge(spark, _config(kafka, registry, prefix, replayed, replay=True,
+                                     fast_merge="off"))
+    assert stats.batches == 1 and stats.fast_tables == 0
+    assert all_tables(spark, replayed, scenario.TABLES) == all_tables(
+        spark, streamed, scenario.TABLES)
+    assert _history(replayed, prefix) == _history(streamed, prefix)
+    assert len(_history(streamed, prefix)) > len(scenario.EXPECTED["public/users"])
