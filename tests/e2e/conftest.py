@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
-
 from devstack.s3 import S3
 
 from tests.support.producer import ProducerRun
