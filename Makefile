@@ -5,6 +5,7 @@ PYTEST ?= .venv/bin/pytest
 # Test workers: the suite waits on servers about half the time, so two workers on 2 cores
 # take 21-23 minutes instead of ~34 (`make test TEST_WORKERS=0` runs it in one process).
 TEST_WORKERS ?= 2
+LAKE ?= local
 
 bootstrap:            ## install system packages, .venv and the stack's jars (idempotent)
 	scripts/bootstrap
@@ -20,8 +21,8 @@ test: bootstrap       ## lint (ruff, mypy), then the whole suite against real Po
 unit: bootstrap       ## pure-code tests only (no servers)
 	$(PYTEST) -q tests/unit
 
-demo: bootstrap       ## the local stack and the product end to end
-	scripts/demo
+demo: bootstrap       ## the local stack and the product end to end (LAKE=s3: the lake in the stack's bucket)
+	PGCDC_DEMO_LAKE=$(LAKE) scripts/demo
 
 stack-up: bootstrap
 	scripts/stack up

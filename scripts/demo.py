@@ -153,26 +153,44 @@ def main() -> int:
         producer.send_signal(signal.SIGTERM)
         producer.wait(60)
 
-    lake, checkpoint = WORK / "lake", WORK / "checkpoint"
+    in_bucket = os.environ.get("PGCDC_DEMO_LAKE", "local") == "s3"
+    if in_bucket:  # `make demo LAKE=s3`: the stack's S3 server, a fresh path per run
+        lake = f"{env('PGCDC_LAKE').rstrip('/')}/demo-{int(time.time())}"
+        checkpoint = f"{lake}/_pgcdc/checkpoint"
+    else:
+        lake, checkpoint = str(WORK / "lake"), str(WORK / "checkpoint")
+    s3a = s3a_settings() if in_bucket else {}
     say(f"running the merge job (spark-submit, available-now) into {lake}")
-    code = subprocess.call([PGCDC, "merge", "--bootstrap-servers", bootstrap,
+    code = subprocess.call([PGCDC, "merge", *(f"--conf={k}={v}" for k, v in s3a.items()),
+                            "--bootstrap-servers", bootstrap,
                             "--schema-registry-url", registry, "--topic-prefix", PREFIX,
-                            "--target", str(lake), "--checkpoint", str(checkpoint),
+                            "--target", lake, "--checkpoint", checkpoint,
                             "--trigger", "available-now"])
     if code != 0:
         print(f"demo: the merge job failed (exit {code})", file=sys.stderr)
         return 1
-    return compare(dsn, lake)
+    return compare(dsn, lake, s3a)
 
 
-def compare(dsn: str, lake: Path) -> int:
+def s3a_settings() -> dict[str, str]:
+    """Spark's S3A settings for the stack's S3 server, from the AWS variables `scripts/stack
+    env` exports (the merge job derives delta-rs's own from these)."""
+    return {"spark.hadoop.fs.s3a.endpoint": env("AWS_ENDPOINT_URL"),
+            "spark.hadoop.fs.s3a.endpoint.region": env("AWS_REGION"),
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+            "spark.hadoop.fs.s3a.access.key": env("AWS_ACCESS_KEY_ID"),
+            "spark.hadoop.fs.s3a.secret.key": env("AWS_SECRET_ACCESS_KEY")}
+
+
+def compare(dsn: str, lake: str, spark_settings: dict[str, str]) -> int:
     from spark_jobs.session import local_session
     from spark_jobs.submit import resolve_jars
     from spark_jobs.verify import compare as compare_rows
     from spark_jobs.verify import lake_rows, pg_rows, primary_key, side_by_side
 
     say("comparing the Delta tables with PostgreSQL")
-    spark = local_session(resolve_jars(), app_name="pgcdc-demo-verify")
+    spark = local_session(resolve_jars(), extra=spark_settings, app_name="pgcdc-demo-verify")
     spark.sparkContext.setLogLevel("ERROR")
     all_equal = True
     try:
@@ -180,7 +198,7 @@ def compare(dsn: str, lake: Path) -> int:
             keys = {t: primary_key(conn, "demo", t) for t in TABLES}
         for table in TABLES:
             pg = pg_rows(dsn, "demo", table)
-            mirror = lake_rows(spark, str(lake / "demo" / table), keys[table])
+            mirror = lake_rows(spark, f"{lake}/demo/{table}", keys[table])
             result = compare_rows(f"demo.{table}", pg, mirror)
             print(f"\ndemo.{table}: PostgreSQL {result.pg_count} rows, Delta {result.lake_count}"
                   f" rows -> {'EQUAL' if result.equal else 'DIFFERS'}")
