@@ -2,15 +2,19 @@
 
 The whole product on one machine (issue 19's goal): PostgreSQL, Kafka and the registry started
 as benchmarks/producer.py starts them, `pgcdc run` as a subprocess with the settings a user
-gets by default (one partition per topic, initial snapshot, no heartbeats unless
-`--heartbeat-interval-s`), and the merge job streaming in this process (`start_merge`, fast
+gets by default (one partition per topic, initial snapshot) but heartbeats, off unless
+`--heartbeat-interval-s` (the producer's default is 10 s; off keeps the runs comparable with
+those before it), and the merge job streaming in this process (`start_merge`, fast
 path, `--trigger 1s`, local[2]). A writer process commits at `--rate` changes/s; a reader
 process polls the Delta tables with delta-rs (merge.py's `frontier_reader`). Then the same with
 `MergeConfig(fast_merge="off")` for `--baseline-seconds`, on its own schema, slot, topics and
 target, in the same invocation.
 
     PGCDC_STACK_CACHE=... .venv/bin/python benchmarks/freshness.py [--rate 5000]
-        [--seconds 600] [--baseline-seconds 90] [--pg 18]
+        [--seconds 600] [--baseline-seconds 90] [--pg 18] [--store local|s3|both]
+
+`--store s3` puts the fast path's lake (and the job's checkpoint) in a bucket of a throwaway
+S3 server (moto, as the tests); `both` runs it on local disk and on S3 in one invocation.
 
 **Workload.** Ten tables `<schema>.t0..t9` with merge.py's columns (bigint key, text, int,
 numeric(12,2), timestamptz, text), `--seed-rows` rows each before pgcdc starts: they reach
@@ -78,6 +82,7 @@ from merge import (  # noqa: E402
     lags_by_time,
     load_average,
     max_commit_lsn,
+    object_store,
     pct,
     split_thirds,
 )
@@ -87,6 +92,7 @@ from pyspark.sql import SparkSession  # noqa: E402
 from spark_jobs.config import MergeConfig  # noqa: E402
 from spark_jobs.job import BatchReport, start_merge  # noqa: E402
 from spark_jobs.session import local_session  # noqa: E402
+from spark_jobs.storage import options_for  # noqa: E402
 
 GROWING = (15, 30, 5)  # one transaction's inserts, updates, deletes: merge.py's 30/60/10 mix
 STEADY = (10, 30, 10)  # as many inserts as deletes: every table keeps its size (--steady)
@@ -95,9 +101,13 @@ READER_INTERVAL = 0.1
 POST_COMMIT_LSN = "SELECT pg_current_wal_lsn() - '0/0'"
 
 
-def table_paths(target: Path, schema: str) -> list[str]:
+def table_paths(target: str, schema: str) -> list[str]:
     """The merge job's Delta table of each source table: <target>/<schema>/<table>."""
-    return [str(target / schema / f"t{i}") for i in range(TABLES)]
+    return [f"{target}/{schema}/t{i}" for i in range(TABLES)]
+
+
+def _delta(path: str) -> DeltaTable:
+    return DeltaTable(path, storage_options=options_for(path))  # a bucket: the AWS variables
 
 
 def create_tables(dsn: str, schema: str, seed_rows: int) -> None:
@@ -219,13 +229,14 @@ class PathResult:
 
 
 def run_path(spark: SparkSession, stack: Stack, work: Path, args: argparse.Namespace,
-             fast: bool, seconds: int) -> PathResult:
+             fast: bool, seconds: int, root: str | None = None, store: str = "local"
+             ) -> PathResult:
     """One path end to end on its own schema, slot, publication, topic prefix and target
-    (all named `e2e_<mode>`); stops everything it started."""
-    mode = "fast" if fast else "off"
-    name = f"e2e_{mode}"
+    (all named `e2e_<mode>[_s3]`, the target under `root`); stops everything it started."""
+    mode = ("fast" if fast else "off") + ("" if store == "local" else f" {store}")
+    name = f"e2e_{mode.replace(' ', '_')}"
     create_tables(stack.dsn, name, args.seed_rows)
-    target = work / name
+    target = f"{root or work}/{name}"
     paths = table_paths(target, name)
     with open(work / f"{name}.pgcdc.log", "w") as log:
         pgcdc = subprocess.Popen(
@@ -234,7 +245,7 @@ def run_path(spark: SparkSession, stack: Stack, work: Path, args: argparse.Names
              "--publication", name, "--tables", f"{name}.*",
              "--heartbeat-interval-s", str(args.heartbeat_interval_s)],
             stdout=log, stderr=subprocess.STDOUT)
-    config = MergeConfig(stack.bootstrap, stack.registry, str(target), topic_prefix=name,
+    config = MergeConfig(stack.bootstrap, stack.registry, target, topic_prefix=name,
                          trigger=args.trigger, fast_merge="auto" if fast else "off")
     query, processor = start_merge(spark, config)
     ctx = mp.get_context("spawn")
@@ -306,13 +317,13 @@ def run_path(spark: SparkSession, stack: Stack, work: Path, args: argparse.Names
         tombstones=tombstones_left(target, name))
 
 
-def tombstones_left(target: Path, schema: str) -> int:
+def tombstones_left(target: str, schema: str) -> int:
     """Tombstone rows in the tables' tombstone tables (`<target>/_pgcdc/tombstones/...`): with
     heartbeats they are expired as the job goes (spark_jobs/expiry.py), without they grow by
     every delete."""
-    paths = [target / "_pgcdc" / "tombstones" / schema / f"t{i}" for i in range(TABLES)]
-    return sum(DeltaTable(str(p)).to_pyarrow_dataset().count_rows()
-               for p in paths if DeltaTable.is_deltatable(str(p)))
+    paths = [f"{target}/_pgcdc/tombstones/{schema}/t{i}" for i in range(TABLES)]
+    return sum(_delta(p).to_pyarrow_dataset().count_rows() for p in paths
+               if DeltaTable.is_deltatable(p, storage_options=options_for(p)))
 
 
 def wait_for_snapshot(reports: list[BatchReport], events: int, alive: Callable[[], None],
@@ -331,14 +342,12 @@ def drain(paths: list[str], tables: array, thresholds: array, timeout: float,
           alive: Callable[[], None]) -> None:
     """Until each table's last transaction is applied (its max `_cdc_commit_lsn` reached the
     transaction's threshold), or `timeout` seconds."""
-    from deltalake import DeltaTable
-
     last = {t: threshold for t, threshold in zip(tables, thresholds, strict=True)}
     deadline = time.monotonic() + timeout
     while last and time.monotonic() < deadline:
         alive()
         last = {t: threshold for t, threshold in last.items()
-                if max_commit_lsn(DeltaTable(paths[t])) < threshold}
+                if max_commit_lsn(_delta(paths[t])) < threshold}
         time.sleep(1)
 
 
@@ -415,6 +424,9 @@ def main() -> None:
                    help="as many inserts as deletes (10/30/10 per transaction), so the tables "
                         "keep their --seed-rows size: batch time then shows drift, not growth")
     p.add_argument("--pg", type=int, choices=(18, 15), default=18, help="PostgreSQL version")
+    p.add_argument("--store", choices=("local", "s3", "both"), default="local",
+                   help="the fast path's lake: local disk, a bucket of a throwaway S3 server "
+                        "(moto), or both in the same run (the baseline runs on local disk)")
     args = p.parse_args()
 
     from devstack.spark import spark_jars
@@ -423,13 +435,17 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="pgcdc-bench-e2e-"))
     print(f"start [load {load_average()}]; work in {work}", flush=True)
     results: list[PathResult] = []
-    with servers(argparse.Namespace(pg18=args.pg == 18)) as stack:
-        spark = local_session(spark_jars(cache_dir()), extra=SPARK_EXTRA)
+    stores = ["local", "s3"] if args.store == "both" else [args.store]
+    with servers(argparse.Namespace(pg18=args.pg == 18)) as stack, \
+            object_store(work, "s3" in stores) as s3:
+        roots = {"local": str(work), "s3": "s3a://bench/e2e"}
+        spark = local_session(spark_jars(cache_dir()), extra={**SPARK_EXTRA, **s3})
         spark.sparkContext.setLogLevel("ERROR")
-        runs = [(True, args.seconds)] + ([(False, args.baseline_seconds)]
-                                         if args.baseline_seconds else [])
-        for fast, seconds in runs:
-            results.append(run_path(spark, stack, work, args, fast, seconds))
+        runs = [(True, args.seconds, store) for store in stores] + (
+            [(False, args.baseline_seconds, "local")] if args.baseline_seconds else [])
+        for fast, seconds, store in runs:
+            results.append(run_path(spark, stack, work, args, fast, seconds, roots[store],
+                                    store))
             print_path(results[-1])
         spark.stop()
     print_table(results)
