@@ -56,7 +56,11 @@ SCHEMA = pa.schema([("owner", pa.string()), ("host", pa.string()), ("pid", pa.in
                     ("renewed_ms", pa.int64())])
 
 
-class LakeBusy(RuntimeError):
+class LakeError(RuntimeError):
+    """The lake cannot be written by this job (one line saying why and what to do)."""
+
+
+class LakeBusy(LakeError):
     """Another merge job holds the lake (one line: who, since when, what to do)."""
 
 
@@ -159,7 +163,16 @@ class Lease:
         """Take the lease (`LakeBusy` when another job holds it) and renew it from a thread
         while `active()` (the job's query runs), releasing it once not, or until `release`;
         `on_lost(message)` when a renewal finds another process took it."""
-        self._write(time.time_ns() // 1_000_000, must_own=False)
+        try:
+            self._write(time.time_ns() // 1_000_000, must_own=False)
+        except LakeBusy:
+            raise
+        except Exception as exc:  # the store refused us or is out of reach: say so in a line
+            first = next((line.strip() for line in str(exc).splitlines() if line.strip()),
+                         type(exc).__name__)
+            raise LakeError(f"cannot write the lake {self.target} (its writer lease at "
+                            f"{self.path}): {first[:300]}; check the target, the store's "
+                            "address and credentials (README: Object storage)") from exc
         log.info("writer lease of %s taken (renewed every %g s, expires after %g s)",
                  self.target, self.renew_s, self.ttl_s)
 

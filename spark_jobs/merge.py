@@ -33,7 +33,7 @@ from spark_jobs.console import (  # noqa: E402
     say,
 )
 from spark_jobs.job import ReplayTargetNotEmpty, run_merge  # noqa: E402
-from spark_jobs.lease import LakeBusy  # noqa: E402
+from spark_jobs.lease import LakeError  # noqa: E402
 from spark_jobs.session import DELTA_CONF  # noqa: E402
 
 
@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = builder.getOrCreate()
     try:
         stats = run_merge(spark, config)
-    except (ReplayTargetNotEmpty, LakeBusy) as exc:
+    except (ReplayTargetNotEmpty, LakeError) as exc:
         say(err, str(exc))
         return 2
     except StreamingQueryException as exc:

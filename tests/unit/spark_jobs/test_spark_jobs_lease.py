@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.lease import Holder, LakeBusy, Lease, free_for
+from spark_jobs.lease import Holder, LakeBusy, LakeError, Lease, free_for
 
 
 def job(target: Path, host: str, **kw: float) -> Lease:
@@ -92,3 +92,19 @@ def test_a_stopped_job_releases_and_a_later_one_of_the_process_takes_over(tmp_pa
     second.release()
     other.acquire(lost.append)
     other.release()
+
+
+def test_a_store_out_of_reach_is_one_line() -> None:
+    lease = Lease("s3a://no-such-bucket/lake")
+    from spark_jobs import storage
+
+    storage.configure({"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9",
+                       "spark.hadoop.fs.s3a.access.key": "k",
+                       "spark.hadoop.fs.s3a.secret.key": "s"})
+    try:
+        with pytest.raises(LakeError, match=r"cannot write the lake s3a://no-such-bucket/lake") \
+                as caught:
+            lease.acquire(lambda message: None)
+        assert "\n" not in str(caught.value)
+    finally:
+        storage.configure({})
