@@ -140,9 +140,19 @@ class MergeConfig:
 
     @property
     def reads_heartbeats(self) -> bool:
-        """Whether the job subscribes to `<prefix>.heartbeat`: for its cuts, or for tombstone
-        expiry (a pattern: it is read once the producer's heartbeats exist)."""
+        """Whether the job uses the heartbeats of `<prefix>.heartbeat`: for its cuts, or for
+        tombstone expiry."""
         return self.consistent_cuts or self.expiry_off is None
+
+    @property
+    def subscribes_heartbeats(self) -> bool:
+        """Whether the job's Kafka source includes `<prefix>.heartbeat`: always with
+        --topic-prefix (a pattern: read once the producer's heartbeats exist), whether or not
+        this run uses them, so that every run on one checkpoint has one subscription (a
+        streaming run followed by an available-now one: Spark fails a query whose checkpoint
+        holds a partition its subscription lost, as if the topic were deleted); with --topics,
+        for --consistent-cuts (the topic must exist)."""
+        return bool(self.topic_prefix) or self.consistent_cuts
 
     @property
     def checkpoint_dir(self) -> str:
@@ -198,13 +208,10 @@ class MergeConfig:
 
     def subscription(self) -> tuple[str, str]:
         """The Kafka source's (option, value): a pattern, so new tables appear without a
-        restart, or a fixed topic list; the heartbeat topic too when the job reads heartbeats
-        (`reads_heartbeats`)."""
+        restart, or a fixed topic list; the heartbeat topic too (`subscribes_heartbeats`)."""
         if self.topic_prefix:
             pattern = subscribe_pattern(self.topic_prefix)
-            if self.reads_heartbeats:
-                pattern = f"{pattern}|^{re.escape(self.heartbeat_topic)}$"
-            return "subscribePattern", pattern
+            return "subscribePattern", f"{pattern}|^{re.escape(self.heartbeat_topic)}$"
         topics = [*self.topics, self.heartbeat_topic] if self.consistent_cuts else self.topics
         return "subscribe", ",".join(topics)
 

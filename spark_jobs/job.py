@@ -386,9 +386,10 @@ class BatchProcessor:
                        .agg(F.count(F.lit(1)).alias("n"),
                             F.unix_millis(F.min("timestamp")).alias("oldest"),
                             F.unix_millis(F.max("timestamp")).alias("newest")).collect())
-            beat_topic = self.config.heartbeat_topic if self.config.reads_heartbeats else None
+            beat_topic = (self.config.heartbeat_topic if self.config.subscribes_heartbeats
+                          else None)
             plans = plan_batch(summary, self.schemas, (beat_topic,) if beat_topic else ())
-            if beat_topic is not None and any(r["topic"] == beat_topic for r in summary):
+            if self.config.reads_heartbeats and any(r["topic"] == beat_topic for r in summary):
                 # one more Spark job over the batch: only when it holds heartbeats
                 beats = frames.where((F.col("topic") == beat_topic) & F.col(PROBLEM).isNull()
                                      ).select(SCHEMA_ID, BODY).collect()

@@ -138,10 +138,12 @@ def test_config_subscribes_to_heartbeats_and_refuses_what_breaks_the_argument() 
     option, pattern = _config().subscription()
     assert option == "subscribePattern"
     assert pattern == r"^p\.[^.]+\.[^.]+$|^p\.heartbeat$"
-    # plain streaming reads heartbeats too (tombstone expiry), unless it expires nothing
+    # every run with a prefix subscribes to the heartbeats (one subscription per checkpoint,
+    # whatever the run); plain streaming uses them for tombstone expiry, unless it expires none
     assert _config(consistent_cuts=False).subscription()[1] == pattern
-    assert _config(consistent_cuts=False, maintenance_every=0).subscription()[1] == \
-        r"^p\.[^.]+\.[^.]+$"
+    assert _config(consistent_cuts=False).reads_heartbeats
+    assert _config(consistent_cuts=False, maintenance_every=0).subscription()[1] == pattern
+    assert not _config(consistent_cuts=False, maintenance_every=0).reads_heartbeats
     listed = _config(topic_prefix=None, topics=("x.y.public.a", "x.y.public.b"))
     assert listed.subscription() == ("subscribe", "x.y.public.a,x.y.public.b,x.y.heartbeat")
     for kw, words in [({"trigger": "available-now"}, "available-now"),

@@ -46,7 +46,9 @@ def test_config_from_args_and_defaults() -> None:
                     "--topic-prefix", "pg", "--target", "/lake/", "--trigger", "available-now",
                     "--partition-by", "region, day", "--max-offsets-per-trigger", "1000",
                     "--kafka-option", "kafka.security.protocol=SSL"])
-    assert c.subscription() == ("subscribePattern", subscribe_pattern("pg"))
+    # available-now uses no heartbeats but subscribes to them: one subscription per checkpoint
+    assert c.subscription() == ("subscribePattern",
+                                subscribe_pattern("pg") + r"|^pg\.heartbeat$")
     assert c.checkpoint_dir == "/lake/_pgcdc/checkpoint"
     assert c.dead_letter_dir == "/lake/_pgcdc/dead_letter"
     assert c.available_now and c.partition_by == ("region", "day")
