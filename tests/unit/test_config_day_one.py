@@ -72,3 +72,12 @@ def test_schema_registry_attempts_from_yaml_and_flags(tmp_path: Path) -> None:
     assert config_from_args(args).schema_registry_attempts == 1
     with pytest.raises(ConfigError, match="schema_registry_attempts must be >= 1"):
         load(None, {**REQUIRED, "schema_registry_attempts": 0}, environ={})
+
+
+def test_heartbeats_are_on_by_default_and_zero_turns_them_off() -> None:
+    """The merge job's consistent cuts and tombstone expiry rest on them (issue 34)."""
+    assert load(None, dict(REQUIRED), environ={}).heartbeat_interval_s == 10.0
+    args = build_parser().parse_args([
+        "run", "--dsn", "host=db", "--bootstrap-servers", "k:9092", "--schema-registry-url",
+        "http://r", "--heartbeat-interval-s", "0"])
+    assert config_from_args(args).heartbeat_interval_s == 0.0
