@@ -173,14 +173,11 @@ def main() -> int:
 
 
 def s3a_settings() -> dict[str, str]:
-    """Spark's S3A settings for the stack's S3 server, from the AWS variables `scripts/stack
-    env` exports (the merge job derives delta-rs's own from these)."""
+    """Spark's S3A settings for the stack's S3 server, as README "Object storage" gives them:
+    the endpoint and path-style requests; the credentials and region are the AWS variables
+    `scripts/stack env` exports (S3A's default credential chain and delta-rs both read them)."""
     return {"spark.hadoop.fs.s3a.endpoint": env("AWS_ENDPOINT_URL"),
-            "spark.hadoop.fs.s3a.endpoint.region": env("AWS_REGION"),
-            "spark.hadoop.fs.s3a.path.style.access": "true",
-            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
-            "spark.hadoop.fs.s3a.access.key": env("AWS_ACCESS_KEY_ID"),
-            "spark.hadoop.fs.s3a.secret.key": env("AWS_SECRET_ACCESS_KEY")}
+            "spark.hadoop.fs.s3a.path.style.access": "true"}
 
 
 def compare(dsn: str, lake: str, spark_settings: dict[str, str]) -> int:
