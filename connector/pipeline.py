@@ -178,7 +178,7 @@ class Pipeline:
         if self.cfg.create_publication:
             self.created_publication = self.admin.ensure_publication(
                 self.cfg.publication, self.cfg.tables, keyless=self.cfg.keyless_tables,
-                exclude=[signals.SIGNAL_TABLE])
+                exclude=[signals.SIGNAL_TABLE], all_tables=self.cfg.all_tables_publication)
         elif not self.admin.publication_exists(self.cfg.publication):
             raise SourceError(f"publication {self.cfg.publication!r} does not exist")
         self.admin.warn_about_replica_identity(self.cfg.publication)
@@ -201,7 +201,8 @@ class Pipeline:
     def _check_topic_names(self) -> None:
         """Every table to publish gets a topic Kafka accepts (raises before anything exists)."""
         if self.cfg.create_publication:
-            # `*` may match nothing yet: FOR ALL TABLES publishes tables created later.
+            # `*` may match nothing yet: the watcher lists (or FOR ALL TABLES publishes) tables
+            # created later.
             tables = self.admin.matching_tables(["*.*"]) if list(self.cfg.tables) == ["*"] \
                 else self.admin.resolve_tables(self.cfg.tables)
         else:
@@ -369,7 +370,8 @@ class Pipeline:
                               transaction_topic=self.cfg.transaction_topic)
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication,
-                               keyless=self.cfg.keyless_tables)
+                               keyless=self.cfg.keyless_tables,
+                               all_tables_publication=self.cfg.all_tables_publication)
         # One for the whole run: what it saw before a reconnect stays its baseline, so DDL
         # made while the stream was reconnecting is still noticed.
         if self.resync is None:
