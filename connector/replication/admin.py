@@ -341,6 +341,19 @@ class ReplicationAdmin:
             " ORDER BY 1, 2").format(scope), params).fetchall()
         return [(r[0], r[1]) for r in rows]
 
+    def full_identity_tables(self, tables: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The tables among `tables` with REPLICA IDENTITY FULL (their events are keyed by the
+        whole row, so an incremental snapshot cannot read them)."""
+        if not tables:
+            return []
+        names = [sql.Identifier(*t).as_string(self.conn) for t in tables]
+        rows = self.conn.execute(
+            "SELECT n.nspname::text, c.relname::text FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.oid IN (SELECT unnest(%s::regclass[])) AND c.relreplident = 'f'"
+            " ORDER BY 1, 2", (names,)).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
     def apply_keyless_policy(self, policy: str, tables: Sequence[tuple[str, str]] | None
                              ) -> list[tuple[str, str]]:
         """--keyless-tables, before a publication is created or extended over `tables` (None:

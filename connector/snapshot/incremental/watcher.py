@@ -17,6 +17,10 @@ trigger would need superuser rights to install):
   ``skip``: one warning naming it, the gauge ``pgcdc_keyless_tables_left_out``) and adds it,
   with its snapshot, at the first check after it gets a primary key or a replica identity; or
   it sets REPLICA IDENTITY FULL before adding it (``full``): no moment where writes fail.
+  A table keyed by the whole row (REPLICA IDENTITY FULL: ``full``, or set by the user) joins
+  without a snapshot, which needs a key (`driver`): the rows written before it joined (within
+  one check, ~2 s, of its creation for ``full``) are not in its topic, its changes from then on
+  are; a warning names it.
   FOR ALL TABLES has already published it (the explicit setting's hazard): ``full`` sets
   REPLICA IDENTITY FULL at the next check (UPDATE and DELETE fail until then, ~2 s), ``refuse``
   logs how to fix it (they fail until it is fixed); ``skip`` is refused with it at start.
@@ -119,15 +123,15 @@ class TableWatcher:
             known = published | set(listed)
             new = self._with_keys([t for t in matching if t not in known])
             if new:
-                # One transaction: the table joins the publication and its snapshot is asked
-                # for together, so a crash cannot leave it streamed without its earlier rows.
-                with self.admin.conn.transaction():
-                    self.admin.add_to_publication(self.publication, new)
-                    signals.ensure_table(self.admin.conn)
-                    signals.request(self.admin.conn, self.slot, new)
-                log.info("new table(s) %s added to publication %s; their existing rows follow "
-                         "as an incremental snapshot", ", ".join(map(str, new)),
-                         self.publication)
+                # An incremental snapshot needs a key: a table keyed by the whole row (REPLICA
+                # IDENTITY FULL) joins without one (`_add`).
+                whole_row = {TableName(s, t) for s, t in self.admin.full_identity_tables(new)}
+                self._add(new, [t for t in new if t not in whole_row])
+                for name in sorted(whole_row):
+                    log.warning("new table %s has REPLICA IDENTITY FULL (no key): added to "
+                                "publication %s without an incremental snapshot (which needs "
+                                "a key), so rows written before now are not in its topic, only "
+                                "changes from now on", name, self.publication)
             if gone or new:
                 published = self._published()
         elif self.fix_all_tables and published - self.published:
@@ -138,6 +142,19 @@ class TableWatcher:
             log.info("table %s is no longer published (dropped, renamed, or removed from "
                      "publication %s); its topic is kept", name, self.publication)
         self.published = published
+
+    def _add(self, new: list[TableName], snapshot: list[TableName]) -> None:
+        """Add `new` to the publication and ask for the incremental snapshot of `snapshot`
+        (those of them with a key) in one transaction, so a crash cannot leave a table
+        streamed without its earlier rows."""
+        with self.admin.conn.transaction():
+            self.admin.add_to_publication(self.publication, new)
+            if snapshot:
+                signals.ensure_table(self.admin.conn)
+                signals.request(self.admin.conn, self.slot, snapshot)
+        if snapshot:
+            log.info("new table(s) %s added to publication %s; their existing rows follow as "
+                     "an incremental snapshot", ", ".join(map(str, snapshot)), self.publication)
 
     def _with_keys(self, new: list[TableName]) -> list[TableName]:
         """The new tables that may join the publication: keyless ones are left out (refuse,
