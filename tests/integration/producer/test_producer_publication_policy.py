@@ -67,8 +67,10 @@ def _live_rows(records: list[Record]) -> list[tuple[Any, ...]]:
 
 
 def _topics(bootstrap: str, prefix: str) -> set[str]:
+    """The table topics `<prefix>.<schema>.<table>` in Kafka."""
     names = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
-    return {t for t in names if t.startswith(prefix + ".")}
+    return {t for t in names
+            if t.startswith(prefix + ".") and t[len(prefix) + 1:].count(".") == 1}
 
 
 def _application(dsn: str, seconds: float) -> list[str]:
@@ -163,6 +165,7 @@ def test_an_application_creating_tables_while_star_streams_is_never_refused(
     assert _publication(database, run) == (False, ["keyed"])  # not the signal table either
     _sql(database, "ALTER TABLE nokey ADD PRIMARY KEY (id)")
     wait_for_output(run, "new table(s) public.nokey added to publication")
+    _wait_snapshot_done(database, run, "public.nokey")  # the update below comes after it
     _sql(database, "UPDATE nokey SET v = 'keyed now' WHERE id = 1")
     records = _topic_holds(run, "nokey", database)
     assert records[-1].value["op"] == "u" and records[-1].value["after"]["v"] == "keyed now"
@@ -233,6 +236,15 @@ def test_a_for_all_tables_publication_becomes_the_list_on_restart(database, prod
     assert run.stop() == 0
 
 
+def _wait_snapshot_done(dsn: str, run: Any, table: str) -> None:
+    """Until the incremental snapshot of `table` (the one its joining asked for) is done."""
+    deadline = time.monotonic() + 60
+    while _sql_one(dsn, f"SELECT state FROM pgcdc_signal WHERE '{table}' = ANY(tables)"
+                   ) != "done":
+        assert time.monotonic() < deadline, run.output()
+        time.sleep(0.2)
+
+
 def _sql_one(dsn: str, query: str) -> Any:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(query).fetchone()  # type: ignore[arg-type]
@@ -255,6 +267,7 @@ def test_star_on_an_empty_database_publishes_tables_created_later(database, prod
     # The list pgcdc keeps: the table joins at the watcher's next check, its rows written
     # before that follow as an incremental snapshot, later changes are streamed.
     wait_for_output(run, "new table(s) public.later added to publication")
+    _wait_snapshot_done(database, run, "public.later")  # the update below comes after it
     _sql(database, "UPDATE later SET v = 'd' WHERE id = 2")
     records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.later",
                            min_count=3)
