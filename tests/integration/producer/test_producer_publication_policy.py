@@ -212,6 +212,7 @@ def test_all_tables_publication_is_explicit_and_its_hazard_real(database, produc
     assert run.stop() == 0
 
 
+@pytest.mark.all_pg_versions  # pgoutput's reading of a re-created publication, on 15 and 18
 def test_a_for_all_tables_publication_becomes_the_list_on_restart(database, producer_run,
                                                                    log_dir) -> None:
     """A publication an earlier pgcdc made FOR ALL TABLES for `*` is re-created as the list
