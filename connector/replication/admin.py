@@ -166,11 +166,14 @@ class ReplicationAdmin:
 
     def matching_tables(self, patterns: Sequence[str], *,
                         require_each: bool = False) -> list[tuple[str, str]]:
-        """The tables `patterns` match now, in pattern order."""
+        """The tables `patterns` match now, in pattern order. Unlogged tables have no changes
+        to decode and PostgreSQL refuses them in a publication (FOR ALL TABLES skips them):
+        never matched."""
         tables = self.conn.execute(
             "SELECT n.nspname, c.relname FROM pg_class c"
             " JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE c.relkind IN ('r', 'p') AND n.nspname <> 'information_schema'"
+            " WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p'"
+            " AND n.nspname <> 'information_schema'"
             " AND n.nspname NOT LIKE 'pg\\_%%' ORDER BY 1, 2"
         ).fetchall()
         chosen: list[tuple[str, str]] = []
