@@ -175,14 +175,17 @@ class Pipeline:
                               f"{features.major}")
         self._check_topic_names()
         self._refuse_compacted_topics()
+        slot = self.admin.slot(self.cfg.slot)
         if self.cfg.create_publication:
+            # Streaming resumes from the slot: tables created meanwhile join through the table
+            # watcher, with a snapshot of the rows the slot's stream cannot carry.
             self.created_publication = self.admin.ensure_publication(
                 self.cfg.publication, self.cfg.tables, keyless=self.cfg.keyless_tables,
-                exclude=[signals.SIGNAL_TABLE], all_tables=self.cfg.all_tables_publication)
+                exclude=[signals.SIGNAL_TABLE], all_tables=self.cfg.all_tables_publication,
+                add_later=slot is not None and self.cfg.snapshot != "initial_only")
         elif not self.admin.publication_exists(self.cfg.publication):
             raise SourceError(f"publication {self.cfg.publication!r} does not exist")
         self.admin.warn_about_replica_identity(self.cfg.publication)
-        slot = self.admin.slot(self.cfg.slot)
         self.slot_existed = slot is not None
         if self.cfg.snapshot == "initial_only":
             self.needs_snapshot = True

@@ -45,6 +45,18 @@ class SlotInfo:
 KEYLESS_POLICIES = ("refuse", "skip", "full")
 
 
+def list_changes(current: Sequence[tuple[str, str]], published: Sequence[tuple[str, str]],
+                 wanted: Sequence[tuple[str, str]]
+                 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(gone, new) of a table list: the tables `current` names (the publication's own list)
+    that are not `wanted`, and the `wanted` ones it neither names nor publishes (a partition
+    is published through its listed parent), in `wanted` order."""
+    names = set(current)
+    known = names | set(published)
+    return ([t for t in current if t not in set(wanted)],
+            [t for t in wanted if t not in known])
+
+
 def managed_patterns(patterns: Sequence[str], *, all_tables: bool) -> list[str] | None:
     """The patterns of the table list pgcdc keeps for --tables `patterns`, or None for a FOR
     ALL TABLES publication: only ``*`` with the explicit `all_tables` setting gives that.
@@ -217,14 +229,19 @@ class ReplicationAdmin:
     def ensure_publication(self, name: str, patterns: Sequence[str], *,
                            keyless: str | None = None,
                            exclude: Sequence[tuple[str, str]] = (),
-                           all_tables: bool = False) -> bool:
+                           all_tables: bool = False, add_later: bool = False) -> bool:
         """Create the publication (or set its tables) for `patterns`. `*` alone: the list of
         every table (`managed_patterns`; the table watcher keeps it up to date), or with
         `all_tables` FOR ALL TABLES. `keyless` is the policy for tables without a key
         (`apply_keyless_policy`; None: none, publish them as they are); `exclude`: tables the
         list must not bring in (pgcdc's own signal table). A publication of the other kind
         (FOR ALL TABLES where a list is wanted, or the reverse) is re-created as wanted
-        (`_recreate_publication`). True if it was created now."""
+        (`_recreate_publication`). `add_later` (the slot exists and streaming resumes): an
+        existing list only loses the tables no longer matching; those missing from it (created
+        while pgcdc was stopped) are left to the table watcher, which adds each with an
+        incremental snapshot: added here, their rows written before would never be streamed
+        (pgoutput publishes a change only if its table was in the publication at its commit).
+        True if it was created now."""
         wanted = managed_patterns(patterns, all_tables=all_tables)
         listed: list[tuple[str, str]] | None = None
         if wanted is None:
@@ -252,7 +269,17 @@ class ReplicationAdmin:
             current = self.listed_tables(name)
             # Already the list (a publication the tables' owner made): nothing to change, so
             # a role that owns neither it nor the tables can use it.
-            if sorted(current) != sorted(listed):
+            if sorted(current) != sorted(listed) and add_later:
+                published = [(t[0], t[1]) for t in self.published_tables(name)]
+                gone, new = list_changes(current, published, listed)
+                if gone:
+                    statement = sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(
+                        sql.Identifier(name), _table_list(gone))
+                if new:
+                    log.info("table(s) created while pgcdc was stopped join publication %s at "
+                             "the table watcher's first check, with an incremental snapshot of "
+                             "their rows: %s", name, ", ".join(f"{s}.{t}" for s, t in new))
+            elif sorted(current) != sorted(listed):
                 if listed:
                     statement = sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
                         sql.Identifier(name), _table_list(listed))
