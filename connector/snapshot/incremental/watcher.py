@@ -7,7 +7,10 @@ trigger would need superuser rights to install):
   patterns, and for ``*``, which lists every table, `managed_patterns`): it is added to the
   publication (its changes are streamed from that commit on) and an incremental snapshot of it
   is requested (`signals`), which publishes the rows written before, in the window argument of
-  `window`: no row is missed or overwritten by an older one.
+  `window`: no row is missed or overwritten by an older one. A table created while pgcdc was
+  stopped is added here too, at the first check after a restart (not by `ensure_publication`,
+  `add_later`): its rows were written while it was in no publication, so only the snapshot
+  can carry them.
 * A ``FOR ALL TABLES`` publication (only with ``--all-tables-publication``, or one the user
   made) includes a new table from its creation, so every row of it is streamed and no snapshot
   is needed; the table is only logged.
