@@ -72,4 +72,3 @@ def test_schema_registry_attempts_from_yaml_and_flags(tmp_path: Path) -> None:
     assert config_from_args(args).schema_registry_attempts == 1
     with pytest.raises(ConfigError, match="schema_registry_attempts must be >= 1"):
         load(None, {**REQUIRED, "schema_registry_attempts": 0}, environ={})
-
