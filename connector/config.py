@@ -57,6 +57,12 @@ class Config:
     create_slot: bool = True  # create the slot if missing
     create_publication: bool = True  # create the publication if missing / set its tables
     keyless_tables: str = "refuse"  # tables without a key: refuse | skip | full
+    # --tables '*': False (default) = a table list pgcdc keeps up to date (TableWatcher), which
+    # never publishes a table without a key before the policy allows it; True = FOR ALL TABLES,
+    # which publishes every table from its creation, keyless ones too: PostgreSQL then rejects
+    # the application's UPDATE/DELETE on them (refuse: until they get a key; full: until
+    # pgcdc's next check, ~2 s). Explicit opt-in only.
+    all_tables_publication: bool = False
     binary: bool = False  # pgoutput binary tuples (faster for some types)
     failover_slot: bool | None = None  # None: on where the server is 17+ and a primary
     origin: str | None = None  # PostgreSQL 16+: 'none' publishes only local changes
@@ -116,6 +122,13 @@ class Config:
         if self.keyless_tables not in KEYLESS_POLICIES:
             raise ConfigError(f"keyless_tables must be one of {', '.join(KEYLESS_POLICIES)}, "
                               f"not {self.keyless_tables!r}")
+        if self.all_tables_publication and list(self.tables) != ["*"]:
+            raise ConfigError("all_tables_publication (FOR ALL TABLES) needs --tables '*', not "
+                              f"{','.join(self.tables)!r}")
+        if self.all_tables_publication and self.keyless_tables == "skip":
+            raise ConfigError("all_tables_publication (FOR ALL TABLES) cannot leave tables "
+                              "without a key out: use --keyless-tables full, or drop "
+                              "--all-tables-publication (the default table list skips them)")
         if self.oversized_events not in OVERSIZED_POLICIES:
             raise ConfigError(f"oversized_events must be one of {', '.join(OVERSIZED_POLICIES)}"
                               f", not {self.oversized_events!r}")

@@ -29,6 +29,11 @@ EVENTS_OVERSIZED = Counter("pgcdc_events_oversized_total",
                            "null (--oversized-events omit; header pgcdc.omitted)", ["table"])
 DDL_RESYNCS = Counter("pgcdc_ddl_resyncs_total", "Incremental snapshots queued because DDL "
                       "changed a table's existing rows (resync_on_ddl)", ["table"])
+KEYLESS_LEFT_OUT = Gauge("pgcdc_keyless_tables_left_out",
+                         "Tables matching --tables left out of the publication pgcdc manages "
+                         "because they have no primary key (--keyless-tables refuse or skip; "
+                         "they join, with a snapshot, once they have a key or a replica "
+                         "identity)")
 CONNECTED = Gauge("pgcdc_connected", "1 while the replication stream is connected, else 0")
 
 

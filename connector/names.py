@@ -41,9 +41,9 @@ from typing import Final, NamedTuple
 
 from connector.errors import ConfigError
 
-__all__ = ["MAX_TOPIC_LENGTH", "TableName", "TopicNameTooLong", "from_avro_name", "from_topic_part",
-           "is_avro_name", "namespace_of", "table_of_topic", "table_topic", "to_avro_name",
-           "topic_part"]
+__all__ = ["MAX_TOPIC_LENGTH", "SIGNAL_TABLE", "TableName", "TopicNameTooLong", "from_avro_name",
+           "from_topic_part", "is_avro_name", "namespace_of", "table_of_topic", "table_topic",
+           "to_avro_name", "topic_part"]
 
 _VALID: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _ESCAPE: Final = re.compile(r"_x([0-9A-F]{4})|_u([0-9A-F]{6})")
@@ -69,6 +69,13 @@ class TableName(NamedTuple):
         """Every table the display text ``schema.table`` may name (one per dot in it), for a
         text stored before it could be a pair: the catalog tells which one exists."""
         return [cls(text[:i], text[i + 1:]) for i, char in enumerate(text) if char == "."]
+
+
+#: pgcdc's own signal table (connector/snapshot/incremental/signals.py). Its rows are pgcdc's
+#: requests and progress, never a user table's changes: no publication pgcdc manages lists it,
+#: and when a FOR ALL TABLES publication does publish it, the producer drops its changes before
+#: Kafka (connector/publisher.py) and the initial snapshot skips it, so it gets no topic.
+SIGNAL_TABLE: Final = TableName("public", "pgcdc_signal")
 
 
 class TopicNameTooLong(ConfigError):

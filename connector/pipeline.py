@@ -177,14 +177,17 @@ class Pipeline:
                               f"{features.major}")
         self._check_topic_names()
         self._refuse_compacted_topics()
+        slot = self.admin.slot(self.cfg.slot)
         if self.cfg.create_publication:
+            # Streaming resumes from the slot: tables created meanwhile join through the table
+            # watcher, with a snapshot of the rows the slot's stream cannot carry.
             self.created_publication = self.admin.ensure_publication(
                 self.cfg.publication, self.cfg.tables, keyless=self.cfg.keyless_tables,
-                exclude=[signals.SIGNAL_TABLE])
+                exclude=[signals.SIGNAL_TABLE], all_tables=self.cfg.all_tables_publication,
+                add_later=slot is not None and self.cfg.snapshot != "initial_only")
         elif not self.admin.publication_exists(self.cfg.publication):
             raise SourceError(f"publication {self.cfg.publication!r} does not exist")
         self.admin.warn_about_replica_identity(self.cfg.publication)
-        slot = self.admin.slot(self.cfg.slot)
         self.slot_existed = slot is not None
         if self.cfg.snapshot == "initial_only":
             self.needs_snapshot = True
@@ -203,7 +206,8 @@ class Pipeline:
     def _check_topic_names(self) -> None:
         """Every table to publish gets a topic Kafka accepts (raises before anything exists)."""
         if self.cfg.create_publication:
-            # `*` may match nothing yet: FOR ALL TABLES publishes tables created later.
+            # `*` may match nothing yet: the watcher lists (or FOR ALL TABLES publishes) tables
+            # created later.
             tables = self.admin.matching_tables(["*.*"]) if list(self.cfg.tables) == ["*"] \
                 else self.admin.resolve_tables(self.cfg.tables)
         else:
@@ -372,7 +376,8 @@ class Pipeline:
                               transaction_topic=self.cfg.transaction_topic)
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication,
-                               keyless=self.cfg.keyless_tables)
+                               keyless=self.cfg.keyless_tables,
+                               all_tables_publication=self.cfg.all_tables_publication)
         # One for the whole run: what it saw before a reconnect stays its baseline, so DDL
         # made while the stream was reconnecting is still noticed.
         if self.resync is None:

@@ -4,6 +4,10 @@ One `Publisher` per replication session. Its `CodecFactory` (connector/avro/code
 each table version's codec once per Relation version, asking the source catalog (an IO edge)
 about types, array dimensions and primary keys; the publisher turns each change into
 Confluent-framed Avro records handed to the sink under the transaction's delivery ticket.
+
+pgcdc's own signal table (`connector.names.SIGNAL_TABLE`) is never published as a user table:
+a FOR ALL TABLES publication sends its changes, and they are dropped here, before any schema is
+registered or topic made for it (counted, like heartbeats, as pgcdc's own, not as events).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import builtins
 import logging
 import time
 from collections import Counter
-from typing import Protocol
+from typing import Protocol, cast
 
 from connector import metrics
 from connector.assembler import LogicalMessage, Transaction
@@ -26,6 +30,7 @@ from connector.avro import (
     TransactionBlock,
 )
 from connector.control import HEARTBEAT_PREFIX, WATERMARK_PREFIX, heartbeat_restart_lsn
+from connector.names import SIGNAL_TABLE
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -60,16 +65,19 @@ class _TableEntry:
     """A Relation version's codec and names, built once per Relation version by
     `Publisher._lookup`. It keeps `relation` alive, so the cache's key (the Relation's `id`)
     cannot be reused by another object while the entry is cached. `created`/`updated`/
-    `deleted`/`truncated` are the metrics keys (table, op) of its events."""
+    `deleted`/`truncated` are the metrics keys (table, op) of its events. `dropped`: pgcdc's
+    own signal table, whose changes are not published (no codec: no schema, no topic)."""
 
-    __slots__ = ("relation", "codec", "name", "topic", "created", "updated", "deleted",
-                 "truncated")
+    __slots__ = ("relation", "codec", "dropped", "name", "topic", "created", "updated",
+                 "deleted", "truncated")
 
-    def __init__(self, relation: Relation, codec: TableCodec) -> None:
+    def __init__(self, relation: Relation, codec: TableCodec | None) -> None:
         self.relation = relation
-        self.codec = codec
+        self.dropped = codec is None
+        # Never read when dropped: `publish` skips such a change before using it.
+        self.codec = cast(TableCodec, codec)
         self.name = name = f"{relation.namespace}.{relation.name}"
-        self.topic = codec.topic
+        self.topic = codec.topic if codec is not None else ""
         self.created = (name, "c")
         self.updated = (name, "u")
         self.deleted = (name, "d")
@@ -161,7 +169,8 @@ class Publisher:
         entry = self._by_identity.get(id(relation))
         if entry is not None and entry.relation is relation:
             return entry
-        entry = _TableEntry(relation, self.codecs.codec(relation))
+        ours = (relation.namespace, relation.name) == SIGNAL_TABLE
+        entry = _TableEntry(relation, None if ours else self.codecs.codec(relation))
         self._by_identity[id(relation)] = entry
         return entry
 
@@ -200,6 +209,9 @@ class Publisher:
             entry = by_identity.get(id(relation))
             if entry is None or entry.relation is not relation:
                 entry = self._lookup(relation)
+            if entry.dropped:  # pgcdc's signal table (FOR ALL TABLES publishes it)
+                controls += 1
+                continue
             name = entry.name
             count = per_table.get(name, 0) + 1
             per_table[name] = count

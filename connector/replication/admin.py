@@ -45,6 +45,28 @@ class SlotInfo:
 KEYLESS_POLICIES = ("refuse", "skip", "full")
 
 
+def list_changes(current: Sequence[tuple[str, str]], published: Sequence[tuple[str, str]],
+                 wanted: Sequence[tuple[str, str]]
+                 ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(gone, new) of a table list: the tables `current` names (the publication's own list)
+    that are not `wanted`, and the `wanted` ones it neither names nor publishes (a partition
+    is published through its listed parent), in `wanted` order."""
+    names = set(current)
+    known = names | set(published)
+    return ([t for t in current if t not in set(wanted)],
+            [t for t in wanted if t not in known])
+
+
+def managed_patterns(patterns: Sequence[str], *, all_tables: bool) -> list[str] | None:
+    """The patterns of the table list pgcdc keeps for --tables `patterns`, or None for a FOR
+    ALL TABLES publication: only ``*`` with the explicit `all_tables` setting gives that.
+    ``*`` alone is otherwise every table of every schema (``*.*``), listed and kept up to date
+    like any pattern's, so a table joins only once --keyless-tables allows it."""
+    if list(patterns) == ["*"]:
+        return None if all_tables else ["*.*"]
+    return list(patterns)
+
+
 def _table_list(tables: Sequence[tuple[str, str]]) -> sql.Composed:
     return sql.SQL(", ").join(sql.Identifier(*t) for t in tables)
 
@@ -156,11 +178,14 @@ class ReplicationAdmin:
 
     def matching_tables(self, patterns: Sequence[str], *,
                         require_each: bool = False) -> list[tuple[str, str]]:
-        """The tables `patterns` match now, in pattern order."""
+        """The tables `patterns` match now, in pattern order. Unlogged tables have no changes
+        to decode and PostgreSQL refuses them in a publication (FOR ALL TABLES skips them):
+        never matched."""
         tables = self.conn.execute(
             "SELECT n.nspname, c.relname FROM pg_class c"
             " JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE c.relkind IN ('r', 'p') AND n.nspname <> 'information_schema'"
+            " WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p'"
+            " AND n.nspname <> 'information_schema'"
             " AND n.nspname NOT LIKE 'pg\\_%%' ORDER BY 1, 2"
         ).fetchall()
         chosen: list[tuple[str, str]] = []
@@ -203,38 +228,58 @@ class ReplicationAdmin:
 
     def ensure_publication(self, name: str, patterns: Sequence[str], *,
                            keyless: str | None = None,
-                           exclude: Sequence[tuple[str, str]] = ()) -> bool:
-        """Create the publication (or set its tables) for `patterns`; `*` alone = all tables
-        (FOR ALL TABLES, or with ``keyless='skip'`` the list of every table with a key, which
-        the table watcher keeps up to date). `keyless` is the policy for tables without a key
-        (`apply_keyless_policy`; None: none, publish them as they are); `exclude`: tables a
-        pattern must not bring in (pgcdc's own signal table). True if it was created now."""
-        all_tables = list(patterns) == ["*"]
+                           exclude: Sequence[tuple[str, str]] = (),
+                           all_tables: bool = False, add_later: bool = False) -> bool:
+        """Create the publication (or set its tables) for `patterns`. `*` alone: the list of
+        every table (`managed_patterns`; the table watcher keeps it up to date), or with
+        `all_tables` FOR ALL TABLES. `keyless` is the policy for tables without a key
+        (`apply_keyless_policy`; None: none, publish them as they are); `exclude`: tables the
+        list must not bring in (pgcdc's own signal table). A publication of the other kind
+        (FOR ALL TABLES where a list is wanted, or the reverse) is re-created as wanted
+        (`_recreate_publication`). `add_later` (the slot exists and streaming resumes): an
+        existing list only loses the tables no longer matching; those missing from it (created
+        while pgcdc was stopped) are left to the table watcher, which adds each with an
+        incremental snapshot: added here, their rows written before would never be streamed
+        (pgoutput publishes a change only if its table was in the publication at its commit).
+        True if it was created now."""
+        wanted = managed_patterns(patterns, all_tables=all_tables)
         listed: list[tuple[str, str]] | None = None
-        if all_tables and keyless == "skip":
-            if self.publication_exists(name) and self.is_all_tables(name):
-                raise ConfigError(
-                    f"publication {name!r} is FOR ALL TABLES, which cannot leave tables out: "
-                    "--keyless-tables skip needs a publication of its own (a new --publication "
-                    "and --slot), or use --keyless-tables full")
-            listed = [t for t in self.matching_tables(["*.*"]) if t not in exclude]
-        elif not all_tables:
-            listed = [t for t in self.resolve_tables(patterns) if t not in exclude]
+        if wanted is None:
+            if keyless == "skip":
+                raise ConfigError("a FOR ALL TABLES publication cannot leave tables without a "
+                                  "key out: use --keyless-tables full, or a table list")
+        else:
+            found = self.matching_tables(wanted) if wanted == ["*.*"] \
+                else self.resolve_tables(wanted)
+            listed = [t for t in found if t not in exclude]
         if keyless is not None:
             left_out = self.apply_keyless_policy(keyless, listed)
             if listed is not None:
                 listed = [t for t in listed if t not in left_out]
         exists = self.publication_exists(name)
+        if exists and self.is_all_tables(name) != (listed is None):
+            self._recreate_publication(name, listed)
+            return False
         statement: sql.Composed | None = None
         if not exists:
             target = sql.SQL("FOR ALL TABLES") if listed is None else sql.SQL("") \
                 if not listed else sql.SQL("FOR TABLE {}").format(_table_list(listed))
             statement = sql.SQL("CREATE PUBLICATION {} {}").format(sql.Identifier(name), target)
-        elif listed is not None and not self.is_all_tables(name):
+        elif listed is not None:
             current = self.listed_tables(name)
             # Already the list (a publication the tables' owner made): nothing to change, so
             # a role that owns neither it nor the tables can use it.
-            if sorted(current) != sorted(listed):
+            if sorted(current) != sorted(listed) and add_later:
+                published = [(t[0], t[1]) for t in self.published_tables(name)]
+                gone, new = list_changes(current, published, listed)
+                if gone:
+                    statement = sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(
+                        sql.Identifier(name), _table_list(gone))
+                if new:
+                    log.info("table(s) created while pgcdc was stopped join publication %s at "
+                             "the table watcher's first check, with an incremental snapshot of "
+                             "their rows: %s", name, ", ".join(f"{s}.{t}" for s, t in new))
+            elif sorted(current) != sorted(listed):
                 if listed:
                     statement = sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
                         sql.Identifier(name), _table_list(listed))
@@ -243,19 +288,59 @@ class ReplicationAdmin:
                         sql.Identifier(name), _table_list(current))
         if statement is None:
             return False
+        self._publication_ddl(name, [statement], "create" if not exists else "set the tables of")
+        if not exists:
+            log.info("created publication %s", name)
+        return not exists
+
+    def _publication_ddl(self, name: str, statements: Sequence[sql.Composed], doing: str) -> None:
+        """Run `statements` in one transaction; a failure is one line naming the fix."""
+        statement = statements[0]
         try:
-            self.conn.execute(statement)
+            with self.conn.transaction():
+                for statement in statements:
+                    self.conn.execute(statement)
         except psycopg.Error as exc:
             if is_privilege_error(exc):
                 raise lacking(exc, self.role, owner_sql=statement.as_string(self.conn)) \
                     from None
             detail = first_line(exc)
-            doing = "create" if not exists else "set the tables of"
             raise SourceError(f"cannot {doing} publication {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
-        if not exists:
-            log.info("created publication %s", name)
-        return not exists
+
+    def _recreate_publication(self, name: str, listed: list[tuple[str, str]] | None) -> None:
+        """Turn publication `name` into FOR ALL TABLES (`listed` None) or into the list
+        `listed`. PostgreSQL cannot ALTER one kind into the other, so it is dropped and created
+        again, in one transaction: pgoutput reads the publication as of each change's commit,
+        so every change committed before it is decoded with the old table set and every later
+        one with the new, with no moment where the publication is missing (a walsender meeting
+        one stops). Every table of both sets stays published throughout; the keyless tables a
+        list leaves out stop being published, as the policy says. Its publish options are kept.
+        Only a role owning the publication (or a member of its owner) may do this; for any
+        other, a `ConfigError` says what to do."""
+        was = "a table list" if listed is None else "FOR ALL TABLES"
+        owned, insert, update, delete, truncate, via_root = self._one(
+            "SELECT pg_has_role(pubowner, 'USAGE'), pubinsert, pubupdate, pubdelete,"
+            " pubtruncate, pubviaroot FROM pg_publication WHERE pubname = %s", (name,))
+        wanted = "FOR ALL TABLES (--all-tables-publication)" if listed is None else \
+            "the table list pgcdc keeps for --tables"
+        if not owned:
+            raise ConfigError(
+                f"publication {name!r} is {was} and pgcdc should make it {wanted}, but role "
+                f"{self.role!r} does not own it: have its owner drop it (pgcdc then creates it), "
+                "or run with a new --publication and --slot"
+                + ("" if listed is None else ", or with --all-tables-publication to keep it"))
+        publish = ", ".join(op for op, on in (("insert", insert), ("update", update),
+                                              ("delete", delete), ("truncate", truncate)) if on)
+        target = sql.SQL("FOR ALL TABLES") if listed is None else sql.SQL("") if not listed \
+            else sql.SQL("FOR TABLE {}").format(_table_list(listed))
+        self._publication_ddl(name, [
+            sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(name)),
+            sql.SQL("CREATE PUBLICATION {} {} WITH (publish = {}, publish_via_partition_root = {})"
+                    ).format(sql.Identifier(name), target, sql.Literal(publish),
+                             sql.Literal(bool(via_root)))], "re-create")
+        log.warning("publication %s was %s: re-created as %s, in one transaction (every table "
+                    "of both stays published)", name, was, wanted)
 
     def keyless_tables(self, tables: Sequence[tuple[str, str]] | None
                        ) -> list[tuple[str, str]]:
@@ -284,6 +369,19 @@ class ReplicationAdmin:
             "   OR (c.relreplident = 'i' AND NOT EXISTS (SELECT 1 FROM pg_index i"
             "       WHERE i.indrelid = c.oid AND i.indisreplident)))"
             " ORDER BY 1, 2").format(scope), params).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def full_identity_tables(self, tables: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The tables among `tables` with REPLICA IDENTITY FULL (their events are keyed by the
+        whole row, so an incremental snapshot cannot read them)."""
+        if not tables:
+            return []
+        names = [sql.Identifier(*t).as_string(self.conn) for t in tables]
+        rows = self.conn.execute(
+            "SELECT n.nspname::text, c.relname::text FROM pg_class c"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.oid IN (SELECT unnest(%s::regclass[])) AND c.relreplident = 'f'"
+            " ORDER BY 1, 2", (names,)).fetchall()
         return [(r[0], r[1]) for r in rows]
 
     def apply_keyless_policy(self, policy: str, tables: Sequence[tuple[str, str]] | None

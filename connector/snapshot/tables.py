@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 
 from connector.errors import SourceError, first_line
-from connector.names import TableName
+from connector.names import SIGNAL_TABLE, TableName
 from connector.pgoutput.messages import COLUMN_KEY, Relation, RelationColumn
 from connector.replication.features import ServerFeatures
 
@@ -135,8 +135,10 @@ def query_catalog(conn: Conn, query: str | sql.Composed, params: Sequence[object
 
 
 def published_tables(conn: Conn, publication: str, features: ServerFeatures) -> list[SnapshotTable]:
-    """Every table of `publication`, as of the snapshot `conn`'s transaction imported."""
-    return _tables(conn, publication, features)
+    """Every table of `publication`, as of the snapshot `conn`'s transaction imported, but
+    pgcdc's own signal table (a FOR ALL TABLES publication publishes it): its rows are not a
+    user table's."""
+    return [t for t in _tables(conn, publication, features) if t.table_name != SIGNAL_TABLE]
 
 
 def published_table(conn: Conn, publication: str, features: ServerFeatures,

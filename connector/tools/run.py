@@ -52,9 +52,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--keyless-tables", choices=list(config_mod.KEYLESS_POLICIES),
                    help="tables without a primary key, when pgcdc creates or extends the "
                         "publication (PostgreSQL rejects UPDATE/DELETE on them once published): "
-                        "refuse (default) to start, naming them; skip: leave them out (with "
-                        "--tables '*', a table list pgcdc keeps up to date instead of FOR ALL "
-                        "TABLES); full: set REPLICA IDENTITY FULL on them")
+                        "refuse (default) to start, naming them, and leave those created later "
+                        "out until they have a key; skip: leave them out; full: set REPLICA "
+                        "IDENTITY FULL on them before publishing them")
+    p.add_argument("--all-tables-publication", action="store_true", default=None,
+                   help="with --tables '*': a FOR ALL TABLES publication (needs superuser) "
+                        "instead of the table list pgcdc keeps up to date. HAZARD: it publishes "
+                        "every new table at once, so PostgreSQL rejects the application's "
+                        "UPDATE/DELETE on a new table without a key (until it gets one; with "
+                        "--keyless-tables full, until pgcdc sets REPLICA IDENTITY FULL, ~2 s)")
     p.add_argument("--oversized-events", choices=list(config_mod.OVERSIZED_POLICIES),
                    help="an event larger than --max-event-bytes: fail (default) stops the run "
                         "(every restart meets it again); omit publishes it with its largest "
@@ -130,7 +136,8 @@ def register(subparsers: Any) -> None:
 
 def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
-             "publication", "tables", "keyless_tables", "binary", "failover_slot", "origin",
+             "publication", "tables", "keyless_tables", "all_tables_publication", "binary",
+             "failover_slot", "origin",
              "topic_partitions", "topic_replication_factor", "tombstones", "truncate_records",
              "transaction_topic",
              "heartbeat_interval_s", "metrics_port", "metrics_host", "schema_check_interval_s",

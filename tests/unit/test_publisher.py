@@ -236,3 +236,35 @@ def test_a_new_relation_version_gets_its_own_codec() -> None:
         COMMIT_LSN + 0xf00))
     assert [s.decoded(r[3])["after"] for r in s.sink.records] == [
         {"id": 1, "body": "one"}, {"id": 2, "body": "two", "qty": 3}]
+
+
+def test_the_signal_tables_changes_are_dropped_before_kafka() -> None:
+    """FOR ALL TABLES publishes pgcdc's own signal table: its changes get no schema, no topic,
+    no record, and do not count as events; a user table's change beside them is published."""
+    signal = Relation(None, 16390, "public", "pgcdc_signal", "d", (
+        RelationColumn(1, "id", oids.INT8, -1), RelationColumn(0, "state", oids.TEXT, -1)))
+    s = Setup()
+    changes = [Change(signal, Insert(None, signal.relation_id, ("1", "pending")),
+                      COMMIT_LSN - 0x100, 0, XID, COMMIT_LSN, 0),
+               Change(ITEMS, Insert(None, ITEMS.relation_id, ("1", "one")),
+                      COMMIT_LSN - 0xff, 1, XID, COMMIT_LSN, 0),
+               Change(signal, Update(None, signal.relation_id, None, None, ("1", "done")),
+                      COMMIT_LSN - 0xfe, 2, XID, COMMIT_LSN, 0),
+               Change(signal, Truncate(None, 0, (signal.relation_id,)),
+                      COMMIT_LSN - 0xfd, 3, XID, COMMIT_LSN, 0)]
+    s.publisher.publish(Transaction(XID, COMMIT_LSN, END_LSN, 0, Changes(changes),
+                                    COMMIT_LSN - 0x100))
+    [ticket] = s.tracker.tickets
+    assert ticket.sealed
+    assert [(r[0], r[1]) for r in s.sink.records] == [("record", TOPIC)]
+    assert s.decoded(s.sink.records[0][3])["after"] == {"id": 1, "body": "one"}
+    # Only the items table's schemas were registered (key and value).
+    assert [schema["name"] for schema in s.registry.schemas] == ["Key", "Envelope"]
+    assert s.window is not None
+    assert [c[1] for c in s.window.calls] == [ITEMS.relation_id]
+    # A table named alike in another schema is a user table.
+    other = Relation(None, 16391, "app", "pgcdc_signal", "d", signal.columns)
+    s.publisher.publish(Transaction(XID + 1, COMMIT_LSN + 0x200, END_LSN + 0x200, 0, Changes([
+        Change(other, Insert(None, other.relation_id, ("2", "x")), COMMIT_LSN + 0x100, 0,
+               XID + 1, COMMIT_LSN + 0x200, 0)]), COMMIT_LSN + 0x100))
+    assert s.sink.records[-1][1] == "app.app.pgcdc_signal"

@@ -7,10 +7,12 @@ and where the producer keeps its progress (so a killed producer resumes at its l
 One row per request: the slot it is for, the tables (each `TableName` stored as its display
 text ``schema.table``; the driver resolves a text against the catalog, `TableName.readings`),
 its state (pending, running, done, cancelled, failed), the table being read and the last key
-read of it (text, as COPY prints it), counts. The producer polls it (it is not published:
-pgcdc leaves it out of the table list it manages for ``--tables``; a FOR ALL TABLES
-publication does publish it). A row is a request of one slot's producer; the producer works on
-one at a time, oldest first.
+read of it (text, as COPY prints it), counts. The producer polls it. It is never published as a
+user table (`connector.names.SIGNAL_TABLE`): pgcdc leaves it out of the table list it manages
+for ``--tables`` (``*`` included); a FOR ALL TABLES publication (``--all-tables-publication``,
+or one made by hand) does send its changes, and the producer drops them before Kafka and the
+initial snapshot skips it, so no ``<prefix>.public.pgcdc_signal`` topic is made. A row is a
+request of one slot's producer; the producer works on one at a time, oldest first.
 """
 
 from __future__ import annotations
@@ -22,14 +24,13 @@ import psycopg
 from psycopg import sql
 
 from connector.errors import PrivilegeError, is_privilege_error
-from connector.names import TableName
+from connector.names import SIGNAL_TABLE, TableName
 from connector.replication.privileges import lacking, signal_grant_sql
 
 __all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "ddl", "ensure_table",
            "lacking_grant", "mark_running", "next_request", "pending_includes", "record_progress",
            "request", "requests", "set_state", "state_of", "table_exists"]
 
-SIGNAL_TABLE = TableName("public", "pgcdc_signal")
 _TABLE = sql.Identifier(*SIGNAL_TABLE)
 
 _DDL = sql.SQL("""CREATE TABLE IF NOT EXISTS {} (

@@ -3,24 +3,36 @@
 pgoutput sends no DDL, so the producer polls the catalog (every `WATCH_INTERVAL_S`; an event
 trigger would need superuser rights to install):
 
-* A new table matching ``--tables``, when pgcdc manages the publication (``--tables`` names
-  patterns, or ``*`` with ``--keyless-tables skip``): it is added to the publication (its
-  changes are streamed from that commit on) and an incremental snapshot of it is requested
-  (`signals`), which publishes the rows written before, in the window argument of
-  `window`: no row is missed or overwritten by an older one.
-* A ``FOR ALL TABLES`` publication includes a new table from its creation, so every row of it
-  is streamed and no snapshot is needed; the table is only logged.
+* A new table matching ``--tables``, when pgcdc manages the publication (a table list: for
+  patterns, and for ``*``, which lists every table, `managed_patterns`): it is added to the
+  publication (its changes are streamed from that commit on) and an incremental snapshot of it
+  is requested (`signals`), which publishes the rows written before, in the window argument of
+  `window`: no row is missed or overwritten by an older one. A table created while pgcdc was
+  stopped is added here too, at the first check after a restart (not by `ensure_publication`,
+  `add_later`): its rows were written while it was in no publication, so only the snapshot
+  can carry them.
+* A ``FOR ALL TABLES`` publication (only with ``--all-tables-publication``, or one the user
+  made) includes a new table from its creation, so every row of it is streamed and no snapshot
+  is needed; the table is only logged.
 * A new table without a key (``--keyless-tables``, `ReplicationAdmin.apply_keyless_policy`):
-  once published, PostgreSQL rejects UPDATE and DELETE on it. A managed list leaves it out
-  (``refuse`` and ``skip``; logged once, added once it has a key) or sets REPLICA IDENTITY FULL
-  first (``full``). FOR ALL TABLES has already published it: ``full`` sets REPLICA IDENTITY
-  FULL at the next check (UPDATE and DELETE fail until then), the others log how to fix it.
-  With ``--tables '*' --keyless-tables skip`` the publication is a list of every table with a
-  key, managed like a pattern's.
+  once published, PostgreSQL rejects the application's UPDATE and DELETE on it, so a CDC tool
+  must not publish it by default. The list leaves it out (``refuse``, the default, and
+  ``skip``: one warning naming it, the gauge ``pgcdc_keyless_tables_left_out``) and adds it,
+  with its snapshot, at the first check after it gets a primary key or a replica identity; or
+  it sets REPLICA IDENTITY FULL before adding it (``full``): no moment where writes fail.
+  A table keyed by the whole row (REPLICA IDENTITY FULL: ``full``, or set by the user) joins
+  without a snapshot, which needs a key (`driver`): the rows written before it joined (within
+  one check, ~2 s, of its creation for ``full``) are not in its topic, its changes from then on
+  are; a warning names it.
+  FOR ALL TABLES has already published it (the explicit setting's hazard): ``full`` sets
+  REPLICA IDENTITY FULL at the next check (UPDATE and DELETE fail until then, ~2 s), ``refuse``
+  logs how to fix it (they fail until it is fixed); ``skip`` is refused with it at start.
 * A table that no longer matches ``--tables`` (renamed, moved to another schema) is removed
   from the publication when pgcdc manages it; one that left the publication (dropped, removed
   by hand, or so) is logged. Its topic stays.
-* The signal table (`signals`) never joins a list pgcdc manages: its rows are pgcdc's own.
+* The signal table (`signals`, `connector.names.SIGNAL_TABLE`) never joins a list pgcdc
+  manages: its rows are pgcdc's own. FOR ALL TABLES publishes it; the producer drops its
+  changes (connector/publisher.py) and it is not logged as a published table here.
 * A grant missing (a new table the role does not own, the signal table) stops `pgcdc run` with
   the one line naming it (`PrivilegeError`): retrying cannot grant it, and a table left out
   silently would lose its changes. Catalog reads that fail otherwise are retried.
@@ -33,9 +45,11 @@ import time
 
 import psycopg
 
+from connector import metrics
 from connector.errors import SourceError, first_line, is_privilege_error
-from connector.names import TableName
+from connector.names import SIGNAL_TABLE, TableName
 from connector.replication import ReplicationAdmin
+from connector.replication.admin import managed_patterns
 
 from . import signals
 
@@ -48,22 +62,41 @@ WATCH_INTERVAL_S = 2.0
 
 class TableWatcher:
     def __init__(self, admin: ReplicationAdmin, publication: str, patterns: list[str],
-                 slot: str, *, manage_publication: bool, keyless: str = "refuse") -> None:
+                 slot: str, *, manage_publication: bool, keyless: str = "refuse",
+                 all_tables_publication: bool = False) -> None:
         self.admin = admin
         self.publication = publication
         self.slot = slot
         self.keyless = keyless
-        all_tables = patterns == ["*"]
-        # `*` with skip: a table list (every table with a key), managed like a pattern's.
-        self.patterns = ["*.*"] if all_tables and keyless == "skip" else patterns
-        self.manage = manage_publication and (not all_tables or keyless == "skip")
-        self.fix_all_tables = manage_publication and all_tables and keyless != "skip"
-        self.left_out: set[TableName] = set()  # keyless tables already logged
+        managed = managed_patterns(patterns, all_tables=all_tables_publication)
+        # `*`: a table list (every table), managed like a pattern's; FOR ALL TABLES only when
+        # asked for (--all-tables-publication).
+        self.patterns = managed if managed is not None else patterns
+        self.manage = manage_publication and managed is not None
+        self.fix_all_tables = manage_publication and managed is None
+        self.left_out: set[TableName] = set()  # keyless tables left out, already logged
         self.published = self._published()
+        if self.manage and keyless != "full":  # left out at start (skip): logged there
+            self.left_out = self._keyless(self._unlisted(self.published))
+        metrics.KEYLESS_LEFT_OUT.set(len(self.left_out))
         self.next_check = time.monotonic() + WATCH_INTERVAL_S
 
     def _published(self) -> set[TableName]:
-        return {TableName(s, t) for s, t, _, _ in self.admin.published_tables(self.publication)}
+        """The tables the publication publishes, pgcdc's signal table aside (FOR ALL TABLES
+        publishes it; the producer drops its changes)."""
+        return {TableName(s, t) for s, t, _, _ in self.admin.published_tables(self.publication)
+                if TableName(s, t) != SIGNAL_TABLE}
+
+    def _unlisted(self, published: set[TableName]) -> list[TableName]:
+        """The tables matching the patterns that the publication does not name yet."""
+        matching = [TableName(s, t) for s, t in self.admin.matching_tables(self.patterns)]
+        known = published | {TableName(s, t) for s, t in self.admin.listed_tables(
+            self.publication)}
+        return [t for t in matching if t not in known and t != SIGNAL_TABLE]
+
+    def _keyless(self, tables: list[TableName]) -> set[TableName]:
+        return {TableName(s, t) for s, t in self.admin.keyless_tables(tables)} if tables \
+            else set()
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -82,7 +115,7 @@ class TableWatcher:
         published = self._published()
         if self.manage and not self.admin.is_all_tables(self.publication):
             matching = [TableName(s, t) for s, t in self.admin.matching_tables(self.patterns)]
-            matching = [t for t in matching if t != signals.SIGNAL_TABLE]
+            matching = [t for t in matching if t != SIGNAL_TABLE]
             wanted = set(matching)
             # Listed: the tables the publication names (a partitioned table, not the
             # partitions pg_publication_tables shows in its place).
@@ -93,15 +126,15 @@ class TableWatcher:
             known = published | set(listed)
             new = self._with_keys([t for t in matching if t not in known])
             if new:
-                # One transaction: the table joins the publication and its snapshot is asked
-                # for together, so a crash cannot leave it streamed without its earlier rows.
-                with self.admin.conn.transaction():
-                    self.admin.add_to_publication(self.publication, new)
-                    signals.ensure_table(self.admin.conn)
-                    signals.request(self.admin.conn, self.slot, new)
-                log.info("new table(s) %s added to publication %s; their existing rows follow "
-                         "as an incremental snapshot", ", ".join(map(str, new)),
-                         self.publication)
+                # An incremental snapshot needs a key: a table keyed by the whole row (REPLICA
+                # IDENTITY FULL) joins without one (`_add`).
+                whole_row = {TableName(s, t) for s, t in self.admin.full_identity_tables(new)}
+                self._add(new, [t for t in new if t not in whole_row])
+                for name in sorted(whole_row):
+                    log.warning("new table %s has REPLICA IDENTITY FULL (no key): added to "
+                                "publication %s without an incremental snapshot (which needs "
+                                "a key), so rows written before now are not in its topic, only "
+                                "changes from now on", name, self.publication)
             if gone or new:
                 published = self._published()
         elif self.fix_all_tables and published - self.published:
@@ -113,21 +146,36 @@ class TableWatcher:
                      "publication %s); its topic is kept", name, self.publication)
         self.published = published
 
+    def _add(self, new: list[TableName], snapshot: list[TableName]) -> None:
+        """Add `new` to the publication and ask for the incremental snapshot of `snapshot`
+        (those of them with a key) in one transaction, so a crash cannot leave a table
+        streamed without its earlier rows."""
+        with self.admin.conn.transaction():
+            self.admin.add_to_publication(self.publication, new)
+            if snapshot:
+                signals.ensure_table(self.admin.conn)
+                signals.request(self.admin.conn, self.slot, snapshot)
+        if snapshot:
+            log.info("new table(s) %s added to publication %s; their existing rows follow as "
+                     "an incremental snapshot", ", ".join(map(str, snapshot)), self.publication)
+
     def _with_keys(self, new: list[TableName]) -> list[TableName]:
         """The new tables that may join the publication: keyless ones are left out (refuse,
-        skip; logged once) or get REPLICA IDENTITY FULL first (full)."""
-        keyless = {TableName(s, t) for s, t in self.admin.keyless_tables(new)} if new else set()
-        if not keyless:
-            return new
-        if self.keyless == "full":
+        skip; logged once, counted in `pgcdc_keyless_tables_left_out`) or get REPLICA IDENTITY
+        FULL first (full)."""
+        keyless = self._keyless(new)
+        if self.keyless == "full" and keyless:
             self.admin.apply_keyless_policy("full", sorted(keyless))
-            return new
+            keyless = set()
         for name in sorted(keyless - self.left_out):
             log.warning("new table %s matches --tables but has no primary key: left out of "
                         "publication %s (PostgreSQL would reject UPDATE and DELETE on it); it "
                         "joins once it has one (or REPLICA IDENTITY FULL), or run with "
                         "--keyless-tables full", name, self.publication)
-        self.left_out |= keyless
+        # Only those still unpublished and keyless: one that got a key joins now, a dropped
+        # one is gone.
+        self.left_out = keyless
+        metrics.KEYLESS_LEFT_OUT.set(len(keyless))
         return [t for t in new if t not in keyless]
 
     def _keyless_in_all_tables(self, tables: list[TableName]) -> None:
