@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,9 +18,9 @@ import psycopg
 import pytest
 from confluent_kafka.admin import AdminClient
 from devstack.ports import free_port
-from psycopg.conninfo import make_conninfo
 
 from tests.support.cdc_checks import Record, read_records
+from tests.support.databases import empty_database
 from tests.support.producer import PGCDC, scrape_metrics
 from tests.support.snapshot import wait_for_output
 
@@ -31,12 +30,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def database(postgres: Any) -> Iterator[str]:
     """The DSN of a new, empty database (dropped afterwards)."""
-    name = f"pgcdc_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield make_conninfo(postgres.dsn, dbname=name)
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with empty_database(postgres.dsn) as dsn:
+        yield dsn
 
 
 def _sql(dsn: str, *statements: str) -> None:

@@ -8,15 +8,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import make_conninfo
 
+from tests.support.databases import empty_database
 from tests.support.producer import current_lsn
 from tests.support.snapshot import final_state, read_events, table_rows, wait_for_output
 
@@ -206,12 +205,8 @@ MIGRATION_ROWS = 60
 def database(postgres: Any) -> Iterator[str]:
     """The DSN of a new, empty database (dropped afterwards): FOR ALL TABLES sees only the
     test's tables."""
-    name = f"pgcdc_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield make_conninfo(postgres.dsn, dbname=name)
-    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with empty_database(postgres.dsn) as dsn:
+        yield dsn
 
 
 def _resyncs(dsn: str, slot: str) -> dict[str, list[tuple[str, str]]]:
