@@ -30,6 +30,7 @@ from deltalake import DeltaTable
 from spark_jobs.config import MergeConfig
 from spark_jobs.job import start_merge
 from spark_jobs.manifest import Cut, read_cuts, tombstone_key
+from spark_jobs.storage import options_for
 from spark_jobs.verify_online import VerifyConfig, run_verify
 from spark_jobs.verify_report import exit_code, render_text
 from tests.support.producer import ProducerRun
@@ -94,30 +95,38 @@ def _transfers(dsn: str, rng: random.Random, stop: threading.Event, done: list[i
             time.sleep(0.01)
 
 
-def _rows(target: Path, table: str, version: int | None) -> dict[int, int]:
+def _table(path: str, version: int | None = None) -> DeltaTable:
+    """delta-rs on local disk or in the bucket (settings as the job derives them)."""
+    return DeltaTable(path, version=version, storage_options=options_for(path))
+
+
+def _exists(path: str) -> bool:
+    return DeltaTable.is_deltatable(path, storage_options=options_for(path))
+
+
+def _rows(target: str, table: str, version: int | None) -> dict[int, int]:
     if version is None:
         return {}
-    data = DeltaTable(str(target / SCHEMA / table), version=version).to_pyarrow_table(
+    data = _table(f"{target}/{SCHEMA}/{table}", version).to_pyarrow_table(
         columns=["id", "amount"]).to_pylist()
     return {r["id"]: r["amount"] for r in data}
 
 
-def _expired(target: Path) -> list[str]:
+def _expired(target: str) -> list[str]:
     """The tables whose tombstones had some expired (spark_jobs/expiry.py): a DELETE in the
     tombstone table's history (the workload truncates nothing)."""
     found = []
     for table in "ab":
-        path = str(target / "_pgcdc" / "tombstones" / SCHEMA / table)
-        if DeltaTable.is_deltatable(path) and any(
-                h["operation"] == "DELETE" for h in DeltaTable(path).history()):
+        path = f"{target}/_pgcdc/tombstones/{SCHEMA}/{table}"
+        if _exists(path) and any(h["operation"] == "DELETE" for h in _table(path).history()):
             found.append(table)
     return found
 
 
-def _tombstoned(target: Path, table: str, key: int) -> bool:
+def _tombstoned(target: str, table: str, key: int) -> bool:
     """Whether the latest tombstones of `table` hold one for `key`."""
-    path = str(target / tombstone_key(f"{SCHEMA}/{table}"))
-    return DeltaTable.is_deltatable(path) and key in DeltaTable(path).to_pyarrow_table(
+    path = f"{target}/{tombstone_key(f'{SCHEMA}/{table}')}"
+    return _exists(path) and key in _table(path).to_pyarrow_table(
         columns=["id"]).column("id").to_pylist()
 
 
@@ -137,7 +146,7 @@ class DeleteExpiredBeforeTheRead:
     move restart_lsn past it). Verify then reads a cut that holds the delete, while the
     tombstones' latest version no longer shows it: read there, the key looks missing."""
 
-    def __init__(self, dsn: str, target: Path, source: dict[str, dict[int, int]]) -> None:
+    def __init__(self, dsn: str, target: str, source: dict[str, dict[int, int]]) -> None:
         self.dsn, self.target, self.source = dsn, target, source
         self.key: int | None = None
 
@@ -152,14 +161,14 @@ class DeleteExpiredBeforeTheRead:
                              (self.source["a"][self.key], one))
             self.source["b"][one] += self.source["a"].pop(self.key)
             key = self.key
-            _until(lambda: key not in _rows(self.target, "a", DeltaTable(
-                str(self.target / SCHEMA / "a")).version()), "the delete was not merged")
+            _until(lambda: key not in _rows(self.target, "a", _table(
+                f"{self.target}/{SCHEMA}/a").version()), "the delete was not merged")
             _until(lambda: not _tombstoned(self.target, "a", key),
                    "the delete's tombstone did not expire",
                    each=lambda: conn.execute("CHECKPOINT"))
 
 
-def _total(target: Path, versions: dict[str, int | None]) -> int:
+def _total(target: str, versions: dict[str, int | None]) -> int:
     return sum(sum(_rows(target, t, versions.get(f"{SCHEMA}/{t}")).values()) for t in "ab")
 
 
@@ -171,16 +180,25 @@ def producer(pg18: Any, kafka: Any, registry: Any, tmp_path: Path) -> Iterator[P
     run.drop()
 
 
-def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, registry: Any,
-                                             tmp_path: Path, producer: ProducerRun) -> None:
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_every_cut_shows_whole_transactions(pg18: Any, kafka: Any, registry: Any,
+                                             tmp_path: Path, producer: ProducerRun, store: str,
+                                             request: pytest.FixtureRequest) -> None:
+    """With the lake on local disk and in a bucket (S3 on moto; Spark's S3A settings on the
+    session, delta-rs's derived from them): cuts, tombstone expiry and verify alike."""
+    if store == "s3":
+        spark = request.getfixturevalue("s3a_spark")
+        target = f"s3a://{request.getfixturevalue('s3_bucket')}/lake"
+    else:
+        spark = request.getfixturevalue("spark")
+        target = str(tmp_path / "lake")
     seed = int(os.environ.get("PGCDC_CUTS_SEED") or random.randrange(2**31))
     print(f"\ncuts seed: {seed} (replay with PGCDC_CUTS_SEED={seed})")
     _create(pg18.dsn)
     # initial snapshot of both tables, then streaming with heartbeats
     producer.start(tmp_path, wait=False)
-    target = tmp_path / "lake"
     config = MergeConfig(bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
-                         target=str(target), topic_prefix=producer.prefix, trigger="1s",
+                         target=target, topic_prefix=producer.prefix, trigger="1s",
                          consistent_cuts=True, fast_merge=FAST_MERGE, maintenance_every=5)
     query, processor = start_merge(spark, config)
     stop, done = threading.Event(), [0]
@@ -203,7 +221,7 @@ def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, r
             source = {t: dict(conn.execute(f"SELECT id, amount FROM {SCHEMA}.{t}").fetchall())
                       for t in "ab"}
         # Until a cut covers every workload transaction (heartbeats keep coming).
-        while not any(c.lsn + 1 >= end for c in read_cuts(str(target))):
+        while not any(c.lsn + 1 >= end for c in read_cuts(target)):
             assert query.exception() is None, f"seed {seed}: {query.exception()}"
             assert time.monotonic() < deadline + 60, f"seed {seed}: no cut reached {end}"
             time.sleep(0.5)
@@ -226,9 +244,9 @@ def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, r
             at_l = len(source["a"]) + len(source["b"])
             deleting = DeleteExpiredBeforeTheRead(pg18.dsn, target, source)
             report = run_verify(spark, VerifyConfig(
-                pg18.dsn, str(target), tables=[f"{SCHEMA}.*"], poll_s=0.5, timeout_s=120,
+                pg18.dsn, target, tables=[f"{SCHEMA}.*"], poll_s=0.5, timeout_s=120,
                 progress=deleting))
-            read = next(c for c in read_cuts(str(target)) if c.lsn_text == report.cut_lsn)
+            read = next(c for c in read_cuts(target) if c.lsn_text == report.cut_lsn)
             if deleting.key not in _rows(target, "a", read.versions[f"{SCHEMA}/a"]):
                 break
         else:
@@ -240,7 +258,7 @@ def test_every_cut_shows_whole_transactions(pg18: Any, spark: Any, kafka: Any, r
         if worker.is_alive():
             worker.join()
 
-    cuts: list[Cut] = read_cuts(str(target))
+    cuts: list[Cut] = read_cuts(target)
     assert sum(source["a"].values()) + sum(source["b"].values()) == TOTAL
     broken = [(c.lsn_text, _total(target, dict(c.versions))) for c in cuts
               if _total(target, dict(c.versions)) != TOTAL]
