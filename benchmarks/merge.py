@@ -265,7 +265,7 @@ def produce_rounds(bootstrap: str, tables: list[TableEvents], round_: int) -> in
 
 
 def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: str, n: int,
-                fast: bool, store: str = "local") -> dict[str, object]:
+                fast: bool, store: str = "local", parallel_tables: int = 0) -> dict[str, object]:
     """N new tables (1 partition each): batch 1 creates them (3 inserts each), batch 2 MERGEs
     4 changes into each (update, delete, insert, update). Each batch one available-now run;
     the lake under `root` (a local directory or an `s3a://` URL: `store`)."""
@@ -276,7 +276,8 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: st
     print(f"  {n} topics created and registered in {time.monotonic() - started:.1f} s",
           flush=True)
     config = MergeConfig(bootstrap, registry_url, f"{root}/{prefix}", topic_prefix=prefix,
-                         trigger="available-now", fast_merge="auto" if fast else "off")
+                         trigger="available-now", fast_merge="auto" if fast else "off",
+                         parallel_tables=parallel_tables)
     out: dict[str, object] = {"tables": n, "mode": mode, "store": store, "prefix": prefix,
                               "path": f"{root}/{prefix}"}
     for round_ in (1, 2):
@@ -289,7 +290,8 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: st
                              "batches": stats.batches, "fast_tables": stats.fast_tables,
                              "merged_tables": len(stats.tables),
                              "batch_seconds": [r.seconds for r in stats.reports]}
-        print(f"  {mode} {store} N={n} batch {round_}: {events} events, {took:.1f} s "
+        print(f"  {mode} {store} N={n} (parallel {parallel_tables or 'default'}) batch "
+              f"{round_}: {events} events, {took:.1f} s "
               f"({n / took:.1f} tables/s, {took / n:.2f} s/table), {stats.batches} batch(es), "
               f"fast_tables={stats.fast_tables}, tables with changes={len(stats.tables)}, "
               f"inside foreachBatch {sum(r.seconds for r in stats.reports):.1f} s, "
@@ -553,6 +555,8 @@ def main() -> None:
     p.add_argument("--store", choices=("local", "s3", "both"), default="local",
                    help="where the --many-tables and --freshness lakes live: local disk, a "
                         "bucket of a throwaway S3 server (moto), or both in the same run")
+    p.add_argument("--parallel-tables", type=int, default=0,
+                   help="the many-tables runs' --parallel-tables (default: the job's own)")
     p.add_argument("--bootstrap-servers")
     p.add_argument("--schema-registry-url")
     args = p.parse_args()
@@ -583,7 +587,7 @@ def main() -> None:
         if args.many_tables:
             print(f"\nmany tables [load {load_average()}]:", flush=True)
             runs = [many_tables(spark, bootstrap, registry_url, roots[store], args.many_tables,
-                                True, store) for store in stores]
+                                True, store, args.parallel_tables) for store in stores]
             if args.many_tables_baseline:
                 small = args.many_tables_baseline
                 if small != args.many_tables:
