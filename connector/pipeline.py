@@ -64,13 +64,8 @@ from connector.sink import (
     TopicSpec,
     producer_config,
 )
-from connector.sink.topics import TopicLedger
-from connector.sink.transactional import (
-    BatchLimits,
-    ExactlyOnceSettings,
-    exactly_once_sink,
-    offsets_topic,
-)
+from connector.sink.offsets import TopicLedger, offsets_topic
+from connector.sink.transactional import BatchLimits, ExactlyOnceSettings, exactly_once_sink
 from connector.snapshot import SnapshotSettings, take_snapshot
 from connector.snapshot.incremental import DdlResync, IncrementalSnapshots, TableWatcher, signals
 from connector.source_catalog import PostgresCatalog

@@ -53,42 +53,26 @@ import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from connector import metrics
-from connector.errors import ConfigError, SinkError
+from connector.errors import SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
 from .acks import PendingTxn, Ticket
+from .settings import ANY_PARTITION, PRODUCER_DEFAULTS, Headers, producer_config
 from .topics import TopicCreator, listed_partitions, partition_count, topic_problem
 
 __all__ = ["PRODUCER_DEFAULTS", "BulkSink", "KafkaSink", "Oversized", "Sink", "producer_config",
            "truncate_partitions"]
-
-#: Record headers as librdkafka takes them.
-Headers = list[tuple[str, str | bytes | None]]
-#: librdkafka's "no partition given": the configured partitioner chooses.
-_ANY_PARTITION: Final = -1
 
 #: `--oversized-events omit`'s hook: (topic, key, value) -> (smaller value, headers), or None
 #: to produce the record as it is.
 Oversized = Callable[[str, bytes | None, bytes], tuple[bytes, list[tuple[str, bytes]]] | None]
 
 log = logging.getLogger(__name__)
-
-#: Settings pgcdc chooses unless the user sets them.
-PRODUCER_DEFAULTS: Final[Mapping[str, Any]] = {
-    "message.timeout.ms": 300_000,
-    "linger.ms": 5,
-    "queue.buffering.max.kbytes": 65_536,
-}
-#: Settings the no-loss guarantee depends on; the user may repeat them but not change them.
-_FORCED: Final[Mapping[str, Any]] = {"enable.idempotence": True, "acks": "all",
-                                     "allow.auto.create.topics": False}
-_ACKS_ALL: Final = {"all", "-1", -1}
-
 
 def truncate_partitions(mode: str, partitions: int) -> range:
     """The partitions a truncate is written to, by ``truncate_records`` (schemas/README.md
@@ -104,35 +88,6 @@ def truncate_partitions(mode: str, partitions: int) -> range:
         return range(0)
     raise ValueError(f"unknown truncate_records mode {mode!r} (connector.config "
                      "TRUNCATE_RECORDS lists them)")
-
-
-def producer_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
-    """The librdkafka settings of the sink: defaults < user settings, plus the forced ones."""
-    config = dict(PRODUCER_DEFAULTS)
-    config.update(kafka_config)
-    for key in ("acks", "request.required.acks"):
-        if key in kafka_config and kafka_config[key] not in _ACKS_ALL:
-            raise ConfigError(f"kafka setting {key}={kafka_config[key]!r} is not allowed: "
-                              "pgcdc needs acks=all so that an acknowledged event is durable")
-    idem = kafka_config.get("enable.idempotence", True)
-    if str(idem).lower() not in ("true", "1"):
-        raise ConfigError("kafka setting enable.idempotence=false is not allowed: pgcdc needs "
-                          "the idempotent producer so retries neither duplicate nor reorder")
-    if "delivery.report.only.error" in kafka_config:
-        raise ConfigError("kafka setting delivery.report.only.error is not allowed: pgcdc "
-                          "confirms WAL from each event's delivery report")
-    if str(kafka_config.get("allow.auto.create.topics", False)).lower() in ("true", "1"):
-        raise ConfigError("kafka setting allow.auto.create.topics=true is not allowed: pgcdc "
-                          "creates its topics itself, and a deleted topic must not come back "
-                          "empty on the next write")
-    if "transactional.id" in kafka_config:
-        raise ConfigError("kafka setting transactional.id is not supported by this sink "
-                          "(it is the idempotent, at-least-once producer)")
-    if not config.get("bootstrap.servers"):
-        raise ConfigError("kafka setting bootstrap.servers is missing")
-    config.pop("request.required.acks", None)
-    config.update(_FORCED)
-    return config
 
 
 class Sink(ABC):
@@ -226,7 +181,7 @@ class Sink(ABC):
                       ) -> None:
         """`produce` with a partition, or after the local queue was full: waits for room;
         a refused record raises `SinkError` (`_refused`)."""
-        chosen = _ANY_PARTITION if partition is None else partition
+        chosen = ANY_PARTITION if partition is None else partition
         while True:
             try:
                 self._send(topic, value, key, ticket, chosen, headers)
@@ -243,7 +198,7 @@ class Sink(ABC):
 
     @abstractmethod
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
-              partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
+              partition: int = ANY_PARTITION, headers: Headers | None = None) -> None:
         """Hand one record of `ticket`'s transaction to librdkafka (raises BufferError when
         its queue is full, and then has not taken the record, KafkaException when it refuses
         it)."""
@@ -433,7 +388,7 @@ class KafkaSink(Sink):
         self._tracker = tracker
 
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
-              partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
+              partition: int = ANY_PARTITION, headers: Headers | None = None) -> None:
         if not isinstance(ticket, PendingTxn):
             raise _uncounted(ticket)
         self._producer.produce(topic, value, key, partition, on_delivery=ticket.on_delivery,
@@ -485,7 +440,7 @@ class BulkSink(KafkaSink):
         return {"delivery.report.only.error": True, "on_delivery": self._on_failed_delivery}
 
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
-              partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
+              partition: int = ANY_PARTITION, headers: Headers | None = None) -> None:
         if not isinstance(ticket, PendingTxn):
             raise _uncounted(ticket)
         self._producer.produce(topic, value, key, partition, headers=headers)

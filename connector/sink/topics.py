@@ -27,7 +27,6 @@ The ledger itself is not guarded: deleting ``<prefix>.offsets`` forgets what pgc
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -35,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from confluent_kafka.admin._listoffsets import OffsetSpec
@@ -44,15 +43,14 @@ from confluent_kafka.cimpl import NewTopic
 
 from connector.errors import ConfigError, SinkError
 
-__all__ = ["LEDGER_KEY_PREFIX", "TopicCreator", "TopicLedger", "TopicSpec", "admin_config",
-           "listed_partitions", "topic_problem"]
+from .offsets import TopicLedger
+from .settings import admin_config
+
+__all__ = ["TopicCreator", "TopicSpec", "listed_partitions", "partition_count", "topic_problem"]
 
 log = logging.getLogger(__name__)
 
 _ALREADY_EXISTS = KafkaError.TOPIC_ALREADY_EXISTS
-_DELIVERY_CALLBACKS = frozenset({"on_delivery"})
-#: Key prefix of a ledger record in ``<prefix>.offsets`` (the progress records are ``db/slot``).
-LEDGER_KEY_PREFIX = "topic:"
 
 
 def topic_problem(topic: str, recorded: int | None, actual: int | None) -> str | None:
@@ -120,112 +118,6 @@ class TopicSpec:
                         replication_factor=(-1 if self.replication_factor is None
                                             else self.replication_factor),
                         config=self.topic_config())
-
-
-def admin_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
-    """Producer settings for an AdminClient. librdkafka's admin handle is a producer handle, so
-    bootstrap/TLS/SASL keys, producer-only keys and error/oauth/log callbacks are all accepted;
-    only the delivery callbacks, which the admin client rejects, are dropped. Metadata requests
-    never create topics (``allow.auto.create.topics`` off, as for the producer)."""
-    config = {k: v for k, v in kafka_config.items() if k not in _DELIVERY_CALLBACKS}
-    config["allow.auto.create.topics"] = False
-    return config
-
-
-class TopicLedger:
-    """pgcdc's durable record of the topics it created: ``topic:<name>`` → its partitions, in
-    the compacted `topic` (``<prefix>.offsets``), read once, written synchronously."""
-
-    def __init__(self, kafka_config: Mapping[str, Any], topic: str, *,
-                 replication_factor: int = 1, timeout_s: float = 30.0) -> None:
-        self.topic = topic
-        self._config = admin_config(kafka_config)
-        self._replication_factor = replication_factor
-        self._timeout = timeout_s
-        self._records: dict[str, int] | None = None
-        self._producer: Producer | None = None
-        self._error: str | None = None
-
-    def records(self) -> dict[str, int]:
-        """Topic → partitions pgcdc created it with (read from Kafka on first use)."""
-        if self._records is None:
-            from .transactional import ensure_offsets_topic  # it imports this module
-
-            ensure_offsets_topic(self._config, self.topic, self._replication_factor,
-                                 self._timeout)
-            self._records = read_ledger(self._config, self.topic, self._timeout)
-        return self._records
-
-    def record(self, topic: str, partitions: int) -> None:
-        """Make `topic` → `partitions` durable before anything is written to `topic`."""
-        if self._producer is None:
-            from .producer import producer_config  # it imports this module
-
-            self._producer = Producer(producer_config(self._config))
-        self._error = None
-        value = json.dumps({"topic": topic, "partitions": partitions}).encode()
-        self._producer.produce(self.topic, value, (LEDGER_KEY_PREFIX + topic).encode(),
-                               on_delivery=self._delivered)
-        if self._producer.flush(self._timeout) or self._error is not None:
-            raise SinkError(f"cannot record topic {topic} in {self.topic}: "
-                            f"{self._error or 'not acknowledged in time'}")
-        self.records()[topic] = partitions
-        log.info("recorded topic %s (%d partitions) in %s", topic, partitions, self.topic)
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._error = str(err)
-
-
-_NEW_TOPIC_ERRORS = {KafkaError._UNKNOWN_PARTITION, KafkaError.NOT_LEADER_FOR_PARTITION,
-                     KafkaError.LEADER_NOT_AVAILABLE}
-
-
-def read_ledger(kafka_config: Mapping[str, Any], topic: str, timeout_s: float) -> dict[str, int]:
-    """The ledger records of `topic`, last one per key. read_uncommitted: ledger records are
-    not transactional, and an exactly-once producer's open transaction must not block this."""
-    settings = {k: v for k, v in kafka_config.items() if k != "logger"}
-    consumer = Consumer({**settings, "group.id": f"pgcdc-ledger-{topic}",
-                         "enable.auto.commit": False, "isolation.level": "read_uncommitted",
-                         "auto.offset.reset": "earliest"})
-    found: dict[str, int] = {}
-    prefix = LEDGER_KEY_PREFIX.encode()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while True:  # a topic created a moment ago may be unknown to the metadata, or have
-            # no leader yet, for a while
-            try:
-                low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0),
-                                                           timeout=timeout_s)
-                break
-            except KafkaException as exc:
-                if (exc.args[0].code() not in _NEW_TOPIC_ERRORS
-                        or time.monotonic() > deadline):
-                    raise
-                time.sleep(0.2)
-        if high <= low:
-            return found
-        consumer.assign([TopicPartition(topic, 0, low)])
-        while True:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                key = msg.key() or b""
-                if key.startswith(prefix):
-                    name = key[len(prefix):].decode()
-                    value = msg.value()
-                    if value is None:
-                        found.pop(name, None)
-                    else:
-                        found[name] = int(json.loads(value)["partitions"])
-            if consumer.position([TopicPartition(topic, 0)])[0].offset >= high:
-                return found
-            if time.monotonic() > deadline:
-                raise SinkError(f"cannot read pgcdc's record of its topics from {topic} "
-                                f"within {timeout_s:g} s", transient=True)
-    except KafkaException as exc:
-        raise SinkError(f"cannot read {topic}: {exc.args[0].str()}", transient=True) from None
-    finally:
-        consumer.close()
 
 
 class TopicCreator:

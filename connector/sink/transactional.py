@@ -39,21 +39,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
+from confluent_kafka import KafkaException, Producer
 
 from connector.errors import ConfigError, SinkError
 from connector.pgoutput.lsn import lsn_to_str
 
 from .acks import Ticket
-from .producer import _ANY_PARTITION, Headers, Oversized, Sink, producer_config
+from .offsets import committed_lsn, ensure_offsets_topic, offsets_topic, progress_key
+from .producer import Oversized, Sink
+from .settings import ANY_PARTITION, Headers, producer_config
 from .topics import TopicCreator
 
 __all__ = ["SNAPSHOT_TRANSACTION_DEFAULTS", "BatchLimits", "ExactlyOnceSettings",
-           "SnapshotTransaction", "TransactionalSink", "TransactionalTracker", "committed_lsn",
-           "ensure_offsets_topic", "exactly_once_sink", "fence", "offsets_topic",
-           "snapshot_transactional_id", "transactional_id"]
+           "SnapshotTransaction", "TransactionalSink", "TransactionalTracker",
+           "exactly_once_sink", "fence", "snapshot_transactional_id", "transactional_id"]
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +89,6 @@ class ExactlyOnceSettings:
     truncate_records: str
 
 
-def offsets_topic(prefix: str) -> str:
-    """One dot component after the prefix: the merge job's table pattern does not match it."""
-    return f"{prefix}.offsets"
-
-
 def transactional_id(db: str, slot: str) -> str:
     """Stable across restarts, so a restarted instance fences a zombie one."""
     return f"pgcdc-{db}-{slot}"
@@ -105,60 +99,6 @@ def snapshot_transactional_id(db: str, slot: str, reader: int | None) -> str:
     so a re-run's init_transactions aborts what the killed attempt left open at once."""
     base = f"{transactional_id(db, slot)}-snapshot"
     return base if reader is None else f"{base}-{reader}"
-
-
-def _progress_key(db: str, slot: str) -> bytes:
-    return f"{db}/{slot}".encode()
-
-
-def ensure_offsets_topic(admin_config: Mapping[str, Any], topic: str,
-                         replication_factor: int, timeout_s: float = 30.0) -> None:
-    """Create the compacted offsets topic (one partition: one key per slot) if missing."""
-    admin = AdminClient(dict(admin_config))
-    new = NewTopic(topic, num_partitions=1, replication_factor=replication_factor,
-                   config={"cleanup.policy": "compact"})
-    try:
-        if topic in admin.list_topics(timeout=timeout_s).topics:
-            return
-        admin.create_topics([new])[topic].result(timeout_s)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise SinkError(f"cannot create offsets topic {topic}: {exc.args[0].str()}",
-                            transient=True) from None
-
-
-def committed_lsn(kafka_config: Mapping[str, Any], topic: str, db: str, slot: str,
-                  timeout_s: float = 30.0) -> int | None:
-    """The last committed progress of `slot` in `topic` (read_committed), None if there is none."""
-    settings = {k: v for k, v in kafka_config.items() if k != "logger"}
-    consumer = Consumer({**settings, "group.id": f"pgcdc-offsets-{slot}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "auto.offset.reset": "earliest"})
-    key = _progress_key(db, slot)
-    found: int | None = None
-    try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout_s)
-        if high <= 0:
-            return None
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + timeout_s
-        while True:
-            msg = consumer.poll(0.5)
-            if msg is not None and msg.error() is None:
-                value = msg.value()
-                if msg.key() == key and value is not None:
-                    found = int(json.loads(value)["end_lsn"])
-            position = consumer.position([TopicPartition(topic, 0)])[0].offset
-            if position >= high:  # read_committed: past the last stable offset
-                return found
-            if time.monotonic() > deadline:
-                raise SinkError(f"cannot read the committed progress of slot {slot!r} from "
-                                f"{topic} within {timeout_s:g} s", transient=True)
-    except KafkaException as exc:
-        raise SinkError(f"cannot read offsets topic {topic}: {exc.args[0].str()}",
-                        transient=True) from None
-    finally:
-        consumer.close()
 
 
 class _Ticket:
@@ -243,7 +183,7 @@ class TransactionalSink(Sink):
                          max_event_bytes=max_event_bytes, metadata_timeout_s=metadata_timeout_s,
                          truncate_records=truncate_records)
         self._tracker = tracker
-        self._key = _progress_key(db, slot)
+        self._key = progress_key(db, slot)
         self._offsets = offsets
         self._limits = limits
         self._commit_timeout_s = commit_timeout_s
@@ -270,7 +210,7 @@ class TransactionalSink(Sink):
         super().produce(topic, key, value, ticket, partition=partition)
 
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
-              partition: int = _ANY_PARTITION, headers: Headers | None = None) -> None:
+              partition: int = ANY_PARTITION, headers: Headers | None = None) -> None:
         self._producer.produce(topic, value, key, partition, headers=headers)
 
     def poll(self, timeout_s: float = 0.0) -> int:

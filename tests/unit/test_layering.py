@@ -67,3 +67,74 @@ def test_the_import_reader_sees_each_form(tmp_path: Path, source: str,
     found = offending(PURE_CORE, IO_MODULES, tmp_path) + offending(PRODUCT, ("scripts",
                                                                             "devstack"), tmp_path)
     assert found == [f"connector/pgtypes/_layering_probe.py imports {expected[0]}"]
+
+
+def import_graph(repo: Path = REPO) -> dict[str, set[str]]:
+    """Product module → the product modules it imports, at any depth of the file (an import
+    inside a function closes a circle as surely as one at the top, only later). A module's
+    own enclosing packages are left out: Python initializes them first whatever it imports."""
+    modules: dict[str, Path] = {}
+    for root in PRODUCT:
+        for path in sorted((repo / root).rglob("*.py")):
+            parts = path.relative_to(repo).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set(imported_modules(path, repo))
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):  # `from . import x`: the module x
+                base = next((m for m in imported_modules_of(node, path, repo)), "")
+                found |= {f"{base}.{alias.name}" for alias in node.names}
+        graph[name] = {m for m in found if m in modules and m != name
+                       and not name.startswith(m + ".")}
+    return graph
+
+
+def imported_modules_of(node: ast.ImportFrom, path: Path, repo: Path) -> Iterator[str]:
+    package = ".".join(path.relative_to(repo).with_suffix("").parts[:-1])
+    if node.level:
+        base = package.split(".")[: len(package.split(".")) - node.level + 1]
+        yield ".".join([*base, *([node.module] if node.module else [])])
+    else:
+        yield node.module or ""
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of `graph`: its strongly connected components of two or more."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = stack[stack.index(v):]
+            del stack[stack.index(v):]
+            if len(component) > 1:
+                found.append(sorted(component))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_a_circle_through_a_function_level_import_is_found(tmp_path: Path) -> None:
+    sink = tmp_path / "connector" / "sink"
+    sink.mkdir(parents=True)
+    (tmp_path / "spark_jobs").mkdir()
+    (sink / "__init__.py").write_text("")
+    (sink / "a.py").write_text("from .b import x\n")
+    (sink / "b.py").write_text("def f():\n    from . import a\n")
+    assert cycles(import_graph(tmp_path)) == [["connector.sink.a", "connector.sink.b"]]

@@ -6,8 +6,9 @@ import pytest
 
 from connector.config import TRUNCATE_RECORDS, Config
 from connector.errors import ConfigError
-from connector.sink.producer import PRODUCER_DEFAULTS, producer_config, truncate_partitions
-from connector.sink.topics import TopicSpec, admin_config
+from connector.sink.producer import truncate_partitions
+from connector.sink.settings import PRODUCER_DEFAULTS, admin_config, producer_config
+from connector.sink.topics import TopicSpec
 
 BASE = {"bootstrap.servers": "k:9092"}
 

@@ -13,14 +13,8 @@ import pytest
 from confluent_kafka import KafkaError
 
 from connector.errors import ConfigError, SinkError
-from connector.sink.producer import producer_config
-from connector.sink.topics import (
-    TopicCreator,
-    TopicSpec,
-    admin_config,
-    listed_partitions,
-    topic_problem,
-)
+from connector.sink.settings import admin_config, producer_config
+from connector.sink.topics import TopicCreator, TopicSpec, listed_partitions, topic_problem
 
 BASE = {"bootstrap.servers": "k:9092"}
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 
 from connector.errors import ConfigError
-from connector.sink.transactional import (
-    BatchLimits,
-    TransactionalTracker,
-    offsets_topic,
-    transactional_id,
-)
+from connector.sink.offsets import offsets_topic
+from connector.sink.transactional import BatchLimits, TransactionalTracker, transactional_id
 
 
 def test_delivered_lsn_moves_only_at_a_kafka_commit() -> None:
