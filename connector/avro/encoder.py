@@ -97,6 +97,12 @@ class AvroEncoder:
         value = self._codec(MESSAGE, self.message_topic).encode(record)
         return Encoded(self.message_topic, message.prefix.encode(), value)
 
+    def prepare_heartbeats(self) -> None:
+        """Register the heartbeat schema now, while the registry is known to answer (the
+        session's start), not at the first heartbeat: a registry that falls silent later then
+        pauses confirmation (sweep_gate.py) without stopping the producer."""
+        self._codec(HEARTBEAT, self.heartbeat_topic)
+
     def heartbeat(self, lsn: int, *, restart_lsn: int | None = None,
                   ts_ms: int | None = None) -> Encoded:
         """A heartbeat for ``<prefix>.heartbeat``: `lsn` is the delivered LSN, `restart_lsn`

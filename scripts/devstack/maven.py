@@ -58,6 +58,12 @@ def _mvn(cache: Path, args: list[str], what: str) -> None:
         )
 
 
+def pom_dir(cache: Path, pom_name: str) -> Path:
+    """Where `resolve_pom` puts the jars of scripts/jars/<pom_name> (resolved or not yet)."""
+    digest = hashlib.sha256((JARS_DIR / pom_name).read_bytes()).hexdigest()[:12]
+    return cache / f"{pom_name.removesuffix('.pom.xml')}-{digest}"
+
+
 def resolve_pom(cache: Path, pom_name: str) -> Path:
     """Copy the runtime dependencies of scripts/jars/<pom_name> into cache/<stem>-<hash>/.
 
@@ -67,8 +73,7 @@ def resolve_pom(cache: Path, pom_name: str) -> Path:
     renamed into place when complete: concurrent resolvers of one POM cannot see half a set.
     """
     pom = JARS_DIR / pom_name
-    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
-    out = cache / f"{pom_name.removesuffix('.pom.xml')}-{digest}"
+    out = pom_dir(cache, pom_name)
     if (out / ".complete").exists():
         return out
     cache.mkdir(parents=True, exist_ok=True)

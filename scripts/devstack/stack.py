@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .errors import StackError
 from .kafka import Kafka
-from .maven import resolve_archive, resolve_pom
+from .maven import pom_dir, resolve_archive, resolve_pom
 from .postgres import Postgres, default_bin
 from .registry import Registry
 from .s3 import S3
@@ -51,7 +51,8 @@ class Stack:
             root=root,
             postgres=Postgres(default_bin(), root / "postgres",
                               _port("PGCDC_STACK_PG_PORT", 15432)),
-            kafka=Kafka(cache / "kafka", root / "kafka", kafka_port, kafka_port + 1),
+            kafka=Kafka(pom_dir(cache, "kafka.pom.xml"), root / "kafka", kafka_port,
+                        kafka_port + 1),
             registry=Registry(cache / "apicurio", root / "registry",
                               _port("PGCDC_STACK_REGISTRY_PORT", 18081)),
             s3=S3(root / "s3", _port("PGCDC_STACK_S3_PORT", 19000), (LAKE_BUCKET,)),

@@ -228,8 +228,12 @@ def test_ddl_right_after_creation_resyncs(database, producer_run, log_dir) -> No
         conn.execute("CREATE TABLE steady (id int PRIMARY KEY, n int)")
         conn.execute("CREATE TABLE probe (id int PRIMARY KEY, n int)")
         conn.execute("INSERT INTO steady VALUES (1, 1)")
-    run = producer_run("*", "--snapshot", "never", "--incremental-chunk-rows", "50")
-    run.dsn = database  # `pgcdc run --tables '*'`: a FOR ALL TABLES publication
+    # A publication that has each table from its creation (FOR ALL TABLES; a schema-wide one
+    # would do the same): its rows stream before the DDL. (pgcdc's own `--tables '*'` list
+    # adds a new table later, with a snapshot read after the DDL.)
+    run = producer_run("*", "--all-tables-publication", "--snapshot", "never",
+                       "--incremental-chunk-rows", "50")
+    run.dsn = database
     run.start(log_dir)
     with psycopg.connect(database, autocommit=True) as conn:  # at full speed
         conn.execute("INSERT INTO steady VALUES (2, 2)")

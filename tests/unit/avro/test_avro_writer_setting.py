@@ -50,8 +50,13 @@ def test_a_run_asking_for_a_missing_extension_stops_with_one_line(
     monkeypatch.setattr(speedups, "_SETTING", "on")
     monkeypatch.setattr(speedups, "native", None)
     monkeypatch.setattr(speedups, "_import_error", MISSING)
-    assert main(["run"]) == 1
+    assert main(["run", "--dsn", "host=db", "--bootstrap-servers", "k:9092",
+                 "--schema-registry-url", "http://r"]) == 1
     error = capsys.readouterr().err
     assert error == ("pgcdc run: PGCDC_NATIVE=on but connector._native cannot be imported "
                      "(No module named 'connector._native'): install a C compiler and run "
                      "`make native`, or set PGCDC_NATIVE=auto\n")
+    # a configuration error comes first, and alone: nothing is logged before it
+    assert main(["run"]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("pgcdc run: ") and "NATIVE" not in error
