@@ -46,11 +46,34 @@ from connector.errors import ConfigError, SinkError
 from .offsets import TopicLedger
 from .settings import admin_config
 
-__all__ = ["TopicCreator", "TopicSpec", "listed_partitions", "partition_count", "topic_problem"]
+__all__ = ["TopicCreator", "TopicSpec", "create_failure_transient", "listed_partitions",
+           "partition_count", "topic_problem"]
 
 log = logging.getLogger(__name__)
 
 _ALREADY_EXISTS = KafkaError.TOPIC_ALREADY_EXISTS
+
+# CreateTopics answers that mean "the cluster is not ready yet", not "this request is wrong":
+# a broker restarting or a controller moving. Kafka marks some of them retriable; a KRaft
+# broker that has just restarted is fenced for a few seconds and answers
+# INVALID_REPLICATION_FACTOR ("All brokers are currently fenced"), which says "wrong" unless
+# read together with its text.
+_NOT_READY = frozenset({KafkaError.BROKER_NOT_AVAILABLE, KafkaError.NOT_CONTROLLER,
+                        KafkaError.REQUEST_TIMED_OUT, KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+                        KafkaError._ALL_BROKERS_DOWN})
+
+
+def create_failure_transient(error: KafkaError | None) -> bool:
+    """Whether a failed CreateTopics may succeed when tried again (the stream is retried from
+    the slot with backoff) rather than needing the operator (a replication factor above the
+    brokers there are, a refused topic name or setting): `pgcdc run` must not stop because
+    Kafka was restarting when a new table's topic was due."""
+    if error is None:  # no answer at all: the cluster did not respond in time
+        return True
+    if error.retriable() or error.code() in _NOT_READY:
+        return True
+    return error.code() == KafkaError.INVALID_REPLICATION_FACTOR and "fenced" in error.str()
 
 
 def topic_problem(topic: str, recorded: int | None, actual: int | None) -> str | None:
@@ -213,10 +236,12 @@ class TopicCreator:
                 error = exc.args[0] if exc.args else None
                 if isinstance(error, KafkaError) and error.code() == _ALREADY_EXISTS:
                     continue
-                raise SinkError(f"cannot create topic {topic}: {error or exc}") from None
+                kafka_error = error if isinstance(error, KafkaError) else None
+                raise SinkError(f"cannot create topic {topic}: {error or exc}",
+                                transient=create_failure_transient(kafka_error)) from None
             except Exception as exc:  # a timeout of the future: the cluster did not answer
                 raise SinkError(f"cannot create topic {topic}: {type(exc).__name__}: {exc} "
-                                "(is Kafka reachable?)") from None
+                                "(is Kafka reachable?)", transient=True) from None
             log.info("created topic %s (%s)", topic, self.spec)
             created.append(topic)
         return created

@@ -10,11 +10,18 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 
 from connector.errors import ConfigError, SinkError
+from connector.flow import reconnect_delay
 from connector.sink.settings import admin_config, producer_config
-from connector.sink.topics import TopicCreator, TopicSpec, listed_partitions, topic_problem
+from connector.sink.topics import (
+    TopicCreator,
+    TopicSpec,
+    create_failure_transient,
+    listed_partitions,
+    topic_problem,
+)
 
 BASE = {"bootstrap.servers": "k:9092"}
 
@@ -207,3 +214,61 @@ def test_the_periodic_check_skips_a_topic_without_a_leader_yet() -> None:
         list_topics=lambda *a, **k: _listed(KafkaError.UNKNOWN_TOPIC_OR_PART))
     with pytest.raises(SinkError, match="topic app.public.t was deleted"):
         sink.check_topics()
+
+
+class _RefusingAdmin(_Admin):
+    """A cluster that answers every CreateTopics with `error`."""
+
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__({})
+        self.error = error
+
+    def create_topics(self, new: list[Any], **kwargs: Any) -> dict[str, Future[Any]]:
+        answers: dict[str, Future[Any]] = {}
+        for topic in new:
+            answers[topic.topic] = Future()
+            answers[topic.topic].set_exception(KafkaException(self.error))
+        return answers
+
+
+FENCED = KafkaError(KafkaError.INVALID_REPLICATION_FACTOR, "Unable to replicate the partition "
+                    "1 time(s): All brokers are currently fenced, or have all their log "
+                    "directories cordoned.")
+TOO_FEW_BROKERS = KafkaError(KafkaError.INVALID_REPLICATION_FACTOR,
+                             "Unable to replicate the partition 3 time(s): The target "
+                             "replication factor of 3 cannot be reached because only 1 "
+                             "broker(s) are registered.")
+
+
+@pytest.mark.parametrize("error, transient", [
+    (FENCED, True),  # a KRaft broker that has just restarted
+    (KafkaError(KafkaError.NOT_CONTROLLER, "moved"), True),
+    (KafkaError(KafkaError._TRANSPORT, "connection refused"), True),
+    (KafkaError(KafkaError.REQUEST_TIMED_OUT, "late", retriable=True), True),
+    (None, True),  # no answer in time
+    (TOO_FEW_BROKERS, False),  # the operator must lower --replication-factor
+    (KafkaError(KafkaError.INVALID_CONFIG, "retention.ms"), False),
+    (KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "denied"), False),
+])
+def test_which_failed_topic_creations_are_worth_retrying(error: KafkaError | None,
+                                                         transient: bool) -> None:
+    assert create_failure_transient(error) is transient
+
+
+def test_a_broker_restarting_when_a_topic_is_due_is_retried_not_fatal() -> None:
+    """CI, acceptance faults: Kafka restarted, the first heartbeat's topic was due while the
+    broker was still fenced, and `pgcdc run` stopped. Transient: the run loop streams again
+    from the slot after a backoff (`flow.reconnect_delay`)."""
+    creator = TopicCreator(BASE, TopicSpec(), admin=_RefusingAdmin(FENCED))  # type: ignore[arg-type]
+    with pytest.raises(SinkError, match="fenced") as raised:
+        creator.ensure(["app.heartbeat"])
+    assert raised.value.transient
+    assert reconnect_delay(raised.value, 0, stopping=False) is not None
+    assert not creator.known("app.heartbeat")  # tried again next time
+
+
+def test_a_replication_factor_the_cluster_cannot_give_stops_at_once() -> None:
+    creator = TopicCreator(BASE, TopicSpec(), admin=_RefusingAdmin(TOO_FEW_BROKERS))  # type: ignore[arg-type]
+    with pytest.raises(SinkError, match="only 1 broker") as raised:
+        creator.ensure(["app.public.t"])
+    assert not raised.value.transient
