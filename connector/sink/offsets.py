@@ -126,7 +126,8 @@ class TopicLedger:
                                on_delivery=self._delivered)
         if self._producer.flush(self._timeout) or self._error is not None:
             raise SinkError(f"cannot record topic {topic} in {self.topic}: "
-                            f"{self._error or 'not acknowledged in time'}")
+                            f"{self._error or 'not acknowledged in time'}",
+                            transient=self._error is None)  # Kafka slow or restarting
         self.records()[topic] = partitions
         log.info("recorded topic %s (%d partitions) in %s", topic, partitions, self.topic)
 

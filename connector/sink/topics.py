@@ -215,8 +215,9 @@ class TopicCreator:
         (`listed_partitions`; a metadata request naming no topic, which never creates one)."""
         try:
             metadata = self._admin.list_topics(timeout=self._timeout)
-        except KafkaException as exc:
-            raise SinkError(f"cannot list Kafka topics: {exc} (is Kafka reachable?)") from None
+        except KafkaException as exc:  # while streaming: retried from the slot
+            raise SinkError(f"cannot list Kafka topics: {exc} (is Kafka reachable?)",
+                            transient=True) from None
         listed = {name: listed_partitions(metadata, name) for name in metadata.topics}
         return {name: partitions for name, partitions in listed.items() if partitions is not None}
 
@@ -310,7 +311,8 @@ def partition_count(client: Any, topic: str, timeout_s: float) -> int:
         try:
             metadata = client.list_topics(topic, timeout=timeout_s)
         except KafkaException as exc:
-            raise SinkError(f"cannot read metadata of topic {topic}: {exc}") from None
+            raise SinkError(f"cannot read metadata of topic {topic}: {exc}",
+                            transient=True) from None
         info = metadata.topics.get(topic)
         if info is not None and info.error is None and info.partitions:
             return len(info.partitions)
