@@ -53,6 +53,7 @@ from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from s3_requests import RequestLog, per_table  # noqa: E402  (benchmarks/, on sys.path)
 
 from connector.avro import SchemaRegistry  # noqa: E402
 from spark_jobs.config import MergeConfig  # noqa: E402
@@ -97,6 +98,9 @@ def servers(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+S3_LOG: Path | None = None  # moto's request log, while `object_store` runs one
+
+
 @contextmanager
 def object_store(work: Path, wanted: bool) -> Iterator[dict[str, str]]:
     """A throwaway S3 server (moto) with a bucket `bench` when `wanted`: its AWS variables
@@ -108,8 +112,10 @@ def object_store(work: Path, wanted: bool) -> Iterator[dict[str, str]]:
     from devstack.ports import free_port
     from devstack.s3 import S3, create_bucket
 
+    global S3_LOG
     server = S3(work / "s3", free_port())
     server.start()
+    S3_LOG = server.log_file
     create_bucket(server.endpoint, "bench")
     env = server.env()
     os.environ.update(env)
@@ -283,9 +289,14 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: st
     for round_ in (1, 2):
         events = produce_rounds(bootstrap, tables, round_)
         load = load_average()
+        requests = RequestLog(S3_LOG) if store == "s3" and S3_LOG else None
         started = time.monotonic()
         stats = run_merge(spark, config)
         took = time.monotonic() - started
+        if requests is not None:
+            counted = requests.since_last()
+            out[f"r{round_}_requests"] = dict(counted)
+            print(f"  {mode} {store} N={n} batch {round_}: {per_table(counted, n)}", flush=True)
         out[f"r{round_}"] = {"events": events, "seconds": took, "load": load,
                              "batches": stats.batches, "fast_tables": stats.fast_tables,
                              "merged_tables": len(stats.tables),
@@ -555,6 +566,9 @@ def main() -> None:
     p.add_argument("--store", choices=("local", "s3", "both"), default="local",
                    help="where the --many-tables and --freshness lakes live: local disk, a "
                         "bucket of a throwaway S3 server (moto), or both in the same run")
+    p.add_argument("--off-store", choices=("local", "s3"), default="local",
+                   help="where the --fast-merge off baseline of --many-tables writes "
+                        "(s3 needs --store s3 or both)")
     p.add_argument("--parallel-tables", type=int, default=0,
                    help="the many-tables runs' --parallel-tables (default: the job's own)")
     p.add_argument("--bootstrap-servers")
@@ -593,7 +607,9 @@ def main() -> None:
                 if small != args.many_tables:
                     runs.append(many_tables(spark, bootstrap, registry_url, str(work), small,
                                             True))
-                runs.append(many_tables(spark, bootstrap, registry_url, str(work), small, False))
+                off_root = roots[args.off_store]
+                runs.append(many_tables(spark, bootstrap, registry_url, off_root, small, False,
+                                        args.off_store))
                 differ = same_tables(str(runs[-2]["path"]), str(runs[-1]["path"]), small)
                 print(f"  fast vs off, {small} tables after 2 batches: "
                       f"{'equal' if not differ else f'DIFFER: {differ}'}", flush=True)
