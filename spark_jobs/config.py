@@ -92,7 +92,7 @@ class MergeConfig:
         """What `--consistent-cuts` cannot work with (spark_jobs/cut_policy.py says why)."""
         if self.format != "delta":
             raise ValueError("--consistent-cuts records Delta versions: the Parquet change log "
-                             "has each change's _cdc_commit_lsn instead (see spark_jobs/README.md)")
+                             "has each change's _cdc_commit_lsn instead (see docs/merge-job.md)")
         uneven = self.uneven_reading
         if uneven:
             raise ValueError(f"--consistent-cuts needs batches that read to the latest offsets "
