@@ -1,0 +1,118 @@
+"""The documentation: the docs/ site builds strictly (no broken link or anchor, no page missing
+from mkdocs.yml's nav), the option reference is what the parsers say, and the Markdown files
+outside docs/ (README.md and the others GitHub shows) link only to files that exist."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import docs_options
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REGENERATE = ".venv/bin/python scripts/docs_options.py (or: make docs)"
+
+
+def test_option_reference_is_generated_from_the_parsers() -> None:
+    committed = docs_options.OUT.read_text()
+    assert committed == docs_options.render(), (
+        f"docs/reference/options.md differs from the parsers and connector.config.Config: "
+        f"run {REGENERATE} and commit the result")
+
+
+def _options(parser: argparse.ArgumentParser) -> list[str]:
+    return [o for a in parser._actions if not isinstance(a, argparse._HelpAction)
+            for o in a.option_strings if o not in ("-h", "--help")]
+
+
+def test_the_reference_has_every_option_and_yaml_key() -> None:
+    from dataclasses import fields
+
+    from connector.config import Config
+
+    page = docs_options.OUT.read_text()
+    commands = docs_options.parsers()
+    assert {name for name, _ in commands} >= {
+        "run", "status", "snapshot", "grants", "merge", "merge (Spark options)", "decode",
+        "lake cuts", "verify"}
+    for name, parser in commands:
+        section = page.split(f"\n## pgcdc {name}\n")[1].split("\n## ")[0]
+        for option in _options(parser):
+            assert f"`{option}" in section or f" / {option}" in section, (name, option)
+    run = page.split("\n## pgcdc run\n")[1].split("\n## ")[0]
+    for f in fields(Config):
+        assert f"| `{f.name}` |" in run, f.name
+    # the options the hand-written tables had missed
+    for name, option in [("merge", "--kafka-option"), ("run", "--log-level"),
+                         ("run", "--wal-warn-bytes"), ("run", "--snapshot-chunk-rows"),
+                         ("status", "--wal-warn-bytes")]:
+        assert f"`{option}" in page.split(f"\n## pgcdc {name}\n")[1].split("\n## ")[0]
+
+
+def test_the_reference_shows_defaults_and_meanings() -> None:
+    page = docs_options.OUT.read_text().split("\n## pgcdc run\n")[1].split("\n## ")[0]
+    rows = {line.split(" | ")[0]: line for line in page.splitlines() if line.startswith("| `")}
+    assert "| `slot` | `pgcdc` | replication slot name" in rows["| `--slot SLOT`"]
+    assert "| 16 MiB |" in rows["| `--exactly-once-batch-bytes EXACTLY_ONCE_BATCH_BYTES`"]
+    assert "| `$PGCDC_DSN` |" in rows["| `--dsn DSN`"]
+    yaml_only = {line.split(" | ")[1]: line for line in page.splitlines()
+                 if line.startswith("| | `")}
+    assert "| `-1` | unlimited: topics are the replayable log" in yaml_only["`topic_retention_ms`"]
+    assert "| 64 MiB |" in yaml_only["`spill_bytes`"]
+
+
+@pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None,
+                    reason="mkdocs is not installed (the dev extra has it)")
+def test_docs_build_strictly(tmp_path: Path) -> None:
+    """A broken link between pages, a missing anchor or a page missing from nav fails."""
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    done = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
+    if shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None:
+        pytest.skip("mkdocs is not installed (the dev extra has it)")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs", symlinks=False)
+    config = (ROOT / "mkdocs.yml").read_text()
+    (tmp_path / "mkdocs.yml").write_text(config)
+    page = tmp_path / "docs" / "troubleshooting.md"
+    page.write_text(page.read_text() + "\nSee [the producer](producer.md#no-such-section).\n")
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    done = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir",
+                           str(tmp_path / "site")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode != 0 and "no-such-section" in done.stderr
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("name", ["README.md", "spark_jobs/README.md", "benchmarks/README.md",
+                                  "schemas/README.md"])
+def test_markdown_outside_docs_links_to_files_that_exist(name: str) -> None:
+    path = ROOT / name
+    for target in _LINK.findall(path.read_text()):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        file = target.split("#")[0]
+        assert (path.parent / file).exists(), f"{name} links to {target}, which does not exist"
+
+
+def test_readme_is_the_front_door() -> None:
+    """About 10 KB: what it is, the two commands, two quick starts, the docs index; every docs
+    page is linked from it."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) < 12_000
+    assert "make demo" in readme and "make test" in readme
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        rel = page.relative_to(ROOT).as_posix()
+        if rel in ("docs/index.md", "docs/events.md"):
+            continue  # the index itself; events.md is schemas/README.md, linked as such
+        assert f"]({rel})" in readme, f"README.md's index does not link {rel}"
