@@ -95,7 +95,9 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 @pytest.mark.parametrize("name", ["README.md", "spark_jobs/README.md", "benchmarks/README.md",
-                                  "schemas/README.md"])
+                                  "schemas/README.md",
+                                  *sorted(p.relative_to(ROOT).as_posix() for p in
+                                          (ROOT / "benchmarks" / "results").glob("*.md"))])
 def test_markdown_outside_docs_links_to_files_that_exist(name: str) -> None:
     path = ROOT / name
     for target in _LINK.findall(path.read_text()):
@@ -116,3 +118,16 @@ def test_readme_is_the_front_door() -> None:
         if rel in ("docs/index.md", "docs/events.md"):
             continue  # the index itself; events.md is schemas/README.md, linked as such
         assert f"]({rel})" in readme, f"README.md's index does not link {rel}"
+
+
+def test_benchmarks_readme_is_a_table_of_current_figures() -> None:
+    """One row per figure (what, figure, baseline, date, command, the dated runs); every file
+    of dated runs is linked from it."""
+    readme = (ROOT / "benchmarks" / "README.md").read_text()
+    rows = [line for line in readme.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[0].startswith("| what | figure | baseline")
+    for row in rows[1:]:
+        assert re.search(r"\| 2026-\d\d-\d\d", row) and "| `benchmarks/" in row, row
+    for result in (ROOT / "benchmarks" / "results").glob("*.md"):
+        assert f"(results/{result.name})" in readme, f"{result.name} is not linked"
+
