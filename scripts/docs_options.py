@@ -165,8 +165,13 @@ def option_name(action: argparse.Action) -> str:
     return f"`{names} {metavar}`"
 
 
-def default_of(command: str, action: argparse.Action) -> str:
+def default_of(command: str, action: argparse.Action,
+               parser: argparse.ArgumentParser | None = None) -> str:
     config = CONFIG_COMMANDS.get(command, set())
+    for group in parser._mutually_exclusive_groups if parser else ():
+        if group.required and action in group._group_actions:
+            others = [o.option_strings[0] for o in group._group_actions if o is not action]
+            return "required, or " + " / ".join(f"`{o}`" for o in others)
     if action.default is None and (config is None or action.dest in config):
         from connector.config import Config
 
@@ -230,7 +235,7 @@ def render() -> str:
             for a in actions:
                 key = f"`{a.dest}`" if a.dest in config_fields else ""
                 seen.add(a.dest)
-                out.append(f"| {option_name(a)} | {key} | {default_of(name, a)} | "
+                out.append(f"| {option_name(a)} | {key} | {default_of(name, a, parser)} | "
                            f"{cell(a.help or '')}{more(a.dest)} |")
             for f in fields(Config):
                 if f.name in seen:
@@ -240,7 +245,7 @@ def render() -> str:
         else:
             out += ["| option | default | meaning |", "|---|---|---|"]
             for a in actions:
-                out.append(f"| {option_name(a)} | {default_of(name, a)} | "
+                out.append(f"| {option_name(a)} | {default_of(name, a, parser)} | "
                            f"{cell(a.help or '')} |")
     return "\n".join(out) + "\n"
 

@@ -54,6 +54,14 @@ def test_the_reference_has_every_option_and_yaml_key() -> None:
         assert f"`{option}" in page.split(f"\n## pgcdc {name}\n")[1].split("\n## ")[0]
 
 
+def test_every_option_has_a_meaning() -> None:
+    """The help text is the one place an option is described: none may be left without."""
+    for name, parser in docs_options.parsers():
+        for action in parser._actions:
+            if action.option_strings and action.dest != "help":
+                assert action.help, f"pgcdc {name} {action.option_strings[0]} has no help text"
+
+
 def test_the_reference_shows_defaults_and_meanings() -> None:
     page = docs_options.OUT.read_text().split("\n## pgcdc run\n")[1].split("\n## ")[0]
     rows = {line.split(" | ")[0]: line for line in page.splitlines() if line.startswith("| `")}
