@@ -74,29 +74,37 @@ def test_the_reference_shows_defaults_and_meanings() -> None:
     assert "| 64 MiB |" in yaml_only["`spill_bytes`"]
 
 
-@pytest.mark.skipif(shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None,
-                    reason="mkdocs is not installed (the dev extra has it)")
+def _mkdocs() -> Path:
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    assert mkdocs.exists(), "mkdocs is missing: install the dev extra (scripts/bootstrap does)"
+    return mkdocs
+
+
 def test_docs_build_strictly(tmp_path: Path) -> None:
     """A broken link between pages, a missing anchor or a page missing from nav fails."""
-    mkdocs = Path(sys.executable).parent / "mkdocs"
+    mkdocs = _mkdocs()
     done = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_a_broken_link_fails_the_strict_build(tmp_path: Path) -> None:
-    if shutil.which("mkdocs", path=str(Path(sys.executable).parent)) is None:
-        pytest.skip("mkdocs is not installed (the dev extra has it)")
+@pytest.mark.parametrize("breakage", ["anchor", "page", "orphan"])
+def test_a_broken_link_or_an_orphan_page_fails_the_strict_build(tmp_path: Path,
+                                                                 breakage: str) -> None:
     shutil.copytree(ROOT / "docs", tmp_path / "docs", symlinks=False)
-    config = (ROOT / "mkdocs.yml").read_text()
-    (tmp_path / "mkdocs.yml").write_text(config)
+    (tmp_path / "mkdocs.yml").write_text((ROOT / "mkdocs.yml").read_text())
     page = tmp_path / "docs" / "troubleshooting.md"
-    page.write_text(page.read_text() + "\nSee [the producer](producer.md#no-such-section).\n")
-    mkdocs = Path(sys.executable).parent / "mkdocs"
-    done = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir",
+    if breakage == "orphan":
+        (tmp_path / "docs" / "orphan.md").write_text("# Not in nav\n")
+        expected = "orphan.md"
+    else:
+        expected = "no-such-section" if breakage == "anchor" else "no-such-page.md"
+        link = "producer.md#no-such-section" if breakage == "anchor" else "no-such-page.md"
+        page.write_text(page.read_text() + f"\nSee [it]({link}).\n")
+    done = subprocess.run([str(_mkdocs()), "build", "--strict", "--site-dir",
                            str(tmp_path / "site")], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120)
-    assert done.returncode != 0 and "no-such-section" in done.stderr
+    assert done.returncode != 0 and expected in done.stderr, done.stderr[-2000:]
 
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
