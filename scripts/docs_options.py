@@ -53,7 +53,7 @@ MORE: dict[str, str] = {
     "incremental_chunk_rows": "../snapshots.md#adding-tables-and-re-snapshotting",
     "resync_on_ddl": "../snapshots.md#re-sync-after-ddl-resync_on_ddl-on-by-default",
     "exactly_once": "../producer.md#exactly-once",
-    "metrics_port": "../configuration.md#settings-in-detail",
+    "metrics_port": "../operations.md#metrics",
     "schema_check_interval_s": "../producer.md#deleted-topics-and-schemas",
     "kafka": "../configuration.md",
     "schema_registry": "../configuration.md",
