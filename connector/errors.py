@@ -55,7 +55,7 @@ def is_privilege_error(exc: BaseException) -> bool:
 
 class PrivilegeError(SourceError):
     """The role lacks a privilege pgcdc needs: one line naming the grant and the SQL that
-    gives it (README "Least privilege"). Never transient: retrying cannot grant it."""
+    gives it (docs/operations.md "Least privilege"). Never transient: retrying cannot grant it."""
 
     def __init__(self, role: str, lacks: str, fix: str, *, detail: str = "") -> None:
         self.role = role
@@ -63,7 +63,7 @@ class PrivilegeError(SourceError):
         self.fix = fix
         said = f" ({detail})" if detail else ""
         super().__init__(f'role "{role}" lacks {lacks}{said}: {fix} '
-                         '(or see README "Least privilege")', transient=False)
+                         '(or see docs/operations.md "Least privilege")', transient=False)
 
 
 # What libpq and the server say when a connection dies under a client (a server-side detail

@@ -96,8 +96,8 @@ def oversized_remedy(message: str) -> str | None:
         return None
     return ("a row is larger than Kafka accepts, and every restart meets it again: raise the "
             "topic's max.message.bytes (broker default: message.max.bytes) and the producer's "
-            "message.max.bytes (--kafka message.max.bytes=N) above the record size (README: "
-            "Troubleshooting)")
+            "message.max.bytes (--kafka message.max.bytes=N) above the record size "
+            "(docs/troubleshooting.md)")
 
 @dataclass
 class Session:

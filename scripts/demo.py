@@ -173,7 +173,7 @@ def main() -> int:
 
 
 def s3a_settings() -> dict[str, str]:
-    """Spark's S3A settings for the stack's S3 server, as README "Object storage" gives them:
+    """Spark's S3A settings for the stack's S3 server, as docs/object-storage.md gives them:
     the endpoint and path-style requests; the credentials and region are the AWS variables
     `scripts/stack env` exports (S3A's default credential chain and delta-rs both read them)."""
     return {"spark.hadoop.fs.s3a.endpoint": env("AWS_ENDPOINT_URL"),

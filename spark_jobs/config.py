@@ -92,7 +92,7 @@ class MergeConfig:
         """What `--consistent-cuts` cannot work with (spark_jobs/cut_policy.py says why)."""
         if self.format != "delta":
             raise ValueError("--consistent-cuts records Delta versions: the Parquet change log "
-                             "has each change's _cdc_commit_lsn instead (see spark_jobs/README.md)")
+                             "has each change's _cdc_commit_lsn instead (see docs/merge-job.md)")
         uneven = self.uneven_reading
         if uneven:
             raise ValueError(f"--consistent-cuts needs batches that read to the latest offsets "
@@ -253,11 +253,14 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     topics.add_argument("--topics", type=_csv, help="comma-separated table topics")
     p.add_argument("--target", required=True, help="tables go to TARGET/<schema>/<table>")
     p.add_argument("--checkpoint", help="default TARGET/_pgcdc/checkpoint")
-    p.add_argument("--format", choices=("delta", "parquet"), default="delta")
+    p.add_argument("--format", choices=("delta", "parquet"), default="delta",
+                   help="delta: a mirror table per source table; parquet: an append-only change "
+                        "log per table (every event with op and position)")
     p.add_argument("--trigger", default="10s", help="interval (10s, 1m) or available-now")
     p.add_argument("--replay", action="store_true",
                    help="read every topic from earliest to latest into an empty target, stop")
-    p.add_argument("--max-offsets-per-trigger", type=int)
+    p.add_argument("--max-offsets-per-trigger", type=int, metavar="N",
+                   help="bound a micro-batch to N Kafka records (default: everything there)")
     p.add_argument("--dead-letter", help="default TARGET/_pgcdc/dead_letter")
     p.add_argument("--partition-by", type=_csv, default=(), help="comma-separated columns")
     p.add_argument("--parallel-tables", type=int, default=0,

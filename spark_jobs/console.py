@@ -1,10 +1,10 @@
 """The merge job's own lines: where they go, what they say, and the checks before Spark starts.
 
-spark-submit runs the Python driver as a child of its JVM and copies the child's stdout *and*
-stderr into the JVM's stdout (PythonRunner redirects the error stream), so a plain print to
-``sys.stderr`` would land on stdout. Under spark-submit the JVM's own stderr is
-``/proc/<parent>/fd/2`` (Linux): the job writes there, next to Spark's warnings, as the README
-says. Anywhere else (a test calling the job in-process, another OS) it is ``sys.stderr``.
+spark-submit runs the Python driver as a child of its JVM and copies the child's stdout *and* stderr
+into the JVM's stdout (PythonRunner redirects the error stream), so a plain print to ``sys.stderr``
+would land on stdout. Under spark-submit the JVM's own stderr is ``/proc/<parent>/fd/2`` (Linux):
+the job writes there, next to Spark's warnings, as docs/merge-job.md says. Anywhere else (a test
+calling the job in-process, another OS) it is ``sys.stderr``.
 
 Reopening ``/proc/<parent>/fd/2`` gives the job a file offset of its own: when the JVM's stderr
 is a regular file opened without ``O_APPEND`` (a shell's ``2> file`` or ``> file 2>&1``), the

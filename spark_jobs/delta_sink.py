@@ -39,7 +39,8 @@ log = logging.getLogger(__name__)
 
 TRUNCATE_LSN, TRUNCATE_IDX = "pgcdc.truncate.commitLsn", "pgcdc.truncate.txnIndex"
 COLUMN_MAPPING = "delta.columnMapping.mode"
-# Name mode and the lowest protocol that has it (reader 2: Delta 1.2+; spark_jobs/README.md).
+# Name mode and the lowest protocol that has it (reader 2: Delta 1.2+; docs/merge-job.md,
+# "Column names").
 MAPPING_PROPERTIES = {COLUMN_MAPPING: "name", "delta.minReaderVersion": "2",
                       "delta.minWriterVersion": "5"}
 # Delta's MERGE repartitions by the partition columns' unquoted names before writing, so a

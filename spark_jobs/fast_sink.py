@@ -193,7 +193,7 @@ def maintain(sink: DeltaTableSink) -> None:
     drops a change when *any* tombstone of its key is at or after it, so the newest one alone
     decides, and a truncate already removed everything at or before its cut. Delta log
     checkpoints are written by the commits themselves (`delta.checkpointInterval`); old files
-    stay for time travel until you VACUUM (spark_jobs/README.md, "Table maintenance")."""
+    stay for time travel until you VACUUM (docs/merge-internals.md, "Table maintenance")."""
     table = _open(sink, sink.path)
     if table is not None:
         table.optimize.compact()

@@ -40,10 +40,10 @@ log once per sink): events of different parts never change the same row. Then:
    when it changes only current versions (always, unless a part was recomputed) its
    predicate names the current partition and delta-rs skips the closed partition's files.
 
-So a batch of in-order events costs in proportion to the batch and to the current versions
-of the parts it touches, not to the log or the history: measured in benchmarks/README.md
-("history tables on vs off"). A batch with a truncate after the log reads the whole current
-partition (the truncate closes every current version).
+So a batch of in-order events costs in proportion to the batch and to the current versions of the
+parts it touches, not to the log or the history: measured in benchmarks/results/merge-history.md. A
+batch with a truncate after the log reads the whole current partition (the truncate closes every
+current version).
 
 Column changes: new columns are added to both tables (at the end); a widened or
 retyped column (`widening.column_change`, as in the mirror) rewrites both with the new type."""

@@ -172,7 +172,7 @@ class Lease:
                          type(exc).__name__)
             raise LakeError(f"cannot write the lake {self.target} (its writer lease at "
                             f"{self.path}): {first[:300]}; check the target, the store's "
-                            "address and credentials (README: Object storage)") from exc
+                            "address and credentials (docs/object-storage.md)") from exc
         log.info("writer lease of %s taken (renewed every %g s, expires after %g s)",
                  self.target, self.renew_s, self.ttl_s)
 

@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "for the next batch)")
     for reason in stats.failed_tables.values():
         say(err, f"ERROR: {reason}; its events are dead letters in {config.dead_letter_dir} "
-                 "(README: recovering a table)")
+                 "(docs/merge-job.md: recovering a table)")
     if stats.dead_letters:
         say(err, f"WARNING: {stats.dead_letters} event(s) not merged; see "
                  f"{config.dead_letter_dir}")

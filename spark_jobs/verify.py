@@ -3,7 +3,7 @@
 Used by `make demo` and the acceptance tests. Values are compared after a normalisation that
 only bridges representation differences of the two readers (psycopg and Spark), never content:
 timestamps to naive UTC, json to its parsed form, uuids and enums to text, decimals exactly,
-`time` to microseconds since midnight (the lake's representation, spark_jobs/README.md).
+`time` to microseconds since midnight (the lake's representation, docs/merge-internals.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 rows where they are and only the hashes travel.
 
 Per column, by PostgreSQL type and the lake type the merge job gives it (schemas/README.md,
-spark_jobs/README.md "Lake types"):
+docs/merge-internals.md "One micro-batch", lake types):
 
 | PostgreSQL | lake | canonical text |
 |---|---|---|

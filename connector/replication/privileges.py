@@ -1,5 +1,5 @@
 """Least privilege: which grant a refused statement lacked, said in one line, and the SQL
-that sets up a role for pgcdc (`pgcdc grants`, README "Least privilege").
+that sets up a role for pgcdc (`pgcdc grants`, docs/operations.md "Least privilege").
 
 The server says what it refused in SQLSTATE 42501 (insufficient_privilege): "permission
 denied for table t", "must be owner of table t", "permission denied for schema s", ... The
@@ -110,10 +110,10 @@ def grants_sql(role: str, database: str, tables: Sequence[tuple[str, str]], *,
                publication: str, signal_table: tuple[str, str], signal_ddl: str,
                owner: str | None = None, create_role: bool = True) -> str:
     """The SQL an administrator runs once so that `role` can run `pgcdc run` (streaming, the
-    initial snapshot, new tables), `status` and `snapshot` without superuser (README "Least
-    privilege"). `owner`: the role owning the tables (pgcdc must own a table to add it to a
-    publication: membership in the owner role gives that); None: the owner pre-creates the
-    publication instead."""
+    initial snapshot, new tables), `status` and `snapshot` without superuser
+    (docs/operations.md "Least privilege"). `owner`: the role owning the tables (pgcdc must own
+    a table to add it to a publication: membership in the owner role gives that); None: the
+    owner pre-creates the publication instead."""
     r = ident(role)
     schemas = sorted({s for s, _ in tables} | {signal_table[0]})
     names = ", ".join(qualified(s, t) for s, t in tables) or "<schema.table, ...>"

@@ -2,7 +2,7 @@
 
     pgcdc grants --role pgcdc --database app --tables 'public.orders,public.items' --owner app
 
-The SQL is printed, not run: an administrator reads it and runs it (README "Least
+The SQL is printed, not run: an administrator reads it and runs it (docs/operations.md "Least
 privilege"). With `--dsn`, table patterns are resolved against the database (and its name
 read from it); without, `--tables` must name tables (schema.table).
 """

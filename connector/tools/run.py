@@ -105,7 +105,7 @@ def register(subparsers: Any) -> None:
                         "off: a warning only)")
     p.add_argument("--exactly-once", action="store_true", default=None,
                    help="transactional producer: each change once in Kafka for read_committed "
-                        "consumers, even after a crash (streaming; see README)")
+                        "consumers, even after a crash (streaming; see docs/producer.md)")
     p.add_argument("--exactly-once-batch-transactions", type=int,
                    help="PostgreSQL transactions per Kafka transaction, at most (default 1000)")
     p.add_argument("--exactly-once-batch-bytes", type=int,

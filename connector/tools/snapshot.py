@@ -4,7 +4,7 @@
     pgcdc snapshot --dsn ... --slot pgcdc --cancel
 
 The request goes into the signal table (`connector.snapshot.incremental.signals`, created on
-first use, or beforehand by an administrator: README "Least privilege"); the producer
+first use, or beforehand by an administrator: docs/operations.md "Least privilege"); the producer
 streaming from the slot picks it up within a second and publishes every row of the tables as
 ``r`` events in key-ordered chunks while it keeps streaming. Progress is in the same table and
 in `pgcdc status`.

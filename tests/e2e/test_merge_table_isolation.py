@@ -1,6 +1,6 @@
 """A table the merge job cannot write never blocks the others: its events of the batch go to
 the dead letters with a per-table reason, the other tables merge, and re-producing the dead
-letters (the README's recovery) merges them once the cause is fixed."""
+letters (docs/merge-job.md "Recovering a table") merges them once the cause is fixed."""
 
 from __future__ import annotations
 

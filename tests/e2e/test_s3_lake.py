@@ -1,5 +1,5 @@
 """delta-rs on S3 (moto): it commits with a conditional put (`If-None-Match: *`), which is what
-makes two writers of one table safe without a locking provider (README "Object storage").
+makes two writers of one table safe without a locking provider (docs/object-storage.md).
 The merge job on S3, Spark and delta-rs on the same tables, is tests/e2e/test_merge_object_store.py.
 """
 

@@ -65,7 +65,7 @@ def test_a_privilege_error_names_the_grant_and_is_not_transient(
     assert isinstance(error, PrivilegeError) and isinstance(error, SourceError)
     assert error.transient is False
     assert str(error).startswith(f'role "cdc" lacks {lacks}')
-    assert fix in str(error) and 'README "Least privilege"' in str(error)
+    assert fix in str(error) and 'docs/operations.md "Least privilege"' in str(error)
     assert "\n" not in str(error)
 
 

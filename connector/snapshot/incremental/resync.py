@@ -45,14 +45,13 @@ was made for the same column description. The re-sync is an ordinary incremental
 chunked by key, watermarked, while streaming goes on (its correctness argument:
 `window`); its rows are read after the DDL committed, so they carry the new values.
 
-Still undetectable (README "Re-sync after DDL", Limits): DDL whose effect on values leaves the
-published columns and the catalog alike (a ``USING`` conversion to the same type); ``DROP
-EXPRESSION`` on the table's last column when the check's first look is after it (it reads as
-``ADD COLUMN`` without a default: only its position, before a published column, tells it
-apart); and DDL made while the producer was down on a table whose stream replays no write
-from before it (the first description the run sees, Relation or catalog, is already the new
-one). ``ALTER DOMAIN`` changes no stored value (a constraint only validates, a default applies
-to new rows), so it needs no re-sync.
+Still undetectable (docs/snapshots.md "Re-sync after DDL", Limits): DDL whose effect on values
+leaves the published columns and the catalog alike (a ``USING`` conversion to the same type); ``DROP
+EXPRESSION`` on the table's last column when the check's first look is after it (it reads as ``ADD
+COLUMN`` without a default: only its position, before a published column, tells it apart); and DDL
+made while the producer was down on a table whose stream replays no write from before it (the first
+description the run sees, Relation or catalog, is already the new one). ``ALTER DOMAIN`` changes no
+stored value (a constraint only validates, a default applies to new rows), so it needs no re-sync.
 
 With ``resync_on_ddl: false`` the same checks run and log a WARNING naming the table and the
 DDL (the consumers keep the old values until ``pgcdc snapshot --tables <table>``), and

@@ -19,10 +19,10 @@ attnum) and what was published (a Relation's or a snapshot's columns, no attnums
 catalog or a later Relation (`published_reasons`, matched by name and order), and re-reads a
 table through an incremental snapshot when either finds one of the above.
 
-Not detected (no trace in either; README "Re-sync after DDL"): a USING conversion to the same
-type (``ALTER COLUMN n TYPE int USING n * 10`` on an int column), DROP EXPRESSION on the last
-column seen only by `published_reasons` (like ADD COLUMN without a default), and DDL made while
-the producer was not running on a table none of whose earlier rows the stream replays.
+Not detected (no trace in either; docs/snapshots.md "Re-sync after DDL"): a USING conversion to the
+same type (``ALTER COLUMN n TYPE int USING n * 10`` on an int column), DROP EXPRESSION on the last
+column seen only by `published_reasons` (like ADD COLUMN without a default), and DDL made while the
+producer was not running on a table none of whose earlier rows the stream replays.
 
 `Settle` coalesces a burst: a table is re-synced once its description stayed the same for one
 more check, so a migration running ten ALTERs on a table queues one re-sync, not ten.

@@ -77,7 +77,7 @@ def ddl() -> str:
 def ensure_table(conn: Conn) -> None:
     """Create the signal table unless it exists: CREATE TABLE IF NOT EXISTS needs CREATE on
     the schema even when the table is there, which a least-privilege role lacks (an
-    administrator created the table and granted it, README "Least privilege")."""
+    administrator created the table and granted it, docs/operations.md "Least privilege")."""
     if table_exists(conn):
         return
     try:

@@ -187,7 +187,7 @@ def test_what_a_deleted_id_carried_is_never_confirmed_and_a_restart_resends_it(
     # Its WAL was never confirmed: PostgreSQL still has the change.
     assert run.confirmed_lsn() <= deleted_at, out
     if mode == "exactly-once":
-        return  # but the restart skips what <prefix>.offsets says is committed (README)
+        return  # but the restart skips what <prefix>.offsets says is committed (docs/producer.md)
 
     # The restart registers the schema again and re-sends the change, now decodable.
     run.start(log_dir)

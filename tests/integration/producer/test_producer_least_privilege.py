@@ -1,5 +1,5 @@
-"""Least privilege (README "Least privilege"): a role set up with what `pgcdc grants` prints
-runs `run` (initial snapshot, streaming, a table created later), `status` and `snapshot`
+"""Least privilege (docs/operations.md "Least privilege"): a role set up with what `pgcdc grants`
+prints, runs `run` (initial snapshot, streaming, a table created later), `status` and `snapshot`
 without superuser; each grant missing is one line naming it, exit 1, no traceback, no
 reconnect loop."""
 

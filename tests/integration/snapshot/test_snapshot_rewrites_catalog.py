@@ -1,5 +1,5 @@
 """The catalog the re-sync check reads (`resync.catalog_columns`) on a real server: each DDL
-the README lists as re-synced is found, harmless DDL is not (PostgreSQL 15/18, no Kafka)."""
+docs/snapshots.md lists as re-synced is found, harmless DDL is not (PostgreSQL 15/18, no Kafka)."""
 
 from __future__ import annotations
 
@@ -90,7 +90,8 @@ PUBLISHED: list[tuple[str, str, list[str]]] = [
     ("", "ALTER TABLE {t} ALTER COLUMN z SET DEFAULT 'later'", []),
     ("", "ALTER TABLE {t} DROP COLUMN n", []),
     ("", "ALTER TABLE {t} ADD COLUMN g2 int GENERATED ALWAYS AS (id + 1) STORED", []),
-    # Undetectable this way (README): the last column's DROP EXPRESSION reads as ADD COLUMN.
+    # Undetectable this way (docs/snapshots.md): the last column's DROP EXPRESSION reads as
+    # ADD COLUMN.
     ("(id int PRIMARY KEY, g int GENERATED ALWAYS AS (id * 2) STORED)",
      "ALTER TABLE {t} ALTER COLUMN g DROP EXPRESSION", []),
 ]

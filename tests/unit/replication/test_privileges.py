@@ -1,4 +1,4 @@
-"""`pgcdc grants`: the SQL of a least-privilege role (README "Least privilege")."""
+"""`pgcdc grants`: the SQL of a least-privilege role (docs/operations.md "Least privilege")."""
 
 from __future__ import annotations
 

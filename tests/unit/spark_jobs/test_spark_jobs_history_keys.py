@@ -55,7 +55,7 @@ def test_each_event_changes_the_row_its_own_key_names(spark: SparkSession, tmp_p
             processor(_kafka(spark, [events[i] for i in positions], positions[0]), batch)
         assert processor.stats.failed_tables == {} and processor.stats.dead_letters == 0
         assert _history(target) == HISTORY
-        if order[0][0] == 0:  # the mirror drops (1, 1) arriving after (1, 2): README
+        if order[0][0] == 0:  # the mirror drops (1, 1) arriving after (1, 2) (docs)
             assert _rows(spark, target) == [(a, b) for a, b, _, to, _ in HISTORY if to is None]
         # every event again (a new checkpoint over the same target): nothing changes
         processor(_kafka(spark, events, 0), len(order))
