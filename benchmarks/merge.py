@@ -566,6 +566,8 @@ def main() -> None:
     p.add_argument("--store", choices=("local", "s3", "both"), default="local",
                    help="where the --many-tables and --freshness lakes live: local disk, a "
                         "bucket of a throwaway S3 server (moto), or both in the same run")
+    p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting for every run (repeatable), e.g. an S3A option")
     p.add_argument("--off-store", choices=("local", "s3"), default="local",
                    help="where the --fast-merge off baseline of --many-tables writes "
                         "(s3 needs --store s3 or both)")
@@ -583,14 +585,15 @@ def main() -> None:
     stores = ["local", "s3"] if args.store == "both" else [args.store]
     with servers(args) as (bootstrap, registry_url), object_store(work, "s3" in stores) as s3:
         roots = {"local": str(work), "s3": "s3a://bench/work"}
-        spark = local_session(spark_jars(cache_dir()), extra={**SPARK_EXTRA, **s3})
+        chosen = dict(kv.split("=", 1) for kv in args.spark_conf)
+        spark = local_session(spark_jars(cache_dir()), extra={**SPARK_EXTRA, **s3, **chosen})
         spark.sparkContext.setLogLevel("ERROR")
         # warm-up (JVM, codegen) on a tiny separate prefix so no run pays it alone
         warm = f"warm{int(time.time())}"
         produce(bootstrap, make_tables(bootstrap, registry_url, warm), 2000)
         run_merge(spark, MergeConfig(bootstrap, registry_url, str(work / "warm"),
                                      topic_prefix=warm, replay=True))
-        conf = {k: spark.conf.get(k) for k in sorted({**LOCAL_CONF, **SPARK_EXTRA})
+        conf = {k: spark.conf.get(k) for k in sorted({**LOCAL_CONF, **SPARK_EXTRA, **chosen})
                 if k != "spark.driver.memory"}
         conf["spark.driver.memory"] = SPARK_EXTRA["spark.driver.memory"]
         conf["master"] = spark.sparkContext.master

@@ -765,10 +765,28 @@ def kafka_stream(spark: SparkSession, config: MergeConfig) -> DataFrame:
     return reader.load()
 
 
+def _tune_object_store(spark: SparkSession, target: str, settings: dict[str, str]) -> None:
+    """Spark's path on S3A with fewer requests (storage.object_store_defaults), set before
+    the session's first S3A filesystem for the lake is made."""
+    chosen = {k: v for k in storage.OBJECT_STORE_SPARK  # set on the running session too
+              if (v := spark.conf.get(k, None)) is not None}
+    hadoop, session = storage.object_store_defaults(target, {**settings, **chosen})
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001 - no public handle
+    for key, value in hadoop.items():
+        conf.set(key, value)
+    for key, value in session.items():
+        spark.conf.set(key, value)
+    if hadoop or session:
+        log.info("object store tuning for Spark's writes (set to override): %s",
+                 ", ".join(f"{k}={v}" for k, v in {**hadoop, **session}.items()))
+
+
 def start_merge(spark: SparkSession, config: MergeConfig,
                 schemas: SchemaCache | None = None) -> tuple[StreamingQuery, BatchProcessor]:
     """Start the streaming query; the caller waits on or stops it."""
-    storage.configure(storage.session_settings(spark))  # delta-rs reaches the store as Spark
+    settings = storage.session_settings(spark)
+    storage.configure(settings)  # delta-rs reaches the store as Spark does
+    _tune_object_store(spark, config.target, settings)
     if config.replay:
         _check_replay(spark, config)
     if config.database:

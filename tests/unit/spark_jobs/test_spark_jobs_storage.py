@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 from spark_jobs.config import MergeConfig
-from spark_jobs.storage import delta_rs_options, is_local, local_path, scheme
+from spark_jobs.storage import (
+    delta_rs_options,
+    is_local,
+    local_path,
+    object_store_defaults,
+    scheme,
+)
 
 ENV = {"AWS_ACCESS_KEY_ID": "env-id", "AWS_SECRET_ACCESS_KEY": "env-secret",
        "AWS_REGION": "eu-west-1", "HOME": "/root"}
@@ -80,3 +86,17 @@ def test_object_store_targets_take_the_fast_path() -> None:
     assert not MergeConfig("k", "r", "s3a://b/l", topic_prefix="p", fast_merge="off"
                            ).fast_merge_on
 
+
+
+def test_spark_writes_to_s3a_are_tuned_unless_the_user_chose() -> None:
+    tuned = ({"fs.s3a.performance.flags": "create,mkdir"},
+             {"spark.databricks.delta.writeChecksumFile.enabled": "false"})
+    assert object_store_defaults("s3a://lake/t", {}) == tuned
+    assert object_store_defaults("/lake", {}) == ({}, {})
+    assert object_store_defaults("abfss://c@a.dfs.core.windows.net/x", {}) == ({}, {})
+    # the user's own choice, as --conf spark.hadoop.*, in core-site.xml, or for Delta, wins
+    for given in ({"spark.hadoop.fs.s3a.performance.flags": ""},
+                  {"fs.s3a.performance.flags": "create"}):
+        assert object_store_defaults("s3a://lake/t", given) == ({}, tuned[1])
+    assert object_store_defaults("s3a://lake/t", {
+        "spark.databricks.delta.writeChecksumFile.enabled": "true"}) == (tuned[0], {})
