@@ -1,7 +1,8 @@
 """The real entry points, one JVM launch each (a launch is most of the cost): `spark-submit
 spark_jobs/merge.py` as `pgcdc merge` builds it, killed with SIGKILL part-way through (a crash),
-then `pgcdc merge` resuming from its checkpoint until stopped with SIGTERM; and `pgcdc merge`'s
-one-line errors."""
+then `pgcdc merge` resuming from its checkpoint until stopped with SIGTERM, with the lake and
+its checkpoint in a bucket (S3 on moto) given as users give it (`--conf
+spark.hadoop.fs.s3a.*` and the AWS variables); and `pgcdc merge`'s one-line errors."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from devstack.s3 import S3
 from pyspark.sql import SparkSession
 
 from spark_jobs.submit import spark_submit_command, submit_env
@@ -26,47 +29,80 @@ from tests.support.merge import CdcPublisher, table_rows
 pytestmark = pytest.mark.e2e
 
 
+class Bucket:
+    """Reads of the job's files in the test bucket (boto3, as an operator would look)."""
+
+    def __init__(self, s3: S3, bucket: str) -> None:
+        env = s3.env()
+        self.name = bucket
+        self.client = boto3.client(
+            "s3", endpoint_url=s3.endpoint, region_name=env["AWS_REGION"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+
+    def names(self, prefix: str) -> list[str]:
+        """The file names right under `prefix/` (no folders)."""
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.name, Prefix=f"{prefix}/")
+        return [o["Key"][len(prefix) + 1:] for page in pages for o in page.get("Contents", [])
+                if "/" not in o["Key"][len(prefix) + 1:]]
+
+    def text(self, key: str) -> str:
+        return str(self.client.get_object(Bucket=self.name, Key=key)["Body"].read().decode())
+
+
 def test_spark_submit_killed_mid_stream_then_resumed_by_pgcdc_merge_until_sigterm(
-        spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
-        prefix: str, tmp_path: Path, spark_jar_paths: list[Path]) -> None:
-    """1. spark-submit, SIGKILLed after its second batch: no shutdown hook, no graceful stop.
-    2. `pgcdc merge`, as a service manager runs it, resumes from the checkpoint and commits a
-       batch up to the end of every partition; SIGTERM then stops it and spark-submit's JVM
-       with it, quietly.
+        s3a_spark: SparkSession, kafka, registry, s3: S3,  # type: ignore[no-untyped-def]
+        s3_bucket: str, prefix: str, tmp_path: Path, spark_jar_paths: list[Path]) -> None:
+    """1. spark-submit, SIGKILLed after its second batch: no shutdown hook, no graceful stop,
+       its writer lease left behind in the bucket.
+    2. `pgcdc merge`, as a service manager runs it, resumes from the bucket's checkpoint
+       (taking over the dead job's lease on this host) and commits a batch up to the end of
+       every partition; SIGTERM then stops it and spark-submit's JVM with it, quietly.
     The lake holds what was published, each undecodable event once, although a batch may have
     been cut by the kill and re-run."""
+    spark = s3a_spark
     publisher = CdcPublisher(kafka.bootstrap, registry.url, prefix)
     scenario.publish(publisher)
-    target = tmp_path / "lake"
+    target = f"s3a://{s3_bucket}/lake"
     args = ["--bootstrap-servers", kafka.bootstrap, "--schema-registry-url", registry.url,
-            "--topic-prefix", prefix, "--target", str(target)]
-    env = submit_env({**os.environ, "PGCDC_SPARK_JARS": ",".join(map(str, spark_jar_paths))})
+            "--topic-prefix", prefix, "--target", target]
+    # The store given once: the endpoint as Spark settings, the keys as AWS variables.
+    store = {"spark.hadoop.fs.s3a.endpoint": s3.endpoint,
+             "spark.hadoop.fs.s3a.path.style.access": "true",
+             "spark.hadoop.fs.s3a.connection.ssl.enabled": "false"}
+    env = submit_env({**os.environ, **s3.env(),
+                      "PGCDC_SPARK_JARS": ",".join(map(str, spark_jar_paths))})
+    del env["AWS_ENDPOINT_URL"]  # delta-rs takes the endpoint from Spark's setting
     cmd = spark_submit_command([*args, "--trigger", "1s", "--max-offsets-per-trigger", "8"],
-                               driver_memory="1g", jars=[str(p) for p in spark_jar_paths])
+                               driver_memory="1g", jars=[str(p) for p in spark_jar_paths],
+                               conf=store)
     log = tmp_path / "killed.log"
     with log.open("w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    checkpoint = target / "_pgcdc" / "checkpoint"
+    bucket = Bucket(s3, s3_bucket)
+    checkpoint = "lake/_pgcdc/checkpoint"
     try:
-        _wait(lambda: (checkpoint / "commits" / "1").exists(), proc, log)
+        _wait(lambda: "1" in bucket.names(f"{checkpoint}/commits"), proc, log)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # no shutdown hook, no graceful stop
         proc.wait()
     # It was stopped before the end: the batches of 8 records it committed hold fewer
     # records than were sent (so the second run has work left, and resumes it).
-    killed_at = _last_commit(checkpoint)
+    killed_at = _last_commit(bucket, checkpoint)
     assert (killed_at + 1) * 8 < publisher.sent, (killed_at, publisher.sent)
 
     ends = _end_offsets(kafka.bootstrap, publisher.partitions)
     log = tmp_path / "resumed.stderr"
+    conf = [arg for key, value in store.items() for arg in ("--conf", f"{key}={value}")]
     with log.open("w") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "connector.cli", "merge", "--driver-memory", "1g", *args,
-             "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+            [sys.executable, "-m", "connector.cli", "merge", "--driver-memory", "1g", *conf,
+             *args, "--trigger", "1s"], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     try:
-        _wait(lambda: _committed_up_to(checkpoint, ends), proc, log)
-        assert [p for p in _processes_mentioning(str(target)) if p != proc.pid]  # the JVM runs
+        _wait(lambda: _committed_up_to(bucket, checkpoint, ends), proc, log)
+        assert [p for p in _processes_mentioning(target) if p != proc.pid]  # the JVM runs
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
     finally:
@@ -74,13 +110,13 @@ def test_spark_submit_killed_mid_stream_then_resumed_by_pgcdc_merge_until_sigter
             proc.kill()
     assert proc.returncode != 0
     deadline = time.monotonic() + 30
-    while _processes_mentioning(str(target)) and time.monotonic() < deadline:
+    while _processes_mentioning(target) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _processes_mentioning(str(target)) == [], "spark-submit's JVM outlived pgcdc merge"
+    assert _processes_mentioning(target) == [], "spark-submit's JVM outlived pgcdc merge"
     err = log.read_text()
     assert err.count("\n") < 50, err[-3000:]  # Spark's INFO chatter stays off
 
-    dead = spark.read.parquet(str(target / "_pgcdc" / "dead_letter")).collect()
+    dead = spark.read.parquet(f"{target}/_pgcdc/dead_letter").collect()
     assert len({(r["partition"], r["offset"]) for r in dead}) == len(dead)
     assert len(dead) == scenario.CORRUPT_EVENTS
     for table, rows in scenario.EXPECTED.items():
@@ -95,8 +131,8 @@ def _wait(done: Callable[[], bool], proc: subprocess.Popen[Any], log: Path) -> N
         time.sleep(0.2)
 
 
-def _last_commit(checkpoint: Path) -> int:
-    return max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+def _last_commit(bucket: Bucket, checkpoint: str) -> int:
+    return max(int(n) for n in bucket.names(f"{checkpoint}/commits") if n.isdigit())
 
 
 def _end_offsets(bootstrap: str, partitions: dict[str, int]) -> dict[str, dict[str, int]]:
@@ -111,13 +147,14 @@ def _end_offsets(bootstrap: str, partitions: dict[str, int]) -> dict[str, dict[s
         consumer.close()
 
 
-def _committed_up_to(checkpoint: Path, ends: dict[str, dict[str, int]]) -> bool:
+def _committed_up_to(bucket: Bucket, checkpoint: str, ends: dict[str, dict[str, int]]
+                     ) -> bool:
     """Whether the last committed batch read every partition up to `ends` (its offset log: a
     version line, the batch's metadata, then one line per source: topic -> partition -> end)."""
     try:
-        batch = _last_commit(checkpoint)
-        lines = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
-    except (OSError, ValueError):  # nothing committed yet
+        batch = _last_commit(bucket, checkpoint)
+        lines = bucket.text(f"{checkpoint}/offsets/{batch}").splitlines()
+    except ValueError:  # nothing committed yet
         return False
     read = json.loads(lines[-1])
     return all(read.get(topic, {}).get(p, -1) >= end
