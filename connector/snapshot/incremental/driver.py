@@ -86,6 +86,9 @@ class IncrementalSnapshots:
         self.next_check = 0.0
         # Told each chunk's table as its rows are published (`DdlResync.published`).
         self.on_read: Callable[[Relation], None] | None = None
+        # False on a standby: requests are neither read nor run (the signal table and the
+        # watermarks need writes; connector/replication/standby.py).
+        self.enabled = True
 
     @property
     def open_window(self) -> ChunkWindow | None:
@@ -110,6 +113,8 @@ class IncrementalSnapshots:
 
     def tick(self) -> None:
         """Record acknowledged chunks; read the next chunk if none is in flight."""
+        if not self.enabled:
+            return
         try:
             self._record_acknowledged()
             now = time.monotonic()
