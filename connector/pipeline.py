@@ -144,6 +144,7 @@ class Pipeline:
         self._heartbeat_failure: str | None = None  # the last heartbeat's error, if it failed
         # A standby at start (None: a primary); the primary's connection of --heartbeat-dsn.
         self.standby: StandbyFacts | None = None
+        self.session_on_standby = False  # the current session began on a standby
         self._heartbeat_conn: psycopg.Connection[tuple] | None = None  # type: ignore[type-arg]
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
@@ -221,8 +222,10 @@ class Pipeline:
         for warning in standby_warnings(facts):
             log.warning("%s", warning)
         log.info("capturing from a standby (PostgreSQL %d): the publication is the primary's; "
-                 "tables created later are not added to it by pgcdc; incremental snapshots and "
-                 "re-syncs after DDL need writes and are off here", facts.major)
+                 "tables created later are not added to it by pgcdc; re-syncs after DDL need "
+                 "writes and are off here; incremental snapshots (pgcdc snapshot --dsn <the "
+                 "primary>) run on the primary of --heartbeat-dsn, %s", facts.major,
+                 "given" if self.cfg.heartbeat_dsn else "not given: none run")
         if self.cfg.heartbeat_interval_s <= 0:
             return
         if not self.cfg.heartbeat_dsn:
@@ -248,6 +251,22 @@ class Pipeline:
                               "are logical messages written on the primary")
         log.info("heartbeats are emitted on the primary (--heartbeat-dsn) and reach the slot "
                  "by replication")
+
+    def _snapshot_dsn(self, standby: bool) -> str | None:
+        """Where incremental snapshots run (the signal table, the chunk reads, the DBLog
+        watermarks): the source itself; on a standby, the primary of --heartbeat-dsn (None:
+        nowhere, a standby cannot write).
+
+        On the primary `window`'s argument holds unchanged: it rests on the order of the
+        watermarks and commits in the WAL and on visibility on the server that reads the
+        chunk, and the chunk is read on the primary, where the watermarks are written. A
+        physical standby replays that same WAL at the same LSNs, and its slot decodes it in
+        the same order, so the stream meets the watermarks and the commits between them as
+        on the primary, only later (the window stays open across the standby's replay
+        lag). Only the primary is written and read: the standby carries none of it."""
+        if not standby:
+            return self.cfg.dsn
+        return self.cfg.heartbeat_dsn or None
 
     def _heartbeat_connection(self) -> psycopg.Connection[tuple]:  # type: ignore[type-arg]
         """The primary's connection (--heartbeat-dsn), opened again after a failure; short
@@ -427,15 +446,21 @@ class Pipeline:
         # stream: the snapshots write to the sink themselves, and the publisher hands them the
         # watermarks and changed keys it meets. So the snapshots come first (they need the
         # codecs, sink and tracker, not the publisher), and the publisher gets them built.
+        # A standby runs no DDL and writes no signal table: the watcher only reports tables,
+        # and no re-sync is requested there (read again at each session: a promotion turns
+        # them on). Incremental snapshots run against the primary of --heartbeat-dsn when there
+        # is one (`snapshot_dsn`), else not at all.
+        standby = self.admin.in_recovery()
+        self.session_on_standby = standby
+        snapshot_dsn = self._snapshot_dsn(standby)
         snapshots = IncrementalSnapshots(
-            self.cfg.dsn, self.cfg.slot, self.cfg.publication, self.admin.features,
-            codecs.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
+            snapshot_dsn or self.cfg.dsn, self.cfg.slot, self.cfg.publication,
+            self.admin.features, codecs.codec, sink, tracker,
+            chunk_rows=self.cfg.incremental_chunk_rows)
+        snapshots.enabled = snapshot_dsn is not None
+        snapshots.remote = standby
         publisher = Publisher(codecs, encoder, sink, tracker, snapshots=snapshots,
                               transaction_topic=self.cfg.transaction_topic)
-        # A standby runs no DDL and writes no signal table: the watcher only reports tables,
-        # and no snapshot or re-sync is requested there (read again at each session: a
-        # promotion turns them on).
-        standby = self.admin.in_recovery()
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication and not standby,
                                keyless=self.cfg.keyless_tables,
@@ -452,7 +477,6 @@ class Pipeline:
         resync.off_because = ("the server is a standby (a re-sync request is a write; run it "
                               "once it is promoted)" if standby and self.cfg.resync_on_ddl
                               else "resync_on_ddl is off")
-        snapshots.enabled = not standby
         snapshots.on_read = resync.published  # and as each incremental chunk reads them
         resync.conn = self.admin.conn  # a reconnect replaced the admin connection
         options = StreamOptions(self.cfg.slot, self.cfg.publication, proto,
@@ -605,6 +629,12 @@ class Pipeline:
                 "pg_replication_slots WHERE slot_name = %s), '')", (self.cfg.slot,)).fetchone()
             assert row is not None
             standby, restart_lsn = bool(row[0]), str(row[1])
+            if self.session_on_standby and not standby:
+                # Promoted: a new session sets up what a primary has (the table watcher's
+                # publication changes, re-syncs, snapshots on this server, failover slot).
+                raise SourceError("the standby was promoted: starting a new session on it as "
+                                  "a primary (from the slot: at most a replay of unconfirmed "
+                                  "changes)", transient=True)
             if standby and not self.cfg.heartbeat_dsn:
                 return  # off on a standby without a primary's DSN (said at start)
             conn = self._heartbeat_connection() if standby else self.admin.conn

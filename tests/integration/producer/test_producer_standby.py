@@ -7,6 +7,9 @@ the standby as a role with only LOGIN REPLICATION and SELECT.
 - With it: the slot is created on the standby, the initial snapshot is read there, changes
   written on the primary under load stream; heartbeats go through the primary (--heartbeat-dsn)
   and carry the standby slot's restart_lsn.
+- `pgcdc snapshot` is refused on the standby in one line; requested on the primary, the
+  incremental snapshot runs there (its watermarks reach the standby's stream by replication)
+  under the write load.
 - The standby is promoted mid-stream (the primary crashed): the producer goes on from its slot
   on the promoted server, heartbeats now emitted there.
 Each topic folded per key in offset order equals the table on the (new) primary."""
@@ -16,6 +19,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -29,8 +33,10 @@ from devstack.postgres import embedded_pg18_bin
 from devstack.standby import StandbyPair
 
 from connector.names import table_topic
+from connector.replication.privileges import signal_grant_sql
+from connector.snapshot.incremental import signals
 from tests.support.cdc_checks import assert_one_clear_line, read_records, start_and_exit
-from tests.support.producer import ProducerRun
+from tests.support.producer import PGCDC, ProducerRun
 from tests.support.table_state import fold
 
 pytestmark = pytest.mark.integration
@@ -45,7 +51,9 @@ SETUP = (f"CREATE SCHEMA {SCHEMA}",
          f"INSERT INTO {SCHEMA}.pairs SELECT i, 1, 'seed' FROM generate_series(1, 50) i",
          f"CREATE ROLE {ROLE} LOGIN REPLICATION",
          f"GRANT USAGE ON SCHEMA {SCHEMA} TO {ROLE}",
-         f"GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {ROLE}")
+         f"GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {ROLE}",
+         # The signal table of `pgcdc snapshot`, on the primary, made by an administrator.
+         signals.ddl(), *signal_grant_sql(ROLE, "public", "pgcdc_signal").split("; "))
 
 
 @pytest.fixture
@@ -166,21 +174,49 @@ def test_capture_from_a_standby_through_promotion(pair: StandbyPair, kafka, regi
 
     execute(primary.dsn, f"CREATE PUBLICATION {publication} FOR TABLE {tables}")
     workload = Workload(pair.dsn, seed=36)
+
+    def snapshot_command(dsn: str) -> list[str]:
+        return [PGCDC, "snapshot", "--dsn", dsn, "--slot", run.slot, "--publication",
+                publication, "--tables", f"{SCHEMA}.items"]
+
     try:
         run.start(tmp_path, wait=False)
-        # Slot creation on the standby waits for a running-xacts record from the primary: a
-        # busy primary logs one soon (bgwriter, every 15 s); the workload makes it busy.
+        # Slot creation on the standby waits for a running-xacts record from the primary (its
+        # bgwriter logs one every 15 s while it writes).
         workload.start()
+        # It says so, naming what makes the primary log one at once: done here, for speed.
+        deadline = time.monotonic() + 120
+        while "snapshot consistent at" not in run.output():
+            assert run.alive() and time.monotonic() < deadline, run.output()[-4000:]
+            if "pg_log_standby_snapshot()" in run.output():
+                execute(primary.dsn, "SELECT pg_log_standby_snapshot()")
+            time.sleep(0.5)
         run.wait_streaming(120, on=standby.dsn)
         phases["streaming"] = time.monotonic() - began
-        out = run.output()
-        assert "pg_log_standby_snapshot()" in out, out[-4000:]
         workload.wait_commits(primary.port, 200)
         run.wait_confirmed(replay_lsn(standby.dsn), 120, on=standby.dsn)
         phases["caught up"] = time.monotonic() - began
         heartbeats = read_records(kafka.bootstrap, registry.url, f"{run.prefix}.heartbeat",
                                   min_count=2)
         assert all(h.value["restart_lsn"] for h in heartbeats), heartbeats[:3]
+        # An incremental snapshot: refused on the standby in one line, requested on the
+        # primary, run there by the producer (--heartbeat-dsn) while the workload writes.
+        refused = subprocess.run(snapshot_command(standby.dsn), capture_output=True, text=True,
+                                 timeout=60)
+        assert refused.returncode == 1 and "this server is a standby" in refused.stderr, refused
+        requested = subprocess.run(snapshot_command(as_role(primary.dsn)), capture_output=True,
+                                   text=True, timeout=60)
+        assert requested.returncode == 0, requested
+        deadline = time.monotonic() + 120
+        while True:
+            with psycopg.connect(primary.dsn, autocommit=True) as conn:
+                row = conn.execute("SELECT state, rows FROM public.pgcdc_signal WHERE slot = %s",
+                                   (run.slot,)).fetchone()
+            if row is not None and row[0] == "done":
+                break
+            assert run.alive() and time.monotonic() < deadline, (row, run.output()[-4000:])
+            time.sleep(0.3)
+        phases["incremental snapshot"] = time.monotonic() - began
         promoted_at = replay_lsn(standby.dsn)
 
         pair.crash_primary()
@@ -207,14 +243,20 @@ def test_capture_from_a_standby_through_promotion(pair: StandbyPair, kafka, regi
             run.stop(signal.SIGKILL)
     out = run.output()
     assert "Traceback" not in out, out[-4000:]
+    # The primary's loss paused the snapshots, not the stream; the promotion began a new
+    # session, the only reconnect.
+    assert out.count("reconnecting in") == 1, out[-4000:]
+    assert "the standby was promoted: starting a new session" in out, out[-4000:]
     assert workload.commits.get(primary.port, 0) > 0
 
     for table, key in TABLES.items():
         topic = table_topic(run.prefix, SCHEMA, table)
         records = read_records(kafka.bootstrap, registry.url, topic, min_count=1,
                                tombstones=False)
-        snapshot_rows = sum(r.value["op"] == "r" for r in records)
-        assert snapshot_rows > 0, f"{topic}: no initial snapshot rows"
+        reads = [r.value["source"]["snapshot"] for r in records if r.value["op"] == "r"]
+        assert reads, f"{topic}: no initial snapshot rows"
+        if table == "items":
+            assert "incremental" in reads, f"{topic}: no incremental snapshot rows"
         folded = fold((r.value for r in sorted(records, key=lambda r: (r.partition, r.offset))),
                       key)
         expected = table_state(standby.dsn, table, key)
