@@ -235,20 +235,20 @@ class Pipeline:
             return
         try:
             conn = self._heartbeat_connection()
-            wal_level, system = conn.execute(
-                "SELECT current_setting('wal_level'),"
-                " (SELECT system_identifier FROM pg_control_system())").fetchone() or ("", None)
-            row = self.admin.conn.execute(
-                "SELECT system_identifier FROM pg_control_system()").fetchone()
+            wal_level, in_recovery = conn.execute(
+                "SELECT current_setting('wal_level'), pg_is_in_recovery()").fetchone() \
+                or ("", False)
+            system = _system_identifier(conn)
         except psycopg.Error as exc:
             raise SourceError(f"--heartbeat-dsn: cannot query the primary: {first_line(exc)}",
                               transient=isinstance(exc, psycopg.OperationalError)) from None
-        refusals = primary_refusals(str(wal_level), system, row[0] if row else None)
-        if refusals:
-            raise SourceError(refusals[0])
-        if conn.execute("SELECT pg_is_in_recovery()").fetchone() == (True,):
+        if in_recovery:
             raise SourceError("--heartbeat-dsn reaches a standby, not the primary: heartbeats "
                               "are logical messages written on the primary")
+        refusals = primary_refusals(str(wal_level), system,
+                                    _system_identifier(self.admin.conn))
+        if refusals:
+            raise SourceError(refusals[0])
         log.info("heartbeats are emitted on the primary (--heartbeat-dsn) and reach the slot "
                  "by replication")
 
@@ -677,6 +677,16 @@ class Pipeline:
         self.admin.close()
         if self._heartbeat_conn is not None:
             self._heartbeat_conn.close()
+
+
+def _system_identifier(conn: psycopg.Connection[tuple]) -> int | None:  # type: ignore[type-arg]
+    """The cluster's system identifier (None where pg_control_system() is not granted: the
+    check that needs it is then skipped)."""
+    try:
+        row = conn.execute("SELECT system_identifier FROM pg_control_system()").fetchone()
+    except psycopg.errors.InsufficientPrivilege:
+        return None
+    return int(row[0]) if row is not None else None
 
 
 def _tune_gc() -> None:
