@@ -78,6 +78,9 @@ class Config:
     # A heartbeat (one logical message, one Kafka record) this often: idle slots advance, and
     # the merge job's consistent cuts and tombstone expiry rest on them. 0: off.
     heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S
+    # Capturing from a standby (which cannot write a logical message): the primary's DSN, where
+    # the heartbeats are emitted; '' on a standby: heartbeats off (docs/standby.md).
+    heartbeat_dsn: str = ""
     spill_bytes: int = 64 * 1024 * 1024  # buffered transaction size before spilling to disk
     # How often the schema ids in use are checked against the registry; WAL is confirmed to
     # PostgreSQL only up to what the last passing check vouched for (sweep_gate.py).
@@ -152,6 +155,8 @@ class Config:
     def check_names(self) -> Config:
         """The names and ports every command uses, checked before anything is created."""
         check_dsn(self.dsn)
+        if self.heartbeat_dsn:
+            check_dsn(self.heartbeat_dsn)
         if not _SLOT_NAME.match(self.slot):
             raise ConfigError(
                 f"slot name {self.slot!r} is invalid: PostgreSQL allows 1-63 characters, "
@@ -202,8 +207,9 @@ def load(config_file: str | None, overrides: dict[str, Any],
     _check_types(values)
     for key in ("kafka", "schema_registry"):
         values[key] = resolve_secrets(values.get(key, {}), environ)
-    if "dsn" in values:
-        values["dsn"] = resolve_secret("dsn", values["dsn"], environ)
+    for key in ("dsn", "heartbeat_dsn"):
+        if key in values:
+            values[key] = resolve_secret(key, values[key], environ)
     cfg = Config(**values)
     return cfg.validate() if validate else cfg
 

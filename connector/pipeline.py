@@ -55,6 +55,13 @@ from connector.replication import (
 )
 from connector.replication.failover import check_slot_continuity, ensure_failover
 from connector.replication.health import lag_warning
+from connector.replication.standby import (
+    StandbyFacts,
+    primary_refusals,
+    read_facts,
+    standby_refusals,
+    standby_warnings,
+)
 from connector.sink import (
     AckTracker,
     DeliveryTracker,
@@ -135,6 +142,10 @@ class Pipeline:
         self.sent_flush: int | None = None
         self.resync: DdlResync | None = None  # re-sync after DDL, made by the first session
         self._heartbeat_failure: str | None = None  # the last heartbeat's error, if it failed
+        # A standby at start (None: a primary); the primary's connection of --heartbeat-dsn.
+        self.standby: StandbyFacts | None = None
+        self.session_on_standby = False  # the current session began on a standby
+        self._heartbeat_conn: psycopg.Connection[tuple] | None = None  # type: ignore[type-arg]
         self.admin = ReplicationAdmin.connect(cfg.dsn)
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry},
@@ -166,6 +177,7 @@ class Pipeline:
         changes between the lost slot and now are gone, and a new slot would hide that.
         Otherwise the snapshot creates it (`needs_snapshot` tells whether one is due)."""
         self.admin.check_wal_level()
+        self._check_standby()
         features = self.admin.features
         if self.cfg.failover_slot and not features.failover_slots:
             raise ConfigError(f"--failover-slot needs PostgreSQL 17+, the server is "
@@ -197,6 +209,74 @@ class Pipeline:
         if slot is not None:
             self.admin.check_slot(slot)
         return features.protocol_version
+
+    def _check_standby(self) -> None:
+        """On a standby (connector/replication/standby.py): refuse what cannot work, in one line;
+        warn about what is risky; check the primary of --heartbeat-dsn."""
+        self.standby = facts = read_facts(self.admin.conn)
+        if facts is None:
+            return
+        refusals = standby_refusals(facts)
+        if refusals:
+            raise SourceError(refusals[0])
+        for warning in standby_warnings(facts):
+            log.warning("%s", warning)
+        log.info("capturing from a standby (PostgreSQL %d): the publication is the primary's; "
+                 "tables created later are not added to it by pgcdc; re-syncs after DDL need "
+                 "writes and are off here; incremental snapshots (pgcdc snapshot --dsn <the "
+                 "primary>) run on the primary of --heartbeat-dsn, %s", facts.major,
+                 "given" if self.cfg.heartbeat_dsn else "not given: none run")
+        if self.cfg.heartbeat_interval_s <= 0:
+            return
+        if not self.cfg.heartbeat_dsn:
+            log.warning("heartbeats are off while the server is a standby (it cannot write "
+                        "their logical message): give the primary's DSN as --heartbeat-dsn for "
+                        "the merge job's consistent cuts and tombstone expiry")
+            return
+        try:
+            conn = self._heartbeat_connection()
+            wal_level, in_recovery = conn.execute(
+                "SELECT current_setting('wal_level'), pg_is_in_recovery()").fetchone() \
+                or ("", False)
+            system = _system_identifier(conn)
+        except psycopg.Error as exc:
+            raise SourceError(f"--heartbeat-dsn: cannot query the primary: {first_line(exc)}",
+                              transient=isinstance(exc, psycopg.OperationalError)) from None
+        if in_recovery:
+            raise SourceError("--heartbeat-dsn reaches a standby, not the primary: heartbeats "
+                              "are logical messages written on the primary")
+        refusals = primary_refusals(str(wal_level), system,
+                                    _system_identifier(self.admin.conn))
+        if refusals:
+            raise SourceError(refusals[0])
+        log.info("heartbeats are emitted on the primary (--heartbeat-dsn) and reach the slot "
+                 "by replication")
+
+    def _snapshot_dsn(self, standby: bool) -> str | None:
+        """Where incremental snapshots run (the signal table, the chunk reads, the DBLog
+        watermarks): the source itself; on a standby, the primary of --heartbeat-dsn (None:
+        nowhere, a standby cannot write).
+
+        On the primary `window`'s argument holds unchanged: it rests on the order of the
+        watermarks and commits in the WAL and on visibility on the server that reads the
+        chunk, and the chunk is read on the primary, where the watermarks are written. A
+        physical standby replays that same WAL at the same LSNs, and its slot decodes it in
+        the same order, so the stream meets the watermarks and the commits between them as
+        on the primary, only later (the window stays open across the standby's replay
+        lag). Only the primary is written and read: the standby carries none of it."""
+        if not standby:
+            return self.cfg.dsn
+        return self.cfg.heartbeat_dsn or None
+
+    def _heartbeat_connection(self) -> psycopg.Connection[tuple]:  # type: ignore[type-arg]
+        """The primary's connection (--heartbeat-dsn), opened again after a failure; short
+        timeouts: it is used from the streaming loop."""
+        conn = self._heartbeat_conn
+        if conn is None or conn.closed or conn.broken:
+            conn = self._heartbeat_conn = psycopg.connect(
+                self.cfg.heartbeat_dsn, autocommit=True, connect_timeout=3,
+                application_name="pgcdc-heartbeat", options="-c statement_timeout=5000")
+        return conn
 
     def _check_topic_names(self) -> None:
         """Every table to publish gets a topic Kafka accepts (raises before anything exists)."""
@@ -366,13 +446,23 @@ class Pipeline:
         # stream: the snapshots write to the sink themselves, and the publisher hands them the
         # watermarks and changed keys it meets. So the snapshots come first (they need the
         # codecs, sink and tracker, not the publisher), and the publisher gets them built.
+        # A standby runs no DDL and writes no signal table: the watcher only reports tables,
+        # and no re-sync is requested there (read again at each session: a promotion turns
+        # them on). Incremental snapshots run against the primary of --heartbeat-dsn when there
+        # is one (`snapshot_dsn`), else not at all.
+        standby = self.admin.in_recovery()
+        self.session_on_standby = standby
+        snapshot_dsn = self._snapshot_dsn(standby)
         snapshots = IncrementalSnapshots(
-            self.cfg.dsn, self.cfg.slot, self.cfg.publication, self.admin.features,
-            codecs.codec, sink, tracker, chunk_rows=self.cfg.incremental_chunk_rows)
+            snapshot_dsn or self.cfg.dsn, self.cfg.slot, self.cfg.publication,
+            self.admin.features, codecs.codec, sink, tracker,
+            chunk_rows=self.cfg.incremental_chunk_rows)
+        snapshots.enabled = snapshot_dsn is not None
+        snapshots.remote = standby
         publisher = Publisher(codecs, encoder, sink, tracker, snapshots=snapshots,
                               transaction_topic=self.cfg.transaction_topic)
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
-                               manage_publication=self.cfg.create_publication,
+                               manage_publication=self.cfg.create_publication and not standby,
                                keyless=self.cfg.keyless_tables,
                                all_tables_publication=self.cfg.all_tables_publication)
         # One for the whole run: what it saw before a reconnect stays its baseline, so DDL
@@ -383,6 +473,10 @@ class Pipeline:
             for relation in self.snapshot_relations:  # published as the snapshot read them
                 self.resync.published(relation)
         resync = self.resync
+        resync.enabled = self.cfg.resync_on_ddl and not standby
+        resync.off_because = ("the server is a standby (a re-sync request is a write; run it "
+                              "once it is promoted)" if standby and self.cfg.resync_on_ddl
+                              else "resync_on_ddl is off")
         snapshots.on_read = resync.published  # and as each incremental chunk reads them
         resync.conn = self.admin.conn  # a reconnect replaced the admin connection
         options = StreamOptions(self.cfg.slot, self.cfg.publication, proto,
@@ -510,23 +604,56 @@ class Pipeline:
         """Emit a heartbeat message whose content is the slot's restart_lsn as text (empty
         when the slot is not found): the heartbeat record carries it (`restart_lsn`), and no
         transaction committing before it can ever be decoded from this slot again
-        (spark_jobs/expiry.py says why and what the merge job uses it for)."""
+        (spark_jobs/expiry.py says why and what the merge job uses it for).
+
+        On a standby (it cannot write WAL) the message is emitted on the primary of
+        --heartbeat-dsn, carrying the restart_lsn read first from the standby's slot, the one
+        streamed; without that DSN there is no heartbeat while the server is a standby. Both
+        arguments resting on heartbeats stay true, because neither depends on where the
+        message was written:
+        - W, the delivered LSN of the record (spark_jobs/cut_policy.py, "Completeness"), is
+          read from the delivery tracker when the publisher meets the message in the stream
+          the slot decodes, as on a primary; the primary's commit of the message reaches the
+          standby by replication and is decoded there in commit order with every other
+          transaction.
+        - R only moves forward (expiry.py): read on the standby before the message is
+          written, it is at most the slot's restart_lsn whenever the record is read, so no
+          transaction committing before it can be decoded again from that slot. The slot is
+          the standby's own: a promotion keeps it (no synced copy trailing the primary's).
+        The primary must be this standby's own primary (same system identifier, checked at
+        start: `_check_standby`), or the messages never reach the slot: no heartbeat, never a
+        wrong one. Once the standby is promoted, heartbeats are emitted on it again."""
         try:
+            row = self.admin.conn.execute(
+                "SELECT pg_is_in_recovery(), coalesce((SELECT restart_lsn::text FROM "
+                "pg_replication_slots WHERE slot_name = %s), '')", (self.cfg.slot,)).fetchone()
+            assert row is not None
+            standby, restart_lsn = bool(row[0]), str(row[1])
+            if self.session_on_standby and not standby:
+                # Promoted: a new session sets up what a primary has (the table watcher's
+                # publication changes, re-syncs, snapshots on this server, failover slot).
+                raise SourceError("the standby was promoted: starting a new session on it as "
+                                  "a primary (from the slot: at most a replay of unconfirmed "
+                                  "changes)", transient=True)
+            if standby and not self.cfg.heartbeat_dsn:
+                return  # off on a standby without a primary's DSN (said at start)
+            conn = self._heartbeat_connection() if standby else self.admin.conn
             # Transactional: its commit flushes the WAL, so it reaches the walsender at once
             # (a non-transactional message may wait for the WAL writer).
-            self.admin.conn.execute(
-                "SELECT pg_logical_emit_message(true, %s, coalesce((SELECT restart_lsn::text "
-                "FROM pg_replication_slots WHERE slot_name = %s), ''))",
-                (HEARTBEAT_PREFIX, self.cfg.slot))
+            conn.execute("SELECT pg_logical_emit_message(true, %s, %s)",
+                         (HEARTBEAT_PREFIX, restart_lsn))
         except psycopg.Error as exc:
-            # Heartbeats are on by default: a standby (read-only) or a missing grant fails
-            # every interval, so each distinct failure is a warning once, then debug.
+            if self._heartbeat_conn is not None and isinstance(exc, psycopg.OperationalError):
+                self._heartbeat_conn.close()  # the primary is gone: connect again next time
+            # Heartbeats are on by default: a missing grant (or a primary down) fails every
+            # interval, so each distinct failure is a warning once, then debug.
             failure = first_line(exc)
             if failure != self._heartbeat_failure:
                 log.warning("heartbeat failed: %s (heartbeats write a logical message: they "
-                            "need a primary and EXECUTE on pg_logical_emit_message; "
-                            "--heartbeat-interval-s 0 turns them off; retrying every %gs, "
-                            "quietly)", failure, self.cfg.heartbeat_interval_s)
+                            "need a primary (--heartbeat-dsn when capturing from a standby) "
+                            "and EXECUTE on pg_logical_emit_message; --heartbeat-interval-s 0 "
+                            "turns them off; retrying every %gs, quietly)", failure,
+                            self.cfg.heartbeat_interval_s)
             else:
                 log.debug("heartbeat failed: %s", failure)
             self._heartbeat_failure = failure
@@ -548,6 +675,18 @@ class Pipeline:
     def close(self) -> None:
         self.registry.close()
         self.admin.close()
+        if self._heartbeat_conn is not None:
+            self._heartbeat_conn.close()
+
+
+def _system_identifier(conn: psycopg.Connection[tuple]) -> int | None:  # type: ignore[type-arg]
+    """The cluster's system identifier (None where pg_control_system() is not granted: the
+    check that needs it is then skipped)."""
+    try:
+        row = conn.execute("SELECT system_identifier FROM pg_control_system()").fetchone()
+    except psycopg.errors.InsufficientPrivilege:
+        return None
+    return int(row[0]) if row is not None else None
 
 
 def _tune_gc() -> None:

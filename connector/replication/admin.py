@@ -25,6 +25,7 @@ from connector.pgoutput.lsn import str_to_lsn
 
 from .features import ServerFeatures
 from .privileges import connect_refusal, dsn_role, lacking
+from .standby import SLOT_WAIT, publication_refusal, slot_refusal
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,10 @@ class ReplicationAdmin:
         assert row is not None
         return row
 
+    def in_recovery(self) -> bool:
+        """Whether the server is a standby now (read each time: a promotion changes it)."""
+        return bool(self._one("SELECT pg_is_in_recovery()")[0])
+
     @property
     def server_version_num(self) -> int:
         return int(self._one("SHOW server_version_num")[0])
@@ -148,12 +153,18 @@ class ReplicationAdmin:
                               f"{info.database!r}, not {current_db!r}")
 
     def create_slot(self, name: str) -> SlotInfo:
+        if self.in_recovery():
+            log.info(SLOT_WAIT.format(slot=name))
         try:
             self.conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
         except psycopg.Error as exc:
             if is_privilege_error(exc):
                 raise lacking(exc, self.role) from None
             detail = first_line(exc)
+            refusal = slot_refusal(detail)
+            if refusal is not None:
+                raise SourceError(f"cannot create replication slot {name!r}: {refusal}") \
+                    from None
             raise SourceError(f"cannot create replication slot {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
         info = self.slot(name)
@@ -294,7 +305,15 @@ class ReplicationAdmin:
         return not exists
 
     def _publication_ddl(self, name: str, statements: Sequence[sql.Composed], doing: str) -> None:
-        """Run `statements` in one transaction; a failure is one line naming the fix."""
+        """Run `statements` in one transaction; a failure is one line naming the fix. On a
+        standby (no DDL) nothing runs: the line names the statements to run on the primary."""
+        if self.in_recovery():
+            doing = {"create": "does not exist",
+                     "set the tables of": "does not list the tables of --tables",
+                     "re-create": "is not of the kind --tables asks for (a table list or FOR "
+                                  "ALL TABLES)"}.get(doing, f"needs a change ({doing})")
+            raise ConfigError(publication_refusal(
+                name, doing, [s.as_string(self.conn) for s in statements]))
         statement = statements[0]
         try:
             with self.conn.transaction():
@@ -324,7 +343,7 @@ class ReplicationAdmin:
             " pubtruncate, pubviaroot FROM pg_publication WHERE pubname = %s", (name,))
         wanted = "FOR ALL TABLES (--all-tables-publication)" if listed is None else \
             "the table list pgcdc keeps for --tables"
-        if not owned:
+        if not owned and not self.in_recovery():  # a standby: the statements, below
             raise ConfigError(
                 f"publication {name!r} is {was} and pgcdc should make it {wanted}, but role "
                 f"{self.role!r} does not own it: have its owner drop it (pgcdc then creates it), "
@@ -402,6 +421,13 @@ class ReplicationAdmin:
                 "REPLICA IDENTITY FULL), or run with --keyless-tables full (pgcdc sets it) or "
                 "--keyless-tables skip (leaves them out)")
         if policy == "full":
+            if self.in_recovery():
+                raise ConfigError(
+                    f"table(s) without a primary key would be published: {names}; "
+                    "--keyless-tables full cannot set their replica identity on a standby: run "
+                    "on the primary: " + "; ".join(
+                        f"ALTER TABLE {sql.Identifier(s, t).as_string(self.conn)} REPLICA "
+                        "IDENTITY FULL" for s, t in keyless))
             for schema, table in keyless:
                 try:
                     self.conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(

@@ -24,6 +24,7 @@ from connector.errors import SourceError, first_line
 from connector.pgoutput.lsn import lsn_to_str, str_to_lsn
 from connector.replication.features import ServerFeatures
 from connector.replication.privileges import connect_refusal, dsn_role
+from connector.replication.standby import SLOT_WAIT, slot_refusal
 
 __all__ = ["ExportedSnapshot", "check_free_slots", "snapshot_slot_name"]
 
@@ -86,9 +87,16 @@ class ExportedSnapshot:
                 conn.execute(setting)
             log.info("creating temporary slot %s with an exported snapshot (waits for running "
                      "transactions to end)", slot)
+            standby = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+            if standby is not None and standby[0]:
+                log.info(SLOT_WAIT.format(slot=slot))
             row = conn.execute(command.as_string(conn)).fetchone()
         except psycopg.Error as exc:
             conn.close()
+            refusal = slot_refusal(first_line(exc))
+            if refusal is not None:
+                raise SourceError(f"cannot create the snapshot slot {slot!r}: {refusal}") \
+                    from None
             raise SourceError(f"cannot create the snapshot slot {slot!r}: {first_line(exc)}"
                               f"{_busy_hint(dsn, slot)}") from None
         assert row is not None

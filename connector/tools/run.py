@@ -88,6 +88,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--heartbeat-interval-s", type=float,
                    help="emit a heartbeat this often (default 10; 0: off): idle slots "
                         "advance, the merge job's consistent cuts and tombstone expiry use them")
+    p.add_argument("--heartbeat-dsn",
+                   help="capturing from a standby (--dsn), which cannot write: the primary's "
+                        "libpq connection string, where the heartbeats are emitted (they reach "
+                        "the standby's slot by replication); env:NAME / file:PATH allowed. "
+                        "Without it heartbeats are off while the server is a standby")
     p.add_argument("--snapshot", choices=list(config_mod.SNAPSHOT_MODES),
                    help="initial (default): snapshot the published tables when the slot is new, "
                         "then stream; never: stream only (a missing slot is an error once the "
@@ -140,7 +145,8 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
              "failover_slot", "origin",
              "topic_partitions", "topic_replication_factor", "tombstones", "truncate_records",
              "transaction_topic",
-             "heartbeat_interval_s", "metrics_port", "metrics_host", "schema_check_interval_s",
+             "heartbeat_interval_s", "heartbeat_dsn", "metrics_port", "metrics_host",
+             "schema_check_interval_s",
              "wal_warn_bytes", "snapshot",
              "snapshot_workers", "snapshot_chunk_rows", "incremental_chunk_rows", "resync_on_ddl",
              "exactly_once",

@@ -47,6 +47,12 @@ def handle(args: argparse.Namespace) -> int:
     config_mod.check_dsn(cfg.dsn)
     admin = ReplicationAdmin.connect(cfg.dsn)
     try:
+        if admin.in_recovery():
+            raise ConfigError(
+                "this server is a standby, which cannot record a snapshot request (a write): "
+                "run pgcdc snapshot with --dsn of its primary; a pgcdc run capturing from the "
+                "standby runs the requests there when given the primary as --heartbeat-dsn "
+                "(docs/standby.md)")
         if args.cancel:
             if not signals.table_exists(admin.conn):
                 print(f"slot {cfg.slot}: no snapshot requests")

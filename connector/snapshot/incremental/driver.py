@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 __all__ = ["IncrementalSnapshots"]
 
 POLL_INTERVAL_S = 1.0
+PAUSE_S = 10.0  # a standby's snapshots wait this long after losing their primary
 XIP_CHECK_S = 0.01  # how often a chunk checks whether older transactions have ended
 XIP_WAIT_LOG_S = 10.0
 
@@ -86,6 +87,14 @@ class IncrementalSnapshots:
         self.next_check = 0.0
         # Told each chunk's table as its rows are published (`DdlResync.published`).
         self.on_read: Callable[[Relation], None] | None = None
+        # False on a standby without a primary to run them on: requests are neither read nor
+        # run (the signal table and the watermarks need writes; replication/standby.py).
+        self.enabled = True
+        # True when `dsn` is not the streamed server (a standby's primary): losing it pauses
+        # the snapshots, never the stream (`_paused`).
+        self.remote = False
+        self.paused_until = 0.0
+        self.next_pause_warning = 0.0
 
     @property
     def open_window(self) -> ChunkWindow | None:
@@ -99,7 +108,8 @@ class IncrementalSnapshots:
         """Opened at the first poll; reopened after a failure (the next tick retries)."""
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self.dsn, autocommit=True,
-                                         application_name="pgcdc incremental snapshot")
+                                         application_name="pgcdc incremental snapshot",
+                                         connect_timeout=5 if self.remote else None)
         return self._conn
 
     def close(self) -> None:
@@ -110,6 +120,8 @@ class IncrementalSnapshots:
 
     def tick(self) -> None:
         """Record acknowledged chunks; read the next chunk if none is in flight."""
+        if not self.enabled or (self.remote and time.monotonic() < self.paused_until):
+            return
         try:
             self._record_acknowledged()
             now = time.monotonic()
@@ -126,6 +138,9 @@ class IncrementalSnapshots:
                 return
             self._start_chunk()
         except psycopg.OperationalError as exc:  # the connection: the session reconnects
+            if self.remote:
+                self._paused(first_line(exc))
+                return
             raise SourceError(f"incremental snapshot: {first_line(exc)}",
                               transient=True) from None
         except psycopg.Error as exc:  # the request (a table dropped, no privilege, ...)
@@ -139,6 +154,24 @@ class IncrementalSnapshots:
             if self.request is None:
                 raise SourceError(f"incremental snapshot: {first_line(exc)}") from None
             self._fail(self.request.id, first_line(exc))
+
+    def _paused(self, failure: str) -> None:
+        """The primary that runs a standby's snapshots is unreachable: drop what is in flight
+        and try again later, as a reconnected session would start over (the chunk in flight
+        was not published: its rows go out at its high watermark; the request resumes from the
+        progress recorded for acknowledged chunks; a late watermark of the dropped chunk
+        matches nothing). The stream from the standby goes on meanwhile."""
+        now = time.monotonic()
+        if now >= self.next_pause_warning:
+            log.warning("incremental snapshots paused: the primary they run on is unreachable "
+                        "(%s); the stream goes on, retrying every %gs", failure, PAUSE_S)
+            self.next_pause_warning = now + 300
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = None
+        self.chunk = None
+        self.request = None
+        self.paused_until = now + PAUSE_S
 
     def _current_request(self) -> bool:
         """Whether there is a request to work on (a new one, or the current one not cancelled)."""

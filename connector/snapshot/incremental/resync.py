@@ -95,6 +95,8 @@ class DdlResync:
         self.slot = slot
         self.features = features
         self.enabled = enabled
+        # Why re-syncs are off, in the warning (the pipeline says "the server is a standby").
+        self.off_because = "resync_on_ddl is off"
         self.settle = Settle()
         self.relations: dict[int, Relation] = {}  # the last Relation per id, from the stream
         # What was published of a table and not yet compared with its catalog: the columns of
@@ -280,8 +282,9 @@ class DdlResync:
         why = "; ".join(found)
         if not self.enabled:
             log.warning("table %s: %s changed existing rows without row events; "
-                        "resync_on_ddl is off, so consumers keep the old values (re-publish "
-                        "them with: pgcdc snapshot --tables %s)", name, why, name)
+                        "%s, so consumers keep the old values (re-publish "
+                        "them with: pgcdc snapshot --tables %s)", name, why, self.off_because,
+                        name)
             return True
         try:
             signals.ensure_table(self.conn)
