@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -189,3 +189,26 @@ def options_for(path: str) -> dict[str, str]:
     if is_local(path):
         return {}
     return delta_rs_options(path, _conf, os.environ)
+
+
+def pyarrow_filesystem(path: str) -> tuple[Any, str]:
+    """(pyarrow filesystem, path within it) for reading plain files of the lake (the Spark
+    checkpoint, dead letters) outside Spark, with the settings delta-rs gets (`options_for`):
+    local paths and S3; other stores through pyarrow's own URI handling."""
+    from pyarrow import fs
+
+    if is_local(path):
+        return fs.LocalFileSystem(), local_path(path).rstrip("/")
+    inside = path.partition("://")[2].rstrip("/")
+    if scheme(path) not in S3_SCHEMES:
+        return fs.FileSystem.from_uri(path)[0], inside
+    options = options_for(path)
+    endpoint = options.get("AWS_ENDPOINT_URL", "")
+    s3 = fs.S3FileSystem(
+        access_key=options.get("AWS_ACCESS_KEY_ID"),
+        secret_key=options.get("AWS_SECRET_ACCESS_KEY"),
+        session_token=options.get("AWS_SESSION_TOKEN"), region=options.get("AWS_REGION"),
+        endpoint_override=endpoint.partition("://")[2] or None,
+        scheme="http" if endpoint.lower().startswith("http://") else "https",
+        force_virtual_addressing=options.get("AWS_VIRTUAL_HOSTED_STYLE_REQUEST") == "true")
+    return s3, inside

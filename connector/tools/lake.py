@@ -1,14 +1,24 @@
-"""pgcdc lake cuts --target PATH [--json]: the transaction-consistent cuts the merge job
-recorded (`pgcdc merge --consistent-cuts`), oldest first: position, source commit time, batch
-and each table's Delta version. Reads `<target>/_pgcdc/cuts` with delta-rs: no Spark."""
+"""pgcdc lake: read the lake the merge job writes, with delta-rs and Kafka: no Spark.
+
+* `lake cuts --target PATH [--json]`: the transaction-consistent cuts the merge job recorded
+  (`pgcdc merge --consistent-cuts`), oldest first: position, source commit time, batch and each
+  table's Delta version (`<target>/_pgcdc/cuts`).
+* `lake status --target PATH [--bootstrap-servers B] [--json] [--max-lag-s S]`: per table, the
+  records the job has not applied and how old the oldest is, the Delta version, files, size,
+  tombstones waiting and dead letters (spark_jobs/lake_status.py); exit status 3 when a table
+  lags more than `--max-lag-s` (1 when the lake or Kafka cannot be read), for a cron job or a
+  health check."""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 from typing import Any
+
+LAGGING = 3  # `lake status --max-lag-s`: a table lags (1: an error, 2: a usage error)
 
 
 def register(subparsers: Any) -> None:
@@ -19,6 +29,27 @@ def register(subparsers: Any) -> None:
     cuts.add_argument("--target", required=True, help="the merge job's --target")
     cuts.add_argument("--json", action="store_true", help="one JSON object per line")
     cuts.set_defaults(handler=handle_cuts)
+    status = sub.add_parser(
+        "status", help="where each table stands: records behind, lag, size, dead letters",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    status.add_argument("--target", required=True, help="the merge job's --target")
+    status.add_argument("--checkpoint", help="the merge job's --checkpoint, if it set one "
+                        "(default TARGET/_pgcdc/checkpoint)")
+    status.add_argument("--dead-letter", help="the merge job's --dead-letter, if it set one "
+                        "(default TARGET/_pgcdc/dead_letter)")
+    status.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
+                        help="Kafka, for the records behind and the lag (default "
+                        "$KAFKA_BOOTSTRAP_SERVERS; without it: the lake only)")
+    status.add_argument("--kafka-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a librdkafka setting for reaching Kafka (TLS, SASL), repeatable")
+    status.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a Spark setting naming the store as the job was given it "
+                        "(spark.hadoop.fs.s3a.*), repeatable; the AWS variables work too")
+    status.add_argument("--max-lag-s", type=float, default=None,
+                        help="exit with status 3 when a table's oldest unapplied record is "
+                        "older than this many seconds")
+    status.add_argument("--json", action="store_true", help="one JSON object")
+    status.set_defaults(handler=handle_status)
 
 
 def _time(ms: int | None) -> str | None:
@@ -52,4 +83,46 @@ def handle_cuts(args: argparse.Namespace) -> int:
         versions = " ".join(f"{p}@{v}" for p, v in sorted(c.versions.items()))
         print(f"{c.lsn_text:<18} {_time(c.source_ts_ms) or '-':<30} {c.batch_id:>7} "
               f"{len(c.versions):>6}  {versions}")
+    return 0
+
+
+def _pairs(items: list[str], flag: str) -> dict[str, str]:
+    from connector.errors import ConfigError
+
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{flag} wants KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
+
+
+def handle_status(args: argparse.Namespace) -> int:
+    from connector.errors import ConfigError
+
+    try:
+        from spark_jobs import storage
+        from spark_jobs.lake_status import read_status, render_json, render_text, too_late
+    except ImportError as exc:
+        raise ConfigError(f"reading the lake needs the spark extra (pip install "
+                          f"'pgcdc[spark]'): {exc}") from None
+    storage.configure(_pairs(args.conf, "--conf"))
+    try:
+        status = read_status(args.target, args.checkpoint, args.dead_letter,
+                             args.bootstrap_servers, _pairs(args.kafka_option, "--kafka-option"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the lake at {args.target}: {exc}") from None
+    print(render_json(status) if args.json else render_text(status))
+    if status.batch is None:
+        print(f"no batch committed in {status.checkpoint} yet (is the merge job's --target or "
+              "--checkpoint right?)", file=sys.stderr)
+    if args.max_lag_s is not None:
+        late = too_late(status, args.max_lag_s)
+        for table in late:
+            print(f"pgcdc lake status: {table.table} is {table.lag_s:.1f} s behind "
+                  f"({table.behind} record(s) of {table.topic} not applied; "
+                  f"--max-lag-s {args.max_lag_s:g})", file=sys.stderr)
+        if late:
+            return LAGGING
     return 0

@@ -1,12 +1,18 @@
 """The merge job with its lake and checkpoint in a bucket (S3 on moto, `s3a://`), given the store
 once as Spark users do (`fs.s3a.*` on the session): delta-rs takes the small batches there
 (settings derived by spark_jobs/storage.py), Spark the replay, the checkpoint is in the
-bucket. Streaming in small batches, stopped mid-stream and resumed from the bucket's
-checkpoint, equals the expected tables and a replay through Spark alone, history tables
-included; a second job on the same lake is refused while the first holds it."""
+bucket. Streaming in small batches equals the expected tables and a replay through Spark
+alone, history tables included; a second job on the same lake is refused while the first
+holds it. (A job killed mid-stream and resumed from the bucket's checkpoint:
+test_merge_submit.py.)"""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -38,17 +44,26 @@ def _history(target: str, prefix: str) -> list[str]:
     return sorted(map(repr, (dict(sorted(r.items())) for r in rows)))
 
 
-def test_a_lake_in_a_bucket_streams_resumes_and_replays(
+def _lake_status(s3: Any, kafka: Any, target: str, *args: str
+                 ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "connector.cli", "lake", "status",
+                           "--target", target, "--bootstrap-servers", kafka.bootstrap, *args],
+                          env={**os.environ, **s3.env()}, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_lake_in_a_bucket_streams_replays_and_reports_its_status(
         s3a_spark: SparkSession, kafka: Any, registry: Any, prefix: str,
-        s3_bucket: str) -> None:
+        s3_bucket: str, s3: Any) -> None:
     spark = s3a_spark
-    scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
+    publisher = CdcPublisher(kafka.bootstrap, registry.url, prefix)
+    scenario.publish(publisher)
     streamed = f"s3a://{s3_bucket}/streamed"  # its checkpoint: streamed/_pgcdc/checkpoint
 
     query, processor = start_merge(spark, _config(kafka, registry, prefix, streamed,
                                                   trigger="1s", max_offsets_per_trigger=10))
     try:
-        deadline = time.monotonic() + 240  # a bound on a hang, not a timing assertion
+        deadline = time.monotonic() + 300  # a bound on a hang, not a timing assertion
         while processor.stats.batches < 2 and time.monotonic() < deadline:
             assert query.exception() is None, query.exception()
             time.sleep(0.2)
@@ -57,16 +72,40 @@ def test_a_lake_in_a_bucket_streams_resumes_and_replays(
         other.host = "another-host"
         with pytest.raises(LakeBusy, match="writes the lake s3a://"):
             other.acquire(lambda message: None)
+        idle = 0  # the query read everything: no data available, no batch running, twice
+        while idle < 2:
+            assert query.exception() is None, query.exception()
+            assert time.monotonic() < deadline, processor.stats.reports[-1:]
+            status = query.status
+            idle = idle + 1 if not (status["isDataAvailable"] or status["isTriggerActive"]) \
+                else 0
+            time.sleep(1.0)
     finally:
-        query.stop()  # interrupts whatever batch runs
+        query.stop()
         processor.close()
     assert processor.stats.batches >= 2 and processor.stats.fast_tables > 0
-
-    resumed = run_merge(spark, _config(kafka, registry, prefix, streamed,
-                                       trigger="available-now"))
-    assert resumed.events > 0 and not resumed.failed_tables
     for table, rows in scenario.EXPECTED.items():
         assert table_rows(spark, f"{streamed}/{table}", scenario.KEYS[table]) == rows, table
+
+    # `pgcdc lake status`, as an operator runs it (no Spark; the store from the AWS variables):
+    # every table applied; then a record the job has not read leaves one table behind.
+    status = _lake_status(s3, kafka, streamed, "--json")
+    assert status.returncode == 0, status.stderr
+    tables = {t["table"]: t for t in json.loads(status.stdout)["tables"]}
+    assert sorted(tables) == sorted(scenario.EXPECTED)
+    assert all(t["behind"] == 0 and t["lag_s"] == 0 and t["version"] is not None
+               for t in tables.values()), tables
+    assert tables["public/users"]["dead_letters"] == scenario.CORRUPT_EVENTS
+    assert tables["public/users"]["tombstones"] > 0
+    users = table_topic(prefix, "public", "users")
+    publisher.send(users, (None, b"not yet applied"), partition=0)
+    publisher.flush()
+    time.sleep(1.5)
+    late = _lake_status(s3, kafka, streamed, "--max-lag-s", "1")
+    assert late.returncode == 3, late.stdout + late.stderr
+    assert re.fullmatch(rf"pgcdc lake status: public/users is \d+\.\d s behind \(1 record\(s\) "
+                        rf"of {re.escape(users)} not applied; --max-lag-s 1\)",
+                        late.stderr.strip()), late.stderr
 
     replayed = f"s3a://{s3_bucket}/replayed"
     stats = run_merge(spark, _config(kafka, registry, prefix, replayed, replay=True,
