@@ -510,7 +510,7 @@ class Pipeline:
         """Emit a heartbeat message whose content is the slot's restart_lsn as text (empty
         when the slot is not found): the heartbeat record carries it (`restart_lsn`), and no
         transaction committing before it can ever be decoded from this slot again
-        (spark_jobs/expiry.py says why and what the merge job uses it for)."""
+        (spark_jobs/rules/expiry.py says why and what the merge job uses it for)."""
         try:
             # Transactional: its commit flushes the WAL, so it reaches the walsender at once
             # (a non-transactional message may wait for the WAL writer).

@@ -31,7 +31,7 @@ def handle_cuts(args: argparse.Namespace) -> int:
     from connector.errors import ConfigError
 
     try:
-        from spark_jobs.manifest import read_cuts
+        from spark_jobs.cuts.manifest import read_cuts
     except ImportError as exc:
         raise ConfigError(f"reading the lake needs the spark extra (pip install "
                           f"'pgcdc[spark]'): {exc}") from None

@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
 
-from spark_jobs.submit import spark_submit_command, submit_env
+from spark_jobs.runtime.submit import spark_submit_command, submit_env
 from tests.support import merge_scenario as scenario
 from tests.support.merge import CdcPublisher, table_rows
 
