@@ -89,10 +89,10 @@ from merge import (  # noqa: E402
 from producer import PGCDC, Stack, _proc_stats, drop_slot, servers, sql  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
-from spark_jobs.config import MergeConfig  # noqa: E402
-from spark_jobs.job import BatchReport, start_merge  # noqa: E402
-from spark_jobs.session import local_session  # noqa: E402
-from spark_jobs.storage import options_for  # noqa: E402
+from spark_jobs.lake.storage import options_for  # noqa: E402
+from spark_jobs.runtime.config import MergeConfig  # noqa: E402
+from spark_jobs.runtime.job import BatchReport, start_merge  # noqa: E402
+from spark_jobs.runtime.session import local_session  # noqa: E402
 
 GROWING = (15, 30, 5)  # one transaction's inserts, updates, deletes: merge.py's 30/60/10 mix
 STEADY = (10, 30, 10)  # as many inserts as deletes: every table keeps its size (--steady)
@@ -319,7 +319,7 @@ def run_path(spark: SparkSession, stack: Stack, work: Path, args: argparse.Names
 
 def tombstones_left(target: str, schema: str) -> int:
     """Tombstone rows in the tables' tombstone tables (`<target>/_pgcdc/tombstones/...`): with
-    heartbeats they are expired as the job goes (spark_jobs/expiry.py), without they grow by
+    heartbeats they are expired as the job goes (spark_jobs/rules/expiry.py), without they grow by
     every delete."""
     paths = [f"{target}/_pgcdc/tombstones/{schema}/t{i}" for i in range(TABLES)]
     return sum(_delta(p).to_pyarrow_dataset().count_rows() for p in paths

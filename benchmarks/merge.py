@@ -56,13 +56,13 @@ from pyspark.sql import functions as F  # noqa: E402
 from s3_requests import RequestLog, per_table  # noqa: E402  (benchmarks/, on sys.path)
 
 from connector.avro import SchemaRegistry  # noqa: E402
-from spark_jobs.config import MergeConfig  # noqa: E402
-from spark_jobs.decode import decode_topic, plan_batch  # noqa: E402
-from spark_jobs.job import BatchReport, run_merge, start_merge  # noqa: E402
-from spark_jobs.registry import SchemaCache  # noqa: E402
-from spark_jobs.session import LOCAL_CONF, local_session  # noqa: E402
-from spark_jobs.storage import options_for  # noqa: E402
-from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame  # noqa: E402
+from spark_jobs.events.decode import decode_topic, plan_batch  # noqa: E402
+from spark_jobs.events.registry import SchemaCache  # noqa: E402
+from spark_jobs.events.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame  # noqa: E402
+from spark_jobs.lake.storage import options_for  # noqa: E402
+from spark_jobs.runtime.config import MergeConfig  # noqa: E402
+from spark_jobs.runtime.job import BatchReport, run_merge, start_merge  # noqa: E402
+from spark_jobs.runtime.session import LOCAL_CONF, local_session  # noqa: E402
 from tests.support.events import TableEvents, table_events  # noqa: E402
 
 TABLES = 10

@@ -35,10 +35,10 @@ time.tzset()
 import psycopg  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
-from spark_jobs.manifest import Cut, append_cut  # noqa: E402
-from spark_jobs.session import local_session  # noqa: E402
-from spark_jobs.verify_online import VerifyConfig, run_verify  # noqa: E402
-from spark_jobs.verify_report import render_text  # noqa: E402
+from spark_jobs.cuts.manifest import Cut, append_cut  # noqa: E402
+from spark_jobs.runtime.session import local_session  # noqa: E402
+from spark_jobs.verify.online import VerifyConfig, run_verify  # noqa: E402
+from spark_jobs.verify.report import render_text  # noqa: E402
 
 DDL = """
 CREATE TABLE bench (id bigint PRIMARY KEY, amount numeric(12,2), note text, ts timestamp,

@@ -30,8 +30,8 @@ a subject or a lake path (the merge job's path is ``<schema part>/<table part>``
 `table_of_topic` gives the PostgreSQL names back. A topic longer than Kafka's 249 characters is
 refused (`TopicNameTooLong`) before anything is published.
 
-This module is pure (standard library only): the merge job (spark_jobs/names.py) imports it, so
-both sides apply one rule.
+This module is pure (standard library only): the merge job (spark_jobs/rules/names.py)
+imports it, so both sides apply one rule.
 """
 
 from __future__ import annotations

@@ -604,14 +604,14 @@ class Pipeline:
         """Emit a heartbeat message whose content is the slot's restart_lsn as text (empty
         when the slot is not found): the heartbeat record carries it (`restart_lsn`), and no
         transaction committing before it can ever be decoded from this slot again
-        (spark_jobs/expiry.py says why and what the merge job uses it for).
+        (spark_jobs/rules/expiry.py says why and what the merge job uses it for).
 
         On a standby (it cannot write WAL) the message is emitted on the primary of
         --heartbeat-dsn, carrying the restart_lsn read first from the standby's slot, the one
         streamed; without that DSN there is no heartbeat while the server is a standby. Both
         arguments resting on heartbeats stay true, because neither depends on where the
         message was written:
-        - W, the delivered LSN of the record (spark_jobs/cut_policy.py, "Completeness"), is
+        - W, the delivered LSN of the record (spark_jobs/rules/cut_policy.py, "Completeness"), is
           read from the delivery tracker when the publisher meets the message in the stream
           the slot decodes, as on a primary; the primary's commit of the message reaches the
           standby by replication and is decoded there in commit order with every other

@@ -181,10 +181,10 @@ def s3a_settings() -> dict[str, str]:
 
 
 def compare(dsn: str, lake: str, spark_settings: dict[str, str]) -> int:
-    from spark_jobs.session import local_session
-    from spark_jobs.submit import resolve_jars
-    from spark_jobs.verify import compare as compare_rows
-    from spark_jobs.verify import lake_rows, pg_rows, primary_key, side_by_side
+    from spark_jobs.runtime.session import local_session
+    from spark_jobs.runtime.submit import resolve_jars
+    from spark_jobs.verify.compare import compare as compare_rows
+    from spark_jobs.verify.compare import lake_rows, pg_rows, primary_key, side_by_side
 
     say("comparing the Delta tables with PostgreSQL")
     spark = local_session(resolve_jars(), extra=spark_settings, app_name="pgcdc-demo-verify")

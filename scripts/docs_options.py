@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "reference" / "options.md"
 COMMAND = ".venv/bin/python scripts/docs_options.py (or: make docs)"
 
-# Environment variables that become parser defaults (spark_jobs/config.py reads them when it
+# Environment variables that become parser defaults (spark_jobs/runtime/config.py reads them when it
 # builds its parser): cleared while the parsers are built, so the page does not depend on the
 # shell that generated it.
 _ENV = ("PGCDC_DSN", "KAFKA_BOOTSTRAP_SERVERS", "SCHEMA_REGISTRY_URL", "PGCDC_SPARK_JARS")
@@ -65,8 +65,8 @@ def parsers() -> list[tuple[str, argparse.ArgumentParser]]:
     saved = {name: os.environ.pop(name) for name in _ENV if name in os.environ}
     try:
         from connector.cli import build_parser
-        from spark_jobs.config import parser as merge_parser
-        from spark_jobs.submit import spark_options_parser
+        from spark_jobs.runtime.config import parser as merge_parser
+        from spark_jobs.runtime.submit import spark_options_parser
 
         out: list[tuple[str, argparse.ArgumentParser]] = []
         for name, sub in _subcommands(build_parser()):

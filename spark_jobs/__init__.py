@@ -1,6 +1,6 @@
 """Merge job: Kafka topics of pgcdc change events into Delta Lake tables (or a Parquet change log).
 
-Data flow of one micro-batch (see `job.py`):
+Data flow of one micro-batch (see `runtime/job.py`):
 
     Kafka rows → wire (Confluent header: magic byte, schema id)
                → decode (writer schema per id from the registry, `from_avro` per (topic, id))

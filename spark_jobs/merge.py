@@ -6,7 +6,7 @@
         [--replay] [--max-offsets-per-trigger N] [--dead-letter DIR] [--partition-by a,b]
         [--table-property delta.K=V] [--change-data-feed] [--column-mapping] [--database NAME]
 
-`python -m spark_jobs.submit ...` (and `pgcdc merge`) build that command with the jars.
+`python -m spark_jobs.runtime.submit ...` (and `pgcdc merge`) build that command with the jars.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ if __package__ in (None, ""):
 from pyspark.errors import StreamingQueryException  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 
-from spark_jobs.config import parse_args  # noqa: E402
-from spark_jobs.console import (  # noqa: E402
+from spark_jobs.lake.lease import LakeError  # noqa: E402
+from spark_jobs.runtime.config import parse_args  # noqa: E402
+from spark_jobs.runtime.console import (  # noqa: E402
     SourceUnreachable,
     check_kafka,
     check_registry,
@@ -32,9 +33,8 @@ from spark_jobs.console import (  # noqa: E402
     query_failure,
     say,
 )
-from spark_jobs.job import ReplayTargetNotEmpty, run_merge  # noqa: E402
-from spark_jobs.lease import LakeError  # noqa: E402
-from spark_jobs.session import DELTA_CONF  # noqa: E402
+from spark_jobs.runtime.job import ReplayTargetNotEmpty, run_merge  # noqa: E402
+from spark_jobs.runtime.session import DELTA_CONF  # noqa: E402
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -126,7 +126,7 @@ def spark_jar_paths() -> list[Path]:
 def spark(spark_jar_paths: list[Path]) -> Iterator[Any]:
     """One local Spark session (the job's jars, Delta) for every test that merges: unit tests of
     spark_jobs, e2e tests and the producer's acceptance tests. Started on first use only."""
-    from spark_jobs.session import local_session
+    from spark_jobs.runtime.session import local_session
 
     session = local_session(spark_jar_paths, extra={"spark.driver.memory": "2g"})
     session.sparkContext.setLogLevel("ERROR")

@@ -1,6 +1,6 @@
 """The cuts manifest: recorded once per batch, read back in position order."""
 
-from spark_jobs.manifest import Cut, append_cut, first_cut_at_or_after, read_cuts
+from spark_jobs.cuts.manifest import Cut, append_cut, first_cut_at_or_after, read_cuts
 
 
 def test_cuts_round_trip_once_per_batch_in_position_order(tmp_path):

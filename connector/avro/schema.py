@@ -185,7 +185,7 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
     if relation.relation_id is not None:
         # Which table this is, not only its name: a table dropped and created again under
         # the same name has a new relation id, so consumers tell its events apart from the
-        # old table's (the merge job starts the lake table again: spark_jobs/incarnation.py).
+        # old table's (the merge job starts the lake table again: spark_jobs/rules/incarnation.py).
         value_schema[RELATION_ID] = relation.relation_id
     source_constants = {"version": __version__, "connector": CONNECTOR, "name": prefix,
                         "db": db, "schema": schema_name, "table": relation.name}

@@ -42,7 +42,7 @@ Adding a PostgreSQL type (in this order; each step has its test next to the othe
    ``connector/native/rowenc.c`` (tests/unit/avro/test_avro_native_rows.py proves the same bytes
    as the Python path); without it the column takes the Python path, same bytes.
 5. The merge job reads the Avro type with Spark's own mapping; an Avro type Spark reads but
-   Delta cannot store needs a rule in ``spark_jobs/lake_types.py`` (as ``time-micros`` has).
+   Delta cannot store needs a rule in ``spark_jobs/events/lake_types.py`` (as ``time-micros`` has).
 """
 
 from __future__ import annotations

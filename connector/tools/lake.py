@@ -5,7 +5,7 @@
   table's Delta version (`<target>/_pgcdc/cuts`).
 * `lake status --target PATH [--bootstrap-servers B] [--json] [--max-lag-s S]`: per table, the
   records the job has not applied and how old the oldest is, the Delta version, files, size,
-  tombstones waiting and dead letters (spark_jobs/lake_status.py); exit status 3 when a table
+  tombstones waiting and dead letters (spark_jobs/lake/status.py); exit status 3 when a table
   lags more than `--max-lag-s` (1 when the lake or Kafka cannot be read), for a cron job or a
   health check."""
 
@@ -62,7 +62,7 @@ def handle_cuts(args: argparse.Namespace) -> int:
     from connector.errors import ConfigError
 
     try:
-        from spark_jobs.manifest import read_cuts
+        from spark_jobs.cuts.manifest import read_cuts
     except ImportError as exc:
         raise ConfigError(f"reading the lake needs the spark extra (pip install "
                           f"'pgcdc[spark]'): {exc}") from None
@@ -102,8 +102,8 @@ def handle_status(args: argparse.Namespace) -> int:
     from connector.errors import ConfigError
 
     try:
-        from spark_jobs import storage
-        from spark_jobs.lake_status import read_status, render_json, render_text, too_late
+        from spark_jobs.lake import storage
+        from spark_jobs.lake.status import read_status, render_json, render_text, too_late
     except ImportError as exc:
         raise ConfigError(f"reading the lake needs the spark extra (pip install "
                           f"'pgcdc[spark]'): {exc}") from None

@@ -16,7 +16,7 @@ def register(subparsers: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     try:
-        from spark_jobs.submit import main
+        from spark_jobs.runtime.submit import main
     except ImportError as exc:
         from connector.errors import ConfigError
 

@@ -1,5 +1,5 @@
 """pgcdc verify --target PATH: compare PostgreSQL, read as of a snapshot position L, with the
-Delta lake at its first consistent cut at or after L (spark_jobs/verify_online.py), while
+Delta lake at its first consistent cut at or after L (spark_jobs/verify/online.py), while
 writes continue. Runs a local Spark in this process (the Delta jars from --jars,
 PGCDC_SPARK_JARS, or Spark's --packages resolution).
 
@@ -42,8 +42,8 @@ def handle(args: argparse.Namespace) -> int:
         raise ConfigError("missing dsn (--dsn or PGCDC_DSN)")
     config_mod.check_dsn(cfg.dsn)
     try:
-        from spark_jobs.verify_online import VerifyConfig, run_verify
-        from spark_jobs.verify_report import exit_code, render_json, render_text
+        from spark_jobs.verify.online import VerifyConfig, run_verify
+        from spark_jobs.verify.report import exit_code, render_json, render_text
     except ImportError as exc:
         raise ConfigError(f"verify needs the spark extra (pip install 'pgcdc[spark]'): "
                           f"{exc}") from None
@@ -71,8 +71,8 @@ def _session(jars: str | None) -> Any:
 
     os.environ["TZ"] = "UTC"
     time.tzset()
-    from spark_jobs.session import local_session
-    from spark_jobs.submit import SPARK_PACKAGES, resolve_jars
+    from spark_jobs.runtime.session import local_session
+    from spark_jobs.runtime.submit import SPARK_PACKAGES, resolve_jars
 
     paths = [j for j in (jars or "").split(",") if j] or resolve_jars()
     extra = {} if paths else {"spark.jars.packages": ",".join(SPARK_PACKAGES)}

@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from pyspark.sql import SparkSession
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.job import run_merge, start_merge
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import run_merge, start_merge
 from tests.support.acceptance import SCHEMA, Workload, differences
 from tests.support.producer import ProducerRun
 

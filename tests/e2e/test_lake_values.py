@@ -21,8 +21,8 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.job import MergeStats, run_merge
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import MergeStats, run_merge
 from tests.support.merge import CdcPublisher
 from tests.support.producer import ProducerRun
 

@@ -6,7 +6,7 @@ PostgreSQL transaction (moves between rows of both tables, inserts and deletes t
 their amount from the other table). At every cut the job records, both tables read at the
 cut's versions give that sum; the last cut equals PostgreSQL; and mixing the tables'
 versions of two different cuts breaks the sum (so the check above could fail). Tombstones of
-the deletes expire once heartbeats carry a restart_lsn past them (spark_jobs/expiry.py), and
+the deletes expire once heartbeats carry a restart_lsn past them (spark_jobs/rules/expiry.py), and
 `pgcdc verify` then proves the lake at the job's newest cut equal to PostgreSQL, also when a
 key deleted after verify's position L has its tombstone expired before verify reads the cut
 (verify reads the tombstones at the cut's version). Without --consistent-cuts, tombstones
@@ -27,12 +27,12 @@ import psycopg
 import pytest
 from deltalake import DeltaTable
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.job import start_merge
-from spark_jobs.manifest import Cut, read_cuts, tombstone_key
-from spark_jobs.storage import options_for
-from spark_jobs.verify_online import VerifyConfig, run_verify
-from spark_jobs.verify_report import exit_code, render_text
+from spark_jobs.cuts.manifest import Cut, read_cuts, tombstone_key
+from spark_jobs.lake.storage import options_for
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import start_merge
+from spark_jobs.verify.online import VerifyConfig, run_verify
+from spark_jobs.verify.report import exit_code, render_text
 from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
@@ -115,7 +115,7 @@ def _rows(target: str, table: str, version: int | None) -> dict[int, int]:
 
 
 def _expired(target: str) -> list[str]:
-    """The tables whose tombstones had some expired (spark_jobs/expiry.py): a DELETE in the
+    """The tables whose tombstones had some expired (spark_jobs/rules/expiry.py): a DELETE in the
     tombstone table's history (the workload truncates nothing)."""
     found = []
     for table in "ab":

@@ -25,10 +25,10 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.history_sink import history_path
-from spark_jobs.job import MergeStats, run_merge
-from spark_jobs.verify import compare, lake_names, lake_rows, pg_rows, primary_key
+from spark_jobs.history.sink import history_path
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import MergeStats, run_merge
+from spark_jobs.verify.compare import compare, lake_names, lake_rows, pg_rows, primary_key
 from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e

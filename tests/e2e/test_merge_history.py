@@ -16,13 +16,13 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from connector.names import table_topic
-from spark_jobs.changes import Position
-from spark_jobs.config import MergeConfig
-from spark_jobs.history import at_lsn
-from spark_jobs.history_read import as_of_arrow, as_of_spark
-from spark_jobs.history_sink import history_path
-from spark_jobs.job import ReplayTargetNotEmpty, _check_replay, run_merge
-from spark_jobs.names import table_of
+from spark_jobs.history.read import as_of_arrow, as_of_spark
+from spark_jobs.history.sink import history_path
+from spark_jobs.history.versions import at_lsn
+from spark_jobs.rules.changes import Position
+from spark_jobs.rules.names import table_of
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import ReplayTargetNotEmpty, _check_replay, run_merge
 from tests.support.events import TableEvents
 from tests.support.merge import CdcPublisher
 
@@ -182,9 +182,9 @@ def test_as_of_in_spark_equals_as_of_in_arrow(spark: SparkSession, tmp_path: Pat
     literal in the session time zone, UTC here)."""
     from pyspark.sql.types import LongType
 
-    from spark_jobs.changes import IDX, LSN, OP, TOAST, TS
-    from spark_jobs.history import Tracking
-    from spark_jobs.history_sink import HistorySink
+    from spark_jobs.history.sink import HistorySink
+    from spark_jobs.history.versions import Tracking
+    from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, TS
 
     def event(k: int, op: str, lsn: int, idx: int = 0, **cols: Any) -> dict[str, Any]:
         return {"id": k, **cols, OP: op, LSN: lsn, IDX: idx, TS: lsn * 1000, TOAST: []}

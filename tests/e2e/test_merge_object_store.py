@@ -1,6 +1,6 @@
 """The merge job with its lake and checkpoint in a bucket (S3 on moto, `s3a://`), given the store
 once as Spark users do (`fs.s3a.*` on the session): delta-rs takes the small batches there
-(settings derived by spark_jobs/storage.py), Spark the replay, the checkpoint is in the
+(settings derived by spark_jobs/lake/storage.py), Spark the replay, the checkpoint is in the
 bucket. Streaming in small batches equals the expected tables and a replay through Spark
 alone, history tables included; a second job on the same lake is refused while the first
 holds it. (A job killed mid-stream and resumed from the bucket's checkpoint:
@@ -21,12 +21,12 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from connector.names import table_topic
-from spark_jobs.config import MergeConfig
-from spark_jobs.history_sink import history_path
-from spark_jobs.job import run_merge, start_merge
-from spark_jobs.lease import LakeBusy, Lease
-from spark_jobs.names import table_of
-from spark_jobs.storage import options_for
+from spark_jobs.history.sink import history_path
+from spark_jobs.lake.lease import LakeBusy, Lease
+from spark_jobs.lake.storage import options_for
+from spark_jobs.rules.names import table_of
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import run_merge, start_merge
 from tests.support import merge_scenario as scenario
 from tests.support.merge import CdcPublisher, all_tables, table_rows
 

@@ -22,7 +22,7 @@ from confluent_kafka import Consumer, TopicPartition
 from devstack.s3 import S3
 from pyspark.sql import SparkSession
 
-from spark_jobs.submit import spark_submit_command, submit_env
+from spark_jobs.runtime.submit import spark_submit_command, submit_env
 from tests.support import merge_scenario as scenario
 from tests.support.merge import CdcPublisher, table_rows
 

@@ -13,7 +13,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from devstack.s3 import S3
 
-from spark_jobs.storage import delta_rs_options
+from spark_jobs.lake.storage import delta_rs_options
 
 pytestmark = pytest.mark.e2e
 

@@ -20,10 +20,10 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from spark_jobs.job import run_merge, start_merge
-from spark_jobs.manifest import Cut, append_cut, read_cuts
-from spark_jobs.verify_online import VerifyConfig, run_verify
-from spark_jobs.verify_report import Report, exit_code, render_json, render_text
+from spark_jobs.cuts.manifest import Cut, append_cut, read_cuts
+from spark_jobs.runtime.job import run_merge, start_merge
+from spark_jobs.verify.online import VerifyConfig, run_verify
+from spark_jobs.verify.report import Report, exit_code, render_json, render_text
 from tests.e2e.test_acceptance import merge_config, reset, wait_batches
 from tests.support.acceptance import SCHEMA, Workload
 from tests.support.producer import ProducerRun

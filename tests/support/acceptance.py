@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from spark_jobs.verify import compare, lake_rows, pg_rows, primary_key
+from spark_jobs.verify.compare import compare, lake_rows, pg_rows, primary_key
 
 PGCDC = str(Path(sys.executable).parent / "pgcdc")
 SCHEMA = "acc"

@@ -71,7 +71,7 @@ def pg_type(spec: str) -> tuple[int, int]:
 
 def relation_id(schema: str, table: str) -> int:
     """A table's `pg_class` oid stand-in: the same for every version of the table (so a schema
-    change is not a new incarnation, spark_jobs/incarnation.py), above the bootstrap oids."""
+    change is not a new incarnation, spark_jobs/rules/incarnation.py), above the bootstrap oids."""
     return 16384 + zlib.crc32(f"{schema}.{table}".encode()) % 1_000_000
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spark_jobs.registry import SchemaCache, SchemaLookupError
+from spark_jobs.events.registry import SchemaCache, SchemaLookupError
 
 
 class FixedSchemas(SchemaCache):

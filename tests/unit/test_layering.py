@@ -1,6 +1,7 @@
 """The layering of the packages, read from their imports (AST, nothing is imported):
 product code never imports the dev tooling in scripts/, and the pure core (types, decoder,
-assembler) reaches no server, so it stays testable without one."""
+assembler) reaches no server, so it stays testable without one; no import circle in the product;
+and spark_jobs' packages import only downwards (SPARK_FLOORS)."""
 
 from __future__ import annotations
 
@@ -138,3 +139,80 @@ def test_a_circle_through_a_function_level_import_is_found(tmp_path: Path) -> No
     (sink / "a.py").write_text("from .b import x\n")
     (sink / "b.py").write_text("def f():\n    from . import a\n")
     assert cycles(import_graph(tmp_path)) == [["connector.sink.a", "connector.sink.b"]]
+
+
+# spark_jobs' packages, lowest floor first: one step of a batch's data flow each (the layout is
+# in spark_jobs/README.md). A package imports only itself and packages on a lower floor; the
+# modules directly in spark_jobs/ (merge.py, the spark-submit entry point) are above them all.
+SPARK_FLOORS = ("rules", "events", "lake", "cuts", "sinks", "history", "verify", "runtime")
+
+
+def spark_floor(module: str, repo: Path = REPO) -> tuple[int, str]:
+    """(floor, package) of a spark_jobs module; a package not in SPARK_FLOORS has floor -1 (it
+    must be given one), a module directly in spark_jobs/ the floor above every package."""
+    package = module.split(".")[1]
+    if not (repo / "spark_jobs" / package).is_dir():  # spark_jobs.merge
+        return len(SPARK_FLOORS), ""
+    return (SPARK_FLOORS.index(package) if package in SPARK_FLOORS else -1), package
+
+
+def upward_imports(repo: Path = REPO) -> list[str]:
+    """Each import, in spark_jobs, of a package on a higher floor than the importer's (or of a
+    module directly in spark_jobs/), and each package that has no floor."""
+    found = []
+    for name, imports in sorted(import_graph(repo).items()):
+        if not name.startswith("spark_jobs."):
+            continue
+        floor, package = spark_floor(name, repo)
+        if floor < 0:
+            found.append(f"{name} is in a package without a floor (add it to SPARK_FLOORS)")
+            continue
+        for module in sorted(imports):
+            if not module.startswith("spark_jobs."):
+                continue
+            other_floor, other = spark_floor(module, repo)
+            if other != package and other_floor > floor:
+                found.append(f"{name} imports {module}: {other or 'spark_jobs/'} is above "
+                             f"{package or 'spark_jobs/'}")
+    return found
+
+
+def test_no_upward_import_between_spark_jobs_packages() -> None:
+    assert upward_imports() == []
+
+
+def test_every_spark_jobs_package_has_a_floor() -> None:
+    packages = {p.parent.name for p in (REPO / "spark_jobs").glob("*/__init__.py")}
+    assert packages == set(SPARK_FLOORS)
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("from ..sinks.delta_sink import DeltaTableSink",
+     ["spark_jobs.rules.changes imports spark_jobs.sinks.delta_sink: sinks is above rules"]),
+    ("def f():\n    from ..sinks import delta_sink\n",  # at any depth, `from .. import` form
+     ["spark_jobs.rules.changes imports spark_jobs.sinks: sinks is above rules",
+      "spark_jobs.rules.changes imports spark_jobs.sinks.delta_sink: sinks is above rules"]),
+    ("import spark_jobs.merge",
+     ["spark_jobs.rules.changes imports spark_jobs.merge: spark_jobs/ is above rules"]),
+    ("from .fold import key_of", []),  # its own package
+])
+def test_an_upward_import_is_found(tmp_path: Path, source: str, expected: list[str]) -> None:
+    (tmp_path / "connector").mkdir()
+    for package in ("rules", "sinks"):
+        (tmp_path / "spark_jobs" / package).mkdir(parents=True)
+        (tmp_path / "spark_jobs" / package / "__init__.py").write_text("")
+    (tmp_path / "spark_jobs" / "__init__.py").write_text("")
+    (tmp_path / "spark_jobs" / "merge.py").write_text("from spark_jobs.sinks import delta_sink\n")
+    (tmp_path / "spark_jobs" / "sinks" / "delta_sink.py").write_text(
+        "from ..rules.changes import q\n")  # downward: allowed
+    (tmp_path / "spark_jobs" / "rules" / "fold.py").write_text("")
+    (tmp_path / "spark_jobs" / "rules" / "changes.py").write_text(source + "\n")
+    assert upward_imports(tmp_path) == expected
+
+
+def test_a_package_without_a_floor_is_found(tmp_path: Path) -> None:
+    (tmp_path / "connector").mkdir()
+    (tmp_path / "spark_jobs" / "formats").mkdir(parents=True)
+    (tmp_path / "spark_jobs" / "formats" / "__init__.py").write_text("")
+    assert upward_imports(tmp_path) == [
+        "spark_jobs.formats is in a package without a floor (add it to SPARK_FLOORS)"]

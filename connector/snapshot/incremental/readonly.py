@@ -55,7 +55,7 @@ So every event of k in Kafka is older than the row in both orders, or newer in b
 row shows k's state after every transaction committed before P and before none committed
 after h: since no transaction changed k between P and h (else k was dropped), the row shows
 k's state at every position in [P, h] -- the property the consistent cuts rely on for
-incremental snapshot rows (spark_jobs/cut_policy.py "Snapshot rows"), with P in the role of l.
+incremental snapshot rows (spark_jobs/rules/cut_policy.py "Snapshot rows"), with P in the role of l.
 A transaction visible in S but streamed after P has c <= h (step 2) and so dropped its keys:
 no row shows a state "from the future" of its position P.
 

@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.job import run_merge
-from spark_jobs.verify import compare, lake_rows, pg_rows
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import run_merge
+from spark_jobs.verify.compare import compare, lake_rows, pg_rows
 from tests.support.cdc_checks import Record, execute, read_records, rows
 from tests.support.kafka import caught_up
 from tests.support.producer import ProducerRun, current_lsn

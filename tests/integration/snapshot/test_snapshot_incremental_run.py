@@ -17,9 +17,9 @@ from typing import Any
 
 import psycopg
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.job import run_merge
-from spark_jobs.verify import compare, lake_rows, pg_rows
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import run_merge
+from spark_jobs.verify.compare import compare, lake_rows, pg_rows
 from tests.support.producer import current_lsn
 from tests.support.snapshot import final_state, frozen, read_events, table_rows
 

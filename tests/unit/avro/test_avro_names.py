@@ -18,7 +18,7 @@ from connector.names import (
     to_avro_name,
     topic_part,
 )
-from spark_jobs.names import table_of
+from spark_jobs.rules.names import table_of
 
 AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # PostgreSQL identifiers: any characters but NUL (and no surrogates, being UTF-8), never empty.

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs.changes import (
+from spark_jobs.rules.changes import (
     Position,
     after_position,
     latest_per_key,

@@ -9,19 +9,19 @@ import re
 import pytest
 
 from connector.names import to_avro_name
-from spark_jobs.changes import q
-from spark_jobs.config import parse_args
-from spark_jobs.decode import TopicPlan
-from spark_jobs.delta_sink import MAPPING_PROPERTIES, DeltaTableSink
-from spark_jobs.names import (
+from spark_jobs.events.decode import TopicPlan
+from spark_jobs.rules.changes import q
+from spark_jobs.rules.names import (
     TableId,
     catalog_name_parts,
     catalog_table_name,
     column_names,
     table_of,
 )
-from spark_jobs.plan import merge_plan, sql_string
-from spark_jobs.submit import spark_options_parser, spark_submit_command
+from spark_jobs.rules.plan import merge_plan, sql_string
+from spark_jobs.runtime.config import parse_args
+from spark_jobs.runtime.submit import spark_options_parser, spark_submit_command
+from spark_jobs.sinks.delta_sink import MAPPING_PROPERTIES, DeltaTableSink
 
 ODD = ["order id", "Größe", "a.b", "we`ird", "CamelCase", "x=y,(z);{}", "tab\there"]
 BASE = ["--bootstrap-servers", "k:9092", "--schema-registry-url", "http://r", "--topic-prefix",

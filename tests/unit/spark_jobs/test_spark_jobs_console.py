@@ -1,4 +1,4 @@
-"""The merge job's one-line reasons (spark_jobs/console.py), from the texts Spark gives."""
+"""The merge job's one-line reasons (spark_jobs/runtime/console.py), from the texts Spark gives."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from spark_jobs.console import (
+from spark_jobs.runtime.console import (
     SourceUnreachable,
     _bootstrap_addresses,
     check_kafka,

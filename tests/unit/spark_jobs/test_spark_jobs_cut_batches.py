@@ -2,7 +2,7 @@
 Spark session, no Kafka): changes wait for a heartbeat of an earlier batch, the held-back
 records come back in the next batch, a batch re-run after a crash gives the same result, and
 every cut reads back as the changes at or below it; tombstones expire below the heartbeats
-of two batches earlier (spark_jobs/expiry.py), the same after a crash, also without
+of two batches earlier (spark_jobs/rules/expiry.py), the same after a crash, also without
 --consistent-cuts. The Spark path
 (`BatchCut.hold`); the delta-rs path's split is `rows.split_held`
 (test_spark_jobs_cut_policy.py) and the e2e test (tests/e2e/test_merge_cuts.py) streams
@@ -19,9 +19,9 @@ from deltalake import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 
 from connector.avro import AvroEncoder
-from spark_jobs.config import MergeConfig
-from spark_jobs.job import BatchProcessor
-from spark_jobs.manifest import read_cuts
+from spark_jobs.cuts.manifest import read_cuts
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import BatchProcessor
 from tests.support.events import LocalRegistry, TableEvents, table_events
 from tests.support.schemas import FixedSchemas
 
@@ -177,7 +177,7 @@ def test_tombstones_expire_below_heartbeats_two_batches_old(
             raise RuntimeError("crash")
         write_state(state)
     store.write_state = crash_once  # type: ignore[method-assign]
-    caplog.set_level("INFO", logger="spark_jobs.job")
+    caplog.set_level("INFO", logger="spark_jobs.runtime.job")
     try:
         processor(_kafka(spark, [change("c", 10, 1), change("d", 20, 1), change("c", 12, 2),
                                  change("d", 27, 2), _beat(30, 25)], 0), 0)

@@ -1,4 +1,4 @@
-"""The pure rules of --consistent-cuts (spark_jobs/cut_policy.py): what the bound is, what a
+"""The pure rules of --consistent-cuts (spark_jobs/rules/cut_policy.py): what the bound is, what a
 batch holds back, when a cut is recorded, and the state carried across batches, restarts and
 new checkpoints."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.cut_policy import (
+from spark_jobs.events.rows import TopicRows, split_held
+from spark_jobs.rules.cut_policy import (
     STALE_MS,
     CutState,
     after,
@@ -20,7 +20,7 @@ from spark_jobs.cut_policy import (
     snapshot_row,
     stale_warning,
 )
-from spark_jobs.rows import TopicRows, split_held
+from spark_jobs.runtime.config import MergeConfig
 
 LSN, OP, IDX, TS, TOAST = "_cdc_commit_lsn", "_cdc_op", "_cdc_txn_index", "_cdc_ts_ms", "_cdc_toast"
 
@@ -159,7 +159,7 @@ def test_config_subscribes_to_heartbeats_and_refuses_what_breaks_the_argument() 
 
 
 def test_the_command_line_option_reaches_the_config() -> None:
-    from spark_jobs.config import parse_args
+    from spark_jobs.runtime.config import parse_args
 
     args = ["--bootstrap-servers", "k:9092", "--schema-registry-url", "http://r",
             "--topic-prefix", "p", "--target", "/lake"]

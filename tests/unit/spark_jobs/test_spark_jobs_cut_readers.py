@@ -11,8 +11,8 @@ import pytest
 from deltalake import write_deltalake
 
 from connector.cli import main
-from spark_jobs.manifest import Cut, append_cut
-from spark_jobs.read import NoCut, arrow_tables_at_cut, latest_cut
+from spark_jobs.cuts.manifest import Cut, append_cut
+from spark_jobs.cuts.read import NoCut, arrow_tables_at_cut, latest_cut
 
 
 def _lake(tmp_path: Path) -> str:

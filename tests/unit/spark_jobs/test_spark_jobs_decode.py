@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from connector.avro import frame
-from spark_jobs.decode import (
+from spark_jobs.events.decode import (
     NotAnEnvelope,
     decode_topic,
     plan_batch,
@@ -16,7 +16,7 @@ from spark_jobs.decode import (
     undecodable,
     value_record,
 )
-from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
+from spark_jobs.events.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
 from tests.support.events import LocalRegistry, table_events
 from tests.support.schemas import FixedSchemas
 

@@ -1,4 +1,4 @@
-"""Tombstone expiry (spark_jobs/expiry.py): the bound is min(W, R) of heartbeats read at least
+"""Tombstone expiry (spark_jobs/rules/expiry.py): the bound is min(W, R) of heartbeats read at least
 two batches earlier, carried in the persisted per-batch state, so a re-run batch gets the same
 one; nothing expires without both numbers; plain streaming expires as --consistent-cuts does,
 except where batches read unevenly."""
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.cut_policy import CutState, after, bound, initial
-from spark_jobs.expiry import expired_predicate, expiry_bound
+from spark_jobs.rules.cut_policy import CutState, after, bound, initial
+from spark_jobs.rules.expiry import expired_predicate, expiry_bound
+from spark_jobs.runtime.config import MergeConfig
 
 LSNS = st.one_of(st.none(), st.integers(min_value=1, max_value=2**63 - 1))
 

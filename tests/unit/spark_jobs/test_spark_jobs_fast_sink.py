@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql.types import LongType, StringType
 
-from spark_jobs.changes import IDX, LSN, OP, TOAST, TS
-from spark_jobs.delta_sink import DeltaTableSink
-from spark_jobs.fast_sink import Declined, apply_fast
-from spark_jobs.rows import TopicRows
+from spark_jobs.events.rows import TopicRows
+from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, TS
+from spark_jobs.sinks.delta_sink import DeltaTableSink
+from spark_jobs.sinks.fast_sink import Declined, apply_fast
 from tests.unit.spark_jobs.test_spark_jobs_delta_sink import (
     Change,
     apply,

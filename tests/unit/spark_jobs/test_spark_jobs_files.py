@@ -6,8 +6,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from spark_jobs.files import write_batch_files
-from spark_jobs.parquet_sink import DATE, change_log
+from spark_jobs.lake.files import write_batch_files
+from spark_jobs.sinks.parquet_sink import DATE, change_log
 
 
 def test_rewriting_a_batch_replaces_its_files(spark: SparkSession, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The fast path's batch rules over Python rows (spark_jobs/fold.py), without Spark: what
+"""The fast path's batch rules over Python rows (spark_jobs/rules/fold.py), without Spark: what
 `changes.latest_per_key` and `plan.not_deleted_later` say, including Spark's key equality."""
 
 from __future__ import annotations
@@ -6,8 +6,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from spark_jobs.changes import IDX, LSN, OP, TOAST, Position
-from spark_jobs.fold import after_position, latest_per_key, newest_tombstones, not_deleted_later
+from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, Position
+from spark_jobs.rules.fold import (
+    after_position,
+    latest_per_key,
+    newest_tombstones,
+    not_deleted_later,
+)
 
 
 def row(k: Any, op: str, lsn: int, idx: int = 0, toast: tuple[str, ...] = (), **cols: Any

@@ -1,5 +1,5 @@
-"""History chains (spark_jobs/history.py) against a simple model: the table folded in position
-order up to a position, each event applied by its own key. Random workloads (updates,
+"""History chains (spark_jobs/history/versions.py) against a simple model: the table folded in
+position order up to a position, each event applied by its own key. Random workloads (updates,
 deletes, re-inserts, key changes, truncates, unchanged TOAST, columns added and dropped, and
 half of them with the key definition changed mid-stream: `(k)` becomes `(k, a)`, then maybe
 dropped), delivered with duplicates, in a random order, split into batches that are folded
@@ -13,9 +13,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_jobs.changes import IDX, LSN, OP, TOAST, TS, Position
-from spark_jobs.fold import key_of, position
-from spark_jobs.history import (
+from spark_jobs.history.versions import (
     CURRENT,
     EVENT_KEY,
     FROM_LSN,
@@ -35,6 +33,8 @@ from spark_jobs.history import (
     valid_to,
     versions,
 )
+from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, TS, Position
+from spark_jobs.rules.fold import key_of, position
 
 KEY = ["k"]
 WIDE = ["k", "a"]  # the key once the key definition changes mid-stream

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.config import MergeConfig, parse_args
-from spark_jobs.history_job import catalog_name
-from spark_jobs.names import TableId
+from spark_jobs.rules.names import TableId
+from spark_jobs.runtime.config import MergeConfig, parse_args
+from spark_jobs.runtime.history_job import catalog_name
 
 BASE = ["--bootstrap-servers", "k:9092", "--schema-registry-url", "http://r", "--topic-prefix",
         "p", "--target", "/lake"]

@@ -14,10 +14,10 @@ import pytest
 from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.history import FROM_LSN, TO_LSN, TO_OP
-from spark_jobs.history_sink import history_path
-from spark_jobs.job import BatchProcessor
+from spark_jobs.history.sink import history_path
+from spark_jobs.history.versions import FROM_LSN, TO_LSN, TO_OP
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import BatchProcessor
 from tests.unit.spark_jobs.test_spark_jobs_key_schemas import _events, _kafka, _rows, _topics
 
 

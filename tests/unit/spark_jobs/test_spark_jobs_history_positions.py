@@ -1,10 +1,10 @@
-"""Where the history's log ends per part (spark_jobs/history_positions.py): each bound is at
+"""Where the history's log ends per part (spark_jobs/history/positions.py): each bound is at
 or after every logged event of its part, exact for the recent batches' parts."""
 
 from __future__ import annotations
 
-from spark_jobs.changes import Position
-from spark_jobs.history_positions import RECENT_BATCHES, LoggedPositions
+from spark_jobs.history.positions import RECENT_BATCHES, LoggedPositions
+from spark_jobs.rules.changes import Position
 
 
 def test_recent_parts_are_exact_and_the_others_bounded_by_the_floor() -> None:

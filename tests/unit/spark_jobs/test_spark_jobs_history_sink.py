@@ -1,4 +1,4 @@
-"""The history tables through delta-rs (spark_jobs/history_sink.py), on local Delta tables:
+"""The history tables through delta-rs (spark_jobs/history/sink.py), on local Delta tables:
 random batches of a random workload, delivered out of order with duplicates, re-run batches
 and a second app id, give the versions `history.versions` computes from the set of events."""
 
@@ -25,10 +25,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from spark_jobs.changes import OP
-from spark_jobs.history import CURRENT, FROM_LSN, FROM_TS, TO_LSN, Tracking, versions
-from spark_jobs.history_read import as_of_arrow
-from spark_jobs.history_sink import HistorySink, history_path
+from spark_jobs.history.read import as_of_arrow
+from spark_jobs.history.sink import HistorySink, history_path
+from spark_jobs.history.versions import CURRENT, FROM_LSN, FROM_TS, TO_LSN, Tracking, versions
+from spark_jobs.rules.changes import OP
 from tests.unit.spark_jobs.test_spark_jobs_history import COLUMNS, KEY, event, workloads
 
 TYPES = {"k": LongType(), "a": LongType(), "b": StringType(), "big": StringType(),

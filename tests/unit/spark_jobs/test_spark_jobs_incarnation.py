@@ -4,8 +4,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from connector.avro.schema import RELATION_ID
-from spark_jobs.changes import Position
-from spark_jobs.incarnation import Decision, Incarnation, decide, of_schema
+from spark_jobs.rules.changes import Position
+from spark_jobs.rules.incarnation import Decision, Incarnation, decide, of_schema
 
 OLD = Incarnation(100, Position(50, 0))
 

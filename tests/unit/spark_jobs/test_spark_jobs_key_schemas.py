@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.job import BatchProcessor
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import BatchProcessor
 from tests.support.events import LocalRegistry, TableEvents, table_events
 from tests.support.schemas import FixedSchemas
 

@@ -1,4 +1,4 @@
-"""`pgcdc lake status`'s pure parts (spark_jobs/lake_status.py): Spark's offset log, a table's
+"""`pgcdc lake status`'s pure parts (spark_jobs/lake/status.py): Spark's offset log, a table's
 records behind and lag, the health check's verdict and the renderings. The real round trip
 (a lake in a bucket, a table left behind): tests/e2e/test_merge_object_store.py."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from spark_jobs.lake_status import (
+from spark_jobs.lake.status import (
     LakeStatus,
     TableStatus,
     parse_offsets,

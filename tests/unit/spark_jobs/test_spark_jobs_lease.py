@@ -1,4 +1,4 @@
-"""The writer lease (spark_jobs/lease.py): one merge job per target, on a real (local) Delta
+"""The writer lease (spark_jobs/lake/lease.py): one merge job per target, on a real (local) Delta
 table through delta-rs, and its pure rule."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs.lease import Holder, LakeBusy, LakeError, Lease, free_for
+from spark_jobs.lake.lease import Holder, LakeBusy, LakeError, Lease, free_for
 
 
 def job(target: Path, host: str, **kw: float) -> Lease:
@@ -96,7 +96,7 @@ def test_a_stopped_job_releases_and_a_later_one_of_the_process_takes_over(tmp_pa
 
 def test_a_store_out_of_reach_is_one_line() -> None:
     lease = Lease("s3a://no-such-bucket/lake")
-    from spark_jobs import storage
+    from spark_jobs.lake import storage
 
     storage.configure({"spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:9",
                        "spark.hadoop.fs.s3a.access.key": "k",

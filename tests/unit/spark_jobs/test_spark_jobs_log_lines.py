@@ -1,6 +1,6 @@
 """The job's own lines survive a shell's `> log 2>&1` (issue 25): `pgcdc merge` with its output
 in a file opened for writing, spark-submit played by a stand-in that does with its file
-descriptors what spark-submit's JVM does (spark_jobs/console.py): it runs the Python driver
+descriptors what spark-submit's JVM does (spark_jobs/runtime/console.py): it runs the Python driver
 with stdout and stderr piped into its own stdout, and log4j writes its stderr afterwards."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parents[3]
 # The driver: the job's lines as merge.py writes them (logging and `say`, to `job_stderr()`).
 DRIVER = """
 import logging
-from spark_jobs.console import job_stderr, say
+from spark_jobs.runtime.console import job_stderr, say
 err = job_stderr()
 logging.basicConfig(level=logging.INFO, stream=err, format="%(levelname)s %(name)s: %(message)s")
-logging.getLogger("spark_jobs.job").info("batch 0: 3 events")
+logging.getLogger("spark_jobs.runtime.job").info("batch 0: 3 events")
 say(err, "1 batch(es), 3 event(s)")
 """
 
@@ -64,7 +64,7 @@ def test_pgcdc_merge_output_redirected_to_a_file_keeps_the_jobs_lines(
         spark_home: Path, tmp_path: Path, together: bool) -> None:
     text = _run([sys.executable, "-m", "connector.cli", "merge", *JOB_ARGS], spark_home,
                 tmp_path / "merge.log", together)
-    assert "INFO spark_jobs.job: batch 0: 3 events" in text
+    assert "INFO spark_jobs.runtime.job: batch 0: 3 events" in text
     assert "pgcdc merge: 1 batch(es), 3 event(s)" in text
     assert "WARN log4j: " in text
 
@@ -74,6 +74,6 @@ def test_spark_submit_itself_redirected_to_a_file_keeps_the_jobs_lines(
     """Without `pgcdc merge` nobody sets O_APPEND: the job writes through the JVM instead."""
     text = _run([str(spark_home / "bin" / "spark-submit")], spark_home, tmp_path / "s.log",
                 True)
-    assert "INFO spark_jobs.job: batch 0: 3 events" in text
+    assert "INFO spark_jobs.runtime.job: batch 0: 3 events" in text
     assert "pgcdc merge: 1 batch(es), 3 event(s)" in text
     assert "WARN log4j: " in text

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from spark_jobs.config import MergeConfig, parse_args
-from spark_jobs.names import TableId, column_names, subscribe_pattern, table_of
-from spark_jobs.plan import DATAFUSION, merge_plan, newer_expr, not_deleted_later
+from spark_jobs.rules.names import TableId, column_names, subscribe_pattern, table_of
+from spark_jobs.rules.plan import DATAFUSION, merge_plan, newer_expr, not_deleted_later
+from spark_jobs.runtime.config import MergeConfig, parse_args
 
 
 def test_subscribe_pattern_matches_table_topics_only() -> None:
@@ -129,7 +129,7 @@ def test_tables_written_at_once_follow_the_cores_unless_given() -> None:
 
 
 def test_the_fast_path_takes_the_smallest_tables_up_to_the_limit() -> None:
-    from spark_jobs.job import fast_topics
+    from spark_jobs.runtime.job import fast_topics
 
     events = {"p.s.big": 90_000, "p.s.a": 3, "p.s.b": 3, "p.s.mid": 10_000, "p.s.c": 1}
     assert fast_topics(events, 100_000) == ["p.s.c", "p.s.a", "p.s.b", "p.s.mid"]

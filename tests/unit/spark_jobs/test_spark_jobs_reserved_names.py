@@ -15,10 +15,10 @@ from pyspark.sql import SparkSession
 
 from connector.avro import TableSchemas, frame
 from connector.names import from_avro_name
-from spark_jobs.changes import META, latest_per_key
-from spark_jobs.config import MergeConfig
-from spark_jobs.job import BatchProcessor
-from spark_jobs.names import METADATA_COLUMNS, column_names
+from spark_jobs.rules.changes import META, latest_per_key
+from spark_jobs.rules.names import METADATA_COLUMNS, column_names
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import BatchProcessor
 from tests.support.events import Column, LocalRegistry, TableEvents, table_events
 from tests.support.schemas import FixedSchemas
 
@@ -135,8 +135,8 @@ def test_negative_zero_float_key_is_kept(spark: SparkSession) -> None:
 
 def test_negative_zero_float_key_lands_in_delta(spark: SparkSession, tmp_path: Path) -> None:
     """Through the table's first append and a later MERGE (insert and update)."""
-    from spark_jobs.delta_sink import DeltaTableSink
-    from spark_jobs.job import table_facts
+    from spark_jobs.runtime.job import table_facts
+    from spark_jobs.sinks.delta_sink import DeltaTableSink
 
     schema = ("k double, v string, _cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, "
               "_cdc_ts_ms long, _cdc_toast array<string>")
@@ -153,7 +153,7 @@ def test_negative_zero_float_key_lands_in_delta(spark: SparkSession, tmp_path: P
 def test_key_columns_are_named_as_in_the_row() -> None:
     """A key column whose name is only taken in the whole row (here by the escaped `_cdc_op`)
     gets the row's name for it, not the one the key record alone would give."""
-    from spark_jobs.decode import TopicPlan
+    from spark_jobs.events.decode import TopicPlan
 
     schemas = _schemas([("_cdc_op", "text"), ("_x005Fcdc_x005Fop", "text")],
                        ["_x005Fcdc_x005Fop"])

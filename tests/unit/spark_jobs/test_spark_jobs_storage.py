@@ -1,16 +1,16 @@
 """delta-rs's storage options derived from the settings a Spark user gives once
-(spark_jobs/storage.py): Spark's `fs.s3a.*`, per-bucket overrides, the AWS variables."""
+(spark_jobs/lake/storage.py): Spark's `fs.s3a.*`, per-bucket overrides, the AWS variables."""
 
 from __future__ import annotations
 
-from spark_jobs.config import MergeConfig
-from spark_jobs.storage import (
+from spark_jobs.lake.storage import (
     delta_rs_options,
     is_local,
     local_path,
     object_store_defaults,
     scheme,
 )
+from spark_jobs.runtime.config import MergeConfig
 
 ENV = {"AWS_ACCESS_KEY_ID": "env-id", "AWS_SECRET_ACCESS_KEY": "env-secret",
        "AWS_REGION": "eu-west-1", "HOME": "/root"}

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_jobs import submit
+from spark_jobs.runtime import submit
 
 
 def test_command_with_jars_from_the_environment() -> None:

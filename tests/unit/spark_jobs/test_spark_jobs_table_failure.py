@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from py4j.protocol import Py4JNetworkError
 
-from spark_jobs.job import table_failure
+from spark_jobs.runtime.job import table_failure
 
 
 def test_a_tables_own_error_is_a_table_failure() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_jobs.config import parse_args
+from spark_jobs.runtime.config import parse_args
 
 BASE = ["--bootstrap-servers", "k:9092", "--schema-registry-url", "http://r", "--topic-prefix",
         "shop", "--target", "/lake"]

@@ -11,8 +11,8 @@ from pyspark.sql import SparkSession
 
 from connector.avro import SourceInfo, TableCodec, derive_table_schemas, frame
 from connector.pgtypes import oids
-from spark_jobs.decode import decode_topic, plan_batch, split_corrupt
-from spark_jobs.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
+from spark_jobs.events.decode import decode_topic, plan_batch, split_corrupt
+from spark_jobs.events.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
 from tests.support.avro import catalog, column, relation
 from tests.support.schemas import FixedSchemas
 

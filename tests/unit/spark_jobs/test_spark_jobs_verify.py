@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from spark_jobs.verify import TableRows, compare, lake_names, normalize
+from spark_jobs.verify.compare import TableRows, compare, lake_names, normalize
 
 
 def test_a_time_compares_as_the_lakes_microseconds_since_midnight() -> None:
@@ -16,7 +16,7 @@ def test_a_time_compares_as_the_lakes_microseconds_since_midnight() -> None:
 
 def test_escaped_lake_names_are_found_through_the_name_mapping() -> None:
     pg_columns = ["id", "order date", "_cdc_op", "a_x0020b", "a b"]
-    # without column mapping: the names the merge job gives (spark_jobs.names.column_names)
+    # without column mapping: the names the merge job gives (spark_jobs.rules.names.column_names)
     lake_columns = ["id", "order_x0020date", "_x005Fcdc_x005Fop", "a_x005Fx0020b", "a_x0020b"]
     assert lake_names(pg_columns, lake_columns) == {
         "id": "id", "order date": "order_x0020date", "_cdc_op": "_x005Fcdc_x005Fop",

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from spark_jobs.manifest import Cut
-from spark_jobs.verify_canon import (
+from spark_jobs.cuts.manifest import Cut
+from spark_jobs.verify.canon import (
     KeyNotHashable,
     PgColumn,
     column_rule,
@@ -18,8 +18,8 @@ from spark_jobs.verify_canon import (
     spark_joined,
     table_canon,
 )
-from spark_jobs.verify_online import bucket_of, wait_for_cut
-from spark_jobs.verify_report import (
+from spark_jobs.verify.online import bucket_of, wait_for_cut
+from spark_jobs.verify.report import (
     RangeSummary,
     Report,
     TableReport,
@@ -197,7 +197,7 @@ def test_wait_for_cut_names_the_merge_option_when_none_comes(tmp_path) -> None: 
 
 
 def test_wait_for_cut_takes_the_first_cut_at_or_after(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from spark_jobs.manifest import append_cut
+    from spark_jobs.cuts.manifest import append_cut
 
     append_cut(str(tmp_path), Cut(50, 0, {"s/t": 1}), "app")
     append_cut(str(tmp_path), Cut(150, 1, {"s/t": 2}), "app")

@@ -10,9 +10,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from pyspark.sql.types import DecimalType, DoubleType, FloatType, IntegerType, LongType, StringType
 
-from spark_jobs.delta_sink import DeltaTableSink
-from spark_jobs.job import table_facts
-from spark_jobs.widening import widened
+from spark_jobs.rules.widening import widened
+from spark_jobs.runtime.job import table_facts
+from spark_jobs.sinks.delta_sink import DeltaTableSink
 
 META = "_cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, _cdc_ts_ms long, " \
        "_cdc_toast array<string>"

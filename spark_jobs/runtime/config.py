@@ -1,0 +1,346 @@
+"""The merge job's settings, from the command line (`merge.py --help`) or built in code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from ..lake import storage
+from ..rules.names import TableId, subscribe_pattern, table_of
+
+AVAILABLE_NOW = "available-now"
+_INTERVAL = re.compile(r"^(\d+)\s*(ms|s|sec|seconds?|m|min|minutes?)$")
+
+
+@dataclass(frozen=True)
+class MergeConfig:
+    bootstrap_servers: str
+    schema_registry_url: str
+    target: str
+    topic_prefix: str | None = None
+    topics: tuple[str, ...] = ()
+    checkpoint: str | None = None  # default <target>/_pgcdc/checkpoint
+    format: str = "delta"  # delta | parquet
+    trigger: str = "10s"  # an interval or "available-now"
+    replay: bool = False
+    max_offsets_per_trigger: int | None = None
+    dead_letter: str | None = None  # default <target>/_pgcdc/dead_letter
+    partition_by: tuple[str, ...] = ()
+    kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* passed through
+    parallel_tables: int = 0  # tables of a batch written concurrently (0: `tables_at_once`)
+    table_properties: dict[str, str] = field(default_factory=dict)  # of new Delta tables
+    column_mapping: bool = False  # new Delta tables: column mapping, PostgreSQL column names
+    database: str | None = None  # register each Delta table in this catalog database
+    # Small batches through delta-rs (spark_jobs/sinks/fast_sink.py): auto = for local targets.
+    fast_merge: str = "auto"  # auto | off
+    fast_merge_max_events: int = 100_000
+    # fast batches of a table between compactions, batches between tombstone expiries (0: never)
+    maintenance_every: int = 20
+    # Record transaction-consistent cuts in <target>/_pgcdc/cuts (spark_jobs/rules/cut_policy.py).
+    consistent_cuts: bool = False
+    # History tables (SCD type 2, spark_jobs/history/versions.py) of the tables matching these
+    # `schema.table` patterns (`*` any characters, as `pgcdc run --tables`).
+    history: tuple[str, ...] = ()
+    history_columns: tuple[str, ...] = ()  # only these open a new version when they change
+    history_except_columns: tuple[str, ...] = ()  # ... or all but these
+
+    def __post_init__(self) -> None:
+        if bool(self.topic_prefix) == bool(self.topics):
+            raise ValueError("give exactly one of --topic-prefix and --topics")
+        for topic in self.topics:
+            table_of(topic)  # raises for a name that is not <prefix>.<schema>.<table>
+        if self.format not in ("delta", "parquet"):
+            raise ValueError(f"--format must be delta or parquet, not {self.format!r}")
+        if self.trigger != AVAILABLE_NOW and not _INTERVAL.match(self.trigger):
+            raise ValueError(f"--trigger must be an interval like 10s or {AVAILABLE_NOW}")
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
+            raise ValueError("--max-offsets-per-trigger must be positive")
+        if self.parallel_tables < 0:
+            raise ValueError("--parallel-tables must be positive (0: the cluster's cores)")
+        if any(not k.startswith("delta.") for k in self.table_properties):
+            raise ValueError("--table-property keys must start with 'delta.': "
+                             f"{sorted(self.table_properties)}")
+        if self.format == "parquet" and (self.column_mapping or self.database):
+            raise ValueError("--column-mapping and --database apply to Delta tables, not to "
+                             "--format parquet")
+        if self.database is not None and not self.database.strip():
+            raise ValueError("--database needs a name")
+        if self.fast_merge not in ("auto", "off"):
+            raise ValueError(f"--fast-merge must be auto or off, not {self.fast_merge!r}")
+        if self.fast_merge_max_events < 0:
+            raise ValueError("--fast-merge-max-events must not be negative")
+        if self.maintenance_every < 0:
+            raise ValueError("--maintenance-every must not be negative")
+        if self.history and self.format != "delta":
+            raise ValueError("--history applies to Delta tables, not to --format parquet")
+        self._check_store()
+        if self.history_columns and self.history_except_columns:
+            raise ValueError("give --history-columns or --history-except-columns, not both")
+        if (self.history_columns or self.history_except_columns) and not self.history:
+            raise ValueError("--history-columns / --history-except-columns need --history")
+        bad = [k for k in self.kafka_options if not k.startswith("kafka.")]
+        if bad:
+            raise ValueError(f"Kafka options must start with 'kafka.': {bad}")
+        if self.consistent_cuts:
+            self._check_cuts()
+
+    def _check_cuts(self) -> None:
+        """What `--consistent-cuts` cannot work with (spark_jobs/rules/cut_policy.py says why)."""
+        if self.format != "delta":
+            raise ValueError("--consistent-cuts records Delta versions: the Parquet change log "
+                             "has each change's _cdc_commit_lsn instead (see docs/merge-job.md)")
+        uneven = self.uneven_reading
+        if uneven:
+            raise ValueError(f"--consistent-cuts needs batches that read to the latest offsets "
+                             f"Spark listed, after a previous batch: {uneven}")
+        self.heartbeat_topic  # noqa: B018 - raises for topics of several prefixes
+
+    def _check_store(self) -> None:
+        """Features written through delta-rs (history tables, the cuts manifest) need a
+        target delta-rs reaches: local disk or an object store (spark_jobs/lake/storage.py)."""
+        kind = storage.scheme(self.target)
+        if kind in storage.DELTA_RS_SCHEMES:
+            return
+        for feature, on in (("--history", bool(self.history)),
+                            ("--consistent-cuts", self.consistent_cuts)):
+            if on:
+                raise ValueError(f"{feature} writes through delta-rs, which does not reach "
+                                 f"{kind}:// paths: give --target as a local path, s3a://, "
+                                 "abfss:// or gs://")
+
+    @property
+    def uneven_reading(self) -> str | None:
+        """Why batches may not read to the latest offsets Spark listed, one after another
+        (None: they do). The heartbeat arguments (rules/cut_policy.py, rules/expiry.py) need
+        them to."""
+        if self.available_now:
+            return ("available-now and --replay read what is there and stop: no batch after "
+                    "the one that read a heartbeat")
+        if self.max_offsets_per_trigger is not None:
+            return "--max-offsets-per-trigger leaves some partitions behind the offsets listed"
+        return None
+
+    @property
+    def expiry_off(self) -> str | None:
+        """Why this job expires no tombstones (None: it does, every --maintenance-every
+        batches, with the bound spark_jobs/rules/expiry.py derives from the heartbeats it reads)."""
+        if self.format != "delta":
+            return "--format parquet keeps no tombstones"
+        if not self.maintenance_every:
+            return "--maintenance-every 0"
+        if self.uneven_reading:
+            return self.uneven_reading
+        if self.topics and not self.consistent_cuts:
+            return ("--topics without --consistent-cuts: the heartbeat topic is read only "
+                    "with --topic-prefix (it may not exist)")
+        return None
+
+    @property
+    def reads_heartbeats(self) -> bool:
+        """Whether the job uses the heartbeats of `<prefix>.heartbeat`: for its cuts, or for
+        tombstone expiry."""
+        return self.consistent_cuts or self.expiry_off is None
+
+    @property
+    def subscribes_heartbeats(self) -> bool:
+        """Whether the job's Kafka source includes `<prefix>.heartbeat`: always with
+        --topic-prefix (a pattern: read once the producer's heartbeats exist), whether or not
+        this run uses them, so that every run on one checkpoint has one subscription (a
+        streaming run followed by an available-now one: Spark fails a query whose checkpoint
+        holds a partition its subscription lost, as if the topic were deleted); with --topics,
+        for --consistent-cuts (the topic must exist)."""
+        return bool(self.topic_prefix) or self.consistent_cuts
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return self.checkpoint or f"{self.target.rstrip('/')}/_pgcdc/checkpoint"
+
+    @property
+    def dead_letter_dir(self) -> str:
+        return self.dead_letter or f"{self.target.rstrip('/')}/_pgcdc/dead_letter"
+
+    @property
+    def fast_merge_on(self) -> bool:
+        """Small Delta batches go through delta-rs: with auto, when delta-rs reaches the
+        target (local disk, object stores: lake/storage.py derives its settings from Spark's)."""
+        return (self.format == "delta" and self.fast_merge == "auto"
+                and storage.scheme(self.target) in storage.DELTA_RS_SCHEMES)
+
+    def tables_at_once(self, cores: int) -> int:
+        """How many tables of a batch are written concurrently, on a cluster of `cores`
+        (Spark's default parallelism): `--parallel-tables`, or one per core, at least 2 (a
+        table's commit waits on its store more than it computes)."""
+        return self.parallel_tables or max(2, cores)
+
+    def keeps_history(self, table: TableId) -> bool:
+        """Whether `table` matches a --history pattern (its PostgreSQL `schema.table`)."""
+        return any(fnmatchcase(table.source_name, p) for p in self.history)
+
+    @property
+    def available_now(self) -> bool:
+        return self.replay or self.trigger == AVAILABLE_NOW
+
+    @property
+    def interval(self) -> str:
+        """Spark's processingTime form of the trigger ("10 seconds")."""
+        match = _INTERVAL.match(self.trigger)
+        if not match:
+            raise ValueError(f"{self.trigger!r} is not an interval")
+        number, unit = match.groups()
+        unit = {"ms": "milliseconds", "s": "seconds", "sec": "seconds", "m": "minutes",
+                "min": "minutes"}.get(unit, unit if unit.endswith("s") else unit + "s")
+        return f"{number} {unit}"
+
+    @property
+    def heartbeat_topic(self) -> str:
+        """`<prefix>.heartbeat` of the subscribed tables' prefix (with --topics: their one
+        prefix)."""
+        if self.topic_prefix:
+            return f"{self.topic_prefix}.heartbeat"
+        prefixes = {t.rsplit(".", 2)[0] for t in self.topics}
+        if len(prefixes) != 1:
+            raise ValueError("heartbeats are read for topics of one prefix, "
+                             f"not {sorted(prefixes)}")
+        return f"{prefixes.pop()}.heartbeat"
+
+    def subscription(self) -> tuple[str, str]:
+        """The Kafka source's (option, value): a pattern, so new tables appear without a
+        restart, or a fixed topic list; the heartbeat topic too (`subscribes_heartbeats`)."""
+        if self.topic_prefix:
+            pattern = subscribe_pattern(self.topic_prefix)
+            return "subscribePattern", f"{pattern}|^{re.escape(self.heartbeat_topic)}$"
+        topics = [*self.topics, self.heartbeat_topic] if self.consistent_cuts else self.topics
+        return "subscribe", ",".join(topics)
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
+def _table_properties(pairs: Sequence[tuple[str, str]], change_data_feed: bool
+                      ) -> dict[str, str]:
+    properties = dict(pairs)
+    if change_data_feed:
+        properties["delta.enableChangeDataFeed"] = "true"
+    return properties
+
+
+def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Merge pgcdc change events from Kafka into Delta Lake tables "
+                    "(or an append-only Parquet change log).")
+    # Same environment variables as `pgcdc run`, so one `eval "$(scripts/stack env)"` serves both.
+    servers, registry = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get(
+        "SCHEMA_REGISTRY_URL")
+    p.add_argument("--bootstrap-servers", default=servers, required=not servers,
+                   help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
+    p.add_argument("--schema-registry-url", default=registry, required=not registry,
+                   help="Confluent-compatible Schema Registry API base URL "
+                        "(env SCHEMA_REGISTRY_URL)")
+    topics = p.add_mutually_exclusive_group(required=True)
+    topics.add_argument("--topic-prefix", help="subscribe to every table topic of this prefix")
+    topics.add_argument("--topics", type=_csv, help="comma-separated table topics")
+    p.add_argument("--target", required=True, help="tables go to TARGET/<schema>/<table>")
+    p.add_argument("--checkpoint", help="default TARGET/_pgcdc/checkpoint")
+    p.add_argument("--format", choices=("delta", "parquet"), default="delta",
+                   help="delta: a mirror table per source table; parquet: an append-only change "
+                        "log per table (every event with op and position)")
+    p.add_argument("--trigger", default="10s", help="interval (10s, 1m) or available-now")
+    p.add_argument("--replay", action="store_true",
+                   help="read every topic from earliest to latest into an empty target, stop")
+    p.add_argument("--max-offsets-per-trigger", type=int, metavar="N",
+                   help="bound a micro-batch to N Kafka records (default: everything there)")
+    p.add_argument("--dead-letter", help="default TARGET/_pgcdc/dead_letter")
+    p.add_argument("--partition-by", type=_csv, default=(), help="comma-separated columns")
+    p.add_argument("--parallel-tables", type=int, default=0,
+                   help="tables of a micro-batch written concurrently (default: Spark's "
+                        "default parallelism, the cluster's cores, at least 2)")
+    p.add_argument("--kafka-option", type=_option, action="append", default=[],
+                   metavar="kafka.KEY=VALUE", help="passed to the Kafka source (repeatable)")
+    p.add_argument("--table-property", type=_option, action="append", default=[],
+                   metavar="delta.KEY=VALUE",
+                   help="Delta table property of new tables (repeatable), e.g. "
+                        "delta.enableChangeDataFeed=true")
+    p.add_argument("--change-data-feed", action="store_true",
+                   help="new Delta tables record their Change Data Feed "
+                        "(delta.enableChangeDataFeed=true)")
+    p.add_argument("--column-mapping", action="store_true",
+                   help="new Delta tables use column mapping (delta.columnMapping.mode=name) "
+                        "and keep the PostgreSQL column names (spaces, punctuation, any "
+                        "letters); existing tables keep theirs")
+    p.add_argument("--database", metavar="NAME",
+                   help="register each Delta table in the Spark catalog as "
+                        "NAME.<schema>__<table> (created if missing)")
+    p.add_argument("--fast-merge", choices=("auto", "off"), default="auto",
+                   help="apply small batches through delta-rs (auto: when --target is a "
+                        "local path; off: always through Spark)")
+    p.add_argument("--fast-merge-max-events", type=int, default=100_000, metavar="N",
+                   help="batches of at most N events take the fast path (default 100000)")
+    p.add_argument("--maintenance-every", type=int, default=20, metavar="N",
+                   help="compact a table and its tombstones every N batches the fast path "
+                        "applied to it; expire tombstones every N batches once the "
+                        "producer's heartbeats vouch for them (not with available-now, "
+                        "--replay or --max-offsets-per-trigger) (default 20; 0: never)")
+    p.add_argument("--consistent-cuts", action="store_true",
+                   help="apply only changes the producer's heartbeats vouch for and record "
+                        "each transaction-consistent cut in TARGET/_pgcdc/cuts (needs "
+                        "`pgcdc run --heartbeat-interval-s`)")
+    p.add_argument("--history", type=_csv, default=(), metavar="PATTERNS",
+                   help="keep a history table (SCD type 2) of each table matching these "
+                        "comma-separated schema.table patterns ('*', 'public.*') at "
+                        "TARGET/_pgcdc/history/<schema>/<table>")
+    tracked = p.add_mutually_exclusive_group()
+    tracked.add_argument("--history-columns", type=_csv, default=(), metavar="COLS",
+                         help="only a change of these columns opens a new version; other "
+                              "changes update the current version in place")
+    tracked.add_argument("--history-except-columns", type=_csv, default=(), metavar="COLS",
+                         help="a change of these columns alone updates the current version "
+                              "in place")
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None, prog: str = "merge.py") -> MergeConfig:
+    p = parser(prog)
+    args = p.parse_args(argv)
+    try:
+        return MergeConfig(
+            bootstrap_servers=args.bootstrap_servers,
+            schema_registry_url=args.schema_registry_url,
+            target=args.target,
+            topic_prefix=args.topic_prefix,
+            topics=tuple(args.topics or ()),
+            checkpoint=args.checkpoint,
+            format=args.format,
+            trigger=args.trigger,
+            replay=args.replay,
+            max_offsets_per_trigger=args.max_offsets_per_trigger,
+            dead_letter=args.dead_letter,
+            partition_by=tuple(args.partition_by),
+            kafka_options=dict(args.kafka_option),
+            parallel_tables=args.parallel_tables,
+            table_properties=_table_properties(args.table_property, args.change_data_feed),
+            column_mapping=args.column_mapping,
+            database=args.database,
+            fast_merge=args.fast_merge,
+            fast_merge_max_events=args.fast_merge_max_events,
+            maintenance_every=args.maintenance_every,
+            consistent_cuts=args.consistent_cuts,
+            history=tuple(args.history),
+            history_columns=tuple(args.history_columns),
+            history_except_columns=tuple(args.history_except_columns),
+        )
+    except ValueError as exc:
+        p.error(str(exc))
+        raise  # unreachable: error() exits

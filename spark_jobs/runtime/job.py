@@ -1,0 +1,840 @@
+"""The streaming query: Kafka source → foreachBatch(BatchProcessor) → Delta / Parquet."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from py4j.protocol import Py4JNetworkError  # type: ignore[import-untyped]
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+from pyspark.sql.types import DataType
+
+from connector.errors import first_line
+from connector.pgoutput.lsn import lsn_to_str
+
+from ..cuts.manifest import Cut, append_cut, read_cuts
+from ..cuts.pending import HEARTBEATS, RAW_COLUMNS, PendingStore, heartbeat_positions
+from ..events.decode import (
+    DEAD_COLUMNS,
+    TopicPlan,
+    decode_topic,
+    plan_batch,
+    split_corrupt,
+    undecodable,
+)
+from ..events.registry import SchemaCache
+from ..events.rows import NotForRows, WriterSchema, decode_rows, split_held
+from ..events.wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
+from ..history.sink import HISTORY_DIR, LOG_DIR
+from ..lake import storage
+from ..lake.files import HadoopFs
+from ..lake.lease import LakeBusy, Lease
+from ..rules.changes import IDX, LSN, OP, TOAST, TS, Position, q
+from ..rules.cut_policy import (
+    TRUNCATE_INDEX,
+    CutState,
+    after,
+    bound,
+    cut_lsn,
+    initial,
+    records_cut,
+    stale_warning,
+)
+from ..rules.incarnation import Incarnation, decide, of_schema
+from ..rules.names import OFFSET, PARTITION, TableId, table_of
+from ..sinks.dead_letter import write_dead_letters
+from ..sinks.delta_sink import BatchFacts, DeltaTableSink
+from ..sinks.fast_sink import Declined, apply_fast, expire_tombstones, load, row_types, version
+from ..sinks.parquet_sink import append_change_log
+from .config import MergeConfig
+from .history_job import HistoryWriter
+
+log = logging.getLogger(__name__)
+APP_ID_FILE = "pgcdc-app-id"
+
+
+# Per worker session. (materializeSource=none would spare Delta's copy of the cached MERGE
+# source, but Delta then fails a MERGE when another thread caches a DataFrame meanwhile.)
+WORKER_CONF: dict[str, str] = {}
+
+
+class ReplayTargetNotEmpty(RuntimeError):
+    pass
+
+
+@dataclass
+class BatchReport:
+    batch_id: int
+    events: int
+    dead_letters: int
+    oldest_kafka_ms: int | None  # oldest and newest Kafka record timestamps in the batch
+    newest_kafka_ms: int | None
+    seconds: float
+    finished: float  # time.time() when every table of the batch was committed
+
+
+@dataclass
+class MergeStats:
+    """What a run did (this process only; a restart starts counting again)."""
+
+    batches: int = 0
+    events: int = 0
+    dead_letters: int = 0
+    tables: dict[str, int] = field(default_factory=dict)  # "<schema>/<table>" → events
+    fast_tables: int = 0  # tables' parts of batches merged by delta-rs (the fast path)
+    # "<schema>/<table>" → why its last failed batch was not written (its events: dead letters)
+    failed_tables: dict[str, str] = field(default_factory=dict)
+    reports: list[BatchReport] = field(default_factory=list)
+    cuts: int = 0  # cuts recorded (--consistent-cuts)
+    held: int = 0  # changes held back by the last batch (--consistent-cuts)
+
+
+@dataclass
+class BatchCut:
+    """One batch's side of `--consistent-cuts` (`cut_policy`): the bound it applies, and what
+    its tables report back: the keys (topic, partition, offset) of the records they held
+    back, their Delta versions and the newest commit time they applied."""
+
+    bound: int | None
+    heartbeat: int | None = None  # highest heartbeat LSN of this batch (for the next one)
+    restart: int | None = None  # highest heartbeat restart_lsn of this batch
+    held_frames: list[DataFrame] = field(default_factory=list)  # persisted keys (Spark path)
+    held_keys: list[tuple[str, int, int]] = field(default_factory=list)  # (fast path)
+    held: int = 0
+    newest_ts: int | None = None
+    versions: dict[str, int] = field(default_factory=dict)
+    tombstones: dict[str, int] = field(default_factory=dict)  # Delta versions of tombstones
+    pending: str | None = None  # where the held-back records were stored
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def hold(self, decoded: DataFrame, topic: str) -> DataFrame:
+        """The changes of `decoded` (one topic's `decode_topic`, cached) this batch applies;
+        the keys of the others are kept (cached) for the pending store. Same rule as
+        `cut_policy.held`; undecodable rows pass on (to the dead letters)."""
+        lsn, op = F.col(LSN), F.col(OP)
+        snapshot = (op == "r") | ((op == "t") & (F.col(IDX) == TRUNCATE_INDEX))
+        waits = (lsn.isNotNull() if self.bound is None else
+                 (lsn > F.lit(self.bound)) | ((lsn == F.lit(self.bound)) & ~snapshot))
+        keys = decoded.where(waits).select(
+            F.lit(topic).alias("topic"), F.col(PARTITION).alias("partition"),
+            F.col(OFFSET).alias("offset")).persist()
+        count = keys.count()
+        with self.lock:
+            self.held += count
+            (self.held_frames.append(keys) if count else keys.unpersist())
+        return decoded.where(~waits | lsn.isNull())
+
+    def hold_keys(self, topic: str, keys: list[tuple[int, int]]) -> None:
+        with self.lock:
+            self.held_keys.extend((topic, p, o) for p, o in keys)
+            self.held += len(keys)
+
+    def applied(self, path: str, version_: int | None, newest_ts: int | None,
+                tombstones: int | None) -> None:
+        with self.lock:
+            if version_ is not None:
+                self.versions[path] = version_
+            if tombstones is not None:
+                self.tombstones[path] = tombstones
+            if newest_ts is not None:
+                self.newest_ts = max(newest_ts, self.newest_ts or newest_ts)
+
+
+def table_facts(decoded: DataFrame) -> tuple[int, BatchFacts]:
+    """(corrupt events, facts) of one topic's decoded batch, in one aggregation."""
+    row = decoded.agg(
+        F.count_if(F.col(OP).isNull()).alias("corrupt"),
+        F.count_if(F.col(OP).isin("c", "u", "r", "d")).alias("events"),
+        F.count_if(F.col(OP) == "d").alias("deletes"),
+        F.max(F.when(F.col(OP) == "t", F.struct(F.col(LSN), F.col(IDX)))).alias("truncate"),
+        F.min(F.when(F.col(OP).isNotNull(), F.struct(F.col(LSN), F.col(IDX)))).alias("first"),
+        F.array_distinct(F.flatten(F.collect_set(
+            F.when(F.size(F.col(TOAST)) > 0, F.col(TOAST))))).alias("toast"),
+        F.max(F.when(F.col(OP).isNotNull(), F.col(TS))).alias("newest"),
+    ).first()
+    assert row is not None
+    truncate = Position(*row["truncate"]) if row["truncate"] is not None else None
+    first = Position(*row["first"]) if row["first"] is not None else None
+    return row["corrupt"], BatchFacts(row["events"], row["deletes"], truncate,
+                                      sorted(row["toast"] or []), first, row["newest"])
+
+
+class BatchProcessor:
+    """The foreachBatch function. Everything it writes is keyed by the batch id, so a batch
+    Spark re-runs after a crash (same offsets, same id) leaves the same result."""
+
+    def __init__(self, spark: SparkSession, config: MergeConfig, app_id: str,
+                 schemas: SchemaCache | None = None) -> None:
+        self.spark = spark
+        self.config = config
+        self.app_id = app_id
+        self.schemas = schemas or SchemaCache(config.schema_registry_url)
+        self.stats = MergeStats()
+        self._sinks: dict[str, DeltaTableSink] = {}
+        self.lease: Lease | None = None  # the writer lease of the target (`lake/lease.py`)
+        self.lease_lost: str | None = None  # why the job stopped: another job took the lake
+        # Tables of a batch are written concurrently: their Delta commits, log reads and small
+        # jobs leave cores idle when run one after another.
+        self._pool = ThreadPoolExecutor(
+            config.tables_at_once(spark.sparkContext.defaultParallelism),
+            thread_name_prefix="pgcdc-table")
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        # (schema id, original names) → decoder and the Spark types of its row columns
+        self._writers: dict[tuple[int, bool], tuple[WriterSchema, dict[str, DataType]]] = {}
+        self.store = (PendingStore(spark, config.target, app_id) if config.consistent_cuts
+                      else None)
+        # plain streaming: the heartbeat state tombstone expiry needs (`expiry`)
+        self.beats = (PendingStore(spark, config.target, app_id, HEARTBEATS)
+                      if not config.consistent_cuts and config.expiry_off is None else None)
+        if config.expiry_off is None:
+            log.info("tombstone expiry: every %d batch(es), below what heartbeats on %s read "
+                     "two batches earlier vouch for", config.maintenance_every,
+                     config.heartbeat_topic)
+        else:
+            log.info("tombstone expiry off: %s", config.expiry_off)
+        # --history: each table's history follows its mirror, per batch (runtime/history_job.py)
+        self.history = HistoryWriter(config, app_id) if config.history else None
+
+    def _session(self) -> SparkSession:
+        """This worker thread's session: Delta reads the idempotent-write settings from the
+        session conf, so concurrent tables must not share one."""
+        session: SparkSession | None = getattr(self._local, "spark", None)
+        if session is None:
+            session = self.spark.newSession()
+            for key, value in WORKER_CONF.items():
+                session.conf.set(key, value)
+            self._local.spark = session
+        return session
+
+    def _sink(self, table: TableId) -> DeltaTableSink:
+        with self._lock:
+            if table.path not in self._sinks:
+                database = self.config.database
+                self._sinks[table.path] = DeltaTableSink(
+                    self.config.target, table.path, self.app_id, self.config.partition_by,
+                    self.config.table_properties, self.config.column_mapping,
+                    f"{q(database)}.{q(table.catalog_name)}" if database else None)
+            return self._sinks[table.path]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        if self.lease is not None:
+            self.lease.release()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        if self.store is not None:
+            self._with_cut(batch, batch_id)
+        elif self.beats is not None:
+            self._with_expiry(batch, batch_id)
+        else:
+            self._process(batch, batch_id, None)
+
+    def _with_expiry(self, batch: DataFrame, batch_id: int) -> None:
+        """A batch of plain streaming with tombstone expiry: applied as any, then expiry with
+        the bound of the state after the previous batch, and the state after this one (the
+        heartbeats it read) stored: the same rule (`cut_policy.after`) as under
+        --consistent-cuts, without a cut bound or held-back changes. A re-run batch reads the
+        same previous state (the one before the last is kept), so it expires with the same
+        bound."""
+        assert self.beats is not None
+        now = time.time_ns() // 1_000_000
+        previous = self.beats.latest(batch_id) or initial(None, {}, now)
+        heartbeat, restart = self._process(batch, batch_id, None)
+        self._expire(previous.expiry, batch_id)
+        self.beats.write_state(after(previous, batch_id, None, heartbeat, None, None, {}, False,
+                                     now, restart))
+        self.beats.prune(batch_id - 1)
+
+    def _with_cut(self, batch: DataFrame, batch_id: int) -> None:
+        """A batch under `--consistent-cuts` (`cut_policy`, `held`): the records held back by
+        the previous batch go in front of this one's, changes the heartbeats of earlier batches
+        do not vouch for wait, and once every table is written the cut is recorded."""
+        assert self.store is not None
+        if self.store.done(batch_id):
+            log.info("batch %d: applied with its cut already (a re-run): skipped", batch_id)
+            return
+        previous = self.store.latest(batch_id) or self._fresh_state()
+        cut = BatchCut(bound(previous))
+        source = batch.select(*RAW_COLUMNS)
+        if previous.pending:
+            source = source.unionByName(self.store.read_rows(previous.pending))
+        cut.heartbeat, cut.restart = self._process(source, batch_id, cut)
+        self._expire(previous.expiry, batch_id)
+        recorded = records_cut(previous, cut.bound)
+        now = time.time_ns() // 1_000_000
+        state = after(previous, batch_id, cut.bound, cut.heartbeat, cut.newest_ts, cut.pending,
+                      cut.versions, recorded, now, cut.restart, cut.tombstones)
+        if recorded:
+            assert cut.bound is not None
+            append_cut(self.config.target, Cut(cut_lsn(cut.bound), batch_id, state.versions,
+                                               state.source_ts_ms, tombstones=state.tombstones),
+                       self.app_id)
+            self.stats.cuts += 1
+            log.info("batch %d: cut recorded at %s (%d table(s)), %d change(s) held back",
+                     batch_id, Cut(cut_lsn(cut.bound), batch_id, {}).lsn_text,
+                     len(state.versions), cut.held)
+        log.info("batch %d: --consistent-cuts: bound %s, %d change(s) held back, newest "
+                 "heartbeat %s", batch_id, _lsn(cut.bound), cut.held, _lsn(cut.heartbeat))
+        self.store.write_state(state)
+        self.store.prune(batch_id)
+        self.stats.held = cut.held
+        warning = stale_warning(state, cut.held > 0, self.config.heartbeat_topic, now)
+        if warning:
+            log.warning("batch %d: %s", batch_id, warning)
+
+    def _expire(self, bound_: int | None, batch_id: int) -> None:
+        """Tombstone expiry (`expiry`), every --maintenance-every batches: the tombstones of
+        the tables this run has met that are below `bound_`, the previous batch's persisted
+        `CutState.expiry` (a re-run batch deletes with the same bound: a no-op). With
+        --consistent-cuts it runs after the batch's tombstone versions were taken for its cut
+        (`pgcdc verify` reads them)."""
+        every = self.config.maintenance_every
+        if bound_ is None or not every or batch_id % every:
+            return
+        with self._lock:
+            sinks = [s for s in self._sinks.values() if s.has_tombstones]
+        for sink in sinks:
+            removed = (expire_tombstones(sink, bound_) if self.config.fast_merge_on
+                       else sink.expire_tombstones(self.spark, bound_))
+            if removed:
+                log.info("batch %d: %s: %d tombstone(s) below %s expired", batch_id, sink.path,
+                         removed, _lsn(bound_))
+
+    def _fresh_state(self) -> CutState:
+        """A new application's start (a new checkpoint, or --consistent-cuts turned on): the
+        tables already in the lake are in every cut from the first one on, and no cut is
+        recorded below what they already hold: the manifest's last cut, or the newest position
+        any table holds (a row, a tombstone, a truncate), which a target filled without
+        --consistent-cuts (or by a --replay) may have reached."""
+        cuts = read_cuts(self.config.target)
+        floor = max((c.lsn for c in cuts), default=None)
+        versions: dict[str, int] = {}
+        tombstones: dict[str, int] = {}
+        target = self.config.target.rstrip("/")
+        for found in HadoopFs(self.spark, target).glob(f"{target}/*/*/_delta_log"):
+            schema, table = found.rstrip("/").split("/")[-3:-1]
+            if schema == "_pgcdc":
+                continue
+            sink = self._sink(TableId(schema, table))
+            found_version = self._version(sink, self.spark)
+            if found_version is None:
+                continue
+            versions[f"{schema}/{table}"] = found_version
+            held_up_to = self._newest_position(sink)  # loads the sink: its tombstones known
+            tomb_version = self._tombstones_version(sink, self.spark)
+            if tomb_version is not None:
+                tombstones[f"{schema}/{table}"] = tomb_version
+            if held_up_to is not None:  # a cut at held_up_to or later
+                floor = max(floor if floor is not None else -1, held_up_to - 1)
+        log.info("--consistent-cuts: %d table(s) in the lake; cuts start above %s",
+                 len(versions), _lsn(floor))
+        return initial(floor, versions, time.time_ns() // 1_000_000, tombstones)
+
+    def _newest_position(self, sink: DeltaTableSink) -> int | None:
+        """The newest commit LSN a table holds: its rows', its tombstones', its truncate's
+        (read once per new application: one column of each table)."""
+        newest: list[int] = []
+        session = self.spark
+        for path in (sink.path, sink.tomb_path):
+            if not HadoopFs(session, path).exists(f"{path}/_delta_log"):
+                continue
+            found = (_newest_delta_rs(path) if self.config.fast_merge_on
+                     else _newest_spark(session, path))
+            if found is not None:
+                newest.append(found)
+        if sink._load(session) and sink.truncate_cut is not None:  # noqa: SLF001
+            newest.append(sink.truncate_cut.commit_lsn)
+        return max(newest, default=None)
+
+    def _version(self, sink: DeltaTableSink, session: SparkSession,
+                 path: str | None = None) -> int | None:
+        """A table's (or its tombstones', at `path`) current Delta version: through delta-rs
+        where it can read the target (no Spark job), else the newest entry of its history."""
+        if self.config.fast_merge_on:
+            return version(sink, path)
+        from delta.tables import DeltaTable
+
+        row = DeltaTable.forPath(session, path or sink.path).history(1).select("version").first()
+        return None if row is None else int(row[0])
+
+    def _tombstones_version(self, sink: DeltaTableSink, session: SparkSession) -> int | None:
+        """The current Delta version of the table's tombstones (None: it has none)."""
+        if not sink.has_tombstones:
+            return None
+        return self._version(sink, session, sink.tomb_path)
+
+    def _process(self, batch: DataFrame, batch_id: int, cut: BatchCut | None
+                 ) -> tuple[int | None, int | None]:
+        """Apply one batch; the highest heartbeat LSN and restart_lsn it read (None, None
+        when the job does not read heartbeats)."""
+        started = time.monotonic()
+        heartbeat: tuple[int | None, int | None] = (None, None)
+        # Cached once in at most one partition per core: every table's Spark jobs filter this
+        # cache, and a batch over many topics (a partition each) would otherwise cost each
+        # of those jobs a task per topic partition (~600 for 600 tables).
+        frames = with_frame(batch).coalesce(self.spark.sparkContext.defaultParallelism).persist()
+        try:
+            summary = (frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID)
+                       .agg(F.count(F.lit(1)).alias("n"),
+                            F.unix_millis(F.min("timestamp")).alias("oldest"),
+                            F.unix_millis(F.max("timestamp")).alias("newest")).collect())
+            beat_topic = (self.config.heartbeat_topic if self.config.subscribes_heartbeats
+                          else None)
+            plans = plan_batch(summary, self.schemas, (beat_topic,) if beat_topic else ())
+            if self.config.reads_heartbeats and any(r["topic"] == beat_topic for r in summary):
+                # one more Spark job over the batch: only when it holds heartbeats
+                beats = frames.where((F.col("topic") == beat_topic) & F.col(PROBLEM).isNull()
+                                     ).select(SCHEMA_ID, BODY).collect()
+                heartbeat = heartbeat_positions(((r[0], r[1]) for r in beats), self.schemas)
+            dead = [d for d in [undecodable(frames, plans)] if d is not None]
+            events = sum(p.events for p in plans.values())
+            records = self._fast_records(frames, plans)
+            jobs = [(topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
+                                                    records.get(topic), cut))
+                    for topic, plan in sorted(plans.items()) if plan.schemas]
+            for topic, plan, job in jobs:
+                try:
+                    dead += job.result()
+                except Exception as exc:  # noqa: BLE001 - one table must not stop the others
+                    if not table_failure(exc):
+                        raise
+                    dead.append(self._not_written(frames, topic, plan, exc, batch_id))
+            dead_count = 0
+            for part in dead[1:]:
+                dead[0] = dead[0].unionByName(part)
+            if dead:
+                dead_count = write_dead_letters(dead[0], self.config.dead_letter_dir, batch_id)
+            if cut is not None:
+                self._hold(frames, cut, batch_id)
+        finally:
+            frames.unpersist()
+            for keys in cut.held_frames if cut is not None else []:
+                keys.unpersist()
+        took = time.monotonic() - started
+        self.stats.batches += 1
+        self.stats.events += events
+        self.stats.dead_letters += dead_count
+        oldest = min((r["oldest"] for r in summary if r["oldest"] is not None), default=None)
+        newest = max((r["newest"] for r in summary if r["newest"] is not None), default=None)
+        self.stats.reports.append(BatchReport(batch_id, events, dead_count, oldest, newest, took,
+                                              time.time()))
+        log.info("batch %d: %d events from %d topic(s), %d dead letter(s), %.1f s",
+                 batch_id, events, len(plans), dead_count, took)
+        return heartbeat
+
+    def _hold(self, frames: DataFrame, cut: BatchCut, batch_id: int) -> None:
+        """Store the Kafka records of the changes this batch held back (`held`)."""
+        assert self.store is not None
+        parts = list(cut.held_frames)
+        if cut.held_keys:
+            parts.append(self.spark.createDataFrame(
+                cut.held_keys, "topic string, partition int, offset long"))
+        if not parts:
+            return
+        keys = parts[0]
+        for part in parts[1:]:
+            keys = keys.unionByName(part)
+        cut.pending = self.store.write_rows(
+            frames.join(keys, ["topic", "partition", "offset"], "left_semi"), batch_id)
+
+    def _not_written(self, frames: DataFrame, topic: str, plan: TopicPlan, exc: Exception,
+                     batch_id: int) -> DataFrame:
+        """A table the job could not write: its events of this batch become dead letters
+        (the batch's other tables are written, and the checkpoint moves on), so nothing is
+        lost and nothing else waits. Events already dead for their own reason stay so."""
+        table = table_of(topic)
+        reason = f"table {table.path} not written: {_error_class_line(exc)}"
+        log.error("batch %d: %s; its events go to the dead letters at %s", batch_id, reason,
+                  self.config.dead_letter_dir)
+        with self._lock:
+            self.stats.failed_tables[table.path] = reason
+        writable = (F.col("topic") == topic) & F.col(PROBLEM).isNull()
+        if plan.rejected:
+            writable &= ~F.col(SCHEMA_ID).isin(list(plan.rejected))
+        return frames.where(writable).select(*DEAD_COLUMNS[:-1], F.lit(reason).alias("reason"))
+
+    def _fast_records(self, frames: DataFrame, plans: dict[str, TopicPlan]
+                      ) -> dict[str, list[tuple[int, bytes, int, int]]]:
+        """Topic → (schema id, body) of its decodable records, for the topics whose part of
+        the batch the fast path can take (`fast_sink`, `fast_topics`): one Spark job for them
+        all."""
+        if not self.config.fast_merge_on:
+            return {}
+        topics = fast_topics({t: p.events for t, p in plans.items()
+                              if p.schemas and len(key_groups(p)) == 1},
+                             self.config.fast_merge_max_events)
+        if not topics:
+            return {}
+        wanted = F.col("topic").isin(topics) & F.col(PROBLEM).isNull()
+        out: dict[str, list[tuple[int, bytes, int, int]]] = {t: [] for t in topics}
+        table = frames.where(wanted).select("topic", SCHEMA_ID, BODY, "partition", "offset"
+                                            ).toArrow()
+        for topic, sid, body, partition, offset in zip(
+                *(table.column(i).to_pylist() for i in range(5)), strict=True):
+            if sid in plans[topic].schemas:
+                out[topic].append((sid, body, partition, offset))
+        return out
+
+    def _writer(self, sid: int, schema: dict[str, Any], original: bool
+                ) -> tuple[WriterSchema, dict[str, DataType]]:
+        with self._lock:
+            found = self._writers.get((sid, original))
+        if found is None:
+            writer = WriterSchema.of(schema, original)
+            found = writer, row_types(self.spark, schema, writer.columns)
+            with self._lock:
+                self._writers[(sid, original)] = found
+        return found
+
+    def _fast(self, table: TableId, plan: TopicPlan,
+              records: list[tuple[int, bytes, int, int]], batch_id: int, topic: str,
+              cut: BatchCut | None) -> int:
+        """The table's part of the batch through delta-rs; its number of row changes.
+        Raises Declined (or NotForRows) before writing anything when Spark must do it."""
+        sink = self._sink(table)
+        if sink.columns is None:
+            load(sink)
+        original = sink.mapped if sink.columns is not None else sink.column_mapping
+        writers: dict[int, WriterSchema] = {}
+        types: dict[str, DataType] = {}
+        for sid, schema in plan.schemas.items():
+            writers[sid], sid_types = self._writer(sid, schema, original)
+            for column, type_ in sid_types.items():
+                if types.setdefault(column, type_) != type_:
+                    raise Declined(f"column {column} has several types in the batch")
+        batch = decode_rows(((sid, body) for sid, body, _, _ in records), writers)
+        labels = {label for schema in plan.schemas.values()
+                  if (label := of_schema(schema)) is not None}
+        current = sink.incarnation
+        if labels and not (current is not None and labels == {current.relation_id}):
+            # A new table takes its only incarnation when created; anything else (a table
+            # re-created upstream, an existing table learning its relation id) is Spark's.
+            if sink.columns is not None or len(labels) > 1 or not batch.rows:
+                raise Declined("a table (re-)created upstream")
+            first = min((r[LSN], r[IDX]) for r in batch.rows)
+            sink.incarnation = Incarnation(labels.pop(), Position(*first))
+        waiting: list[int] = []
+        if cut is not None:  # --consistent-cuts: a filter in front of the merge
+            batch, waiting = split_held(batch, cut.bound)
+        apply_fast(sink, batch, types, plan.key_columns(original), batch_id,
+                   self.config.maintenance_every)
+        if self.history is not None:
+            self.history.from_rows(self._session(), table, batch.rows, types,
+                                   plan.key_columns(original), batch_id)
+        sink.register(self._session())
+        if cut is not None:
+            cut.hold_keys(topic, [(records[i][2], records[i][3]) for i in waiting])
+            cut.applied(table.path, version(sink),
+                        max((r[TS] for r in batch.rows if r[TS] is not None), default=None),
+                        self._tombstones_version(sink, self.spark))
+        return len(batch.rows) - batch.truncates
+
+    def _incarnation(self, frames: DataFrame, topic: str, plan: TopicPlan,
+                     sink: DeltaTableSink, original: bool) -> TopicPlan:
+        """The plan of the events the table's upstream incarnation takes
+        (`spark_jobs/rules/incarnation.py`), the table replaced or labelled first when needed."""
+        labels = {sid: of_schema(schema) for sid, schema in plan.schemas.items()}
+        current = sink.incarnation
+        if set(labels.values()) <= {None, current.relation_id if current else None}:
+            return plan
+        firsts: dict[int | None, Position] = {}
+        for label in set(labels.values()):
+            part = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
+                                          if labels[sid] == label})
+            row = (decode_topic(frames, topic, part, original).where(F.col(OP).isNotNull())
+                   .agg(F.min(F.struct(LSN, IDX))).first())
+            if row is not None and row[0] is not None:
+                firsts[label] = Position(*row[0])
+        decision = decide(current, firsts)
+        kept = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
+                                      if labels[sid] in decision.keep})
+        if decision.table is not None and decision.changes(current) and kept.schemas:
+            if decision.replace and self.history is not None:  # first: a re-run redoes both
+                self.history.replaced(table_of(topic))
+            sink.take(self._session(), decision.table, decision.replace,
+                      decode_topic(frames, topic, kept, original))
+        return kept
+
+    def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
+               records: list[tuple[int, bytes, int, int]] | None = None,
+               cut: BatchCut | None = None) -> list[DataFrame]:
+        table = table_of(topic)
+        started = time.monotonic()
+        if records is not None:
+            try:
+                events = self._fast(table, plan, records, batch_id, topic, cut)
+            except (Declined, NotForRows) as exc:
+                log.info("batch %d: %s: through Spark (%s)", batch_id, table.path, exc)
+            except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
+                if not table_failure(exc):
+                    raise
+                log.warning("batch %d: %s: delta-rs failed, through Spark instead: %s",
+                            batch_id, table.path, _error_class_line(exc))
+            else:
+                with self._lock:
+                    self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
+                    self.stats.fast_tables += 1
+                log.info("batch %d: %s: %d change(s), merged by delta-rs in %.2f s", batch_id,
+                         table.path, events, time.monotonic() - started)
+                return []
+        delta = self.config.format == "delta"
+        sink = self._sink(table) if delta else None
+        # The table's naming is fixed when it is created: column mapping, original names.
+        original = sink.original_names(self._session()) if sink else False
+        if sink is not None:
+            plan = self._incarnation(frames, topic, plan, sink, original)
+            if not plan.schemas:
+                log.info("batch %d: %s: only events of a table dropped since", batch_id,
+                         table.path)
+                return []
+        # Each event is merged by the key it was written with: a batch holding events of
+        # several key schemas (a primary key changed or dropped) is applied one key at a time,
+        # the key whose events come first first (see `key_groups`).
+        groups = key_groups(plan) if sink is not None else [None]
+        parts: list[tuple[DataFrame, int | None]] = []
+        try:
+            for group in groups:
+                # Events with a key schema the registry does not know go with the newest key.
+                unknown = [k for k, r in plan.keys.items() if k is not None and r is None]
+                ids = [group, *unknown] if group == plan.key_schema_id else [group]
+                part = frames if len(groups) == 1 else frames.where(
+                    F.col(KEY_SCHEMA_ID).isNull() if group is None
+                    else F.col(KEY_SCHEMA_ID).isin(ids))
+                parts.append((decode_topic(part, topic, plan, original).persist(), group))
+            # --consistent-cuts: a filter in front of the merge, which stays the same.
+            found = [(*table_facts(kept), kept, group) for kept, group in
+                     ((cut.hold(decoded, topic) if cut else decoded, group)
+                      for decoded, group in parts)]
+            found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
+            decoded_at = time.monotonic()
+            dead, events, applied = [], 0, []
+            for corrupt, facts, decoded, group in found:
+                changes, corrupt_rows = split_corrupt(decoded, frames, topic)
+                known = group is None or plan.keys.get(group) is not None
+                key = plan.key_columns(original, group if known and len(found) > 1 else -1)
+                applied.append((changes, key))
+                if corrupt:
+                    dead.append(corrupt_rows)  # recomputed from the cached frames later
+                events += facts.events
+                if sink is None:
+                    append_change_log(changes, f"{self.config.target.rstrip('/')}/{table.path}",
+                                      batch_id, self.config.partition_by)
+                elif len(found) == 1:
+                    sink.apply(self._session(), changes, facts, key, batch_id)
+                else:
+                    sink.apply(self._session(), changes, facts, key, batch_id,
+                               part="" if group == plan.key_schema_id else f"#key{group}")
+            if cut is not None and sink is not None:
+                cut.applied(table.path, self._version(sink, self._session()),
+                            max((f[1].newest_ts for f in found if f[1].newest_ts is not None),
+                                default=None), self._tombstones_version(sink, self._session()))
+            if self.history is not None and sink is not None:
+                self.history.from_frames(self._session(), table, applied,
+                                         plan.key_columns(original), batch_id)
+            with self._lock:
+                self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
+            log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",
+                     batch_id, table.path, events, decoded_at - started,
+                     time.monotonic() - decoded_at)
+            return dead
+        finally:
+            for decoded, _ in parts:
+                decoded.unpersist()
+
+
+def _newest_delta_rs(path: str) -> int | None:
+    """max(_cdc_commit_lsn) of a Delta table through delta-rs (no Spark job): local disk or
+    an object store."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable as RsTable
+
+    dataset = RsTable(path, storage_options=storage.options_for(path)).to_pyarrow_dataset()
+    if LSN not in dataset.schema.names:
+        return None
+    value = pc.max(dataset.to_table(columns=[LSN]).column(LSN)).as_py()
+    return None if value is None else int(value)
+
+
+def _newest_spark(session: SparkSession, path: str) -> int | None:
+    df = session.read.format("delta").load(path)
+    if LSN not in df.columns:
+        return None
+    row = df.agg(F.max(LSN)).first()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def _lsn(value: int | None) -> str:
+    return "none" if value is None else lsn_to_str(value)
+
+
+def fast_topics(events: dict[str, int], limit: int) -> list[str]:
+    """The topics whose part of a batch the fast path takes, given each one's events: the
+    smallest first, while their records (collected to the driver) add up to at most `limit`.
+    So a backlog's big tables go through Spark and its many small ones through delta-rs."""
+    out, total = [], 0
+    for topic in sorted(events, key=lambda t: (events[t], t)):
+        total += events[topic]
+        if total > limit:
+            break
+        out.append(topic)
+    return out
+
+
+def key_groups(plan: TopicPlan) -> list[int | None]:
+    """The key schema ids of a topic's events in a batch, one group each when there are
+    several (None: events without a key); one group for all when every event has the same
+    key schema. Events with a key schema the registry does not know go with the newest."""
+    known = [sid for sid, record in plan.keys.items() if sid is None or record is not None]
+    return sorted(known, key=lambda sid: -1 if sid is None else sid) if len(known) > 1 \
+        else [None]
+
+
+# A stopping query or Spark (its jobs cancelled, its gateway gone) is no fault of a table: the
+# batch must fail, and re-run from the checkpoint, rather than dead-letter good events.
+_STOPPING = ("SPARK_JOB_CANCELLED", "was cancelled", "InterruptedException",
+             "SparkContext was shut down", "SparkContext has been shutdown")
+
+
+def table_failure(exc: Exception) -> bool:
+    """Whether a table's error is its own (dead-letter it) rather than the job stopping."""
+    if isinstance(exc, Py4JNetworkError):
+        return False
+    text = str(exc)
+    return not any(marker in text for marker in _STOPPING)
+
+
+def _error_class_line(exc: Exception) -> str:
+    """The error's own message, not its trace: the line naming Spark's error class
+    (``[DELTA_...]``) when there is one, else the first line."""
+    lines = (line.strip() for line in str(exc).strip().splitlines())
+    text = next((line for line in lines if "[" in line and "]" in line), first_line(exc))
+    return text[:300]
+
+
+def app_id(spark: SparkSession, checkpoint: str) -> str:
+    """A stable id per checkpoint for Delta's idempotent writes: a new checkpoint (a rebuild)
+    gets a new id, so its batch ids (from 0 again) are not taken for already-applied ones."""
+    fs = HadoopFs(spark, checkpoint)
+    path = f"{checkpoint.rstrip('/')}/{APP_ID_FILE}"
+    if fs.exists(path):
+        return fs.read_text(path).strip()
+    new = f"pgcdc-merge-{uuid.uuid4()}"
+    fs.write_text(path, new)
+    return new
+
+
+def _check_replay(spark: SparkSession, config: MergeConfig) -> None:
+    fs = HadoopFs(spark, config.target)
+    target = config.target.rstrip("/")
+    tables = [p for p in fs.glob(f"{target}/*") if not p.rstrip("/").endswith("/_pgcdc")]
+    # history tables and their event logs (history/sink.py) would carry old events over
+    tables += [p for p in (f"{target}/{HISTORY_DIR}", f"{target}/{LOG_DIR}")
+               if fs.has_entries(p)]
+    if tables or fs.has_entries(config.checkpoint_dir):
+        raise ReplayTargetNotEmpty(
+            f"--replay rebuilds into an empty target: {target} or its checkpoint "
+            f"{config.checkpoint_dir} is not empty (remove them, or run without --replay)")
+
+
+def kafka_stream(spark: SparkSession, config: MergeConfig) -> DataFrame:
+    option, value = config.subscription()
+    reader = (spark.readStream.format("kafka")
+              .option("kafka.bootstrap.servers", config.bootstrap_servers)
+              .option(option, value)
+              .option("startingOffsets", "earliest")
+              # Only committed records of a transactional producer (exactly-once mode).
+              .option("kafka.isolation.level", "read_committed")
+              .option("failOnDataLoss", "true")
+              # The consumer's last fetch of a partition finds no data and would wait the
+              # default 500 ms: per partition and batch, most of the read time of a backlog.
+              .option("kafka.fetch.max.wait.ms", "10")
+              # New table topics are found on the consumer's metadata refresh.
+              .option("kafka.metadata.max.age.ms", "10000"))
+    if config.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
+    for key, val in config.kafka_options.items():
+        reader = reader.option(key, val)
+    return reader.load()
+
+
+def _tune_object_store(spark: SparkSession, target: str, settings: dict[str, str]) -> None:
+    """Spark's path on S3A with fewer requests (storage.object_store_defaults), set before
+    the session's first S3A filesystem for the lake is made."""
+    chosen = {k: v for k in storage.OBJECT_STORE_SPARK  # set on the running session too
+              if (v := spark.conf.get(k, None)) is not None}
+    hadoop, session = storage.object_store_defaults(target, {**settings, **chosen})
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001 - no public handle
+    for key, value in hadoop.items():
+        conf.set(key, value)
+    for key, value in session.items():
+        spark.conf.set(key, value)
+    if hadoop or session:
+        log.info("object store tuning for Spark's writes (set to override): %s",
+                 ", ".join(f"{k}={v}" for k, v in {**hadoop, **session}.items()))
+
+
+def start_merge(spark: SparkSession, config: MergeConfig,
+                schemas: SchemaCache | None = None) -> tuple[StreamingQuery, BatchProcessor]:
+    """Start the streaming query; the caller waits on or stops it."""
+    settings = storage.session_settings(spark)
+    storage.configure(settings)  # delta-rs reaches the store as Spark does
+    _tune_object_store(spark, config.target, settings)
+    if config.replay:
+        _check_replay(spark, config)
+    if config.database:
+        # Here, not per table: concurrent CREATE DATABASE calls may race in a Hive metastore.
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {q(config.database)}")
+        log.info("registering Delta tables in database %s (catalog: %s)", config.database,
+                 spark.conf.get("spark.sql.catalogImplementation", "in-memory"))
+    processor = BatchProcessor(spark, config, app_id(spark, config.checkpoint_dir), schemas)
+    query: list[StreamingQuery] = []
+
+    def lost(message: str) -> None:
+        log.error("%s", message)
+        processor.lease_lost = message
+        for started in query:
+            started.stop()
+    if Lease.applies(config.target):
+        processor.lease = Lease(config.target)
+        processor.lease.acquire(  # LakeBusy: another job writes this target
+            lost, active=lambda: not query or query[0].isActive)
+    try:
+        query.append(_start_query(spark, config, processor))
+    except BaseException:
+        processor.close()
+        raise
+    return query[0], processor
+
+
+def _start_query(spark: SparkSession, config: MergeConfig, processor: BatchProcessor
+                 ) -> StreamingQuery:
+    writer = (kafka_stream(spark, config).writeStream.foreachBatch(processor)
+              .option("checkpointLocation", config.checkpoint_dir)
+              .queryName(f"pgcdc-merge-{uuid.uuid4().hex[:8]}"))
+    writer = (writer.trigger(availableNow=True) if config.available_now
+              else writer.trigger(processingTime=config.interval))
+    return writer.start()
+
+
+def run_merge(spark: SparkSession, config: MergeConfig,
+              schemas: SchemaCache | None = None) -> MergeStats:
+    """Run the job in this process: until caught up with available-now / --replay, otherwise
+    until the query stops or fails."""
+    query, processor = start_merge(spark, config, schemas)
+    try:
+        query.awaitTermination()
+    finally:
+        processor.close()
+    if processor.lease_lost:
+        raise LakeBusy(processor.lease_lost)
+    log.info("merge done: %d batch(es), %d event(s), %d dead letter(s)",
+             processor.stats.batches, processor.stats.events, processor.stats.dead_letters)
+    return processor.stats

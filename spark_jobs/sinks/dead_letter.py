@@ -1,0 +1,28 @@
+"""Events the job cannot decode: kept with topic, partition, offset and reason, never dropped."""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from ..lake.files import write_batch_files
+
+log = logging.getLogger(__name__)
+
+
+def write_dead_letters(dead: DataFrame, dest: str, batch_id: int) -> int:
+    """Write the batch's dead letters (Parquet, one file set per batch); return how many."""
+    dead = dead.withColumn("batch_id", F.lit(batch_id)).persist()
+    try:
+        count = dead.count()
+        if count:
+            write_batch_files(dead, dest, batch_id)
+            for row in (dead.groupBy("topic", "reason").count()
+                        .orderBy("topic", "reason").collect()):
+                log.warning("batch %d: %d undecodable event(s) in %s (%s) written to %s",
+                            batch_id, row["count"], row["topic"], row["reason"], dest)
+        return count
+    finally:
+        dead.unpersist()

@@ -1,0 +1,436 @@
+"""Apply one micro-batch of a table's changes to its Delta table (and its tombstones)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
+
+from ..cuts.manifest import tombstone_key
+from ..lake.files import HadoopFs
+from ..rules.changes import (
+    IDX,
+    LSN,
+    META,
+    OP,
+    TOAST,
+    TS,
+    Position,
+    after_position,
+    latest_per_key,
+    q,
+    row_changes,
+    row_columns,
+    truncate_position,
+)
+from ..rules.expiry import expired_predicate
+from ..rules.incarnation import Incarnation
+from ..rules.plan import MergePlan, merge_plan, not_deleted_later, sql_string
+from ..rules.widening import column_change, exact_cast
+
+log = logging.getLogger(__name__)
+
+TRUNCATE_LSN, TRUNCATE_IDX = "pgcdc.truncate.commitLsn", "pgcdc.truncate.txnIndex"
+COLUMN_MAPPING = "delta.columnMapping.mode"
+# Name mode and the lowest protocol that has it (reader 2: Delta 1.2+; docs/merge-job.md,
+# "Column names").
+MAPPING_PROPERTIES = {COLUMN_MAPPING: "name", "delta.minReaderVersion": "2",
+                      "delta.minWriterVersion": "5"}
+# Delta's MERGE repartitions by the partition columns' unquoted names before writing, so a
+# partition column with a dot (`a.b`) is taken for a nested field (UNRESOLVED_COLUMN).
+REPARTITION_BEFORE_WRITE = "spark.databricks.delta.merge.repartitionBeforeWrite.enabled"
+META_FIELDS = [StructField(OP, StringType()), StructField(LSN, LongType()),
+               StructField(IDX, LongType()), StructField(TS, LongType())]
+
+
+class ConfigurationError(ValueError):
+    pass
+
+
+@dataclass
+class BatchFacts:
+    """What the job learned about a table's part of a batch in one small aggregation."""
+
+    events: int  # row changes (not truncates)
+    deletes: int
+    truncate: Position | None
+    toast: list[str]
+    first: Position | None = None  # the earliest position of any change (truncates too)
+    newest_ts: int | None = None  # newest commit time (source.ts_ms) of a change
+
+
+@contextmanager
+def idempotent(spark: SparkSession, app_id: str, version: int,
+               extra: Mapping[str, str] | None = None) -> Iterator[None]:
+    """Delta skips a commit whose (txnAppId, txnVersion) it has already recorded: a batch that
+    Spark re-runs after a crash does not apply its MERGE twice (the LSN guard would make the
+    second one a no-op anyway; this skips the work). `extra`: more session settings for the
+    same span."""
+    settings = {"spark.databricks.delta.write.txnAppId": app_id,
+                "spark.databricks.delta.write.txnVersion": str(version), **(extra or {})}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
+
+
+def _run(target: DeltaTable, source: DataFrame, plan: MergePlan) -> None:
+    # delta-spark types the expressions as dict[str, str | Column] (invariant): copies.
+    update: dict[str, str | Column] = {**plan.update_set}
+    insert: dict[str, str | Column] = {**plan.insert_values}
+    (target.alias("t").merge(source.alias("s"), plan.on)
+     .whenMatchedDelete(condition=plan.delete_when)
+     .whenMatchedUpdate(condition=plan.update_when, set=update)
+     .whenNotMatchedInsert(condition=plan.insert_when, values=insert)
+     .execute())
+
+
+class DeltaTableSink:
+    """One table: `<root>/<schema>/<table>`, tombstones at
+    `<root>/_pgcdc/tombstones/<schema>/<table>`. Remembers what it learns (existence, columns,
+    truncate cut) between batches; each `apply` runs in the session it is given (the job
+    gives each worker thread its own, for the per-session idempotent-write settings)."""
+
+    def __init__(self, root: str, rel_path: str, app_id: str,
+                 partition_by: Sequence[str] = (),
+                 properties: Mapping[str, str] | None = None,
+                 column_mapping: bool = False,
+                 catalog_name: str | None = None) -> None:
+        self.path = f"{root.rstrip('/')}/{rel_path}"
+        self.tomb_path = f"{root.rstrip('/')}/{tombstone_key(rel_path)}"
+        self.app_id = app_id
+        self.partition_by = list(partition_by)
+        # Set on creation only; column mapping as asked, unless the user chose the versions.
+        self.properties = {**(MAPPING_PROPERTIES if column_mapping else {}),
+                           **(properties or {})}
+        # New tables with mapping (also when asked with --table-property) take original names.
+        self.column_mapping = self.properties.get(COLUMN_MAPPING, "none") != "none"
+        self.catalog_name = catalog_name  # `db`.`name` to register the table as, or None
+        self.mapped = False  # the table has column mapping (known once loaded or created)
+        self.partitions: list[str] = []
+        self._registered = False
+        self.columns: list[str] | None = None  # row columns, None = not loaded yet
+        self.types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
+        self.has_tombstones = False
+        self.truncate_cut: Position | None = None
+        self.incarnation: Incarnation | None = None  # the upstream table it holds (if known)
+        self.fast_batches = 0  # batches delta-rs applied in this run (`fast_sink.maintain`)
+        self.delta_rs: dict[str, Any] = {}  # path → delta-rs handle, kept by `fast_sink`
+
+    # -- table state -------------------------------------------------------------------
+    def _load(self, spark: SparkSession) -> bool:
+        """Read the table's columns and truncate cut once; False if there is no table."""
+        if self.columns is None and DeltaTable.isDeltaTable(spark, self.path):
+            detail = DeltaTable.forPath(spark, self.path).detail().first()
+            assert detail is not None
+            self.learn(detail["properties"] or {}, detail["partitionColumns"] or [],
+                       spark.read.format("delta").load(self.path).schema,
+                       DeltaTable.isDeltaTable(spark, self.tomb_path))
+        return self.columns is not None
+
+    def learn(self, properties: Mapping[str, str], partitions: Sequence[str],
+              schema: StructType, has_tombstones: bool) -> None:
+        """Remember what the existing table is (read by Spark, or by delta-rs: `fast_sink`)."""
+        self.mapped = properties.get(COLUMN_MAPPING, "none") != "none"
+        self.partitions = list(partitions)
+        if self.column_mapping and not self.mapped:
+            log.warning("%s: an existing table without column mapping keeps its column "
+                        "names (--column-mapping applies to new tables)", self.path)
+        if TRUNCATE_LSN in properties:
+            self.truncate_cut = Position(int(properties[TRUNCATE_LSN]),
+                                       int(properties[TRUNCATE_IDX]))
+        self.incarnation = Incarnation.of_properties(properties)
+        self.columns = [f.name for f in schema.fields if f.name not in META]
+        self.types = {f.name.lower(): f.dataType for f in schema.fields}
+        self.has_tombstones = has_tombstones
+
+    def exists(self, spark: SparkSession) -> bool:
+        return self._load(spark)
+
+    def take(self, spark: SparkSession, incarnation: Incarnation, replace: bool,
+             template: DataFrame) -> None:
+        """Hold `incarnation` of the upstream table from now on (`spark_jobs/rules/incarnation.py`).
+        `replace`: the table held another one, whose rows go; the table takes the columns
+        and types of `template` (the new incarnation's decoded changes). A table still to be
+        created records it when created."""
+        if self._load(spark):
+            if replace:
+                self._replace(spark, template, incarnation)
+            properties = ", ".join(f"'{k}' = '{v}'" for k, v in incarnation.properties().items())
+            spark.sql(f"ALTER TABLE delta.{q(self.path)} SET TBLPROPERTIES ({properties})")
+        self.incarnation = incarnation
+
+    def _replace(self, spark: SparkSession, template: DataFrame,
+                 incarnation: Incarnation) -> None:
+        """Empty the table and its tombstones and give it `template`'s columns, in one commit
+        each: a new version of the same table (time travel still shows the old rows)."""
+        fields = [StructField(f.name, f.dataType) for f in template.schema.fields
+                  if f.name in row_columns(template)]
+        missing = [c for c in self.partitions if c not in {f.name for f in fields}]
+        if missing:
+            raise ConfigurationError(f"{self.path}: no column(s) {missing} to partition by")
+        _overwrite_empty(spark, self.path, StructType(fields + META_FIELDS), self.partitions)
+        if self.has_tombstones:  # key columns join again with the first delete
+            _overwrite_empty(spark, self.tomb_path, StructType(META_FIELDS[1:3]), [])
+        log.warning("%s: the table was dropped and created again upstream (relation id %s -> "
+                    "%d): the lake table starts again, with its columns", self.path,
+                    self.incarnation.relation_id if self.incarnation else "unknown",
+                    incarnation.relation_id)
+        self.columns = [f.name for f in fields]
+        self.types = {f.name.lower(): f.dataType for f in fields}
+
+    def _create(self, spark: SparkSession, changes: DataFrame) -> None:
+        fields = [changes.schema[c] for c in row_columns(changes)]
+        missing = [c for c in self.partition_by if c not in {f.name for f in fields}]
+        if missing:
+            raise ConfigurationError(f"{self.path}: no column(s) {missing} to partition by")
+        builder = (DeltaTable.createIfNotExists(spark).location(self.path)
+                   .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
+                                          + META_FIELDS))
+                   .partitionedBy(*self.partition_by))
+        for key, value in self.create_properties().items():
+            builder = builder.property(key, value)
+        builder.execute()
+        self.columns = [f.name for f in fields]
+        self.types = {f.name.lower(): f.dataType for f in fields}
+        self.mapped = self.column_mapping
+        self.partitions = list(self.partition_by)
+
+    def create_properties(self) -> dict[str, str]:
+        """The table properties of a table created now."""
+        return {**self.properties,
+                **(self.incarnation.properties() if self.incarnation else {})}
+
+    def original_names(self, spark: SparkSession) -> bool:
+        """Whether the table's columns carry the PostgreSQL names (`names.column_names`): a
+        table with column mapping does, one without keeps the names it has; a table still to
+        be created follows --column-mapping."""
+        return self.mapped if self._load(spark) else self.column_mapping
+
+    def register(self, spark: SparkSession) -> None:
+        """Register the table in the session catalog (once per run; IF NOT EXISTS, so a name
+        already registered is left as it is)."""
+        if self.catalog_name is None or self._registered:
+            return
+        location = HadoopFs(spark, self.path).qualified(self.path)
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {self.catalog_name} USING DELTA "
+                  f"LOCATION '{sql_string(location)}'")
+        self._registered = True
+        log.info("%s: registered as %s", self.path, self.catalog_name)
+
+    def _evolve(self, spark: SparkSession, changes: DataFrame) -> None:
+        """Add the columns the source has and the table lacks (a column dropped upstream stays:
+        the MERGE sets it NULL in every row changed from then on)."""
+        assert self.columns is not None
+        have = {c.lower() for c in self.columns}
+        new = [changes.schema[c] for c in row_columns(changes) if c.lower() not in have]
+        if not new:
+            return
+        # AFTER the last row column: metadata columns stay last, and the table has the same
+        # layout whether it saw the columns in one batch or over several.
+        previous, added = self.columns[-1], []
+        for f in new:
+            added.append(f"{q(f.name)} {f.dataType.simpleString()} AFTER {q(previous)}")
+            previous = f.name
+        spark.sql(f"ALTER TABLE delta.{q(self.path)} ADD COLUMNS ({', '.join(added)})")
+        self.columns += [f.name for f in new]
+        self.types.update({f.name.lower(): f.dataType for f in new})
+        log.info("%s: added columns %s", self.path, [f.name for f in new])
+
+    def _widen(self, spark: SparkSession, changes: DataFrame) -> None:
+        """Give the table the types of the batch's columns whose source type changed upstream
+        (`widening.column_change`), before the MERGE would fail casting to the old type
+        (DELTA_CAST_OVERFLOW_IN_TABLE_WRITE for int → bigint, CAST_INVALID_INPUT for text →
+        bigint). A widening converts every stored value; any other change (a retype: the
+        table's new schema wins) converts the values Spark can cast exactly and sets the
+        others NULL: existing rows keep converted values until the producer re-syncs the table
+        (an incremental snapshot). A narrower source type (bigint → int) keeps the table's.
+        A rewrite of the table (rare: once per type change) rather than Delta's typeWidening
+        feature, which delta-rs cannot read. The tombstone table's copy of a key column
+        follows."""
+        new_types: dict[str, DataType] = {}
+        retyped: list[str] = []
+        for c in row_columns(changes):
+            have = self.types.get(c.lower())
+            if have is None:
+                continue
+            change, new = column_change(have, changes.schema[c].dataType)
+            if change != "same":
+                new_types[c.lower()] = new
+            if change == "retype":
+                retyped.append(c)
+        if not new_types:
+            return
+        lost = _not_convertible(spark, self.path, {c.lower(): new_types[c.lower()]
+                                                   for c in retyped})
+        _rewrite_with_types(spark, self.path, new_types)
+        if self.has_tombstones:
+            _rewrite_with_types(spark, self.tomb_path, new_types)
+        for c in retyped:
+            log.warning("%s: column %s retyped %s -> %s (%d values not convertible set NULL)",
+                        self.path, c, self.types[c.lower()].simpleString(),
+                        new_types[c.lower()].simpleString(), lost.get(c.lower(), 0))
+        widened_ = {c: t.simpleString() for c, t in new_types.items()
+                    if c not in {r.lower() for r in retyped}}
+        if widened_:
+            log.info("%s: widened %s", self.path, widened_)
+        self.types.update(new_types)
+
+    def _truncate(self, spark: SparkSession, position: Position) -> None:
+        """Remove rows (and tombstones) older than the truncate and remember its position, so
+        a duplicate older change arriving later is dropped too."""
+        lsn, idx = position
+        older = f"{LSN} < {lsn} OR ({LSN} = {lsn} AND {IDX} < {idx})"
+        DeltaTable.forPath(spark, self.path).delete(older)
+        if self.has_tombstones:
+            DeltaTable.forPath(spark, self.tomb_path).delete(older)
+        spark.sql(f"ALTER TABLE delta.{q(self.path)} SET TBLPROPERTIES "
+                  f"('{TRUNCATE_LSN}' = '{lsn}', '{TRUNCATE_IDX}' = '{idx}')")
+        self.truncate_cut = position
+        log.info("%s: truncated before %s", self.path, position)
+
+    def expire_tombstones(self, spark: SparkSession, bound: int) -> int:
+        """Delete the tombstones `expiry.expired_predicate(bound)` selects, through Spark; how
+        many went (no commit when none)."""
+        if not (self._load(spark) and self.has_tombstones):
+            return 0
+        predicate = expired_predicate(bound)
+        expired = spark.read.format("delta").load(self.tomb_path).where(predicate).count()
+        if expired:
+            DeltaTable.forPath(spark, self.tomb_path).delete(predicate)
+        return expired
+
+    def _create_tombstones(self, spark: SparkSession, key: Sequence[str],
+                           latest: DataFrame) -> None:
+        fields = [latest.schema[k] for k in key]
+        builder = (DeltaTable.createIfNotExists(spark).location(self.tomb_path)
+                   .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
+                                          + [StructField(LSN, LongType()),
+                                             StructField(IDX, LongType())])))
+        if self.mapped:  # the key columns have the table's names
+            for key_, value in MAPPING_PROPERTIES.items():
+                builder = builder.property(key_, value)
+        builder.execute()
+        self.has_tombstones = True
+        log.info("%s: tombstones at %s", self.path, self.tomb_path)
+
+    # -- one batch -----------------------------------------------------------------------
+    def apply(self, spark: SparkSession, changes: DataFrame, facts: BatchFacts,
+              key: Sequence[str] | None, batch_id: int, part: str = "") -> None:
+        """Merge `changes` by `key`. `part` tells apart the commits of one batch applied in
+        several parts (one per key schema, `job.key_groups`) for Delta's idempotent writes."""
+        fresh = not self._load(spark)
+        if fresh:
+            self._create(spark, changes)
+        self.register(spark)
+        self._evolve(spark, changes)
+        self._widen(spark, changes)
+        assert self.columns is not None
+        cut = truncate_position([self.truncate_cut, facts.truncate])
+        if cut is not None and cut != self.truncate_cut:
+            self._truncate(spark, cut)
+            fresh = False
+        if facts.events == 0:
+            return
+        rows = after_position(row_changes(changes), cut)
+        # A table without replica identity has no key: each change is its own row, and
+        # its position makes a replayed insert match itself instead of duplicating.
+        merge_key = list(key) if key else [LSN, IDX]
+        latest = latest_per_key(rows.select(*[F.col(q(c)) for c in row_columns(rows)],
+                                            *META, TOAST),
+                                merge_key, facts.toast)
+        if self.has_tombstones:
+            tombstones = spark.read.format("delta").load(self.tomb_path)
+            have = {c.lower() for c in tombstones.columns}
+            missing = [k for k in merge_key if k.lower() not in have]
+            if missing:  # a key of another key schema: its columns join the tombstones
+                spark.sql(f"ALTER TABLE delta.{q(self.tomb_path)} ADD COLUMNS ("
+                          + ", ".join(f"{q(k)} {latest.schema[k].dataType.simpleString()}"
+                                      for k in missing) + ")")
+                tombstones = spark.read.format("delta").load(self.tomb_path)
+            keyed = {k.lower() for k in [*merge_key, LSN, IDX]}
+            others = [c for c in tombstones.columns
+                      if c.lower() not in keyed and c in latest.columns]
+            latest = latest.alias("s").join(tombstones.alias("t"),
+                                            F.expr(not_deleted_later(merge_key, others)),
+                                            "left_anti")
+        # Cached: read by the table's MERGE (or append) and the tombstone append.
+        latest = latest.persist()
+        try:
+            if fresh:
+                live = latest.where(F.col(OP) != "d").select(
+                    *[F.col(q(c)) for c in self.columns], *META)
+                _append(live, self.path, f"{self.app_id}:{self.path}{part}", batch_id)
+            else:
+                dotted = any("." in c or "`" in c for c in self.partitions)
+                with idempotent(spark, f"{self.app_id}:{self.path}{part}", batch_id,
+                                {REPARTITION_BEFORE_WRITE: "false"} if dotted else None):
+                    _run(DeltaTable.forPath(spark, self.path), latest, merge_plan(
+                        merge_key, row_columns(rows), self.columns, facts.toast))
+            if facts.deletes > 0:
+                self._add_tombstones(spark, latest, merge_key, batch_id, part)
+        finally:
+            latest.unpersist()
+
+    def _add_tombstones(self, spark: SparkSession, latest: DataFrame, key: Sequence[str],
+                        batch_id: int, part: str = "") -> None:
+        """Append the positions of the batch's winning deletes. An append, not a MERGE (it is
+        a third of the cost): the filter drops a change when *any* tombstone of its key is at or
+        after it, so older tombstones of a key may stay and change nothing."""
+        deletes = latest.where(F.col(OP) == "d").select(*[F.col(q(k)) for k in key], LSN, IDX)
+        if not self.has_tombstones:
+            self._create_tombstones(spark, key, latest)
+        _append(deletes, self.tomb_path, f"{self.app_id}:{self.tomb_path}{part}", batch_id)
+
+
+def _not_convertible(spark: SparkSession, path: str, types: dict[str, DataType]
+                     ) -> dict[str, int]:
+    """Per (lower-cased) column: how many stored values `exact_cast` cannot convert to its new
+    type (one aggregation over the table; only for retyped columns)."""
+    if not types:
+        return {}
+    table = spark.read.format("delta").load(path)
+    fields = [f for f in table.schema.fields if f.name.lower() in types]
+    row = table.agg(*[F.count_if(F.col(q(f.name)).isNotNull() & exact_cast(
+        F.col(q(f.name)), f.dataType, types[f.name.lower()]).isNull()).alias(str(i))
+        for i, f in enumerate(fields)]).first()
+    assert row is not None
+    return {f.name.lower(): int(row[str(i)]) for i, f in enumerate(fields)}
+
+
+def _rewrite_with_types(spark: SparkSession, path: str, types: dict[str, DataType]) -> None:
+    """Rewrite a Delta table with the given (lower-cased) columns converted to new types
+    (`widening.exact_cast`: NULL where a value cannot convert), in one commit that keeps its
+    partitioning, table properties and column mapping."""
+    table = spark.read.format("delta").load(path)
+    if not any(f.name.lower() in types for f in table.schema.fields):
+        return
+    detail = DeltaTable.forPath(spark, path).detail().first()
+    assert detail is not None
+    columns = [exact_cast(F.col(q(f.name)), f.dataType, types[f.name.lower()]).alias(f.name)
+               if f.name.lower() in types else F.col(q(f.name)) for f in table.schema.fields]
+    (table.select(*columns).write.format("delta").mode("overwrite")
+     .option("overwriteSchema", "true").partitionBy(*detail["partitionColumns"]).save(path))
+
+
+def _overwrite_empty(spark: SparkSession, path: str, schema: StructType,
+                     partitions: Sequence[str]) -> None:
+    """Replace a Delta table's rows and schema with none and `schema` (properties stay)."""
+    (spark.createDataFrame([], schema).write.format("delta").mode("overwrite")
+     .option("overwriteSchema", "true").partitionBy(*partitions).save(path))
+
+
+def _append(df: DataFrame, path: str, app_id: str, batch_id: int) -> None:
+    """Append with Delta's writer-option idempotence (skipped if this batch was committed)."""
+    (df.write.format("delta").mode("append")
+     .option("txnAppId", app_id).option("txnVersion", batch_id).save(path))
