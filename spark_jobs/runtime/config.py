@@ -32,6 +32,8 @@ class MergeConfig:
     partition_by: tuple[str, ...] = ()
     kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* passed through
     parallel_tables: int = 0  # tables of a batch written concurrently (0: `tables_at_once`)
+    metrics_port: int = 0  # >0: Prometheus metrics on this port (spark_jobs/runtime/metrics.py)
+    metrics_host: str = "0.0.0.0"  # the address /metrics binds (127.0.0.1: this host only)
     table_properties: dict[str, str] = field(default_factory=dict)  # of new Delta tables
     column_mapping: bool = False  # new Delta tables: column mapping, PostgreSQL column names
     database: str | None = None  # register each Delta table in this catalog database
@@ -59,6 +61,8 @@ class MergeConfig:
             raise ValueError(f"--trigger must be an interval like 10s or {AVAILABLE_NOW}")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
             raise ValueError("--max-offsets-per-trigger must be positive")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ValueError(f"--metrics-port must be 0-65535, not {self.metrics_port}")
         if self.parallel_tables < 0:
             raise ValueError("--parallel-tables must be positive (0: the cluster's cores)")
         if any(not k.startswith("delta.") for k in self.table_properties):
@@ -267,6 +271,13 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     p.add_argument("--parallel-tables", type=int, default=0,
                    help="tables of a micro-batch written concurrently (default: Spark's "
                         "default parallelism, the cluster's cores, at least 2)")
+    p.add_argument("--metrics-port", type=int, default=0,
+                   help="serve Prometheus metrics (per table events, engine, lag behind the "
+                        "producer's heartbeats; per batch time) on this port of the driver "
+                        "(default 0: off)")
+    p.add_argument("--metrics-host", default="0.0.0.0",
+                   help="the address the metrics bind (default 0.0.0.0; 127.0.0.1: this host "
+                        "only)")
     p.add_argument("--kafka-option", type=_option, action="append", default=[],
                    metavar="kafka.KEY=VALUE", help="passed to the Kafka source (repeatable)")
     p.add_argument("--table-property", type=_option, action="append", default=[],
@@ -330,6 +341,8 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "merge.py") -> Mer
             partition_by=tuple(args.partition_by),
             kafka_options=dict(args.kafka_option),
             parallel_tables=args.parallel_tables,
+            metrics_port=args.metrics_port,
+            metrics_host=args.metrics_host,
             table_properties=_table_properties(args.table_property, args.change_data_feed),
             column_mapping=args.column_mapping,
             database=args.database,

@@ -53,6 +53,7 @@ from ..sinks.dead_letter import write_dead_letters
 from ..sinks.delta_sink import BatchFacts, DeltaTableSink
 from ..sinks.fast_sink import Declined, apply_fast, expire_tombstones, load, row_types, version
 from ..sinks.parquet_sink import append_change_log
+from . import metrics
 from .config import MergeConfig
 from .history_job import HistoryWriter
 
@@ -177,6 +178,7 @@ class BatchProcessor:
         self.app_id = app_id
         self.schemas = schemas or SchemaCache(config.schema_registry_url)
         self.stats = MergeStats()
+        self.metrics = metrics.BatchMetrics()  # each table's freshness (runtime/metrics.py)
         self._sinks: dict[str, DeltaTableSink] = {}
         self.lease: Lease | None = None  # the writer lease of the target (`lake/lease.py`)
         self.lease_lost: str | None = None  # why the job stopped: another job took the lake
@@ -400,6 +402,7 @@ class BatchProcessor:
             jobs = [(topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
                                                     records.get(topic), cut))
                     for topic, plan in sorted(plans.items()) if plan.schemas]
+            failed: list[str] = []
             for topic, plan, job in jobs:
                 try:
                     dead += job.result()
@@ -407,6 +410,8 @@ class BatchProcessor:
                     if not table_failure(exc):
                         raise
                     dead.append(self._not_written(frames, topic, plan, exc, batch_id))
+                    failed.append(table_of(topic).path)
+                    metrics.TABLE_FAILURES.labels(failed[-1]).inc()
             dead_count = 0
             for part in dead[1:]:
                 dead[0] = dead[0].unionByName(part)
@@ -426,9 +431,23 @@ class BatchProcessor:
         newest = max((r["newest"] for r in summary if r["newest"] is not None), default=None)
         self.stats.reports.append(BatchReport(batch_id, events, dead_count, oldest, newest, took,
                                               time.time()))
+        self._observe(summary, beat_topic, failed, took, dead_count)
         log.info("batch %d: %d events from %d topic(s), %d dead letter(s), %.1f s",
                  batch_id, events, len(plans), dead_count, took)
         return heartbeat
+
+    def _observe(self, summary: list[Any], beat_topic: str | None, failed: list[str],
+                 took: float, dead_count: int) -> None:
+        """The batch's metrics: its time, dead letters, and each table's freshness up to the
+        newest heartbeat it read (runtime/metrics.py)."""
+        metrics.BATCHES.inc()
+        metrics.BATCH_SECONDS.observe(took)
+        metrics.DEAD_LETTERS.inc(dead_count)
+        beats = [r["newest"] for r in summary if r["topic"] == beat_topic and r["newest"]]
+        with self._lock:
+            tables = {*self.stats.tables, *failed}
+        lags = self.metrics.observe_batch(max(beats, default=None), tables, failed)
+        metrics.publish(self.metrics, lags)
 
     def _hold(self, frames: DataFrame, cut: BatchCut, batch_id: int) -> None:
         """Store the Kafka records of the changes this batch held back (`held`)."""
@@ -573,15 +592,19 @@ class BatchProcessor:
                 events = self._fast(table, plan, records, batch_id, topic, cut)
             except (Declined, NotForRows) as exc:
                 log.info("batch %d: %s: through Spark (%s)", batch_id, table.path, exc)
+                metrics.SPARK_PATH.labels(table.path, metrics.reason_label(str(exc))).inc()
             except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
                 if not table_failure(exc):
                     raise
                 log.warning("batch %d: %s: delta-rs failed, through Spark instead: %s",
                             batch_id, table.path, _error_class_line(exc))
+                metrics.SPARK_PATH.labels(table.path, "delta-rs failed").inc()
             else:
                 with self._lock:
                     self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
                     self.stats.fast_tables += 1
+                metrics.TABLE_BATCHES.labels(table.path, "delta-rs").inc()
+                metrics.EVENTS.labels(table.path).inc(events)
                 log.info("batch %d: %s: %d change(s), merged by delta-rs in %.2f s", batch_id,
                          table.path, events, time.monotonic() - started)
                 return []
@@ -641,6 +664,8 @@ class BatchProcessor:
                                          plan.key_columns(original), batch_id)
             with self._lock:
                 self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
+            metrics.TABLE_BATCHES.labels(table.path, "spark" if sink else "parquet").inc()
+            metrics.EVENTS.labels(table.path).inc(events)
             log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",
                      batch_id, table.path, events, decoded_at - started,
                      time.monotonic() - decoded_at)
@@ -795,6 +820,7 @@ def start_merge(spark: SparkSession, config: MergeConfig,
         log.info("registering Delta tables in database %s (catalog: %s)", config.database,
                  spark.conf.get("spark.sql.catalogImplementation", "in-memory"))
     processor = BatchProcessor(spark, config, app_id(spark, config.checkpoint_dir), schemas)
+    metrics.serve(processor.metrics, config.metrics_port, config.metrics_host)
     query: list[StreamingQuery] = []
 
     def lost(message: str) -> None:

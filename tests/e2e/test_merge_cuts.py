@@ -19,6 +19,7 @@ import os
 import random
 import threading
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from typing import Any
 import psycopg
 import pytest
 from deltalake import DeltaTable
+from devstack.ports import free_port
 
 from spark_jobs.cuts.manifest import Cut, read_cuts, tombstone_key
 from spark_jobs.lake.storage import options_for
@@ -170,6 +172,14 @@ class DeleteExpiredBeforeTheRead:
                    each=lambda: conn.execute("CHECKPOINT"))
 
 
+def _scrape(port: int) -> dict[str, float]:
+    """The merge job's /metrics: sample (with labels) → value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}
+
+
 def _total(target: str, versions: dict[str, int | None]) -> int:
     return sum(sum(_rows(target, t, versions.get(f"{SCHEMA}/{t}")).values()) for t in "ab")
 
@@ -199,9 +209,11 @@ def test_every_cut_shows_whole_transactions(pg18: Any, kafka: Any, registry: Any
     _create(pg18.dsn)
     # initial snapshot of both tables, then streaming with heartbeats
     producer.start(tmp_path, wait=False)
+    port = free_port() if store == "local" else 0  # metrics: the same on any store
     config = MergeConfig(bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
                          target=target, topic_prefix=producer.prefix, trigger="1s",
-                         consistent_cuts=True, fast_merge=FAST_MERGE, maintenance_every=5)
+                         consistent_cuts=True, fast_merge=FAST_MERGE, maintenance_every=5,
+                         metrics_port=port, metrics_host="127.0.0.1")
     query, processor = start_merge(spark, config)
     stop, done = threading.Event(), [0]
     transactions, rounds = WORKLOAD[store]
@@ -211,12 +223,26 @@ def test_every_cut_shows_whole_transactions(pg18: Any, kafka: Any, registry: Any
     try:
         worker.start()
         deadline = time.monotonic() + 180  # a bound on a hang, not a timing assertion
+        early: dict[str, float] = {}
         while processor.stats.cuts < rounds - 1 or worker.is_alive():
+            if port and not early and processor.stats.cuts:
+                early = _scrape(port)
             assert query.exception() is None, f"seed {seed}: {query.exception()}"
             assert time.monotonic() < deadline, f"seed {seed}: {processor.stats.cuts} cut(s)"
             time.sleep(0.5)
         stop.set()
         worker.join()
+        if port:  # the job's metrics moved as the changes arrived
+            late = _scrape(port)
+            assert late["pgcdc_merge_batches_total"] > early["pgcdc_merge_batches_total"]
+            for t in ("a", "b"):
+                events = f'pgcdc_merge_events_total{{table="{SCHEMA}/{t}"}}'
+                assert late[events] > early.get(events, 0), (t, early, late)
+                assert late[f'pgcdc_merge_table_lag_seconds{{table="{SCHEMA}/{t}"}}'] == 0
+            assert 0 <= late["pgcdc_merge_heartbeat_age_seconds"] < 120
+            assert late["pgcdc_merge_batch_seconds_count"] == late["pgcdc_merge_batches_total"]
+            assert sum(v for k, v in late.items()
+                       if k.startswith("pgcdc_merge_table_batches_total")) > 0
         assert done[0] == transactions, f"seed {seed}: the workload failed"
         with psycopg.connect(pg18.dsn, autocommit=True) as conn:
             row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
