@@ -179,6 +179,9 @@ class BatchProcessor:
         self.schemas = schemas or SchemaCache(config.schema_registry_url)
         self.stats = MergeStats()
         self.metrics = metrics.BatchMetrics()  # each table's freshness (runtime/metrics.py)
+        self.watch = metrics.Watch(None if config.available_now
+                                   else metrics.trigger_seconds(config.interval))
+        self._to_spark: dict[str, str] = {}  # this batch's tables delta-rs left to Spark
         self._sinks: dict[str, DeltaTableSink] = {}
         self.lease: Lease | None = None  # the writer lease of the target (`lake/lease.py`)
         self.lease_lost: str | None = None  # why the job stopped: another job took the lake
@@ -448,6 +451,12 @@ class BatchProcessor:
             tables = {*self.stats.tables, *failed}
         lags = self.metrics.observe_batch(max(beats, default=None), tables, failed)
         metrics.publish(self.metrics, lags)
+        with self._lock:
+            to_spark, self._to_spark = self._to_spark, {}
+        batch_tables = [table_of(r["topic"]).path for r in summary if r["topic"] != beat_topic
+                        and _is_table_topic(r["topic"])]
+        for warning in self.watch.batch(took, failed, to_spark, batch_tables):
+            log.warning("%s", warning)
 
     def _hold(self, frames: DataFrame, cut: BatchCut, batch_id: int) -> None:
         """Store the Kafka records of the changes this batch held back (`held`)."""
@@ -593,12 +602,16 @@ class BatchProcessor:
             except (Declined, NotForRows) as exc:
                 log.info("batch %d: %s: through Spark (%s)", batch_id, table.path, exc)
                 metrics.SPARK_PATH.labels(table.path, metrics.reason_label(str(exc))).inc()
+                with self._lock:
+                    self._to_spark[table.path] = str(exc)
             except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
                 if not table_failure(exc):
                     raise
                 log.warning("batch %d: %s: delta-rs failed, through Spark instead: %s",
                             batch_id, table.path, _error_class_line(exc))
                 metrics.SPARK_PATH.labels(table.path, "delta-rs failed").inc()
+                with self._lock:
+                    self._to_spark[table.path] = "delta-rs failed"
             else:
                 with self._lock:
                     self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
@@ -864,3 +877,11 @@ def run_merge(spark: SparkSession, config: MergeConfig,
     log.info("merge done: %d batch(es), %d event(s), %d dead letter(s)",
              processor.stats.batches, processor.stats.events, processor.stats.dead_letters)
     return processor.stats
+
+
+def _is_table_topic(topic: str) -> bool:
+    try:
+        table_of(topic)
+    except ValueError:
+        return False
+    return True

@@ -103,3 +103,54 @@ def serve(state: BatchMetrics, port: int, host: str = "0.0.0.0") -> None:
                                                            - state.heartbeat_ms / 1000))
     if port > 0:
         start_http_server(port, addr=host)
+
+
+WARN_AFTER = 3  # batches in a row before a warning
+
+
+@dataclass
+class Watch:
+    """What deserves a line in the log before a user notices (pure; one per job): a table
+    failing (not advancing while its topic has records), a table delta-rs keeps leaving to
+    Spark (slow), batches longer than the trigger (the job falls behind). Each warns once when
+    it reaches `after` batches in a row, and again only after it stopped."""
+
+    trigger_s: float | None  # None: available-now (no trigger to keep up with)
+    after: int = WARN_AFTER
+    slow: int = 0
+    failing: dict[str, int] = field(default_factory=dict)
+    declined: dict[str, int] = field(default_factory=dict)
+
+    def batch(self, took_s: float, failed: Iterable[str], to_spark: Mapping[str, str],
+              tables: Iterable[str]) -> list[str]:
+        """The warnings after a batch of `took_s` seconds in which `failed` tables could not
+        be written and `to_spark` (table → reason) went through Spark; `tables`: the batch's."""
+        out = []
+        if self.trigger_s is not None and took_s > self.trigger_s:
+            self.slow += 1
+            if self.slow == self.after:
+                out.append(f"{self.after} batches in a row took longer than the trigger "
+                           f"({took_s:.1f} s > {self.trigger_s:g} s): the job falls behind; "
+                           "give it more cores or a longer --trigger")
+        else:
+            self.slow = 0
+        bad = set(failed)
+        for table in sorted(set(tables) | bad):
+            self.failing[table] = self.failing.get(table, 0) + 1 if table in bad else 0
+            if self.failing[table] == self.after:
+                out.append(f"{table} has not advanced for {self.after} batches while its "
+                           "topic has records (its events go to the dead letters): see the "
+                           "errors above")
+            self.declined[table] = (self.declined.get(table, 0) + 1 if table in to_spark
+                                    else 0)
+            if self.declined[table] == self.after:
+                out.append(f"{table} went through Spark for {self.after} batches in a row "
+                           f"({to_spark[table]}), each ~seconds instead of a fraction of one")
+        return out
+
+
+def trigger_seconds(interval: str) -> float:
+    """Spark's processingTime text ("10 seconds", "500 milliseconds", "1 minutes") → s."""
+    number, unit = interval.split()
+    scale = {"milliseconds": 0.001, "seconds": 1.0, "minutes": 60.0, "hours": 3600.0}
+    return float(number) * scale.get(unit, 1.0)

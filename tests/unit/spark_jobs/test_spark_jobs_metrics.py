@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from spark_jobs.runtime.metrics import BatchMetrics, reason_label
+from spark_jobs.runtime.metrics import BatchMetrics, Watch, reason_label, trigger_seconds
 
 
 def test_tables_that_keep_up_have_no_lag_however_idle() -> None:
@@ -46,3 +46,26 @@ def test_reasons_are_bounded_labels() -> None:
     assert reason_label("column color is new") == "column is new"
     assert reason_label("column size changed type") == "column changed type"
     assert reason_label("a truncate") == "a truncate"
+
+
+def test_warnings_come_once_after_three_batches_in_a_row() -> None:
+    watch = Watch(trigger_s=1.0)
+    said = [watch.batch(2.5, [], {}, ["public/a"]) for _ in range(4)]
+    assert [len(s) for s in said] == [0, 0, 1, 0]
+    assert "3 batches in a row took longer than the trigger (2.5 s > 1 s)" in said[2][0]
+    assert watch.batch(0.5, [], {}, []) == [] and watch.slow == 0  # it recovered: again later
+    # a table that cannot be written while the others go on
+    said = [watch.batch(0.5, ["public/b"], {}, ["public/a", "public/b"]) for _ in range(3)]
+    assert said[2] == ["public/b has not advanced for 3 batches while its topic has records "
+                       "(its events go to the dead letters): see the errors above"]
+    # a table delta-rs keeps leaving to Spark
+    said = [watch.batch(0.5, [], {"public/a": "column color is new"}, ["public/a"])
+            for _ in range(3)]
+    assert said[:2] == [[], []] and "public/a went through Spark for 3 batches" in said[2][0]
+    # available-now: no trigger to keep up with
+    assert Watch(trigger_s=None).batch(999, [], {}, []) == []
+
+
+def test_trigger_seconds() -> None:
+    assert [trigger_seconds(t) for t in ("10 seconds", "500 milliseconds", "2 minutes")] == [
+        10.0, 0.5, 120.0]
