@@ -13,6 +13,7 @@ import yaml
 from psycopg.conninfo import conninfo_to_dict
 
 from connector.errors import ConfigError, first_line
+from connector.replication.published import TableSetting, parse_table_settings
 
 ENV_DEFAULTS = {
     "dsn": "PGCDC_DSN",
@@ -63,6 +64,12 @@ class Config:
     # the application's UPDATE/DELETE on them (refuse: until they get a key; full: until
     # pgcdc's next check, ~2 s). Explicit opt-in only.
     all_tables_publication: bool = False
+    # Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+;
+    # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>"}.
+    table_settings: dict[str, Any] = field(default_factory=dict)
+    # PostgreSQL 18: publish the stored generated columns of every table (the publication's
+    # publish_generated_columns = stored); per table: name them in table_settings' columns.
+    publish_generated_columns: bool = False
     binary: bool = False  # pgoutput binary tuples (faster for some types)
     failover_slot: bool | None = None  # None: on where the server is 17+ and a primary
     origin: str | None = None  # PostgreSQL 16+: 'none' publishes only local changes
@@ -132,6 +139,19 @@ class Config:
             raise ConfigError("all_tables_publication (FOR ALL TABLES) cannot leave tables "
                               "without a key out: use --keyless-tables full, or drop "
                               "--all-tables-publication (the default table list skips them)")
+        self.published_settings()
+        if self.table_settings and not self.create_publication:
+            raise ConfigError("table_settings are set in the publication pgcdc creates or "
+                              "extends: with create_publication false pgcdc follows the column "
+                              "lists and filters of your publication; drop table_settings")
+        if self.publish_generated_columns and not self.create_publication:
+            raise ConfigError("publish_generated_columns is set in the publication pgcdc "
+                              "creates or extends: with create_publication false, set it on "
+                              "your publication (ALTER PUBLICATION ... SET "
+                              "(publish_generated_columns = stored))")
+        if self.table_settings and self.all_tables_publication:
+            raise ConfigError("table_settings (column lists, row filters) cannot apply to a FOR "
+                              "ALL TABLES publication (--all-tables-publication): drop one")
         if self.oversized_events not in OVERSIZED_POLICIES:
             raise ConfigError(f"oversized_events must be one of {', '.join(OVERSIZED_POLICIES)}"
                               f", not {self.oversized_events!r}")
@@ -151,6 +171,10 @@ class Config:
         if self.schema_check_interval_s <= 0:
             raise ConfigError("schema_check_interval_s must be > 0 (seconds)")
         return self.check_names()
+
+    def published_settings(self) -> list[TableSetting]:
+        """`table_settings` parsed (a malformed one is a `ConfigError`)."""
+        return parse_table_settings(self.table_settings)
 
     def check_names(self) -> Config:
         """The names and ports every command uses, checked before anything is created."""

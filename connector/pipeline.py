@@ -44,7 +44,7 @@ from connector.config import Config
 from connector.control import HEARTBEAT_PREFIX
 from connector.errors import CdcError, ConfigError, SinkError, SourceError, first_line
 from connector.flow import RECONNECT_BACKOFF_S, confirmable, reconnect_delay, status_due
-from connector.names import table_topic
+from connector.names import TableName, table_topic
 from connector.pgoutput import Decoder, PrimaryKeepalive, Relation, Type, XLogData, lsn_to_str
 from connector.pgtypes import TypeCatalog
 from connector.publisher import Publisher
@@ -146,7 +146,7 @@ class Pipeline:
         self.standby: StandbyFacts | None = None
         self.session_on_standby = False  # the current session began on a standby
         self._heartbeat_conn: psycopg.Connection[tuple] | None = None  # type: ignore[type-arg]
-        self.admin = ReplicationAdmin.connect(cfg.dsn)
+        self.admin = self._connect_admin()
         self.db = str(self.admin.conn.info.dbname)
         self.registry = SchemaRegistry({"url": cfg.schema_registry_url, **cfg.schema_registry},
                                        attempts=cfg.schema_registry_attempts)
@@ -168,6 +168,14 @@ class Pipeline:
             raise ConfigError(f"Kafka settings rejected: {exc.args[0].str()}") from None
 
     # ------------------------------------------------------------------ setup
+
+    def _connect_admin(self) -> ReplicationAdmin:
+        """The admin connection, knowing what the publication publishes of each table."""
+        admin = ReplicationAdmin.connect(self.cfg.dsn)
+        if self.cfg.create_publication:
+            admin.table_settings = self.cfg.published_settings()
+            admin.generated_columns = self.cfg.publish_generated_columns
+        return admin
 
     def prepare_source(self) -> int:
         """Check the server, create/check publication and slot; returns the protocol version.
@@ -192,6 +200,8 @@ class Pipeline:
                 self.cfg.publication, self.cfg.tables, keyless=self.cfg.keyless_tables,
                 exclude=[signals.SIGNAL_TABLE], all_tables=self.cfg.all_tables_publication,
                 add_later=slot is not None and self.cfg.snapshot != "initial_only")
+            if self.admin.resettled and slot is not None and self.cfg.snapshot != "initial_only":
+                self._resync_resettled(self.admin.resettled)
         elif not self.admin.publication_exists(self.cfg.publication):
             raise SourceError(f"publication {self.cfg.publication!r} does not exist")
         self.admin.warn_about_replica_identity(self.cfg.publication)
@@ -209,6 +219,24 @@ class Pipeline:
         if slot is not None:
             self.admin.check_slot(slot)
         return features.protocol_version
+
+    def _resync_resettled(self, tables: list[tuple[str, str]]) -> None:
+        """Tables whose column list or row filter table_settings changed while the slot
+        existed: rows that entered the filter (or columns now published) were never streamed,
+        so an incremental snapshot re-reads them (keyed tables; docs/publishing.md)."""
+        names = [TableName(s, t) for s, t in tables]
+        whole_row = {TableName(s, t) for s, t in self.admin.full_identity_tables(tables)}
+        keyed = [n for n in names if n not in whole_row]
+        if not keyed or not self.cfg.resync_on_ddl:
+            log.warning("publication settings of %s changed: rows that now pass the filter are "
+                        "not re-read (re-publish them with: pgcdc snapshot --tables %s)",
+                        ", ".join(map(str, names)), ",".join(map(str, names)))
+            return
+        signals.ensure_table(self.admin.conn)
+        signals.request(self.admin.conn, self.cfg.slot, keyed,
+                        message="re-sync after a change of table_settings")
+        log.info("publication settings of %s changed: re-read by an incremental snapshot",
+                 ", ".join(map(str, keyed)))
 
     def _check_standby(self) -> None:
         """On a standby (connector/replication/standby.py): refuse what cannot work, in one line;
@@ -391,7 +419,7 @@ class Pipeline:
                     # still down this fails with a transient SourceError and counts as an
                     # attempt.
                     self.admin.close()
-                    self.admin = ReplicationAdmin.connect(self.cfg.dsn)
+                    self.admin = self._connect_admin()
                 self._session(proto)
                 return
             except (SourceError, SinkError) as exc:

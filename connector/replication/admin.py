@@ -25,6 +25,13 @@ from connector.pgoutput.lsn import str_to_lsn
 
 from .features import ServerFeatures
 from .privileges import connect_refusal, dsn_role, lacking
+from .published import (
+    TableSetting,
+    normalized_filter,
+    refusals,
+    setting_for,
+    table_entry,
+)
 from .standby import SLOT_WAIT, publication_refusal, slot_refusal
 
 log = logging.getLogger(__name__)
@@ -77,6 +84,14 @@ class ReplicationAdmin:
 
     def __init__(self, conn: psycopg.Connection[tuple]) -> None:  # type: ignore[type-arg]
         self.conn = conn
+        # What the publication pgcdc creates or extends publishes of each table (published.py;
+        # `table_settings`), and whether it publishes stored generated columns (PostgreSQL 18;
+        # None: left as it is).
+        self.table_settings: list[TableSetting] = []
+        self.generated_columns: bool | None = None
+        # Tables of an existing publication whose column list or filter `ensure_publication`
+        # changed: rows that entered it were never streamed (the caller re-syncs them).
+        self.resettled: list[tuple[str, str]] = []
 
     @classmethod
     def connect(cls, dsn: str) -> ReplicationAdmin:
@@ -225,10 +240,20 @@ class ReplicationAdmin:
     def drop_from_publication(self, name: str, tables: Sequence[tuple[str, str]]) -> None:
         self._alter_publication(name, "DROP", tables)
 
+    def _entries(self, tables: Sequence[tuple[str, str]]) -> sql.Composed:
+        """A publication's table list: each table with its column list and row filter."""
+        return sql.SQL(", ").join(
+            table_entry(s, t, setting_for(self.table_settings, s, t)) for s, t in tables)
+
     def _alter_publication(self, name: str, action: str,
                            tables: Sequence[tuple[str, str]]) -> None:
+        if action == "ADD" and self.table_settings:
+            refused = self.setting_refusals(name, tables)
+            if refused:  # a table the watcher found: PostgreSQL would reject its UPDATEs
+                raise ConfigError(refused[0])
         statement = sql.SQL("ALTER PUBLICATION {} {} TABLE {}").format(
-            sql.Identifier(name), sql.SQL(action), _table_list(tables))
+            sql.Identifier(name), sql.SQL(action),
+            self._entries(tables) if action == "ADD" else _table_list(tables))
         try:
             self.conn.execute(statement)
         except psycopg.Error as exc:
@@ -263,19 +288,23 @@ class ReplicationAdmin:
             found = self.matching_tables(wanted) if wanted == ["*.*"] \
                 else self.resolve_tables(wanted)
             listed = [t for t in found if t not in exclude]
+        exists = self.publication_exists(name)
+        self.check_publish_settings(name, listed, exists=exists)
         if keyless is not None:
             left_out = self.apply_keyless_policy(keyless, listed)
             if listed is not None:
                 listed = [t for t in listed if t not in left_out]
-        exists = self.publication_exists(name)
         if exists and self.is_all_tables(name) != (listed is None):
             self._recreate_publication(name, listed)
             return False
+        statements: list[sql.Composed] = []
         statement: sql.Composed | None = None
+        self.resettled = []
         if not exists:
             target = sql.SQL("FOR ALL TABLES") if listed is None else sql.SQL("") \
-                if not listed else sql.SQL("FOR TABLE {}").format(_table_list(listed))
-            statement = sql.SQL("CREATE PUBLICATION {} {}").format(sql.Identifier(name), target)
+                if not listed else sql.SQL("FOR TABLE {}").format(self._entries(listed))
+            statement = sql.SQL("CREATE PUBLICATION {} {}{}").format(
+                sql.Identifier(name), target, self._with_generated())
         elif listed is not None:
             current = self.listed_tables(name)
             # Already the list (a publication the tables' owner made): nothing to change, so
@@ -293,13 +322,23 @@ class ReplicationAdmin:
             elif sorted(current) != sorted(listed):
                 if listed:
                     statement = sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
-                        sql.Identifier(name), _table_list(listed))
+                        sql.Identifier(name), self._entries(listed))
                 else:  # SET TABLE needs one table at least
                     statement = sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(
                         sql.Identifier(name), _table_list(current))
-        if statement is None:
+            if statement is None or add_later:  # the tables kept: their settings as wanted
+                statements += self._resettle(name, [t for t in current if t in listed])
+        if exists:
+            statements += self._set_generated(name)
+        if statement is not None:
+            statements.insert(0, statement)
+        if not statements:
             return False
-        self._publication_ddl(name, [statement], "create" if not exists else "set the tables of")
+        self._publication_ddl(name, statements, "create" if not exists else "set the tables of")
+        if self.resettled:
+            log.warning("publication %s: the column list or row filter of %s changed as "
+                        "table_settings say", name,
+                        ", ".join(f"{s}.{t}" for s, t in self.resettled))
         if not exists:
             log.info("created publication %s", name)
         return not exists
@@ -352,14 +391,137 @@ class ReplicationAdmin:
         publish = ", ".join(op for op, on in (("insert", insert), ("update", update),
                                               ("delete", delete), ("truncate", truncate)) if on)
         target = sql.SQL("FOR ALL TABLES") if listed is None else sql.SQL("") if not listed \
-            else sql.SQL("FOR TABLE {}").format(_table_list(listed))
+            else sql.SQL("FOR TABLE {}").format(self._entries(listed))
+        generated: sql.Composable = sql.SQL("")
+        if self.features.publishes_generated_columns:
+            stored = self.generated_columns if self.generated_columns is not None else \
+                self._one("SELECT pubgencols = 's' FROM pg_publication WHERE pubname = %s",
+                          (name,))[0]
+            generated = sql.SQL(", publish_generated_columns = {}").format(
+                sql.SQL("stored" if stored else "none"))
         self._publication_ddl(name, [
             sql.SQL("DROP PUBLICATION {}").format(sql.Identifier(name)),
-            sql.SQL("CREATE PUBLICATION {} {} WITH (publish = {}, publish_via_partition_root = {})"
-                    ).format(sql.Identifier(name), target, sql.Literal(publish),
-                             sql.Literal(bool(via_root)))], "re-create")
+            sql.SQL("CREATE PUBLICATION {} {} WITH (publish = {}, publish_via_partition_root = {}"
+                    "{})").format(sql.Identifier(name), target, sql.Literal(publish),
+                                  sql.Literal(bool(via_root)), generated)], "re-create")
         log.warning("publication %s was %s: re-created as %s, in one transaction (every table "
                     "of both stays published)", name, was, wanted)
+
+    # ------------------------------------------------------------ what is published
+
+    def check_publish_settings(self, name: str, listed: Sequence[tuple[str, str]] | None, *,
+                               exists: bool) -> None:
+        """Refuse, in one line and before anything is created, the settings PostgreSQL would
+        refuse (published.py): on a server too old for them, a column list without the key,
+        a filter outside the replica identity. A pattern matching no table yet is a warning."""
+        features = self.features
+        if self.table_settings and not features.publication_column_lists:
+            raise ConfigError(f"table_settings (column lists, row filters) need PostgreSQL "
+                              f"15+, the server is {features.major}")
+        if self.generated_columns and not features.publishes_generated_columns:
+            raise ConfigError(f"publish_generated_columns needs PostgreSQL 18+, the server is "
+                              f"{features.major}")
+        if not self.table_settings or listed is None:
+            return
+        unused = [s.pattern for s in self.table_settings
+                  if not any(setting_for([s], *t) for t in listed)]
+        if unused:  # a table created later may match it: the table watcher applies it then
+            log.warning("table_settings pattern(s) %s match no table of the publication "
+                        "(--tables) yet", ", ".join(map(repr, unused)))
+        refused = self.setting_refusals(name if exists else None, listed)
+        if refused:
+            more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+            raise ConfigError(refused[0] + more)
+
+    def setting_refusals(self, publication: str | None, tables: Sequence[tuple[str, str]]
+                         ) -> list[str]:
+        """`published.refusals` of each of `tables` with a setting; `publication`: the
+        existing one whose publish options count (None: one pgcdc creates, publishing all)."""
+        update_or_delete = True
+        if publication is not None:
+            row = self.conn.execute("SELECT pubupdate OR pubdelete FROM pg_publication"
+                                    " WHERE pubname = %s", (publication,)).fetchone()
+            update_or_delete = bool(row[0]) if row else True
+        generated_allowed = self.features.publishes_generated_columns
+        found: list[str] = []
+        for schema, table in tables:
+            setting = setting_for(self.table_settings, schema, table)
+            if setting is None:
+                continue
+            rows = self.conn.execute(
+                "SELECT a.attname::text, c.relreplident = 'f'"
+                "  OR coalesce(a.attnum = ANY (ri.indkey::int2[]), false), a.attgenerated <> ''"
+                " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+                " LEFT JOIN pg_index ri ON ri.indrelid = c.oid"
+                "  AND ((c.relreplident = 'd' AND ri.indisprimary)"
+                "       OR (c.relreplident = 'i' AND ri.indisreplident))"
+                " WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped"
+                " ORDER BY a.attnum",
+                (sql.Identifier(schema, table).as_string(self.conn),)).fetchall()
+            found += refusals(schema, table, setting, [r[0] for r in rows],
+                              [r[0] for r in rows if r[1]], [r[0] for r in rows if r[2]],
+                              publishes_update_or_delete=update_or_delete,
+                              generated_allowed=generated_allowed)
+        return found
+
+    def publication_settings(self, name: str
+                             ) -> dict[tuple[str, str], tuple[list[str] | None, str | None]]:
+        """(schema, table) -> (its column list, None for all; its row filter) of each table
+        publication `name` lists (pg_publication_rel; PostgreSQL 15+, else empty)."""
+        if not self.features.publication_column_lists:
+            return {}
+        rows = self.conn.execute(
+            "SELECT n.nspname::text, c.relname::text,"
+            " (SELECT array_agg(a.attname::text ORDER BY a.attnum) FROM pg_attribute a"
+            "   WHERE a.attrelid = pr.prrelid AND a.attnum = ANY (pr.prattrs::int2[])),"
+            " pg_get_expr(pr.prqual, pr.prrelid)"
+            " FROM pg_publication_rel pr JOIN pg_publication p ON p.oid = pr.prpubid"
+            " JOIN pg_class c ON c.oid = pr.prrelid"
+            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE p.pubname = %s", (name,)).fetchall()
+        return {(r[0], r[1]): (list(r[2]) if r[2] is not None else None, r[3]) for r in rows}
+
+    def _resettle(self, name: str, kept: Sequence[tuple[str, str]]) -> list[sql.Composed]:
+        """Statements giving each table of `kept` (listed in publication `name`) the column
+        list and filter its setting says, where they differ: DROP and ADD again, in the one
+        transaction `_publication_ddl` runs (pgoutput reads the publication as of each
+        change's commit: no change is decoded without the table published)."""
+        if not self.features.publication_column_lists:
+            return []
+        current = self.publication_settings(name)
+        out: list[sql.Composed] = []
+        for schema, table in kept:
+            setting = setting_for(self.table_settings, schema, table)
+            columns, where = current.get((schema, table), (None, None))
+            want_columns = sorted(setting.columns) if setting and setting.columns else None
+            want_where = setting.where if setting else None
+            if (sorted(columns) if columns else None) == want_columns and \
+                    normalized_filter(where) == normalized_filter(want_where):
+                continue
+            self.resettled.append((schema, table))
+            out += [sql.SQL("ALTER PUBLICATION {} DROP TABLE {}").format(
+                        sql.Identifier(name), sql.Identifier(schema, table)),
+                    sql.SQL("ALTER PUBLICATION {} ADD TABLE {}").format(
+                        sql.Identifier(name), table_entry(schema, table, setting))]
+        return out
+
+    def _with_generated(self) -> sql.Composable:
+        """The WITH clause of a CREATE PUBLICATION for `generated_columns` (18+)."""
+        if self.generated_columns and self.features.publishes_generated_columns:
+            return sql.SQL(" WITH (publish_generated_columns = stored)")
+        return sql.SQL("")
+
+    def _set_generated(self, name: str) -> list[sql.Composed]:
+        """ALTER PUBLICATION ... SET (publish_generated_columns = ...) where it differs from
+        `generated_columns` (18+; None: left as it is)."""
+        if self.generated_columns is None or not self.features.publishes_generated_columns:
+            return []
+        stored = self._one("SELECT pubgencols = 's' FROM pg_publication WHERE pubname = %s",
+                           (name,))[0]
+        if bool(stored) == self.generated_columns:
+            return []
+        return [sql.SQL("ALTER PUBLICATION {} SET (publish_generated_columns = {})").format(
+            sql.Identifier(name), sql.SQL("stored" if self.generated_columns else "none"))]
 
     def keyless_tables(self, tables: Sequence[tuple[str, str]] | None
                        ) -> list[tuple[str, str]]:

@@ -245,7 +245,8 @@ class IncrementalSnapshots:
         relation = chunk.table.relation
         columns = [c.name for c in relation.columns]
         statement = chunk_copy_statement(relation.namespace, relation.name, columns, chunk.key,
-                                         self.last_key, self.chunk_rows)
+                                         self.last_key, self.chunk_rows,
+                                         chunk.table.row_filter)
         events: dict[bytes, bytes] = {}
         last = self._read_events(statement, chunk.codec, events, chunk.low)
         chunk.window.load(events)

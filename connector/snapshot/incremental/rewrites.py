@@ -75,7 +75,8 @@ def reasons(old: Sequence[Column], new: Sequence[Column]) -> list[str]:
         if col.generated:
             continue
         if prev.generated:
-            found.append(f"column {col.name} is no longer generated (DROP EXPRESSION)")
+            found.append(f"column {col.name} is no longer generated (DROP EXPRESSION) or is newly "
+                         "published (a column list naming it)")
             continue
         if prev.name != col.name:
             found.append(f"column {prev.name} renamed to {col.name}")

@@ -75,6 +75,7 @@ class TableWatcher:
         self.manage = manage_publication and managed is not None
         self.fix_all_tables = manage_publication and managed is None
         self.left_out: set[TableName] = set()  # keyless tables left out, already logged
+        self.refused: set[TableName] = set()  # left out for their table_settings, logged
         self.published = self._published()
         if self.manage and keyless != "full":  # left out at start (skip): logged there
             self.left_out = self._keyless(self._unlisted(self.published))
@@ -176,7 +177,22 @@ class TableWatcher:
         # one is gone.
         self.left_out = keyless
         metrics.KEYLESS_LEFT_OUT.set(len(keyless))
-        return [t for t in new if t not in keyless]
+        return [t for t in new if t not in keyless and not self._refused(t)]
+
+    def _refused(self, name: TableName) -> bool:
+        """A new table whose table_settings PostgreSQL would refuse (a column list without its
+        key, a filter outside its replica identity: published.py) stays out, logged once."""
+        if not self.admin.table_settings:
+            return False
+        found = self.admin.setting_refusals(self.publication, [name])
+        if found and name not in self.refused:
+            log.warning("new table %s matches --tables but is left out of publication %s: %s",
+                        name, self.publication, found[0])
+        if found:
+            self.refused.add(name)
+        else:
+            self.refused.discard(name)
+        return bool(found)
 
     def _keyless_in_all_tables(self, tables: list[TableName]) -> None:
         """New tables FOR ALL TABLES published: set REPLICA IDENTITY FULL on keyless ones

@@ -51,7 +51,8 @@ def test_added_column_with_values_for_existing_rows() -> None:
 def test_drop_expression_rename_and_enum_rename() -> None:
     g = Column(2, "g", INT4, -1, generated=True)
     assert reasons([ID, g], [ID, g._replace(generated=False)]) == [
-        "column g is no longer generated (DROP EXPRESSION)"]
+        "column g is no longer generated (DROP EXPRESSION) or is newly published (a column "
+        "list naming it)"]
     assert reasons([ID, N], [ID, N._replace(name="m")]) == ["column n renamed to m"]
     e1 = Column(3, "e", 99999, -1, enum_labels=((1, "a"), (2, "b")))
     e2 = e1._replace(enum_labels=((1, "a"), (2, "bee")))

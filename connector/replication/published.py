@@ -1,0 +1,198 @@
+"""What a publication pgcdc creates or extends publishes of each table: column lists and row
+filters (PostgreSQL 15+), and stored generated columns (PostgreSQL 18). Pure: no IO.
+
+The settings come from ``table_settings`` in pgcdc.yaml (`parse_table_settings`): a mapping
+from ``schema.table`` patterns (as in ``--tables``; first matching pattern wins) to
+``{columns: [...], where: "..."}``. They are written into the publication's table list
+(``CREATE/ALTER PUBLICATION p TABLE t (a, b) WHERE (...)``: `table_entry`) and checked first
+(`refusals`) against what PostgreSQL would refuse, but only later, when the application's
+UPDATE or DELETE fails:
+
+* a column list must hold every replica identity column (the key; every column for REPLICA
+  IDENTITY FULL): "Column list used by the publication does not cover the replica identity";
+* a row filter of a publication that publishes UPDATE or DELETE may use only replica identity
+  columns: "Column used in the publication WHERE expression is not part of the replica
+  identity".
+
+The columns a filter uses are found by `filter_columns`, a light tokenizer (string literals and
+comments skipped; a name followed by ``(`` is a function, one followed by a string literal a
+type name): a name that is both a column of the table and a function or type (a column ``date``
+in ``date '2026-01-01'``) is not counted, which errs towards PostgreSQL's own check at UPDATE
+time, never towards a false refusal.
+
+With ``create_publication: false`` pgcdc sets nothing: it follows the column lists and filters of
+the user's publication (``pg_publication_tables.attnames``/``rowfilter``), as the snapshots do.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
+
+from connector.errors import ConfigError
+
+__all__ = ["TableSetting", "filter_columns", "normalized_filter", "parse_table_settings",
+           "refusals", "setting_for", "table_entry"]
+
+_SETTING_KEYS = ("columns", "where")
+
+
+@dataclass(frozen=True)
+class TableSetting:
+    """What to publish of the tables a pattern matches: `columns` (None: all) and `where` (None:
+    every row)."""
+
+    pattern: str
+    columns: tuple[str, ...] | None = None
+    where: str | None = None
+
+
+def parse_table_settings(raw: Mapping[str, Any]) -> list[TableSetting]:
+    """``table_settings`` of pgcdc.yaml -> settings in file order; a malformed one is one line."""
+    out = []
+    for pattern, value in raw.items():
+        where = f"table_settings: {pattern!r}"
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise ConfigError(f"table_settings: a key must be a 'schema.table' pattern, not "
+                              f"{pattern!r}")
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping with columns and/or where, got "
+                              f"{value!r}")
+        unknown = sorted(set(value) - set(_SETTING_KEYS))
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(str, unknown))} (known: "
+                              f"{', '.join(_SETTING_KEYS)})")
+        columns = value.get("columns")
+        if columns is not None:
+            if not isinstance(columns, list) or not columns or \
+                    not all(isinstance(c, str) and c for c in columns):
+                raise ConfigError(f"{where}: columns must be a non-empty list of column names, "
+                                  f"not {columns!r}")
+            if len(set(columns)) != len(columns):
+                raise ConfigError(f"{where}: columns names a column twice: {columns!r}")
+        filt = value.get("where")
+        if filt is not None and (not isinstance(filt, str) or not filt.strip()):
+            raise ConfigError(f"{where}: where must be a SQL boolean expression (a string), "
+                              f"not {filt!r}")
+        if filt is not None and ";" in _strip_literals(filt):
+            raise ConfigError(f"{where}: where must be one expression (no ';'): {filt!r}")
+        out.append(TableSetting(pattern.strip(), tuple(columns) if columns else None,
+                                filt.strip() if filt else None))
+    return out
+
+
+def setting_for(settings: Sequence[TableSetting], schema: str, table: str
+                ) -> TableSetting | None:
+    """The first setting whose pattern (no schema: ``public``) matches the table."""
+    for setting in settings:
+        schema_pat, _, table_pat = setting.pattern.rpartition(".")
+        if fnmatch.fnmatchcase(schema, schema_pat or "public") and \
+                fnmatch.fnmatchcase(table, table_pat):
+            return setting
+    return None
+
+
+def table_entry(schema: str, table: str, setting: TableSetting | None) -> sql.Composed:
+    """One table of a publication's table list: ``"s"."t" ("a", "b") WHERE (<filter>)``."""
+    parts: list[sql.Composable] = [sql.Identifier(schema, table)]
+    if setting is not None and setting.columns:
+        parts.append(sql.SQL(" ({})").format(
+            sql.SQL(", ").join(sql.Identifier(c) for c in setting.columns)))
+    if setting is not None and setting.where:
+        parts.append(sql.SQL(" WHERE ({})").format(sql.SQL(setting.where)))
+    return sql.Composed(parts)
+
+
+_LITERAL = re.compile(r"""[EeBbXxUu]?&?'(?:[^']|'')*'|\$([A-Za-z_]*)\$.*?\$\1\$|--[^\n]*"""
+                      r"""|/\*.*?\*/""", re.S)
+# A ``::type`` cast as pg_get_expr writes it (multi-word type names first).
+_CAST = re.compile(r"::\s*(?:character varying|double precision|bit varying|"
+                   r"(?:timestamp|time) with(?:out)? time zone|\"[^\"]+\"|"
+                   r"[A-Za-z_][A-Za-z0-9_.]*)(?:\(\d+(?:,\d+)?\))?(?:\[\])*")
+_TOKEN = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*)|(\S)')
+
+
+def _strip_literals(text: str) -> str:
+    """`text` with string literals and comments replaced by a placeholder ``'?'``."""
+    return _LITERAL.sub("'?'", text)
+
+
+def filter_columns(expression: str, columns: Sequence[str]) -> list[str]:
+    """The columns among `columns` that the row filter `expression` uses, in first-use order."""
+    tokens = [(m.group(1).replace('""', '"') if m.group(1) is not None else None,
+               m.group(2), m.group(3)) for m in _TOKEN.finditer(_strip_literals(expression))]
+    known = set(columns)
+    used: list[str] = []
+    for i, (quoted, bare, _other) in enumerate(tokens):
+        if quoted is None and bare is None:
+            continue
+        name = quoted if quoted is not None else str(bare).lower()
+        following = tokens[i + 1][2] if i + 1 < len(tokens) else None
+        if following == "(" or following == "'":  # a function call, a typed literal
+            continue
+        if i > 0 and tokens[i - 1][2] == ".":  # s.func / a qualified type: not a column
+            continue
+        if name in known and name not in used:
+            used.append(name)
+    return used
+
+
+def refusals(schema: str, table: str, setting: TableSetting, columns: Sequence[str],
+             identity: Sequence[str], generated: Sequence[str], *,
+             publishes_update_or_delete: bool, generated_allowed: bool) -> list[str]:
+    """Why PostgreSQL would refuse `setting` on the table (or its application's UPDATE and
+    DELETE afterwards), one line each; empty: it may be set. `columns`: the table's live
+    columns; `identity`: its replica identity columns (all of them for FULL; none for NOTHING);
+    `generated`: its generated columns; `generated_allowed`: the server publishes generated
+    columns (18+)."""
+    name = f"{schema}.{table}"
+    found: list[str] = []
+    if setting.columns is not None:
+        missing = [c for c in setting.columns if c not in columns]
+        if missing:
+            found.append(f"table_settings {setting.pattern!r}: {name} has no column(s) "
+                         f"{', '.join(missing)}")
+        uncovered = [c for c in identity if c not in setting.columns]
+        if uncovered:
+            found.append(f"table_settings {setting.pattern!r}: the column list of {name} must "
+                         f"hold its replica identity (key) column(s) {', '.join(uncovered)}, or "
+                         "PostgreSQL rejects UPDATE and DELETE on it")
+        gen = [c for c in setting.columns if c in generated]
+        if gen and not generated_allowed:
+            found.append(f"table_settings {setting.pattern!r}: generated column(s) "
+                         f"{', '.join(gen)} of {name} can be published only by PostgreSQL 18+")
+    if setting.where is not None and publishes_update_or_delete:
+        outside = [c for c in filter_columns(setting.where, columns) if c not in identity]
+        if outside:
+            found.append(f"table_settings {setting.pattern!r}: the filter of {name} uses "
+                         f"{', '.join(outside)}, outside its replica identity "
+                         f"({', '.join(identity) or 'none'}): PostgreSQL would reject UPDATE "
+                         "and DELETE on it; filter on key columns only, or set REPLICA "
+                         "IDENTITY FULL on the table")
+    return found
+
+
+def normalized_filter(expression: str | None) -> str | None:
+    """A row filter without what PostgreSQL's deparsing adds or drops (parentheses, spaces,
+    ``::type`` casts, case outside literals), to tell whether the publication's filter
+    (``pg_get_expr``) is the one configured. Unequal forms of one filter only cost a needless
+    re-set of the table in the publication."""
+    if expression is None:
+        return None
+    literals: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        literals.append(m.group(0))
+        return f"\x00{len(literals) - 1}\x00"
+
+    text = _LITERAL.sub(keep, expression)
+    text = _CAST.sub("", text)
+    text = re.sub(r"[\s()]", "", text).lower().replace('"', "")
+    return re.sub("\x00(\\d+)\x00", lambda m: literals[int(m.group(1))], text)
