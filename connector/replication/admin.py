@@ -628,6 +628,22 @@ class ReplicationAdmin:
         ).fetchall()
         return [(r[0], r[1], r[2], r[3]) for r in rows]
 
+    def published_columns(self, publication: str
+                          ) -> dict[tuple[str, str], tuple[list[str], int, str | None]]:
+        """(schema, table) -> (the columns pgoutput sends, how many live columns the table has,
+        its row filter) of each published table (PostgreSQL 15+, else empty)."""
+        if not self.features.publication_column_lists:
+            return {}
+        rows = self.conn.execute(
+            "SELECT p.schemaname::text, p.tablename::text, p.attnames::text[], p.rowfilter,"
+            " (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0"
+            "   AND NOT a.attisdropped)::int"
+            " FROM pg_publication_tables p"
+            " JOIN pg_namespace n ON n.nspname = p.schemaname"
+            " JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename"
+            " WHERE p.pubname = %s", (publication,)).fetchall()
+        return {(r[0], r[1]): (list(r[2] or []), r[4], r[3]) for r in rows}
+
     def table_counts(self, tables: Sequence[tuple[str, str]]) -> list[tuple[int, int, int, int]]:
         """(inserts, updates, deletes, live rows) per table from pg_stat_user_tables."""
         counts = []

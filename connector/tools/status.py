@@ -58,15 +58,25 @@ def handle(args: argparse.Namespace) -> int:
         tables = admin.published_tables(cfg.publication)
         print(f"publication {cfg.publication}: {len(tables)} table(s)")
         counts = admin.table_counts([(s, t) for s, t, _, _ in tables])
+        published = admin.published_columns(cfg.publication)
         for (schema, table, ident, has_pk), (inserts, updates, deletes, live) in zip(
                 tables, counts, strict=True):
             print(f"  {schema}.{table}: ~{live} rows; since stats reset {inserts} inserts, "
                   f"{updates} updates, {deletes} deletes; replica identity "
                   f"{ {'d': 'default', 'f': 'full', 'i': 'index', 'n': 'nothing'}[ident] }"
                   f"{'' if has_pk or ident != 'd' else ' (no primary key!)'}")
+            if (schema, table) in published:
+                print(f"    {published_line(*published[(schema, table)])}")
     finally:
         admin.close()
     return 0 if slot is not None else 1
+
+
+def published_line(columns: list[str], live: int, row_filter: str | None) -> str:
+    """What pgoutput sends of a table: its columns (all, or the column list's) and rows."""
+    shown = f"all {len(columns)} columns" if len(columns) == live else \
+        f"columns {', '.join(columns)} ({len(columns)} of {live})"
+    return f"published: {shown}; rows: {f'WHERE {row_filter}' if row_filter else 'all'}"
 
 
 def _print_snapshot_requests(admin: ReplicationAdmin, slot: str) -> None:
