@@ -635,13 +635,18 @@ class ReplicationAdmin:
         if not self.features.publication_column_lists:
             return {}
         rows = self.conn.execute(
-            "SELECT p.schemaname::text, p.tablename::text, p.attnames::text[], p.rowfilter,"
+            "SELECT p.schemaname::text, p.tablename::text,"
+            # Before 18 the view lists generated columns, which pgoutput never sends.
+            " ARRAY(SELECT x::text FROM unnest(p.attnames) AS x WHERE %s OR NOT EXISTS ("
+            "   SELECT 1 FROM pg_attribute g WHERE g.attrelid = c.oid AND g.attname = x"
+            "   AND g.attgenerated <> '')), p.rowfilter,"
             " (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0"
             "   AND NOT a.attisdropped)::int"
             " FROM pg_publication_tables p"
             " JOIN pg_namespace n ON n.nspname = p.schemaname"
             " JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename"
-            " WHERE p.pubname = %s", (publication,)).fetchall()
+            " WHERE p.pubname = %s",
+            (self.features.publishes_generated_columns, publication)).fetchall()
         return {(r[0], r[1]): (list(r[2] or []), r[4], r[3]) for r in rows}
 
     def table_counts(self, tables: Sequence[tuple[str, str]]) -> list[tuple[int, int, int, int]]:

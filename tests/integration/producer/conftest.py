@@ -21,6 +21,7 @@ BOTH_PG_VERSIONS = {
     "test_producer_streaming.py",  # streamed and prepared transactions: protocol 3 vs 4
     "test_producer_types.py",  # type output of each server, text and binary tuples
     "test_producer_native_parity.py",  # the C decoders over each server's tuples
+    "test_producer_publication_settings.py",  # column lists 15+, generated columns 18
 }
 
 
