@@ -43,6 +43,8 @@ MORE: dict[str, str] = {
     "tables": "../snapshots.md#adding-tables-and-re-snapshotting",
     "keyless_tables": "../configuration.md#settings-in-detail",
     "all_tables_publication": "../configuration.md#settings-in-detail",
+    "table_settings": "../publishing.md",
+    "publish_generated_columns": "../publishing.md",
     "oversized_events": "../configuration.md#settings-in-detail",
     "max_event_bytes": "../configuration.md#settings-in-detail",
     "failover_slot": "../high-availability.md",
