@@ -117,3 +117,11 @@ def test_config_refuses_table_settings_it_cannot_set() -> None:
              environ={})
     with pytest.raises(ConfigError, match="table_settings: expected a mapping"):
         load(None, {**base, "table_settings": ["t"]}, environ={})
+
+
+def test_status_line_says_which_columns_and_rows_are_published() -> None:
+    from connector.tools.status import published_line
+
+    assert published_line(["id", "a"], 2, None) == "published: all 2 columns; rows: all"
+    assert published_line(["id", "a"], 4, "(id > 10)") == \
+        "published: columns id, a (2 of 4); rows: WHERE (id > 10)"
