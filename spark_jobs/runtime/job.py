@@ -283,6 +283,9 @@ class BatchProcessor:
                                                state.source_ts_ms, tombstones=state.tombstones),
                        self.app_id)
             self.stats.cuts += 1
+            metrics.CUT_LSN.set(cut_lsn(cut.bound))
+            if state.source_ts_ms is not None:
+                metrics.CUT_SOURCE_TIME.set(state.source_ts_ms / 1000)
             log.info("batch %d: cut recorded at %s (%d table(s)), %d change(s) held back",
                      batch_id, Cut(cut_lsn(cut.bound), batch_id, {}).lsn_text,
                      len(state.versions), cut.held)
@@ -415,11 +418,12 @@ class BatchProcessor:
                     dead.append(self._not_written(frames, topic, plan, exc, batch_id))
                     failed.append(table_of(topic).path)
                     metrics.TABLE_FAILURES.labels(failed[-1]).inc()
-            dead_count = 0
+            dead_topics: dict[str, int] = {}
             for part in dead[1:]:
                 dead[0] = dead[0].unionByName(part)
             if dead:
-                dead_count = write_dead_letters(dead[0], self.config.dead_letter_dir, batch_id)
+                dead_topics = write_dead_letters(dead[0], self.config.dead_letter_dir, batch_id)
+            dead_count = sum(dead_topics.values())
             if cut is not None:
                 self._hold(frames, cut, batch_id)
         finally:
@@ -434,18 +438,19 @@ class BatchProcessor:
         newest = max((r["newest"] for r in summary if r["newest"] is not None), default=None)
         self.stats.reports.append(BatchReport(batch_id, events, dead_count, oldest, newest, took,
                                               time.time()))
-        self._observe(summary, beat_topic, failed, took, dead_count)
+        self._observe(summary, beat_topic, failed, took, dead_topics)
         log.info("batch %d: %d events from %d topic(s), %d dead letter(s), %.1f s",
                  batch_id, events, len(plans), dead_count, took)
         return heartbeat
 
     def _observe(self, summary: list[Any], beat_topic: str | None, failed: list[str],
-                 took: float, dead_count: int) -> None:
+                 took: float, dead_topics: dict[str, int]) -> None:
         """The batch's metrics: its time, dead letters, and each table's freshness up to the
         newest heartbeat it read (runtime/metrics.py)."""
         metrics.BATCHES.inc()
         metrics.BATCH_SECONDS.observe(took)
-        metrics.DEAD_LETTERS.inc(dead_count)
+        for topic, count in dead_topics.items():
+            metrics.DEAD_LETTERS.labels(topic).inc(count)
         beats = [r["newest"] for r in summary if r["topic"] == beat_topic and r["newest"]]
         with self._lock:
             tables = {*self.stats.tables, *failed}

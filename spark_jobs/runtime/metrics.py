@@ -38,7 +38,13 @@ TABLE_FAILURES = Counter("pgcdc_merge_table_failures_total",
                          "A table's part of a batch that could not be written (its events went "
                          "to the dead letters)", ["table"])
 DEAD_LETTERS = Counter("pgcdc_merge_dead_letters_total",
-                       "Events written to the dead letters (undecodable or not written)")
+                       "Events written to the dead letters (undecodable or not written), by "
+                       "the topic they came from", ["topic"])
+CUT_LSN = Gauge("pgcdc_merge_cut_lsn", "Position of the newest transaction-consistent cut "
+                "(--consistent-cuts)")
+CUT_SOURCE_TIME = Gauge("pgcdc_merge_cut_source_timestamp_seconds",
+                        "Commit time of the newest source transaction the newest cut holds; "
+                        "now minus it is the age of what a consistent reader sees")
 HEARTBEAT = Gauge("pgcdc_merge_heartbeat_timestamp_seconds",
                   "Kafka time of the newest producer heartbeat the job has read")
 HEARTBEAT_AGE = Gauge("pgcdc_merge_heartbeat_age_seconds",

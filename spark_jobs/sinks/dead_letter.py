@@ -12,17 +12,19 @@ from ..lake.files import write_batch_files
 log = logging.getLogger(__name__)
 
 
-def write_dead_letters(dead: DataFrame, dest: str, batch_id: int) -> int:
-    """Write the batch's dead letters (Parquet, one file set per batch); return how many."""
+def write_dead_letters(dead: DataFrame, dest: str, batch_id: int) -> dict[str, int]:
+    """Write the batch's dead letters (Parquet, one file set per batch); return how many of
+    each topic."""
     dead = dead.withColumn("batch_id", F.lit(batch_id)).persist()
     try:
-        count = dead.count()
-        if count:
+        per_topic: dict[str, int] = {}
+        if dead.count():
             write_batch_files(dead, dest, batch_id)
             for row in (dead.groupBy("topic", "reason").count()
                         .orderBy("topic", "reason").collect()):
                 log.warning("batch %d: %d undecodable event(s) in %s (%s) written to %s",
                             batch_id, row["count"], row["topic"], row["reason"], dest)
-        return count
+                per_topic[row["topic"]] = per_topic.get(row["topic"], 0) + row["count"]
+        return per_topic
     finally:
         dead.unpersist()

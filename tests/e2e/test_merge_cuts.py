@@ -240,6 +240,8 @@ def test_every_cut_shows_whole_transactions(pg18: Any, kafka: Any, registry: Any
                 assert late[events] > early.get(events, 0), (t, early, late)
                 assert late[f'pgcdc_merge_table_lag_seconds{{table="{SCHEMA}/{t}"}}'] == 0
             assert 0 <= late["pgcdc_merge_heartbeat_age_seconds"] < 120
+            assert late["pgcdc_merge_cut_lsn"] > early.get("pgcdc_merge_cut_lsn", 0)
+            assert 0 < time.time() - late["pgcdc_merge_cut_source_timestamp_seconds"] < 300
             assert late["pgcdc_merge_batch_seconds_count"] == late["pgcdc_merge_batches_total"]
             assert sum(v for k, v in late.items()
                        if k.startswith("pgcdc_merge_table_batches_total")) > 0
