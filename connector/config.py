@@ -13,7 +13,8 @@ import yaml
 from psycopg.conninfo import conninfo_to_dict
 
 from connector.errors import ConfigError, first_line
-from connector.replication.published import TableSetting, parse_table_settings
+from connector.outbox import OutboxRoutes, parse_outbox_settings
+from connector.replication.published import TableSetting, parse_table_settings, sets_publication
 
 ENV_DEFAULTS = {
     "dsn": "PGCDC_DSN",
@@ -65,7 +66,8 @@ class Config:
     # pgcdc's next check, ~2 s). Explicit opt-in only.
     all_tables_publication: bool = False
     # Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+;
-    # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>"}.
+    # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>"}; and
+    # `outbox:` (connector/outbox.py): the table's inserts are routed as outbox events.
     table_settings: dict[str, Any] = field(default_factory=dict)
     # PostgreSQL 18: publish the stored generated columns of every table (the publication's
     # publish_generated_columns = stored); per table: name them in table_settings' columns.
@@ -139,8 +141,9 @@ class Config:
             raise ConfigError("all_tables_publication (FOR ALL TABLES) cannot leave tables "
                               "without a key out: use --keyless-tables full, or drop "
                               "--all-tables-publication (the default table list skips them)")
-        self.published_settings()
-        if self.table_settings and not self.create_publication:
+        published = self.published_settings()
+        self.outbox_routes()
+        if sets_publication(published) and not self.create_publication:
             raise ConfigError("table_settings are set in the publication pgcdc creates or "
                               "extends: with create_publication false pgcdc follows the column "
                               "lists and filters of your publication; drop table_settings")
@@ -149,7 +152,7 @@ class Config:
                               "creates or extends: with create_publication false, set it on "
                               "your publication (ALTER PUBLICATION ... SET "
                               "(publish_generated_columns = stored))")
-        if self.table_settings and self.all_tables_publication:
+        if sets_publication(published) and self.all_tables_publication:
             raise ConfigError("table_settings (column lists, row filters) cannot apply to a FOR "
                               "ALL TABLES publication (--all-tables-publication): drop one")
         if self.oversized_events not in OVERSIZED_POLICIES:
@@ -175,6 +178,12 @@ class Config:
     def published_settings(self) -> list[TableSetting]:
         """`table_settings` parsed (a malformed one is a `ConfigError`)."""
         return parse_table_settings(self.table_settings)
+
+    def outbox_routes(self) -> OutboxRoutes:
+        """The outbox tables of `table_settings` (connector/outbox.py)."""
+        return OutboxRoutes(self.published_settings(), parse_outbox_settings(
+            self.table_settings, topic_prefix=self.topic_prefix),
+            reserved_prefix=self.topic_prefix)
 
     def check_names(self) -> Config:
         """The names and ports every command uses, checked before anything is created."""

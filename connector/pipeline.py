@@ -374,9 +374,11 @@ class Pipeline:
                                     exactly_once=cfg.exactly_once,
                                     oversized_limit=self._oversized_policy()[1],
                                     truncate_records=cfg.truncate_records)
+        outboxes = cfg.outbox_routes()
         result = take_snapshot(settings, self.admin, self.registry, self.kafka_settings,
                                self.topics, should_stop=lambda: self.stopping,
-                               keep_slot=cfg.snapshot != "initial_only")
+                               keep_slot=cfg.snapshot != "initial_only",
+                               skip=lambda t: outboxes.is_outbox(*t))
         self.snapshot_relations = result.relations  # what DdlResync compares first
         return result.completed
 
@@ -487,8 +489,10 @@ class Pipeline:
             chunk_rows=self.cfg.incremental_chunk_rows)
         snapshots.enabled = snapshot_dsn is not None
         snapshots.remote = standby
+        outboxes = self.cfg.outbox_routes()
+        snapshots.skip = lambda t: outboxes.is_outbox(*t)  # their rows were delivered
         publisher = Publisher(codecs, encoder, sink, tracker, snapshots=snapshots,
-                              transaction_topic=self.cfg.transaction_topic)
+                              transaction_topic=self.cfg.transaction_topic, outboxes=outboxes)
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication and not standby,
                                keyless=self.cfg.keyless_tables,

@@ -8,6 +8,11 @@ Confluent-framed Avro records handed to the sink under the transaction's deliver
 pgcdc's own signal table (`connector.names.SIGNAL_TABLE`) is never published as a user table:
 a FOR ALL TABLES publication sends its changes, and they are dropped here, before any schema is
 registered or topic made for it (counted, like heartbeats, as pgcdc's own, not as events).
+
+An outbox table (connector/outbox.py) has no codec either: its inserts are routed as outbox
+events (`_route`), under the transaction's ticket like every record, so they are confirmed to
+PostgreSQL only once Kafka acknowledged them (with exactly-once: in the same Kafka
+transaction); its updates, deletes and truncates publish nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from connector.avro import (
 )
 from connector.control import HEARTBEAT_PREFIX, WATERMARK_PREFIX, heartbeat_restart_lsn
 from connector.names import SIGNAL_TABLE
+from connector.outbox import OutboxRouter, OutboxRoutes
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -66,14 +72,17 @@ class _TableEntry:
     `Publisher._lookup`. It keeps `relation` alive, so the cache's key (the Relation's `id`)
     cannot be reused by another object while the entry is cached. `created`/`updated`/
     `deleted`/`truncated` are the metrics keys (table, op) of its events. `dropped`: pgcdc's
-    own signal table, whose changes are not published (no codec: no schema, no topic)."""
+    own signal table, whose changes are not published (no codec: no schema, no topic), or an
+    outbox table, whose changes `outbox` routes instead."""
 
-    __slots__ = ("relation", "codec", "dropped", "name", "topic", "created", "updated",
+    __slots__ = ("relation", "codec", "dropped", "outbox", "name", "topic", "created", "updated",
                  "deleted", "truncated")
 
-    def __init__(self, relation: Relation, codec: TableCodec | None) -> None:
+    def __init__(self, relation: Relation, codec: TableCodec | None,
+                 outbox: OutboxRouter | None = None) -> None:
         self.relation = relation
         self.dropped = codec is None
+        self.outbox = outbox
         # Never read when dropped: `publish` skips such a change before using it.
         self.codec = cast(TableCodec, codec)
         self.name = name = f"{relation.namespace}.{relation.name}"
@@ -117,7 +126,9 @@ class RecordSink(Protocol):
     delivery ticket of its transaction; `bytes` counts the key + value bytes handed so far."""
 
     def produce(self, topic: str, key: builtins.bytes | None, value: builtins.bytes | None,
-                ticket: Ticket) -> None: ...
+                ticket: Ticket, *,
+                headers: list[tuple[str, str | builtins.bytes | None]] | None = None
+                ) -> None: ...
 
     def produce_delete(self, topic: str, key: builtins.bytes | None, value: builtins.bytes,
                        ticket: Ticket) -> None: ...
@@ -148,9 +159,11 @@ class Publisher:
 
     def __init__(self, codecs: CodecFactory, encoder: AvroEncoder, sink: RecordSink,
                  tracker: TicketIssuer, *, snapshots: SnapshotWindows | None = None,
-                 transaction_topic: bool = False) -> None:
+                 transaction_topic: bool = False, outboxes: OutboxRoutes | None = None) -> None:
         """`snapshots`: the incremental snapshots this stream serves (None: none; our
-        watermark messages are then not published either)."""
+        watermark messages are then not published either). `outboxes`: the tables whose
+        inserts are routed as outbox events (connector/outbox.py)."""
+        self.outboxes = outboxes
         self.codecs = codecs
         self.encoder = encoder
         self.sink = sink
@@ -170,9 +183,20 @@ class Publisher:
         if entry is not None and entry.relation is relation:
             return entry
         ours = (relation.namespace, relation.name) == SIGNAL_TABLE
-        entry = _TableEntry(relation, None if ours else self.codecs.codec(relation))
+        outbox = None if ours else self._outbox_router(relation)
+        entry = _TableEntry(relation, None if ours or outbox is not None
+                            else self.codecs.codec(relation), outbox)
         self._by_identity[id(relation)] = entry
         return entry
+
+    def _outbox_router(self, relation: Relation) -> OutboxRouter | None:
+        """The router of an outbox table's version (None: not an outbox)."""
+        outboxes = self.outboxes
+        if not outboxes or not outboxes.is_outbox(relation.namespace, relation.name):
+            return None
+        if self.codecs.facts is not None:  # the loaders of its types (domains...)
+            self.codecs.facts.prepare_types(relation)
+        return outboxes.router(relation, self.codecs.types.row_loaders(relation.columns))
 
     def publish(self, txn: Transaction) -> None:
         """Produce every event of a committed transaction under one delivery ticket."""
@@ -209,8 +233,11 @@ class Publisher:
             entry = by_identity.get(id(relation))
             if entry is None or entry.relation is not relation:
                 entry = self._lookup(relation)
-            if entry.dropped:  # pgcdc's signal table (FOR ALL TABLES publishes it)
-                controls += 1
+            if entry.dropped:  # pgcdc's signal table (FOR ALL TABLES publishes it), an outbox
+                if entry.outbox is None:
+                    controls += 1
+                else:
+                    self._route(entry, msg, ticket)
                 continue
             name = entry.name
             count = per_table.get(name, 0) + 1
@@ -278,6 +305,20 @@ class Publisher:
             events[entry.truncated] += 1
             if self._window is not None:
                 self._window.truncated(entry.relation.relation_id)
+
+    def _route(self, entry: _TableEntry, msg: ChangeMessage, ticket: Ticket) -> None:
+        """An outbox table's change: an insert is an outbox event on its routed topic; an
+        update is ignored as its `on_update` says; deletes (the clean-up) and truncates
+        publish nothing."""
+        router = entry.outbox
+        assert router is not None
+        if type(msg) is Insert:
+            record = router.route(msg.new)
+            self.sink.produce(record.topic, record.key, record.value, ticket,
+                              headers=record.headers)
+            self._events[entry.created] += 1
+        elif isinstance(msg, Update):
+            router.ignored_update()
 
     def _changed(self, entry: _TableEntry, key: bytes | None) -> None:
         if self._window is not None and key is not None:

@@ -29,6 +29,7 @@ from .published import (
     TableSetting,
     normalized_filter,
     refusals,
+    sets_publication,
     setting_for,
     table_entry,
 )
@@ -415,7 +416,7 @@ class ReplicationAdmin:
         refuse (published.py): on a server too old for them, a column list without the key,
         a filter outside the replica identity. A pattern matching no table yet is a warning."""
         features = self.features
-        if self.table_settings and not features.publication_column_lists:
+        if sets_publication(self.table_settings) and not features.publication_column_lists:
             raise ConfigError(f"table_settings (column lists, row filters) need PostgreSQL "
                               f"15+, the server is {features.major}")
         if self.generated_columns and not features.publishes_generated_columns:

@@ -37,9 +37,10 @@ from psycopg import sql
 from connector.errors import ConfigError
 
 __all__ = ["TableSetting", "filter_columns", "normalized_filter", "parse_table_settings",
-           "refusals", "setting_for", "table_entry"]
+           "refusals", "sets_publication", "setting_for", "table_entry"]
 
-_SETTING_KEYS = ("columns", "where")
+# `outbox` is not the publication's: connector/outbox.py reads it (the table is published whole).
+_SETTING_KEYS = ("columns", "where", "outbox")
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,12 @@ def parse_table_settings(raw: Mapping[str, Any]) -> list[TableSetting]:
         out.append(TableSetting(pattern.strip(), tuple(columns) if columns else None,
                                 filt.strip() if filt else None))
     return out
+
+
+def sets_publication(settings: Sequence[TableSetting]) -> bool:
+    """Whether any setting gives a table a column list or a row filter (settings with neither,
+    such as an outbox's alone, need no PostgreSQL 15 and no publication pgcdc manages)."""
+    return any(s.columns is not None or s.where is not None for s in settings)
 
 
 def setting_for(settings: Sequence[TableSetting], schema: str, table: str

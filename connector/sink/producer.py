@@ -143,15 +143,17 @@ class Sink(ABC):
     # ------------------------------------------------------------------ producing
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket, *,
-                partition: int | None = None) -> None:
-        """Queue one record; its delivery report goes to `ticket`."""
+                partition: int | None = None, headers: Headers | None = None) -> None:
+        """Queue one record; its delivery report goes to `ticket`. `headers`: a record that is
+        not an Avro event (a routed outbox event, connector/outbox.py), which the oversized
+        policy leaves as it is."""
         if topic not in self._ready:
             self._prepare(topic)
         size = len(value or b"") + len(key or b"")
-        if size > self._omit_above and value is not None:
+        if size > self._omit_above and value is not None and headers is None:
             self._produce_oversized(topic, key, value, ticket, partition)
             return
-        if partition is None:
+        if partition is None and headers is None:
             try:  # the hot path: the mode's one call into librdkafka
                 self._send(topic, value, key, ticket)
             except BufferError:
@@ -159,7 +161,7 @@ class Sink(ABC):
             except KafkaException as exc:
                 raise self._refused(topic, key, value, ticket, exc) from None
         else:
-            self._produce_slow(topic, key, value, ticket, partition)
+            self._produce_slow(topic, key, value, ticket, partition, headers)
         self.events += 1
         self.bytes += size
 

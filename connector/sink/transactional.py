@@ -196,7 +196,7 @@ class TransactionalSink(Sink):
             raise self._failure("cannot start the transactional producer", exc) from None
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket, *,
-                partition: int | None = None) -> None:
+                partition: int | None = None, headers: Headers | None = None) -> None:
         if self._tracker.skips(ticket.end_lsn):
             return
         if not self._in_txn:
@@ -207,7 +207,7 @@ class TransactionalSink(Sink):
             self._in_txn = True
             self._txn_started = time.monotonic()
             self._txn_bytes = self.bytes
-        super().produce(topic, key, value, ticket, partition=partition)
+        super().produce(topic, key, value, ticket, partition=partition, headers=headers)
 
     def _send(self, topic: str, value: bytes | None, key: bytes | None, ticket: Ticket,
               partition: int = ANY_PARTITION, headers: Headers | None = None) -> None:

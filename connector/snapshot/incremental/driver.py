@@ -87,6 +87,8 @@ class IncrementalSnapshots:
         self.next_check = 0.0
         # Told each chunk's table as its rows are published (`DdlResync.published`).
         self.on_read: Callable[[Relation], None] | None = None
+        # Tables whose rows no snapshot re-publishes (outbox tables: connector/outbox.py).
+        self.skip: Callable[[TableName], bool] | None = None
         # False on a standby without a primary to run them on: requests are neither read nor
         # run (the signal table and the watermarks need writes; replication/standby.py).
         self.enabled = True
@@ -207,6 +209,11 @@ class IncrementalSnapshots:
         table = self._table(name)
         if table is None:
             self._fail(request.id, f"{name} is not in publication {self.publication}")
+            return
+        if self.skip is not None and self.skip(table.table_name):
+            log.info("incremental snapshot %d: %s is an outbox table, whose rows are events "
+                     "already routed: not read again", request.id, name)
+            self.table_index, self.last_key = self.table_index + 1, None
             return
         if table.relation.replica_identity == "f":
             self._fail(request.id, f"{name} has REPLICA IDENTITY FULL: its events are keyed "

@@ -28,6 +28,7 @@ from typing import Any
 from connector import metrics
 from connector.avro import CodecFactory, SchemaRegistry, SourceInfo, TableCodec, registry_ids
 from connector.errors import CdcError, SinkError, SourceError
+from connector.names import TableName
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.messages import Relation
 from connector.pgtypes import TypeCatalog
@@ -97,10 +98,12 @@ class SnapshotResult:
 def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry: SchemaRegistry,
                   kafka_settings: Mapping[str, Any], topics: TopicCreator, *,
                   should_stop: Callable[[], bool], keep_slot: bool,
-                  progress_stream: Any = None) -> SnapshotResult:
+                  progress_stream: Any = None,
+                  skip: Callable[[TableName], bool] | None = None) -> SnapshotResult:
     """Create the snapshot slot, publish every published table's rows as `r` events, wait
     until Kafka acknowledged all of them, then (`keep_slot`) create the permanent slot at the
-    consistent point. The temporary slot is gone when this returns, whatever happened."""
+    consistent point. The temporary slot is gone when this returns, whatever happened.
+    `skip`: published tables whose rows are not read (outbox tables: connector/outbox.py)."""
     started = time.monotonic()
     features = admin.features
     check_free_slots(admin.conn, 2 if keep_slot else 1)
@@ -112,6 +115,8 @@ def take_snapshot(settings: SnapshotSettings, admin: ReplicationAdmin, registry:
         guard = open_in_snapshot(settings.dsn, exported.snapshot_name, "pgcdc-snapshot")
         try:
             tables = published_tables(guard, settings.publication, features)
+            if skip is not None:
+                tables = [t for t in tables if not skip(t.table_name)]
             lock_tables(guard, tables, LOCK_TIMEOUT_S)
             check_unchanged(guard, admin.conn, tables)
             job = _Coordinator(settings, admin, registry, kafka_settings, topics, should_stop, lsn,
