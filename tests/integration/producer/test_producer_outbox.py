@@ -1,0 +1,137 @@
+"""Issue 37, part 5: the outbox event router on a real server, with exactly-once on.
+
+An application writes outbox rows the usual ways -- insert then delete in one transaction, and
+insert now, delete later in another -- for several aggregate types, updates one (ignored) and
+leaves old rows from before pgcdc started. A read_committed consumer then finds on each routed
+topic ``outbox.<tag>.<aggregatetype>`` exactly the inserted events, in commit order, keyed by
+``aggregateid``, valued by the jsonb payload's text, with the ``id`` and ``type`` headers; the
+deletes, the update and the old rows (not replayed by the initial snapshot) publish nothing,
+and the outbox table's own topic is never created. The slot is confirmed past the last
+transaction only once Kafka holds its events (the same ticket path as table records)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+from confluent_kafka import Consumer, TopicPartition
+
+from tests.support.kafka import caught_up
+from tests.support.producer import current_lsn
+
+pytestmark = pytest.mark.integration
+
+AGGREGATES = ("Order", "Customer", "Invoice")
+
+
+Record = tuple[bytes | None, bytes | None, dict[str, bytes | None]]
+
+
+def _read(bootstrap: str, topics: list[str], count: int, timeout: float = 60.0
+          ) -> dict[str, list[Record]]:
+    """(key, value, headers) of each topic's records, read_committed, once `count` are read
+    and the consumer has caught up (so a surplus record would be seen too)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"t-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "isolation.level": "read_committed"})
+    out: dict[str, list[Record]] = {t: [] for t in topics}
+    deadline = time.monotonic() + timeout
+    try:
+        partitions = []
+        for topic in topics:
+            while True:
+                meta = consumer.list_topics(topic, timeout=10).topics.get(topic)
+                if meta is not None and meta.error is None and meta.partitions:
+                    break
+                assert time.monotonic() < deadline, f"topic {topic} never appeared"
+                time.sleep(0.3)
+            partitions += [TopicPartition(topic, p, 0) for p in meta.partitions]
+        consumer.assign(partitions)
+        read = 0
+        while time.monotonic() < deadline:
+            good = [m for m in consumer.consume(100, 0.2) if m.error() is None]
+            for m in good:
+                out[m.topic()].append((m.key(), m.value(), dict(m.headers() or [])))
+            read += len(good)
+            if not good and read >= count and caught_up(consumer):
+                break
+    finally:
+        consumer.close()
+    return out
+
+
+def test_outbox_events_are_routed_exactly_once(postgres, kafka, producer_run, log_dir,
+                                               tmp_path: Path) -> None:
+    run = producer_run("-", "--exactly-once", "--exactly-once-batch-ms", "50")
+    outbox = f"outbox_{run.tag}"
+    run.tables = f"public.{outbox}"
+    routed_prefix = f"outbox.{run.tag}."
+    config = tmp_path / "pgcdc.yaml"
+    config.write_text(yaml.safe_dump({"table_settings": {
+        f"public.{outbox}": {"outbox": {"topic_prefix": routed_prefix}}},
+        "status_interval_s": 0.5}))  # confirmed soon after Kafka acknowledged
+    run.extra += ["--config", str(config)]
+    with psycopg.connect(postgres.dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {outbox} (id uuid PRIMARY KEY, aggregatetype varchar(255)"
+                     " NOT NULL, aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL,"
+                     " payload jsonb)")
+        # Delivered before pgcdc started: the initial snapshot does not replay them.
+        conn.execute(f"INSERT INTO {outbox} VALUES (gen_random_uuid(), 'Order', 'old',"
+                     " 'OrderCreated', '{}')")
+    run.start(log_dir)
+
+    expected: dict[str, list[tuple[bytes, bytes, dict[str, bytes | None]]]] = {
+        a: [] for a in AGGREGATES}
+    late_deletes: list[str] = []
+
+    def insert(conn: psycopg.Connection[Any], n: int) -> str:
+        aggregate, event_id = AGGREGATES[n % 3], str(uuid.uuid4())
+        payload = {"n": n, "lines": [{"sku": f"s{n}", "qty": n}], "note": "ünïcode"}
+        conn.execute(f"INSERT INTO {outbox} VALUES (%s, %s, %s, %s, %s)",  # type: ignore
+                     (event_id, aggregate, f"agg-{n % 4}", f"{aggregate}Changed",
+                      json.dumps(payload)))
+        stored = conn.execute(f"SELECT payload::text FROM {outbox} WHERE id = %s",  # type: ignore
+                              (event_id,)).fetchone()
+        assert stored is not None
+        expected[aggregate].append((f"agg-{n % 4}".encode(), stored[0].encode(), {
+            "id": event_id.encode(), "type": f"{aggregate}Changed".encode()}))
+        return event_id
+
+    with psycopg.connect(postgres.dsn) as conn:
+        for n in range(12):
+            with conn.transaction():  # the application's way: insert, delete at once
+                event_id = insert(conn, n)
+                if n % 2 == 0:
+                    conn.execute(f"DELETE FROM {outbox} WHERE id = %s",  # type: ignore
+                                 (event_id,))
+                else:
+                    late_deletes.append(event_id)
+        with conn.transaction():  # several events in one transaction
+            for n in range(12, 15):
+                late_deletes.append(insert(conn, n))
+        with conn.transaction():  # an update publishes nothing (Debezium: a warning)
+            conn.execute(f"UPDATE {outbox} SET type = 'Changed' WHERE id = %s",  # type: ignore
+                         (late_deletes[0],))
+        with conn.transaction():  # the clean-up, later, in a transaction of its own
+            conn.execute(f"DELETE FROM {outbox} WHERE id = ANY(%s::uuid[])",  # type: ignore
+                         (late_deletes,))
+    run.wait_confirmed(current_lsn(postgres.dsn), timeout=60)
+
+    got = _read(kafka.bootstrap, [routed_prefix + a for a in AGGREGATES],
+                sum(map(len, expected.values())))
+    for aggregate in AGGREGATES:  # each topic in commit order; nothing else
+        assert got[routed_prefix + aggregate] == expected[aggregate], aggregate
+    assert "outbox table" in run.output() and "were updated" in run.output()
+    admin = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": "x"})
+    topics = set(admin.list_topics(timeout=10).topics)
+    admin.close()
+    assert f"{run.prefix}.public.{outbox}" not in topics  # its own topic: never written
+    assert {t for t in topics if t.startswith(routed_prefix)} == {
+        routed_prefix + a for a in AGGREGATES}
+    assert run.stop() == 0, run.output()[-3000:]
