@@ -67,7 +67,7 @@ class Config:
     all_tables_publication: bool = False
     # Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+;
     # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>"}; and
-    # `outbox:` (connector/outbox.py): the table's inserts are routed as outbox events.
+    # `outbox:` to route the table's inserts as outbox events (any server; "Outbox" there).
     table_settings: dict[str, Any] = field(default_factory=dict)
     # PostgreSQL 18: publish the stored generated columns of every table (the publication's
     # publish_generated_columns = stored); per table: name them in table_settings' columns.
