@@ -32,6 +32,8 @@ from connector.pgoutput.messages import (
 from connector.pgtypes import TypeCatalog, oids
 from connector.publisher import Publisher
 from connector.replication.published import parse_table_settings, sets_publication
+from connector.sink.acks import AckTracker
+from connector.sink.producer import KafkaSink
 from tests.unit.test_publisher import (
     COMMIT_LSN,
     END_LSN,
@@ -241,3 +243,36 @@ def test_an_update_stops_when_on_update_is_fatal() -> None:
         pub.publish(transaction([(OUTBOX, Update(None, OUTBOX.relation_id, None, None,
                                                  row(1, "Order")))]))
     assert sink.records == []
+
+
+# ---------------------------------------------------------------- the sink's side
+
+class _Librdkafka:
+    """librdkafka's produce as the sink sees it: takes every record."""
+
+    def __init__(self) -> None:
+        self.taken: list[tuple[str, bytes | None, bytes | None, object]] = []
+
+    def produce(self, topic: str, value: bytes | None, key: bytes | None, partition: int,
+                **kwargs: object) -> None:
+        self.taken.append((topic, key, value, kwargs.get("headers")))
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+
+def test_a_routed_record_keeps_its_headers_and_counts_against_its_ticket() -> None:
+    shrunk: list[str] = []
+    tracker = AckTracker(start_lsn=10)
+    # the oversized policy (for Avro events) at 1 byte: a routed record must not meet it
+    sink = KafkaSink({"bootstrap.servers": "k:9092"}, tracker, max_event_bytes=1,
+                     oversized=lambda topic, key, value: shrunk.append(topic) or None)
+    sink._producer = librdkafka = _Librdkafka()  # type: ignore[assignment]
+    txn = tracker.begin(20)
+    record = router().route((EVENT_ID, "Order", "1", "OrderCreated", PAYLOAD))
+    sink.produce(record.topic, record.key, record.value, txn, headers=record.headers)
+    assert librdkafka.taken == [("outbox.event.Order", b"1", PAYLOAD.encode(),
+                                 [("id", EVENT_ID.encode()), ("type", b"OrderCreated")])]
+    assert txn.expected == 1 and shrunk == []
+    txn.seal()
+    assert tracker.delivered_lsn() == 10  # not before Kafka acknowledged it
