@@ -141,9 +141,15 @@ def offsets_behind(progress: Mapping[str, Any] | None) -> dict[str, float]:
 
 
 def watch_query(query: Any) -> None:
-    """Serve the query's Kafka lag as Spark reports it, read at each scrape."""
+    """Serve the query's Kafka lag as Spark reports it, read at each scrape (the newest report
+    that had one: an idle trigger's progress may carry no source metrics)."""
+    known: dict[str, float] = {}
+
     def stat(name: str) -> Callable[[], float]:
-        return lambda: offsets_behind(query.lastProgress).get(name, float("nan"))
+        def read() -> float:
+            known.update(offsets_behind(query.lastProgress))
+            return known.get(name, float("nan"))
+        return read
     for name in ("min", "avg", "max"):
         KAFKA_BEHIND.labels(name).set_function(stat(name))
 
@@ -156,7 +162,7 @@ def serve(state: BatchMetrics, port: int, host: str = "0.0.0.0") -> None:
     if port > 0:
         # No `_created` sample per counter: it doubles what a scrape of many tables renders
         # (benchmarks/merge_metrics.py) and dashboards do not use it.
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         start_http_server(port, addr=host)
 
 
