@@ -7,10 +7,13 @@ from __future__ import annotations
 import math
 import threading
 import time
+from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from spark_jobs.lake.phases import PhaseClock
+from spark_jobs.runtime import metrics
 from spark_jobs.runtime.metrics import (
     BatchMetrics,
     Watch,
@@ -167,3 +170,22 @@ def test_a_decorated_call_counts_even_when_it_raises() -> None:
     with pytest.raises(ValueError, match="unknown phase"):
         with clock.timing("write"):
             pass
+
+
+def test_kafka_lag_is_the_newest_report_that_had_one() -> None:
+    class Query:
+        lastProgress: dict[str, Any] | None = None
+
+    query = Query()
+    metrics.watch_query(query)
+
+    def served() -> float:
+        return REGISTRY.get_sample_value("pgcdc_merge_kafka_offsets_behind", {"stat": "max"})
+
+    assert math.isnan(served())  # no batch yet
+    query.lastProgress = {"sources": [{"metrics": {"maxOffsetsBehindLatest": "12"}}]}
+    assert served() == 12
+    query.lastProgress = {"sources": [{"metrics": {}}]}  # an idle trigger's report
+    assert served() == 12
+    query.lastProgress = {"sources": [{"metrics": {"maxOffsetsBehindLatest": "0"}}]}
+    assert served() == 0
