@@ -72,6 +72,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ..lake.phases import CLOCK
 from ..lake.storage import is_local, local_path, options_for
 from ..rules.changes import IDX, LSN, OP, TOAST, TS, EventId, Position
 from ..rules.fold import event_id, key_of, position
@@ -198,6 +199,7 @@ class HistorySink:
                                 partition_by=table.metadata().partition_columns or None)
             self._handles.pop(path, None)
 
+    @CLOCK.timed("maintenance")
     def maintain(self) -> None:
         """Compact the log and the history (`OPTIMIZE`: same rows, fewer files; the history
         per `__is_current` partition): each batch adds a file to each."""

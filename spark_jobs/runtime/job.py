@@ -36,6 +36,7 @@ from ..history.sink import HISTORY_DIR, LOG_DIR
 from ..lake import storage
 from ..lake.files import HadoopFs
 from ..lake.lease import LakeBusy, Lease
+from ..lake.phases import CLOCK
 from ..rules.changes import IDX, LSN, OP, TOAST, TS, Position, q
 from ..rules.cut_policy import (
     TRUNCATE_INDEX,
@@ -235,12 +236,14 @@ class BatchProcessor:
             self.lease.release()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        CLOCK.take()  # what a failed attempt of this batch left
         if self.store is not None:
             self._with_cut(batch, batch_id)
         elif self.beats is not None:
             self._with_expiry(batch, batch_id)
         else:
             self._process(batch, batch_id, None)
+        metrics.observe_phases(CLOCK.take())
 
     def _with_expiry(self, batch: DataFrame, batch_id: int) -> None:
         """A batch of plain streaming with tombstone expiry: applied as any, then expiry with
@@ -254,9 +257,10 @@ class BatchProcessor:
         previous = self.beats.latest(batch_id) or initial(None, {}, now)
         heartbeat, restart = self._process(batch, batch_id, None)
         self._expire(previous.expiry, batch_id)
-        self.beats.write_state(after(previous, batch_id, None, heartbeat, None, None, {}, False,
-                                     now, restart))
-        self.beats.prune(batch_id - 1)
+        with CLOCK.timing("commit"):
+            self.beats.write_state(after(previous, batch_id, None, heartbeat, None, None, {},
+                                         False, now, restart))
+            self.beats.prune(batch_id - 1)
 
     def _with_cut(self, batch: DataFrame, batch_id: int) -> None:
         """A batch under `--consistent-cuts` (`cut_policy`, `held`): the records held back by
@@ -273,6 +277,12 @@ class BatchProcessor:
             source = source.unionByName(self.store.read_rows(previous.pending))
         cut.heartbeat, cut.restart = self._process(source, batch_id, cut)
         self._expire(previous.expiry, batch_id)
+        with CLOCK.timing("commit"):
+            self._record_cut(previous, cut, batch_id)
+
+    def _record_cut(self, previous: CutState, cut: BatchCut, batch_id: int) -> None:
+        """The batch's cut state stored, and its cut recorded when every table is written."""
+        assert self.store is not None
         recorded = records_cut(previous, cut.bound)
         now = time.time_ns() // 1_000_000
         state = after(previous, batch_id, cut.bound, cut.heartbeat, cut.newest_ts, cut.pending,
@@ -298,6 +308,7 @@ class BatchProcessor:
         if warning:
             log.warning("batch %d: %s", batch_id, warning)
 
+    @CLOCK.timed("maintenance")
     def _expire(self, bound_: int | None, batch_id: int) -> None:
         """Tombstone expiry (`expiry`), every --maintenance-every batches: the tombstones of
         the tables this run has met that are below `bound_`, the previous batch's persisted
@@ -390,21 +401,28 @@ class BatchProcessor:
         # of those jobs a task per topic partition (~600 for 600 tables).
         frames = with_frame(batch).coalesce(self.spark.sparkContext.defaultParallelism).persist()
         try:
-            summary = (frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID)
-                       .agg(F.count(F.lit(1)).alias("n"),
-                            F.unix_millis(F.min("timestamp")).alias("oldest"),
-                            F.unix_millis(F.max("timestamp")).alias("newest")).collect())
-            beat_topic = (self.config.heartbeat_topic if self.config.subscribes_heartbeats
-                          else None)
-            plans = plan_batch(summary, self.schemas, (beat_topic,) if beat_topic else ())
-            if self.config.reads_heartbeats and any(r["topic"] == beat_topic for r in summary):
-                # one more Spark job over the batch: only when it holds heartbeats
-                beats = frames.where((F.col("topic") == beat_topic) & F.col(PROBLEM).isNull()
-                                     ).select(SCHEMA_ID, BODY).collect()
-                heartbeat = heartbeat_positions(((r[0], r[1]) for r in beats), self.schemas)
-            dead = [d for d in [undecodable(frames, plans)] if d is not None]
-            events = sum(p.events for p in plans.values())
-            records = self._fast_records(frames, plans)
+            with CLOCK.timing("read"):
+                summary = (frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID)
+                           .agg(F.count(F.lit(1)).alias("n"),
+                                F.unix_millis(F.min("timestamp")).alias("oldest"),
+                                F.unix_millis(F.max("timestamp")).alias("newest"),
+                                F.sum(F.coalesce(F.octet_length("key"), F.lit(0))
+                                      + F.coalesce(F.octet_length("value"), F.lit(0))
+                                      ).alias("bytes")).collect())
+                beat_topic = (self.config.heartbeat_topic if self.config.subscribes_heartbeats
+                              else None)
+                plans = plan_batch(summary, self.schemas, (beat_topic,) if beat_topic else ())
+                if (self.config.reads_heartbeats
+                        and any(r["topic"] == beat_topic for r in summary)):
+                    # one more Spark job over the batch: only when it holds heartbeats
+                    beats = frames.where((F.col("topic") == beat_topic)
+                                         & F.col(PROBLEM).isNull()).select(SCHEMA_ID, BODY
+                                                                           ).collect()
+                    heartbeat = heartbeat_positions(((r[0], r[1]) for r in beats),
+                                                    self.schemas)
+                dead = [d for d in [undecodable(frames, plans)] if d is not None]
+                events = sum(p.events for p in plans.values())
+                records = self._fast_records(frames, plans)
             jobs = [(topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
                                                     records.get(topic), cut))
                     for topic, plan in sorted(plans.items()) if plan.schemas]
@@ -418,12 +436,14 @@ class BatchProcessor:
                     dead.append(self._not_written(frames, topic, plan, exc, batch_id))
                     failed.append(table_of(topic).path)
                     metrics.TABLE_FAILURES.labels(failed[-1]).inc()
-            dead_topics: dict[str, int] = {}
+            dead_counts: dict[tuple[str, str], int] = {}
             for part in dead[1:]:
                 dead[0] = dead[0].unionByName(part)
             if dead:
-                dead_topics = write_dead_letters(dead[0], self.config.dead_letter_dir, batch_id)
-            dead_count = sum(dead_topics.values())
+                with CLOCK.timing("commit"):
+                    dead_counts = write_dead_letters(dead[0], self.config.dead_letter_dir,
+                                                     batch_id)
+            dead_count = sum(dead_counts.values())
             if cut is not None:
                 self._hold(frames, cut, batch_id)
         finally:
@@ -438,19 +458,23 @@ class BatchProcessor:
         newest = max((r["newest"] for r in summary if r["newest"] is not None), default=None)
         self.stats.reports.append(BatchReport(batch_id, events, dead_count, oldest, newest, took,
                                               time.time()))
-        self._observe(summary, beat_topic, failed, took, dead_topics)
+        self._observe(summary, beat_topic, failed, took, dead_counts)
         log.info("batch %d: %d events from %d topic(s), %d dead letter(s), %.1f s",
                  batch_id, events, len(plans), dead_count, took)
         return heartbeat
 
     def _observe(self, summary: list[Any], beat_topic: str | None, failed: list[str],
-                 took: float, dead_topics: dict[str, int]) -> None:
-        """The batch's metrics: its time, dead letters, and each table's freshness up to the
-        newest heartbeat it read (runtime/metrics.py)."""
+                 took: float, dead_counts: dict[tuple[str, str], int]) -> None:
+        """The batch's metrics: its time, bytes, dead letters, and each table's freshness up
+        to the newest heartbeat it read (runtime/metrics.py)."""
         metrics.BATCHES.inc()
         metrics.BATCH_SECONDS.observe(took)
-        for topic, count in dead_topics.items():
+        for row in summary:
+            metrics.READ_BYTES.labels(row["topic"]).inc(row["bytes"] or 0)
+        for (topic, _), count in dead_counts.items():
             metrics.DEAD_LETTERS.labels(topic).inc(count)
+        for warning in self.watch.dead_letters(dead_counts, self.config.dead_letter_dir):
+            log.warning("%s", warning)
         beats = [r["newest"] for r in summary if r["topic"] == beat_topic and r["newest"]]
         with self._lock:
             tables = {*self.stats.tables, *failed}
@@ -463,6 +487,7 @@ class BatchProcessor:
         for warning in self.watch.batch(took, failed, to_spark, batch_tables):
             log.warning("%s", warning)
 
+    @CLOCK.timed("commit")
     def _hold(self, frames: DataFrame, cut: BatchCut, batch_id: int) -> None:
         """Store the Kafka records of the changes this batch held back (`held`)."""
         assert self.store is not None
@@ -543,7 +568,8 @@ class BatchProcessor:
             for column, type_ in sid_types.items():
                 if types.setdefault(column, type_) != type_:
                     raise Declined(f"column {column} has several types in the batch")
-        batch = decode_rows(((sid, body) for sid, body, _, _ in records), writers)
+        with CLOCK.timing("decode"):
+            batch = decode_rows(((sid, body) for sid, body, _, _ in records), writers)
         labels = {label for schema in plan.schemas.values()
                   if (label := of_schema(schema)) is not None}
         current = sink.incarnation
@@ -596,6 +622,7 @@ class BatchProcessor:
                       decode_topic(frames, topic, kept, original))
         return kept
 
+    @CLOCK.timed("merge")
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
                records: list[tuple[int, bytes, int, int]] | None = None,
                cut: BatchCut | None = None) -> list[DataFrame]:
@@ -651,9 +678,10 @@ class BatchProcessor:
                     else F.col(KEY_SCHEMA_ID).isin(ids))
                 parts.append((decode_topic(part, topic, plan, original).persist(), group))
             # --consistent-cuts: a filter in front of the merge, which stays the same.
-            found = [(*table_facts(kept), kept, group) for kept, group in
-                     ((cut.hold(decoded, topic) if cut else decoded, group)
-                      for decoded, group in parts)]
+            with CLOCK.timing("decode"):  # table_facts is the first action on the decode
+                found = [(*table_facts(kept), kept, group) for kept, group in
+                         ((cut.hold(decoded, topic) if cut else decoded, group)
+                          for decoded, group in parts)]
             found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
             decoded_at = time.monotonic()
             dead, events, applied = [], 0, []
@@ -855,6 +883,7 @@ def start_merge(spark: SparkSession, config: MergeConfig,
     except BaseException:
         processor.close()
         raise
+    metrics.watch_query(query[0])
     return query[0], processor
 
 

@@ -19,10 +19,17 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from prometheus_client import Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 
 BATCHES = Counter("pgcdc_merge_batches_total", "Micro-batches the merge job committed")
 BATCH_SECONDS = Histogram("pgcdc_merge_batch_seconds", "Time to apply one micro-batch",
@@ -52,6 +59,16 @@ HEARTBEAT_AGE = Gauge("pgcdc_merge_heartbeat_age_seconds",
                       "producer")
 TABLE_CURRENT = Gauge("pgcdc_merge_table_current_timestamp_seconds",
                       "The heartbeat time a table is applied up to", ["table"])
+PHASE_SECONDS = Histogram("pgcdc_merge_batch_phase_seconds",
+                          "Seconds a micro-batch spent in each phase (read, decode, merge, "
+                          "commit, maintenance), summed over the tables merged at once",
+                          ["phase"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
+READ_BYTES = Counter("pgcdc_merge_read_bytes_total",
+                     "Bytes of Kafka records (key and value) the job read, by topic", ["topic"])
+KAFKA_BEHIND = Gauge("pgcdc_merge_kafka_offsets_behind",
+                     "Records the streaming query is behind Kafka's latest offsets, as Spark "
+                     "reports in the last progress of its Kafka source (min, avg, max over "
+                     "the topic partitions)", ["stat"])
 TABLE_LAG = Gauge("pgcdc_merge_table_lag_seconds",
                   "Newest heartbeat time minus the time a table is applied up to", ["table"])
 
@@ -102,12 +119,50 @@ def publish(state: BatchMetrics, lags: Mapping[str, float]) -> None:
         TABLE_LAG.labels(table).set(lag)
 
 
+def observe_phases(seconds: Mapping[str, float]) -> None:
+    """One batch's seconds per phase (`lake/phases.PhaseClock.take`)."""
+    for phase, spent in seconds.items():
+        PHASE_SECONDS.labels(phase).observe(spent)
+
+
+def offsets_behind(progress: Mapping[str, Any] | None) -> dict[str, float]:
+    """min/avg/max records behind latest from a StreamingQueryProgress (its Kafka sources'
+    `metrics`, Spark 3.2+); {} when Spark reported none yet."""
+    found: dict[str, list[float]] = {}
+    for source in (progress or {}).get("sources") or []:
+        reported = source.get("metrics") or {}
+        for stat in ("min", "avg", "max"):
+            value = reported.get(f"{stat}OffsetsBehindLatest")
+            if value is not None:
+                found.setdefault(stat, []).append(float(value))
+    pick: dict[str, Callable[[list[float]], float]] = {
+        "min": min, "max": max, "avg": lambda v: sum(v) / len(v)}
+    return {stat: pick[stat](values) for stat, values in found.items()}
+
+
+def watch_query(query: Any) -> None:
+    """Serve the query's Kafka lag as Spark reports it, read at each scrape (the newest report
+    that had one: an idle trigger's progress may carry no source metrics)."""
+    known: dict[str, float] = {}
+
+    def stat(name: str) -> Callable[[], float]:
+        def read() -> float:
+            known.update(offsets_behind(query.lastProgress))
+            return known.get(name, float("nan"))
+        return read
+    for name in ("min", "avg", "max"):
+        KAFKA_BEHIND.labels(name).set_function(stat(name))
+
+
 def serve(state: BatchMetrics, port: int, host: str = "0.0.0.0") -> None:
     """Serve /metrics on `host`:`port` (nothing when `port` is 0)."""
     HEARTBEAT_AGE.set_function(
         lambda: 0.0 if state.heartbeat_ms is None else max(0.0, time.time()
                                                            - state.heartbeat_ms / 1000))
     if port > 0:
+        # No `_created` sample per counter: it doubles what a scrape of many tables renders
+        # (benchmarks/merge_metrics.py) and dashboards do not use it.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         start_http_server(port, addr=host)
 
 
@@ -126,6 +181,7 @@ class Watch:
     slow: int = 0
     failing: dict[str, int] = field(default_factory=dict)
     declined: dict[str, int] = field(default_factory=dict)
+    dead: set[tuple[str, str]] = field(default_factory=set)
 
     def batch(self, took_s: float, failed: Iterable[str], to_spark: Mapping[str, str],
               tables: Iterable[str]) -> list[str]:
@@ -152,6 +208,20 @@ class Watch:
             if self.declined[table] == self.after:
                 out.append(f"{table} went through Spark for {self.after} batches in a row "
                            f"({to_spark[table]}), each ~seconds instead of a fraction of one")
+        return out
+
+
+    def dead_letters(self, counts: Mapping[tuple[str, str], int], where: str) -> list[str]:
+        """A warning for each (topic, reason) of this batch's dead letters not seen before in
+        this run: once per table and schema (a reason names the schema id where the schema is
+        the problem), not every batch; the counts are in pgcdc_merge_dead_letters_total."""
+        out = []
+        for topic, reason in sorted(counts):
+            if (topic, reason) not in self.dead:
+                self.dead.add((topic, reason))
+                out.append(f"{counts[(topic, reason)]} event(s) of {topic} went to the dead "
+                           f"letters at {where}: {reason} (said once per topic and reason; "
+                           "pgcdc_merge_dead_letters_total counts every one)")
         return out
 
 

@@ -29,6 +29,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 
 from ..events.lake_types import lake_schema
 from ..events.rows import TopicRows
+from ..lake.phases import CLOCK
 from ..lake.storage import options_for
 from ..rules import fold
 from ..rules.changes import IDX, LSN, META, OP, TOAST
@@ -186,6 +187,7 @@ def apply_fast(sink: DeltaTableSink, batch: TopicRows, types: dict[str, DataType
         maintain(sink)
 
 
+@CLOCK.timed("maintenance")
 def maintain(sink: DeltaTableSink) -> None:
     """Keep a table's cost flat over time: every batch adds small files to the table and its
     tombstones. Compacts both (`OPTIMIZE`: same rows, fewer files), and rewrites the tombstones

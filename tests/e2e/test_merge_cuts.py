@@ -19,7 +19,6 @@ import os
 import random
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from spark_jobs.runtime.config import MergeConfig
 from spark_jobs.runtime.job import start_merge
 from spark_jobs.verify.online import VerifyConfig, run_verify
 from spark_jobs.verify.report import exit_code, render_text
+from tests.support.merge import scrape_metrics
 from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
@@ -172,14 +172,6 @@ class DeleteExpiredBeforeTheRead:
                    each=lambda: conn.execute("CHECKPOINT"))
 
 
-def _scrape(port: int) -> dict[str, float]:
-    """The merge job's /metrics: sample (with labels) → value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines() if line and not line.startswith("#")}
-
-
 def _total(target: str, versions: dict[str, int | None]) -> int:
     return sum(sum(_rows(target, t, versions.get(f"{SCHEMA}/{t}")).values()) for t in "ab")
 
@@ -226,14 +218,14 @@ def test_every_cut_shows_whole_transactions(pg18: Any, kafka: Any, registry: Any
         early: dict[str, float] = {}
         while processor.stats.cuts < rounds - 1 or worker.is_alive():
             if port and not early and processor.stats.cuts:
-                early = _scrape(port)
+                early = scrape_metrics(port)
             assert query.exception() is None, f"seed {seed}: {query.exception()}"
             assert time.monotonic() < deadline, f"seed {seed}: {processor.stats.cuts} cut(s)"
             time.sleep(0.5)
         stop.set()
         worker.join()
         if port:  # the job's metrics moved as the changes arrived
-            late = _scrape(port)
+            late = scrape_metrics(port)
             assert late["pgcdc_merge_batches_total"] > early["pgcdc_merge_batches_total"]
             for t in ("a", "b"):
                 events = f'pgcdc_merge_events_total{{table="{SCHEMA}/{t}"}}'
@@ -243,6 +235,13 @@ def test_every_cut_shows_whole_transactions(pg18: Any, kafka: Any, registry: Any
             assert late["pgcdc_merge_cut_lsn"] > early.get("pgcdc_merge_cut_lsn", 0)
             assert 0 < time.time() - late["pgcdc_merge_cut_source_timestamp_seconds"] < 300
             assert late["pgcdc_merge_batch_seconds_count"] == late["pgcdc_merge_batches_total"]
+            batches = late["pgcdc_merge_batches_total"] - early["pgcdc_merge_batches_total"]
+            for phase in ("read", "decode", "merge", "commit"):  # one observation per batch
+                sample = f'pgcdc_merge_batch_phase_seconds_count{{phase="{phase}"}}'
+                assert late[sample] - early[sample] == batches, phase
+            for phase in ("read", "merge", "commit"):  # each batch reads, merges, stores its cut
+                sample = f'pgcdc_merge_batch_phase_seconds_sum{{phase="{phase}"}}'
+                assert late[sample] > early[sample], phase
             assert sum(v for k, v in late.items()
                        if k.startswith("pgcdc_merge_table_batches_total")) > 0
         assert done[0] == transactions, f"seed {seed}: the workload failed"

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
+from devstack.ports import free_port
 from pyspark.sql import SparkSession
 
 from connector.names import table_topic
@@ -28,7 +29,7 @@ from spark_jobs.rules.names import table_of
 from spark_jobs.runtime.config import MergeConfig
 from spark_jobs.runtime.job import run_merge, start_merge
 from tests.support import merge_scenario as scenario
-from tests.support.merge import CdcPublisher, all_tables, table_rows
+from tests.support.merge import CdcPublisher, all_tables, scrape_metrics, table_rows
 
 pytestmark = pytest.mark.e2e
 
@@ -60,8 +61,10 @@ def test_a_lake_in_a_bucket_streams_replays_and_reports_its_status(
     scenario.publish(publisher)
     streamed = f"s3a://{s3_bucket}/streamed"  # its checkpoint: streamed/_pgcdc/checkpoint
 
+    port = free_port()
     query, processor = start_merge(spark, _config(kafka, registry, prefix, streamed,
-                                                  trigger="1s", max_offsets_per_trigger=10))
+                                                  trigger="1s", max_offsets_per_trigger=10,
+                                                  metrics_port=port, metrics_host="127.0.0.1"))
     try:
         deadline = time.monotonic() + 300  # a bound on a hang, not a timing assertion
         while processor.stats.batches < 2 and time.monotonic() < deadline:
@@ -80,6 +83,16 @@ def test_a_lake_in_a_bucket_streams_replays_and_reports_its_status(
             idle = idle + 1 if not (status["isDataAvailable"] or status["isTriggerActive"]) \
                 else 0
             time.sleep(1.0)
+        # The job's metrics, scraped as Prometheus does: the corrupt records are counted
+        # under their topic, bytes read per topic, Spark's own Kafka lag is 0 once caught up.
+        metric = scrape_metrics(port)
+        users = table_topic(prefix, "public", "users")
+        assert metric[f'pgcdc_merge_dead_letters_total{{topic="{users}"}}'] \
+            == scenario.CORRUPT_EVENTS
+        assert all(metric[f'pgcdc_merge_read_bytes_total{{topic="{topic}"}}'] > 0
+                   for topic in (table_topic(prefix, *t.split("/"))
+                                 for t in scenario.EXPECTED)), metric
+        assert metric['pgcdc_merge_kafka_offsets_behind{stat="max"}'] == 0
     finally:
         query.stop()
         processor.close()
@@ -97,7 +110,6 @@ def test_a_lake_in_a_bucket_streams_replays_and_reports_its_status(
                for t in tables.values()), tables
     assert tables["public/users"]["dead_letters"] == scenario.CORRUPT_EVENTS
     assert tables["public/users"]["tombstones"] > 0
-    users = table_topic(prefix, "public", "users")
     publisher.send(users, (None, b"not yet applied"), partition=0)
     publisher.flush()
     time.sleep(1.5)

@@ -3,6 +3,7 @@ tests/support/events.py), and reading tables back, for the merge job's end-to-en
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,3 +78,11 @@ def all_tables(spark: SparkSession, target: str, tables: Sequence[str]
         df = spark.read.format("delta").load(f"{target}/{t}")
         out[t] = (df.columns, sorted(map(tuple, df.collect()), key=repr))
     return out
+
+
+def scrape_metrics(port: int) -> dict[str, float]:
+    """The merge job's /metrics on this host: sample (with its labels) → value."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}

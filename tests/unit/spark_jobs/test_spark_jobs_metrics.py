@@ -5,8 +5,22 @@ minus that. Served and scraped during a streaming run: tests/e2e/test_merge_cuts
 from __future__ import annotations
 
 import math
+import threading
+import time
+from typing import Any
 
-from spark_jobs.runtime.metrics import BatchMetrics, Watch, reason_label, trigger_seconds
+import pytest
+from prometheus_client import REGISTRY
+
+from spark_jobs.lake.phases import PhaseClock
+from spark_jobs.runtime import metrics
+from spark_jobs.runtime.metrics import (
+    BatchMetrics,
+    Watch,
+    offsets_behind,
+    reason_label,
+    trigger_seconds,
+)
 
 
 def test_tables_that_keep_up_have_no_lag_however_idle() -> None:
@@ -69,3 +83,109 @@ def test_warnings_come_once_after_three_batches_in_a_row() -> None:
 def test_trigger_seconds() -> None:
     assert [trigger_seconds(t) for t in ("10 seconds", "500 milliseconds", "2 minutes")] == [
         10.0, 0.5, 120.0]
+
+
+def test_dead_letters_warn_once_per_topic_and_reason() -> None:
+    watch = Watch(10.0)
+    first = {("pgcdc.public.a", "schema id 7 not in the registry"): 3}
+    said = watch.dead_letters(first, "/lake/_dead")
+    assert len(said) == 1 and "pgcdc.public.a" in said[0] and "schema id 7" in said[0]
+    assert watch.dead_letters(first, "/lake/_dead") == []  # the next batch: counted, not said
+    other = {("pgcdc.public.a", "schema id 7 not in the registry"): 1,
+             ("pgcdc.public.a", "schema id 9 not in the registry"): 2,
+             ("pgcdc.public.b", "schema id 7 not in the registry"): 1}
+    said = watch.dead_letters(other, "/lake/_dead")
+    assert [("schema id 9" in s, "public.b" in s) for s in said] == [(True, False), (False, True)]
+
+
+def test_offsets_behind_from_spark_progress() -> None:
+    progress = {"sources": [
+        {"description": "KafkaV2[Subscribe[a]]",
+         "metrics": {"minOffsetsBehindLatest": "0", "avgOffsetsBehindLatest": "2.5",
+                     "maxOffsetsBehindLatest": "5"}},
+        {"description": "KafkaV2[Subscribe[b]]",
+         "metrics": {"minOffsetsBehindLatest": "1", "avgOffsetsBehindLatest": "7.5",
+                     "maxOffsetsBehindLatest": "40"}}]}
+    assert offsets_behind(progress) == {"min": 0.0, "avg": 5.0, "max": 40.0}
+    assert offsets_behind(None) == {}  # no batch yet
+    assert offsets_behind({"sources": [{"metrics": {}}]}) == {}  # not a Kafka source
+
+
+class _Ticks:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_phases_nest_and_count_each_second_once() -> None:
+    ticks = _Ticks()
+    clock = PhaseClock(ticks)
+    with clock.timing("read"):
+        ticks.now += 1
+    with clock.timing("merge"):
+        ticks.now += 2
+        with clock.timing("decode"):
+            ticks.now += 3
+        ticks.now += 4
+        with clock.timing("maintenance"):
+            ticks.now += 5
+    assert clock.take() == {"read": 1, "decode": 3, "merge": 6, "commit": 0, "maintenance": 5}
+    assert set(clock.take().values()) == {0}  # taken: the next batch starts at zero
+
+
+def test_phases_of_threads_add_up_and_do_not_nest_across_threads() -> None:
+    clock = PhaseClock()
+    barrier = threading.Barrier(2)
+
+    def table() -> None:
+        with clock.timing("merge"):
+            barrier.wait()
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=table) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    spent = clock.take()
+    assert spent["merge"] >= 0.1 and spent["decode"] == 0  # two tables, summed
+
+
+def test_a_decorated_call_counts_even_when_it_raises() -> None:
+    ticks = _Ticks()
+    clock = PhaseClock(ticks)
+
+    @clock.timed("commit")
+    def fails() -> None:
+        ticks.now += 2
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        fails()
+    assert clock.take()["commit"] == 2
+    with pytest.raises(ValueError, match="unknown phase"):
+        with clock.timing("write"):
+            pass
+
+
+def test_kafka_lag_is_the_newest_report_that_had_one() -> None:
+    class Query:
+        lastProgress: dict[str, Any] | None = None
+
+    query = Query()
+    metrics.watch_query(query)
+
+    def served() -> float:
+        return REGISTRY.get_sample_value("pgcdc_merge_kafka_offsets_behind", {"stat": "max"})
+
+    assert math.isnan(served())  # no batch yet
+    query.lastProgress = {"sources": [{"metrics": {"maxOffsetsBehindLatest": "12"}}]}
+    assert served() == 12
+    query.lastProgress = {"sources": [{"metrics": {}}]}  # an idle trigger's report
+    assert served() == 12
+    query.lastProgress = {"sources": [{"metrics": {"maxOffsetsBehindLatest": "0"}}]}
+    assert served() == 0
