@@ -12,6 +12,7 @@ import psycopg
 import yaml
 from psycopg.conninfo import conninfo_to_dict
 
+from connector.avro.masking import HASH_ENCODINGS, Masking
 from connector.errors import ConfigError, first_line
 from connector.replication.published import TableSetting, parse_table_settings
 
@@ -67,6 +68,10 @@ class Config:
     # Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+;
     # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>"}.
     table_settings: dict[str, Any] = field(default_factory=dict)
+    # The HMAC-SHA-256 key of `hash` masks (table_settings' mask; connector/avro/masking.py):
+    # give it as env:NAME or file:/path. Never shown (repr, logs, status).
+    mask_salt: str = field(default="", repr=False)
+    mask_hash_encoding: str = "hex"  # hash masks' output: hex | base64
     # PostgreSQL 18: publish the stored generated columns of every table (the publication's
     # publish_generated_columns = stored); per table: name them in table_settings' columns.
     publish_generated_columns: bool = False
@@ -139,7 +144,14 @@ class Config:
             raise ConfigError("all_tables_publication (FOR ALL TABLES) cannot leave tables "
                               "without a key out: use --keyless-tables full, or drop "
                               "--all-tables-publication (the default table list skips them)")
-        self.published_settings()
+        settings = self.published_settings()
+        if self.mask_hash_encoding not in HASH_ENCODINGS:
+            raise ConfigError(f"mask_hash_encoding must be one of {', '.join(HASH_ENCODINGS)}, "
+                              f"not {self.mask_hash_encoding!r}")
+        hashed = [s.pattern for s in settings if any(r.kind == "hash" for _, r in s.mask)]
+        if hashed and not self.mask_salt:
+            raise ConfigError(f"table_settings {hashed[0]!r}: a hash mask needs mask_salt, the "
+                              "secret key of the hash (mask_salt: env:NAME or file:/path)")
         if self.table_settings and not self.create_publication:
             raise ConfigError("table_settings are set in the publication pgcdc creates or "
                               "extends: with create_publication false pgcdc follows the column "
@@ -175,6 +187,11 @@ class Config:
     def published_settings(self) -> list[TableSetting]:
         """`table_settings` parsed (a malformed one is a `ConfigError`)."""
         return parse_table_settings(self.table_settings)
+
+    def masking(self) -> Masking:
+        """The column masks of `table_settings`, for every codec factory (stream, snapshots)."""
+        return Masking(tuple((s.pattern, s.mask) for s in self.published_settings() if s.mask),
+                       self.mask_salt.encode(), self.mask_hash_encoding, self.binary)
 
     def check_names(self) -> Config:
         """The names and ports every command uses, checked before anything is created."""
@@ -231,7 +248,7 @@ def load(config_file: str | None, overrides: dict[str, Any],
     _check_types(values)
     for key in ("kafka", "schema_registry"):
         values[key] = resolve_secrets(values.get(key, {}), environ)
-    for key in ("dsn", "heartbeat_dsn"):
+    for key in ("dsn", "heartbeat_dsn", "mask_salt"):
         if key in values:
             values[key] = resolve_secret(key, values[key], environ)
     cfg = Config(**values)

@@ -26,7 +26,6 @@ the user's publication (``pg_publication_tables.attnames``/``rowfilter``), as th
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,12 +33,14 @@ from typing import Any
 
 from psycopg import sql
 
+from connector.avro.masking import MaskRule, parse_mask
 from connector.errors import ConfigError
+from connector.names import pattern_matches
 
 __all__ = ["TableSetting", "filter_columns", "normalized_filter", "parse_table_settings",
-           "refusals", "setting_for", "table_entry"]
+           "refusals", "setting_for", "table_entry", "with_exclusions"]
 
-_SETTING_KEYS = ("columns", "where")
+_SETTING_KEYS = ("columns", "where", "mask")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,12 @@ class TableSetting:
     pattern: str
     columns: tuple[str, ...] | None = None
     where: str | None = None
+    # column -> mask (connector/avro/masking.py); `exclude` ones shorten the column list
+    mask: tuple[tuple[str, MaskRule], ...] = ()
+
+    @property
+    def excluded(self) -> tuple[str, ...]:
+        return tuple(c for c, rule in self.mask if rule.kind == "exclude")
 
 
 def parse_table_settings(raw: Mapping[str, Any]) -> list[TableSetting]:
@@ -83,8 +90,9 @@ def parse_table_settings(raw: Mapping[str, Any]) -> list[TableSetting]:
                               f"not {filt!r}")
         if filt is not None and ";" in _strip_literals(filt):
             raise ConfigError(f"{where}: where must be one expression (no ';'): {filt!r}")
+        mask = parse_mask(where, value["mask"]) if "mask" in value else {}
         out.append(TableSetting(pattern.strip(), tuple(columns) if columns else None,
-                                filt.strip() if filt else None))
+                                filt.strip() if filt else None, tuple(mask.items())))
     return out
 
 
@@ -92,11 +100,21 @@ def setting_for(settings: Sequence[TableSetting], schema: str, table: str
                 ) -> TableSetting | None:
     """The first setting whose pattern (no schema: ``public``) matches the table."""
     for setting in settings:
-        schema_pat, _, table_pat = setting.pattern.rpartition(".")
-        if fnmatch.fnmatchcase(schema, schema_pat or "public") and \
-                fnmatch.fnmatchcase(table, table_pat):
+        if pattern_matches(setting.pattern, schema, table):
             return setting
     return None
+
+
+def with_exclusions(setting: TableSetting | None, table_columns: Sequence[str]
+                    ) -> TableSetting | None:
+    """`setting` with its excluded columns taken out of its column list (all of
+    `table_columns`, the table's live columns, when it has none): exclusion is a column list,
+    so PostgreSQL never sends those columns."""
+    if setting is None or not setting.excluded:
+        return setting
+    listed = setting.columns if setting.columns is not None else tuple(table_columns)
+    return TableSetting(setting.pattern, tuple(c for c in listed if c not in setting.excluded),
+                        setting.where, setting.mask)
 
 
 def table_entry(schema: str, table: str, setting: TableSetting | None) -> sql.Composed:
@@ -154,6 +172,22 @@ def refusals(schema: str, table: str, setting: TableSetting, columns: Sequence[s
     columns (18+)."""
     name = f"{schema}.{table}"
     found: list[str] = []
+    masked = [c for c, _ in setting.mask]
+    unknown = [c for c in masked if c not in columns]
+    if unknown:
+        found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
+                     f"{', '.join(unknown)} that {name} does not have")
+    keys = [c for c in setting.excluded if c in identity]
+    if keys:
+        found.append(f"table_settings {setting.pattern!r}: cannot exclude replica identity "
+                     f"(key) column(s) {', '.join(keys)} of {name}: events are keyed by them; "
+                     "mask them with hash instead")
+    if setting.columns is not None:
+        unlisted = [c for c in masked if c in columns and c not in setting.columns]
+        if unlisted:
+            found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
+                         f"{', '.join(unlisted)} of {name} that its columns list leaves out "
+                         "(not published): drop them from mask")
     if setting.columns is not None:
         missing = [c for c in setting.columns if c not in columns]
         if missing:
