@@ -131,8 +131,9 @@ def test_every_path_publishes_the_mask_of_the_text(old: tuple[Any, ...],
     assert delete_key == key
     # nothing of a clear hashed or nulled value is in the bytes (long enough not to occur by
     # chance; a truncated one keeps its first characters by design)
+    kept = CONSTANT + b"|".join((t or "")[:3].encode() for t in (old[2], new[2]))
     for text in (old[1], old[3], old[4], new[1], new[3], new[4]):
-        if text is not None and len(text.encode()) >= 8 and text.encode() not in CONSTANT:
+        if text is not None and len(text.encode()) >= 8 and text.encode() not in kept:
             assert text.encode() not in key + value
     # base64
     _, v64 = _read(BASE64, *BASE64.change_from_tuples("c", None, new, SOURCE, ts_ms=5))
@@ -241,3 +242,16 @@ def test_config_needs_a_salt_for_hash_and_never_shows_it(tmp_path: Any) -> None:
     config.write_text("mask_hash_encoding: base32\n")
     with pytest.raises(ConfigError, match="mask_hash_encoding must be one of hex, base64"):
         load(str(config), base, environ={})
+
+
+def test_status_line_and_redaction_of_the_salt() -> None:
+    from connector.avro.masking import rules_summary
+    from connector.redact import redact
+
+    [setting] = parse_table_settings({"t": {"mask": {"email": "hash", "phone": None,
+                                                     "name": {"truncate": 3},
+                                                     "ssn": "exclude"}}})
+    assert rules_summary(dict(setting.mask)) == \
+        "masks: email hash, phone null, name truncate 3; excluded: ssn"
+    assert redact("mask_salt: pepper123 and mask_salt=pepper123") == \
+        "mask_salt: *** and mask_salt=***"
