@@ -66,7 +66,8 @@ class Config:
     # pgcdc's next check, ~2 s). Explicit opt-in only.
     all_tables_publication: bool = False
     # Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+;
-    # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>"}.
+    # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>",
+    # mask: {column: exclude | null | hash | {truncate: N}}}.
     table_settings: dict[str, Any] = field(default_factory=dict)
     # The HMAC-SHA-256 key of `hash` masks (table_settings' mask; connector/avro/masking.py):
     # give it as env:NAME or file:/path. Never shown (repr, logs, status).
