@@ -188,6 +188,11 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
                               f"{relation.namespace}.{relation.name}")
     schema_name = relation.namespace or "pg_catalog"
     namespace = namespace_of(prefix, schema_name, relation.name)
+    gone = sorted(set(masks or {}) - {c.name for c in relation.columns})
+    if gone:  # renamed (or dropped) while running: publishing the new name in clear would leak
+        raise SchemaError(f"table_settings mask names column(s) {', '.join(gone)} that "
+                          f"{relation.namespace}.{relation.name} no longer publishes (renamed or "
+                          "dropped?): update its mask in pgcdc.yaml and restart")
     columns = _columns(relation, catalog, array_dims or {}, key_names, defaults or {},
                        masks or {}, binary)
     keys = tuple(c for c in columns if c.key)

@@ -175,14 +175,15 @@ def _snapshot_done(dsn: str, run: Any, where: str) -> None:
         time.sleep(0.3)
 
 
-def _refused(dsn: str, settings: dict[str, Any], says: str, *, generated: bool = False) -> None:
+def _refused(dsn: str, settings: dict[str, Any], says: str, *, generated: bool = False,
+             table: str = "public.orders") -> None:
     """ensure_publication refuses `settings` in one line and creates nothing."""
     admin = ReplicationAdmin.connect(dsn)
     try:
         admin.table_settings = parse_table_settings(settings)
         admin.generated_columns = generated
         with pytest.raises(ConfigError, match=says) as caught:
-            admin.ensure_publication("pub_refused", ["public.orders"])
+            admin.ensure_publication("pub_refused", [table])
         assert "\n" not in str(caught.value)
         assert not admin.publication_exists("pub_refused")
     finally:
@@ -207,7 +208,8 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     salt_file = tmp_path / "salt"
     salt_file.write_text(SALT + "\n")
     _refused(database, {"people": {"mask": {"ref": "exclude"}}},
-             r"cannot exclude replica identity \(key\) column\(s\) ref of public.people")
+             r"cannot exclude replica identity \(key\) column\(s\) ref of public.people",
+             table="public.people")
 
     # Refused before anything is created, where PostgreSQL would refuse later.
     _refused(database, {"orders": {"columns": ["region", "total"]}},
@@ -291,9 +293,9 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     status = subprocess.run([PGCDC, "status", "--dsn", database, "--slot", run.slot,
                              "--publication", f"pub_{run.tag}", "--config", str(config)],
                             capture_output=True, text=True, timeout=60)
-    assert "published: columns ref, email, phone, name, note (5 of 6); rows: all; masks: ref " \
-        "hash, email hash, phone null, name truncate 3; excluded: ssn" in status.stdout, \
-        status.stdout
+    assert "published: columns ref, email, phone, name, note (5 of 6); rows: all; masks: " \
+        "email hash, name truncate 3, phone null, ref hash; excluded: ssn" in status.stdout, \
+        status.stdout  # (yaml.safe_dump sorted the mask's columns)
     assert "published: columns id, region, total (3 of 4); rows: WHERE (id > 10)" in \
         status.stdout, status.stdout
     # gen: its generated column g is published on 18 (asked for), never before.
@@ -318,7 +320,11 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     places.update({f"log {p.name}": p.read_bytes() for p in log_dir.glob("pgcdc-*.log")})
     places["pgcdc status"] = status.stdout.encode() + status.stderr.encode()
     places["pgcdc snapshot"] = (out.stdout + out.stderr).encode()
-    assert b"MKref" in _rows_bytes(database)  # the markers are there to be found
+    # the scan reads what was published: the masked values are there, and the markers in PG
+    assert _hash("MKref-1").encode() in places[f"topic {run.prefix}.public.people"]
+    assert b"pgcdc.mask" in places["registry"] and b"hash-base64" in places["registry"]
+    assert all(data for place, data in places.items() if place.startswith("log "))
+    assert b"MKref" in _rows_bytes(database)
     leaks = [(marker, place) for place, data in places.items() for marker in MARKERS
              if marker in data]
     assert leaks == [], leaks

@@ -255,3 +255,13 @@ def test_status_line_and_redaction_of_the_salt() -> None:
         "masks: email hash, phone null, name truncate 3; excluded: ssn"
     assert redact("mask_salt: pepper123 and mask_salt=pepper123") == \
         "mask_salt: *** and mask_salt=***"
+
+
+def test_a_masked_column_renamed_while_running_stops_instead_of_leaking() -> None:
+    """ALTER TABLE ... RENAME COLUMN email TO mail: the next Relation has no `email`; its values
+    would go out in clear under the new name, so the schema derivation refuses it."""
+    rel = relation(column("id", oids.INT4, key=True), column("mail", oids.TEXT))
+    with pytest.raises(SchemaError, match=r"mask names column\(s\) email that public.t no "
+                                          "longer publishes"):
+        derive_table_schemas(rel, catalog(), prefix="p", db="d",
+                             masks={"email": ColumnMask(MaskRule("hash"), SALT)})
