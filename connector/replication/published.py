@@ -20,6 +20,10 @@ type name): a name that is both a column of the table and a function or type (a 
 in ``date '2026-01-01'``) is not counted, which errs towards PostgreSQL's own check at UPDATE
 time, never towards a false refusal.
 
+A setting's ``mask`` (connector/avro/masking.py) is applied by the producer, except
+``exclude``: an excluded column is taken out of the column list (`with_exclusions`), so the
+server never sends it; excluding a replica identity column is refused like a list without it.
+
 With ``create_publication: false`` pgcdc sets nothing: it follows the column lists and filters of
 the user's publication (``pg_publication_tables.attnames``/``rowfilter``), as the snapshots do.
 """
@@ -183,7 +187,8 @@ def refusals(schema: str, table: str, setting: TableSetting, columns: Sequence[s
                      f"(key) column(s) {', '.join(keys)} of {name}: events are keyed by them; "
                      "mask them with hash instead")
     if setting.columns is not None:
-        unlisted = [c for c in masked if c in columns and c not in setting.columns]
+        unlisted = [c for c, rule in setting.mask if rule.kind != "exclude"
+                    and c in columns and c not in setting.columns]
         if unlisted:
             found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
                          f"{', '.join(unlisted)} of {name} that its columns list leaves out "

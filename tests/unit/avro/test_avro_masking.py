@@ -213,6 +213,12 @@ def test_exclusion_is_the_column_list_and_a_key_cannot_be_excluded() -> None:
     [listed] = parse_table_settings({"t": {"columns": ["id", "ssn"],
                                            "mask": {"ssn": "exclude"}}})
     assert with_exclusions(listed, ["id", "email", "ssn"]).columns == ("id",)
+    assert refusals("public", "t", listed, ["id", "email", "ssn"], ["id"], [],
+                    publishes_update_or_delete=True, generated_allowed=False) == []
+    [unlisted] = parse_table_settings({"t": {"columns": ["id"], "mask": {"ssn": "hash"}}})
+    assert "that its columns list leaves out" in refusals(
+        "public", "t", unlisted, ["id", "ssn"], ["id"], [], publishes_update_or_delete=True,
+        generated_allowed=False)[0]
     kw = {"publishes_update_or_delete": True, "generated_allowed": False}
     assert refusals("public", "t", setting, ["id", "email", "ssn"], ["id"], [], **kw) == []
     [key] = parse_table_settings({"t": {"mask": {"id": "exclude"}}})
