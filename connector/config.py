@@ -12,6 +12,7 @@ import psycopg
 import yaml
 from psycopg.conninfo import conninfo_to_dict
 
+from connector.avro.masking import HASH_ENCODINGS, Masking
 from connector.errors import ConfigError, first_line
 from connector.outbox import OutboxRoutes, parse_outbox_settings
 from connector.replication.published import TableSetting, parse_table_settings, sets_publication
@@ -66,9 +67,14 @@ class Config:
     # pgcdc's next check, ~2 s). Explicit opt-in only.
     all_tables_publication: bool = False
     # Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+;
-    # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>"}; and
-    # `outbox:` to route the table's inserts as outbox events (any server; "Outbox" there).
+    # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>",
+    # mask: {column: exclude | null | hash | {truncate: N}}}; and `outbox:` to route the
+    # table's inserts as outbox events (any server; "Outbox" there).
     table_settings: dict[str, Any] = field(default_factory=dict)
+    # The HMAC-SHA-256 key of `hash` masks (table_settings' mask; connector/avro/masking.py):
+    # give it as env:NAME or file:/path. Never shown (repr, logs, status).
+    mask_salt: str = field(default="", repr=False)
+    mask_hash_encoding: str = "hex"  # hash masks' output: hex | base64
     # PostgreSQL 18: publish the stored generated columns of every table (the publication's
     # publish_generated_columns = stored); per table: name them in table_settings' columns.
     publish_generated_columns: bool = False
@@ -143,6 +149,13 @@ class Config:
                               "--all-tables-publication (the default table list skips them)")
         published = self.published_settings()
         self.outbox_routes()
+        if self.mask_hash_encoding not in HASH_ENCODINGS:
+            raise ConfigError(f"mask_hash_encoding must be one of {', '.join(HASH_ENCODINGS)}, "
+                              f"not {self.mask_hash_encoding!r}")
+        hashed = [s.pattern for s in published if any(r.kind == "hash" for _, r in s.mask)]
+        if hashed and not self.mask_salt:
+            raise ConfigError(f"table_settings {hashed[0]!r}: a hash mask needs mask_salt, the "
+                              "secret key of the hash (mask_salt: env:NAME or file:/path)")
         if sets_publication(published) and not self.create_publication:
             raise ConfigError("table_settings are set in the publication pgcdc creates or "
                               "extends: with create_publication false pgcdc follows the column "
@@ -184,6 +197,11 @@ class Config:
         return OutboxRoutes(self.published_settings(), parse_outbox_settings(
             self.table_settings, topic_prefix=self.topic_prefix),
             reserved_prefix=self.topic_prefix)
+
+    def masking(self) -> Masking:
+        """The column masks of `table_settings`, for every codec factory (stream, snapshots)."""
+        return Masking(tuple((s.pattern, s.mask) for s in self.published_settings() if s.mask),
+                       self.mask_salt.encode(), self.mask_hash_encoding, self.binary)
 
     def check_names(self) -> Config:
         """The names and ports every command uses, checked before anything is created."""
@@ -240,7 +258,7 @@ def load(config_file: str | None, overrides: dict[str, Any],
     _check_types(values)
     for key in ("kafka", "schema_registry"):
         values[key] = resolve_secrets(values.get(key, {}), environ)
-    for key in ("dsn", "heartbeat_dsn"):
+    for key in ("dsn", "heartbeat_dsn", "mask_salt"):
         if key in values:
             values[key] = resolve_secret(key, values[key], environ)
     cfg = Config(**values)

@@ -36,6 +36,7 @@ imports it, so both sides apply one rule.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from typing import Final, NamedTuple
 
@@ -152,6 +153,14 @@ def table_topic(prefix: str, schema: str, table: str) -> str:
             f"table {schema}.{table} would need a topic of {len(topic)} characters, more than "
             f"Kafka's {MAX_TOPIC_LENGTH}: use a shorter --topic-prefix or rename the table")
     return topic
+
+
+def pattern_matches(pattern: str, schema: str, table: str) -> bool:
+    """Whether a ``schema.table`` pattern as in ``--tables`` (``*`` and ``?``; no schema:
+    ``public``) matches the table."""
+    schema_pat, _, table_pat = pattern.rpartition(".")
+    return fnmatch.fnmatchcase(schema, schema_pat or "public") and \
+        fnmatch.fnmatchcase(table, table_pat)
 
 
 def table_of_topic(topic: str) -> tuple[str, str]:

@@ -19,9 +19,9 @@ __all__ = ["RedactSecrets", "redact"]
 
 _URL_USERINFO: Final = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^\s/@]+@")
 # libpq keyword DSNs (password=..., quoted or not) and settings such as sasl.password=...,
-# ssl.key.password: ..., basic.auth.user.info=..., client.secret=...
+# ssl.key.password: ..., basic.auth.user.info=..., client.secret=..., mask_salt: ...
 _SECRET_SETTING: Final = re.compile(
-    r"(?P<key>\b[\w.-]*(?:password|passwd|secret|user\.info|token)\s*[=:]\s*)"
+    r"(?P<key>\b[\w.-]*(?:password|passwd|secret|user\.info|token|salt)\s*[=:]\s*)"
     r"(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^\s,;&'\"]+)", re.IGNORECASE)
 
 

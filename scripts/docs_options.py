@@ -45,6 +45,8 @@ MORE: dict[str, str] = {
     "all_tables_publication": "../configuration.md#settings-in-detail",
     "table_settings": "../publishing.md",
     "publish_generated_columns": "../publishing.md",
+    "mask_salt": "../publishing.md#masking-and-excluding-columns",
+    "mask_hash_encoding": "../publishing.md#masking-and-excluding-columns",
     "oversized_events": "../configuration.md#settings-in-detail",
     "max_event_bytes": "../configuration.md#settings-in-detail",
     "failover_slot": "../high-availability.md",

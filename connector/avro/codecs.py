@@ -14,7 +14,9 @@ In:
   of the replica identity flags; None: the flags), `column_defaults` (the text of each
   column's constant default: the Kafka Connect default, schemas/README.md). No `facts`: the
   catalog as it is, the flags, one-dimensional arrays, no defaults;
-- naming: the topic prefix and the database name (``source.db``), see schemas/README.md.
+- naming: the topic prefix and the database name (``source.db``), see schemas/README.md;
+- `masking`: the column masks of table_settings (connector/avro/masking.py), applied by every
+  codec it makes: the stream's and both snapshots' (so they agree on every masked value).
 
 Out: the `TableCodec` of that table version (schemas derived by `derive_table_schemas`), with
 the registry ids `ids(schemas)` gives: `registry_ids(registry)` registers the key and value
@@ -34,6 +36,7 @@ from typing import Protocol
 from connector.pgoutput.messages import Relation
 from connector.pgtypes import TypeCatalog
 
+from .masking import Masking
 from .registry import SchemaRegistry
 from .schema import TableSchemas, derive_table_schemas
 from .table_codec import TableCodec
@@ -72,8 +75,9 @@ class CodecFactory:
     """Table codecs per Relation version (see the module docstring)."""
 
     def __init__(self, types: TypeCatalog, facts: SourceFacts | None, ids: SchemaIds, *,
-                 prefix: str, db: str) -> None:
+                 prefix: str, db: str, masking: Masking | None = None) -> None:
         self.types = types
+        self.masking = masking
         self.facts = facts
         self.prefix = prefix
         self.db = db
@@ -96,8 +100,12 @@ class CodecFactory:
             array_dims = self.facts.array_dims(relation)
             key_columns = self.facts.key_columns(relation)
             defaults = self.facts.column_defaults(relation)
-        schemas = derive_table_schemas(relation, self.types, prefix=self.prefix, db=self.db,
-                                       array_dims=array_dims, key_columns=key_columns,
-                                       defaults=defaults)
+        masking = self.masking
+        schemas = derive_table_schemas(
+            relation, self.types, prefix=self.prefix, db=self.db, array_dims=array_dims,
+            key_columns=key_columns, defaults=defaults,
+            masks=None if masking is None else masking.for_table(relation.namespace or
+                                                                 "pg_catalog", relation.name),
+            binary=masking is not None and masking.binary)
         key_id, value_id = self._ids(schemas)
         return TableCodec(schemas, key_id, value_id, self.types)

@@ -52,6 +52,8 @@ Loader = Callable[[Any], Any]
 def _kind(column: ColumnSpec, kinds: dict[str, int]) -> tuple[int, int, int]:
     """(kind, decimal scale, decimal integer digits) of a column; the fallback kind for
     anything not listed. `kinds`: the extension's ROW_KINDS."""
+    if column.mask is not None:  # its Python piece applies the mask (avro/masking.py)
+        return kinds["FALLBACK"], 0, 0
     name = _KIND_NAMES.get(column.type_oid, "FALLBACK")
     if name == "DECIMAL":
         avro = column.avro_type

@@ -46,7 +46,8 @@ from connector.pgoutput.messages import Relation
 from connector.pgtypes import TypeCatalog
 
 from .fixed import fixed_schema
-from .typemap import ColumnCodec, Converter, column_codec
+from .masking import ColumnMask, check_binary, masked_type
+from .typemap import ColumnCodec, Converter, column_codec, source_column_parameters
 
 __all__ = ["ARRAY_DIMS_QUERY", "ColumnSpec", "TableSchemas", "derive_table_schemas",
            "envelope_schema", "render"]
@@ -78,6 +79,8 @@ class ColumnSpec:
     avro_type: Any  # the non-null type T of the field ["null", T]
     convert: Converter | None  # loaded value -> datum; None: identity
     key: bool
+    # what the column's values become (connector/avro/masking.py); None: published as stored
+    mask: ColumnMask | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +105,8 @@ def _field(column: ColumnSpec) -> dict[str, Any]:
 
 
 def _columns(relation: Relation, catalog: TypeCatalog, array_dims: Mapping[str, int],
-             key_names: set[str] | None,
-             defaults: Mapping[str, str]) -> tuple[ColumnSpec, ...]:
+             key_names: set[str] | None, defaults: Mapping[str, str],
+             masks: Mapping[str, ColumnMask], binary: bool) -> tuple[ColumnSpec, ...]:
     specs = []
     seen: dict[str, str] = {}
     for index, column in enumerate(relation.columns):
@@ -116,8 +119,14 @@ def _columns(relation: Relation, catalog: TypeCatalog, array_dims: Mapping[str, 
                                           array_dims.get(column.name, 1),
                                           defaults.get(column.name))
         key = column.key if key_names is None else column.name in key_names
+        mask = masks.get(column.name)
+        if mask is not None:  # the one place a mask is chosen: type here, values in TableCodec
+            check_binary(mask, catalog, column.type_oid, column.type_modifier,
+                         f"{relation.namespace}.{relation.name}", column.name, binary)
+            codec = ColumnCodec(masked_type(mask, codec.avro_type, source_column_parameters(
+                catalog, column.type_oid, column.type_modifier)), None)
         specs.append(ColumnSpec(index, column.name, avro_name, column.type_oid,
-                                column.type_modifier, codec.avro_type, codec.convert, key))
+                                column.type_modifier, codec.avro_type, codec.convert, key, mask))
     return tuple(specs)
 
 
@@ -154,7 +163,9 @@ def envelope_schema(namespace: str, value_fields: list[dict[str, Any]]) -> dict[
 def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: str, db: str,
                          array_dims: Mapping[str, int] | None = None,
                          key_columns: Sequence[str] | None = None,
-                         defaults: Mapping[str, str] | None = None) -> TableSchemas:
+                         defaults: Mapping[str, str] | None = None,
+                         masks: Mapping[str, ColumnMask] | None = None,
+                         binary: bool = False) -> TableSchemas:
     """Key and value schemas of the table a Relation message describes.
 
     `catalog`: pgtypes' type catalog (knows enums/domains); `prefix`: the topic prefix; `db`:
@@ -162,7 +173,9 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
     column name (`ARRAY_DIMS_QUERY`); `key_columns`: column names to key by instead of the
     replica identity flags (must exist in the table); `defaults`: the text of each column's
     constant default by column name (`connector.source_catalog.PostgresCatalog.column_defaults`),
-    carried as the Kafka Connect default where its Avro type allows (`typemap.connect_default`).
+    carried as the Kafka Connect default where its Avro type allows (`typemap.connect_default`);
+    `masks`: column name -> its mask (connector/avro/masking.py: the masked column's type);
+    `binary`: tuples come in binary format (a hash or truncate needing text is refused).
     """
     if not prefix:
         raise SchemaError("the topic prefix must not be empty")
@@ -175,7 +188,13 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
                               f"{relation.namespace}.{relation.name}")
     schema_name = relation.namespace or "pg_catalog"
     namespace = namespace_of(prefix, schema_name, relation.name)
-    columns = _columns(relation, catalog, array_dims or {}, key_names, defaults or {})
+    gone = sorted(set(masks or {}) - {c.name for c in relation.columns})
+    if gone:  # renamed (or dropped) while running: publishing the new name in clear would leak
+        raise SchemaError(f"table_settings mask names column(s) {', '.join(gone)} that "
+                          f"{relation.namespace}.{relation.name} no longer publishes (renamed or "
+                          "dropped?): update its mask in pgcdc.yaml and restart")
+    columns = _columns(relation, catalog, array_dims or {}, key_names, defaults or {},
+                       masks or {}, binary)
     keys = tuple(c for c in columns if c.key)
     key_schema = None
     if keys:

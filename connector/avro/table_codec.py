@@ -48,6 +48,7 @@ from .binary import row_encoder, type_encoder
 from .envelope import OPS, EnvelopeFrame, SourceInfo, TransactionBlock
 from .fallback import exact_text, fallback_datum, report_fallback, unparsed_name
 from .fastavro_io import framed_writer, parse_checked
+from .masking import masked_loaders
 from .native_rows import row_plan
 from .schema import ColumnSpec, TableSchemas
 from .wire import header
@@ -103,10 +104,14 @@ class TableCodec:
                 key_header = header(key_id)
                 self._write_key = lambda datum: key_header + encode_key(datum)
         loaders = catalog.row_loaders(schemas.relation.columns)
-        self._text: tuple[Callable[[str], Any], ...] = tuple(
-            _compose(load, c.convert) for load, c in zip(loaders.text, columns, strict=True))
-        self._binary: tuple[Callable[[bytes], Any], ...] = tuple(
-            _compose(load, c.convert) for load, c in zip(loaders.binary, columns, strict=True))
+        text = [_compose(load, c.convert) for load, c in zip(loaders.text, columns, strict=True)]
+        binary = [_compose(load, c.convert)
+                  for load, c in zip(loaders.binary, columns, strict=True)]
+        for c in columns:  # a masked column's values: its mask, never its type's loaders
+            if c.mask is not None:
+                text[c.index], binary[c.index] = masked_loaders(c.mask, loaders.binary[c.index])
+        self._text: tuple[Callable[[str], Any], ...] = tuple(text)
+        self._binary: tuple[Callable[[bytes], Any], ...] = tuple(binary)
         # the C row encoder (connector.avro.native_rows): None, the Python writer
         self._plan: Any = None if self._frame.native is None else row_plan(
             columns, schemas.key_columns, self._text, self._binary,

@@ -32,6 +32,7 @@ from .published import (
     sets_publication,
     setting_for,
     table_entry,
+    with_exclusions,
 )
 from .standby import SLOT_WAIT, publication_refusal, slot_refusal
 
@@ -244,7 +245,20 @@ class ReplicationAdmin:
     def _entries(self, tables: Sequence[tuple[str, str]]) -> sql.Composed:
         """A publication's table list: each table with its column list and row filter."""
         return sql.SQL(", ").join(
-            table_entry(s, t, setting_for(self.table_settings, s, t)) for s, t in tables)
+            table_entry(s, t, self._setting(s, t)) for s, t in tables)
+
+    def _setting(self, schema: str, table: str) -> TableSetting | None:
+        """The table's setting, its excluded columns (masks) out of its column list."""
+        setting = setting_for(self.table_settings, schema, table)
+        if setting is None or not setting.excluded:
+            return setting
+        columns = [r[0] for r in self.conn.execute(
+            "SELECT attname::text FROM pg_attribute WHERE attrelid = %s::regclass"
+            " AND attnum > 0 AND NOT attisdropped AND (attgenerated = '' OR %s)"
+            " ORDER BY attnum",  # generated columns: only where published anyway
+            (sql.Identifier(schema, table).as_string(self.conn),
+             bool(self.generated_columns))).fetchall()]
+        return with_exclusions(setting, columns)
 
     def _alter_publication(self, name: str, action: str,
                            tables: Sequence[tuple[str, str]]) -> None:
@@ -492,7 +506,7 @@ class ReplicationAdmin:
         current = self.publication_settings(name)
         out: list[sql.Composed] = []
         for schema, table in kept:
-            setting = setting_for(self.table_settings, schema, table)
+            setting = self._setting(schema, table)
             columns, where = current.get((schema, table), (None, None))
             want_columns = sorted(setting.columns) if setting and setting.columns else None
             want_where = setting.where if setting else None

@@ -20,13 +20,16 @@ type name): a name that is both a column of the table and a function or type (a 
 in ``date '2026-01-01'``) is not counted, which errs towards PostgreSQL's own check at UPDATE
 time, never towards a false refusal.
 
+A setting's ``mask`` (connector/avro/masking.py) is applied by the producer, except
+``exclude``: an excluded column is taken out of the column list (`with_exclusions`), so the
+server never sends it; excluding a replica identity column is refused like a list without it.
+
 With ``create_publication: false`` pgcdc sets nothing: it follows the column lists and filters of
 the user's publication (``pg_publication_tables.attnames``/``rowfilter``), as the snapshots do.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,13 +37,15 @@ from typing import Any
 
 from psycopg import sql
 
+from connector.avro.masking import MaskRule, parse_mask
 from connector.errors import ConfigError
+from connector.names import pattern_matches
 
 __all__ = ["TableSetting", "filter_columns", "normalized_filter", "parse_table_settings",
-           "refusals", "sets_publication", "setting_for", "table_entry"]
+           "refusals", "sets_publication", "setting_for", "table_entry", "with_exclusions"]
 
 # `outbox` is not the publication's: connector/outbox.py reads it (the table is published whole).
-_SETTING_KEYS = ("columns", "where", "outbox")
+_SETTING_KEYS = ("columns", "where", "mask", "outbox")
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,12 @@ class TableSetting:
     pattern: str
     columns: tuple[str, ...] | None = None
     where: str | None = None
+    # column -> mask (connector/avro/masking.py); `exclude` ones shorten the column list
+    mask: tuple[tuple[str, MaskRule], ...] = ()
+
+    @property
+    def excluded(self) -> tuple[str, ...]:
+        return tuple(c for c, rule in self.mask if rule.kind == "exclude")
 
 
 def parse_table_settings(raw: Mapping[str, Any]) -> list[TableSetting]:
@@ -84,26 +95,38 @@ def parse_table_settings(raw: Mapping[str, Any]) -> list[TableSetting]:
                               f"not {filt!r}")
         if filt is not None and ";" in _strip_literals(filt):
             raise ConfigError(f"{where}: where must be one expression (no ';'): {filt!r}")
+        mask = parse_mask(where, value["mask"]) if "mask" in value else {}
         out.append(TableSetting(pattern.strip(), tuple(columns) if columns else None,
-                                filt.strip() if filt else None))
+                                filt.strip() if filt else None, tuple(mask.items())))
     return out
 
 
 def sets_publication(settings: Sequence[TableSetting]) -> bool:
-    """Whether any setting gives a table a column list or a row filter (settings with neither,
-    such as an outbox's alone, need no PostgreSQL 15 and no publication pgcdc manages)."""
-    return any(s.columns is not None or s.where is not None for s in settings)
+    """Whether any setting gives a table a column list, a row filter or masks (settings with
+    none, such as an outbox's alone, need no PostgreSQL 15 and no publication pgcdc manages).
+    Masks count: `exclude` is a column list, and the others are checked against it."""
+    return any(s.columns is not None or s.where is not None or s.mask for s in settings)
 
 
 def setting_for(settings: Sequence[TableSetting], schema: str, table: str
                 ) -> TableSetting | None:
     """The first setting whose pattern (no schema: ``public``) matches the table."""
     for setting in settings:
-        schema_pat, _, table_pat = setting.pattern.rpartition(".")
-        if fnmatch.fnmatchcase(schema, schema_pat or "public") and \
-                fnmatch.fnmatchcase(table, table_pat):
+        if pattern_matches(setting.pattern, schema, table):
             return setting
     return None
+
+
+def with_exclusions(setting: TableSetting | None, table_columns: Sequence[str]
+                    ) -> TableSetting | None:
+    """`setting` with its excluded columns taken out of its column list (all of
+    `table_columns`, the table's live columns, when it has none): exclusion is a column list,
+    so PostgreSQL never sends those columns."""
+    if setting is None or not setting.excluded:
+        return setting
+    listed = setting.columns if setting.columns is not None else tuple(table_columns)
+    return TableSetting(setting.pattern, tuple(c for c in listed if c not in setting.excluded),
+                        setting.where, setting.mask)
 
 
 def table_entry(schema: str, table: str, setting: TableSetting | None) -> sql.Composed:
@@ -161,6 +184,23 @@ def refusals(schema: str, table: str, setting: TableSetting, columns: Sequence[s
     columns (18+)."""
     name = f"{schema}.{table}"
     found: list[str] = []
+    masked = [c for c, _ in setting.mask]
+    unknown = [c for c in masked if c not in columns]
+    if unknown:
+        found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
+                     f"{', '.join(unknown)} that {name} does not have")
+    keys = [c for c in setting.excluded if c in identity]
+    if keys:
+        found.append(f"table_settings {setting.pattern!r}: cannot exclude replica identity "
+                     f"(key) column(s) {', '.join(keys)} of {name}: events are keyed by them; "
+                     "mask them with hash instead")
+    if setting.columns is not None:
+        unlisted = [c for c, rule in setting.mask if rule.kind != "exclude"
+                    and c in columns and c not in setting.columns]
+        if unlisted:
+            found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
+                         f"{', '.join(unlisted)} of {name} that its columns list leaves out "
+                         "(not published): drop them from mask")
     if setting.columns is not None:
         missing = [c for c in setting.columns if c not in columns]
         if missing:

@@ -8,11 +8,13 @@ from typing import Any
 import psycopg
 
 from connector import config as config_mod
+from connector.avro.masking import rules_summary
 from connector.errors import ConfigError, SourceError, first_line, is_privilege_error
 from connector.pgoutput.lsn import lsn_to_str
 from connector.replication import ReplicationAdmin
 from connector.replication.failover import failover_state
 from connector.replication.health import size, slot_warnings
+from connector.replication.published import setting_for
 from connector.snapshot.incremental import signals
 
 
@@ -59,6 +61,7 @@ def handle(args: argparse.Namespace) -> int:
         print(f"publication {cfg.publication}: {len(tables)} table(s)")
         counts = admin.table_counts([(s, t) for s, t, _, _ in tables])
         published = admin.published_columns(cfg.publication)
+        settings = cfg.published_settings()  # the masks are pgcdc's, not the publication's
         for (schema, table, ident, has_pk), (inserts, updates, deletes, live) in zip(
                 tables, counts, strict=True):
             print(f"  {schema}.{table}: ~{live} rows; since stats reset {inserts} inserts, "
@@ -66,7 +69,10 @@ def handle(args: argparse.Namespace) -> int:
                   f"{ {'d': 'default', 'f': 'full', 'i': 'index', 'n': 'nothing'}[ident] }"
                   f"{'' if has_pk or ident != 'd' else ' (no primary key!)'}")
             if (schema, table) in published:
-                print(f"    {published_line(*published[(schema, table)])}")
+                setting = setting_for(settings, schema, table)
+                masks = rules_summary(dict(setting.mask)) if setting is not None else ""
+                print(f"    {published_line(*published[(schema, table)])}"
+                      f"{'; ' + masks if masks else ''}")
     finally:
         admin.close()
     return 0 if slot is not None else 1

@@ -27,6 +27,7 @@ from typing import Any
 
 from connector import metrics
 from connector.avro import CodecFactory, SchemaRegistry, SourceInfo, TableCodec, registry_ids
+from connector.avro.masking import Masking
 from connector.errors import CdcError, SinkError, SourceError
 from connector.names import TableName
 from connector.pgoutput.lsn import lsn_to_str
@@ -83,6 +84,7 @@ class SnapshotSettings:
     exactly_once: bool = False  # transactional producers, committed together at the end
     oversized_limit: int = 0  # --oversized-events omit: the event size limit (0: fail)
     truncate_records: str = "every-partition"  # the truncate markers' partitions (Config's)
+    masking: Masking | None = None  # the column masks (Config.masking), as the stream's
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ class _Coordinator:
         types = TypeCatalog()
         # The stream's own codec factory: same catalog lookups, same schemas, same registry ids.
         codecs = CodecFactory(types, PostgresCatalog(admin.conn, types), registry_ids(registry),
-                              prefix=settings.topic_prefix, db=db)
+                              prefix=settings.topic_prefix, db=db, masking=settings.masking)
         self.codecs: list[TableCodec] = [codecs.codec(t.relation) for t in self.tables]
         created = set(topics.ensure(c.topic for c in self.codecs))
         # A topic that existed may hold an abandoned attempt's rows or an older history.
@@ -194,7 +196,7 @@ class _Coordinator:
             [TableIds(c.schemas.key_json, c.schemas.value_json, c.key_id, c.value_id)
              for c in self.codecs], log_level=logging.getLogger().getEffectiveLevel(),
             slot=settings.slot, transactional=settings.exactly_once,
-            oversized_limit=settings.oversized_limit)
+            oversized_limit=settings.oversized_limit, masking=settings.masking)
 
     def _chunk_done(self, table: int) -> None:
         state = self.progress.tables[table]

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from connector.avro import CodecFactory, SchemaIds, TableSchemas
+from connector.avro.masking import Masking
 from connector.avro.oversized import OmitOversized
 from connector.errors import CdcError, SchemaError, SinkError, SourceError
 from connector.pgtypes import TypeCatalog
@@ -89,6 +90,7 @@ class ReaderSpec:
     slot: str = ""
     transactional: bool = False  # --exactly-once: see the module docstring
     oversized_limit: int = 0  # --oversized-events omit: the event size limit (0: fail)
+    masking: Masking | None = None  # the column masks: the coordinator's
 
 
 class _ChunkQueue(Protocol):
@@ -162,7 +164,7 @@ def _read(spec: ReaderSpec, chunks: _ChunkQueue, reports: _ReportQueue, should_s
         types = TypeCatalog()
         # The coordinator's factory, with its ids: the same catalog lookups and schemas.
         codecs = CodecFactory(types, PostgresCatalog(conn, types), _coordinator_ids(spec),
-                              prefix=spec.prefix, db=spec.db)
+                              prefix=spec.prefix, db=spec.db, masking=spec.masking)
         reader = ChunkReader(conn, sink, tracker, spec.consistent_point, spec.ts_ms,
                              binary=spec.binary,
                              on_rows=lambda table, n: reports.put(RowsRead(table, n)),

@@ -8,19 +8,31 @@ all carry exactly the published columns and rows, so a consumer's latest-per-key
 publication and re-syncs the rows that entered it. On 18, `publish_generated_columns` publishes
 a stored generated column in both the snapshot and the stream; on 15 it is refused. The
 refusals (a column list without the key, a filter outside the replica identity) are made
-before anything is created."""
+before anything is created.
+
+Part 2 in the same run: table ``people`` has a hashed text key, a hashed, a nulled and a
+truncated column, and an excluded one; its rows in the initial snapshot, the stream (insert,
+update, key change, delete) and the incremental snapshot decode to the masked projection, and
+a byte scan finds none of the clear values (distinctive markers), nor the salt, in any topic of
+the run (table, offsets, heartbeat... topics), the registry's schemas, the producer's logs or
+the CLI's output."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 import yaml
+from confluent_kafka import Consumer, TopicPartition
 
 from connector.errors import ConfigError
 from connector.replication import ReplicationAdmin
@@ -32,6 +44,75 @@ from tests.support.producer import PGCDC
 pytestmark = pytest.mark.integration
 
 COLUMNS = ["id", "region", "total"]  # of orders (id, region, total, secret)
+SALT = "SALTmk-4e1b9f"
+MASKS = {"ref": "hash", "email": "hash", "phone": None, "name": {"truncate": 3},
+         "ssn": "exclude"}
+# Every clear value of people's masked columns carries a marker no mask output can contain.
+MARKERS = (b"MKref", b"MKmail", b"MKphone", b"MKname", b"MKssn", SALT.encode())
+
+
+def _hash(text: str) -> str:
+    return base64.b64encode(hmac.new(SALT.encode(), text.encode(), hashlib.sha256).digest()
+                            ).decode()
+
+
+def _people(dsn: str) -> list[tuple[Any, ...]]:
+    """people's masked projection, computed here from the clear rows."""
+    return sorted((_hash(ref), None if email is None else _hash(email), None,
+                   None if name is None else name[:3], note)
+                  for ref, email, name, note in _rows(dsn, "SELECT ref, email, name, note"
+                                                          " FROM people"))
+
+
+def _people_converges(run: Any, dsn: str) -> list[Record]:
+    deadline = time.monotonic() + 90
+    while True:
+        records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.people",
+                               min_count=1, timeout=90)
+        if _live(records) == _people(dsn):
+            return records
+        assert time.monotonic() < deadline, (_live(records), _people(dsn))
+        time.sleep(0.5)
+
+
+def _raw_topics(bootstrap: str, prefix: str) -> dict[str, bytes]:
+    """Every byte (keys, values, headers) of every topic named `prefix`.*, read to its end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"scan-{prefix}",
+                        "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+    out: dict[str, bytes] = {}
+    try:
+        topics = [t for t in consumer.list_topics(timeout=10).topics if t.startswith(prefix + ".")]
+        for topic in topics:
+            meta = consumer.list_topics(topic, timeout=10).topics[topic]
+            chunks: list[bytes] = []
+            for p in meta.partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                consumer.assign([TopicPartition(topic, p, low)])
+                position = low
+                while position < high:
+                    msg = consumer.poll(5)
+                    assert msg is not None, f"{topic}[{p}] stopped at {position} of {high}"
+                    if msg.error() is not None:
+                        continue
+                    chunks += [msg.key() or b"", msg.value() or b"",
+                               *(v or b"" for _, v in msg.headers() or [])]
+                    position = msg.offset() + 1
+            out[topic] = b"".join(chunks)
+    finally:
+        consumer.close()
+    return out
+
+
+def _registry_text(url: str, prefix: str) -> str:
+    """Every version of every subject of the run, as the registry serves them."""
+    texts = []
+    with httpx.Client(base_url=url, timeout=10) as client:
+        for subject in client.get("/subjects").json():
+            if subject.startswith(prefix + "."):
+                for version in client.get(f"/subjects/{subject}/versions").json():
+                    texts.append(client.get(f"/subjects/{subject}/versions/{version}").text)
+    assert texts
+    return "\n".join(texts)
 
 
 @pytest.fixture
@@ -49,6 +130,10 @@ def _sql(dsn: str, *statements: str) -> None:
 def _rows(dsn: str, query: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         return sorted(conn.execute(query).fetchall())  # type: ignore[arg-type]
+
+
+def _rows_bytes(dsn: str) -> bytes:
+    return str(_rows(dsn, "SELECT * FROM people")).encode()
 
 
 def _live(records: list[Record]) -> list[tuple[Any, ...]]:
@@ -90,14 +175,15 @@ def _snapshot_done(dsn: str, run: Any, where: str) -> None:
         time.sleep(0.3)
 
 
-def _refused(dsn: str, settings: dict[str, Any], says: str, *, generated: bool = False) -> None:
+def _refused(dsn: str, settings: dict[str, Any], says: str, *, generated: bool = False,
+             table: str = "public.orders") -> None:
     """ensure_publication refuses `settings` in one line and creates nothing."""
     admin = ReplicationAdmin.connect(dsn)
     try:
         admin.table_settings = parse_table_settings(settings)
         admin.generated_columns = generated
         with pytest.raises(ConfigError, match=says) as caught:
-            admin.ensure_publication("pub_refused", ["public.orders"])
+            admin.ensure_publication("pub_refused", [table])
         assert "\n" not in str(caught.value)
         assert not admin.publication_exists("pub_refused")
     finally:
@@ -113,7 +199,18 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
          " 'secret' || i FROM generate_series(1, 20) i",
          "CREATE TABLE gen (id int PRIMARY KEY, a int,"
          " g int GENERATED ALWAYS AS (a * 2) STORED)",
-         "INSERT INTO gen SELECT i, i FROM generate_series(1, 3) i")
+         "INSERT INTO gen SELECT i, i FROM generate_series(1, 3) i",
+         # phone's default would be a clear value in the schema's connect.default
+         "CREATE TABLE people (ref text PRIMARY KEY, email text,"
+         " phone text DEFAULT 'MKphone-default', name text, ssn text, note int)",
+         "INSERT INTO people SELECT 'MKref-' || i, 'MKmail-' || i || '@ex.com',"
+         " 'MKphone-' || i, 'Zoë MKname-' || i, 'MKssn-' || i, i FROM generate_series(1, 4) i",
+         "UPDATE people SET email = NULL WHERE ref = 'MKref-4'")
+    salt_file = tmp_path / "salt"
+    salt_file.write_text(SALT + "\n")
+    _refused(database, {"people": {"mask": {"ref": "exclude"}}},
+             r"cannot exclude replica identity \(key\) column\(s\) ref of public.people",
+             table="public.people")
 
     # Refused before anything is created, where PostgreSQL would refuse later.
     _refused(database, {"orders": {"columns": ["region", "total"]}},
@@ -125,11 +222,13 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
 
     config = tmp_path / "pgcdc.yaml"
     settings: dict[str, Any] = {"table_settings": {
-        "public.orders": {"columns": COLUMNS, "where": "id > 10"}}}
+        "public.orders": {"columns": COLUMNS, "where": "id > 10"},
+        "public.people": {"mask": MASKS}},
+        "mask_salt": f"file:{salt_file}", "mask_hash_encoding": "base64"}
     if pg18:
         settings["publish_generated_columns"] = True
     config.write_text(yaml.safe_dump(settings))
-    run = producer_run("public.orders,public.gen", "--config", str(config))
+    run = producer_run("public.orders,public.gen,public.people", "--config", str(config))
     run.dsn = database
     started = time.monotonic()
     run.start(log_dir)
@@ -137,6 +236,24 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     filtered = "SELECT id, region, total FROM orders WHERE id > 10"
     records = _converges(run, "orders", database, filtered)
     assert {r.value["op"] for r in records} == {"r"}  # the initial snapshot: ids 11-20
+    people = _people_converges(run, database)  # the initial snapshot, masked
+    assert [list(r.value["after"]) for r in people] == [["ref", "email", "phone", "name",
+                                                         "note"]] * 4  # ssn: never sent
+    _sql(database,
+         "INSERT INTO people VALUES ('MKref-5', 'MKmail-5', 'MKphone-5', 'Al MKname-5',"
+         " 'MKssn-5', 5)",
+         "UPDATE people SET email = 'MKmail-1b', phone = 'MKphone-1b' WHERE ref = 'MKref-1'",
+         "UPDATE people SET ref = 'MKref-2b' WHERE ref = 'MKref-2'",
+         "DELETE FROM people WHERE ref = 'MKref-3'")
+    people = _people_converges(run, database)
+    streamed = [(r.value["op"], r.key["ref"], r.value["before"]) for r in people[4:]]
+    hashed_key = [("c", _hash("MKref-5"), None), ("u", _hash("MKref-1"), None),
+                  ("d", _hash("MKref-2"), {"ref": _hash("MKref-2"), "email": None,
+                                           "phone": None, "name": None, "note": None}),
+                  ("c", _hash("MKref-2b"), None),
+                  ("d", _hash("MKref-3"), {"ref": _hash("MKref-3"), "email": None,
+                                           "phone": None, "name": None, "note": None})]
+    assert streamed == hashed_key, streamed  # the key record and before hash alike
     # The stream: an update in the filter, one moving a row out (a delete), one moving a row
     # in (a create), inserts and deletes on both sides of it.
     _sql(database,
@@ -156,13 +273,17 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     # An incremental snapshot reads the same columns and rows.
     count = len(records)
     out = subprocess.run([PGCDC, "snapshot", "--dsn", database, "--slot", run.slot,
-                          "--publication", f"pub_{run.tag}", "--tables", "public.orders"],
+                          "--publication", f"pub_{run.tag}", "--tables",
+                          "public.orders,public.people"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     _snapshot_done(database, run, "message IS NULL")
     records = _converges(run, "orders", database, filtered)
     read = sorted(r.key["id"] for r in records[count:] if r.value["op"] == "r")
     assert read == [row[0] for row in _rows(database, filtered)]
+    resnap = [r for r in _people_converges(run, database)[len(people):] if r.value["op"] == "r"]
+    assert sorted(tuple(r.value["after"].values()) for r in resnap) == _people(database)
+    assert all(r.key == {"ref": r.value["after"]["ref"]} for r in resnap)
 
     if pg18:  # the stored generated column, in the snapshot and the stream
         _sql(database, "INSERT INTO gen VALUES (4, 21)")
@@ -171,8 +292,11 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
         assert gen[-1].value["after"] == {"id": 4, "a": 21, "g": 42}
 
     status = subprocess.run([PGCDC, "status", "--dsn", database, "--slot", run.slot,
-                             "--publication", f"pub_{run.tag}"],
+                             "--publication", f"pub_{run.tag}", "--config", str(config)],
                             capture_output=True, text=True, timeout=60)
+    assert "published: columns ref, email, phone, name, note (5 of 6); rows: all; masks: " \
+        "email hash, name truncate 3, phone null, ref hash; excluded: ssn" in status.stdout, \
+        status.stdout  # (yaml.safe_dump sorted the mask's columns)
     assert "published: columns id, region, total (3 of 4); rows: WHERE (id > 10)" in \
         status.stdout, status.stdout
     # gen: its generated column g is published on 18 (asked for), never before.
@@ -189,5 +313,21 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     _snapshot_done(database, run, "message LIKE '%table_settings%'")
     _converges(run, "orders", database, "SELECT id, region, total FROM orders WHERE id > 2")
     assert run.stop() == 0
+
+    # The byte scan: no clear value of a masked column, nor the salt, anywhere it could leak.
+    places = {f"topic {t}": data for t, data in _raw_topics(run.bootstrap, run.prefix).items()}
+    assert {f"topic {run.prefix}.public.people", f"topic {run.prefix}.heartbeat"} <= set(places)
+    places["registry"] = _registry_text(run.registry_url, run.prefix).encode()
+    places.update({f"log {p.name}": p.read_bytes() for p in log_dir.glob("pgcdc-*.log")})
+    places["pgcdc status"] = status.stdout.encode() + status.stderr.encode()
+    places["pgcdc snapshot"] = (out.stdout + out.stderr).encode()
+    # the scan reads what was published: the masked values are there, and the markers in PG
+    assert _hash("MKref-1").encode() in places[f"topic {run.prefix}.public.people"]
+    assert b"pgcdc.mask" in places["registry"] and b"hash-base64" in places["registry"]
+    assert all(data for place, data in places.items() if place.startswith("log "))
+    assert b"MKref" in _rows_bytes(database)
+    leaks = [(marker, place) for place, data in places.items() for marker in MARKERS
+             if marker in data]
+    assert leaks == [], leaks
     print(f"publication settings test on PostgreSQL {'18' if pg18 else '15'}: "
           f"{time.monotonic() - started:.1f} s")
