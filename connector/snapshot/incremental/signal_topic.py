@@ -88,7 +88,10 @@ class SignalTopic:
             settings = {k: v for k, v in self._config.items() if k != "logger"}
             self._consumer = Consumer({**settings, "group.id": f"pgcdc-signal-{self.topic}",
                                        "enable.auto.commit": False,
-                                       "auto.offset.reset": "earliest"})
+                                       "auto.offset.reset": "earliest",
+                                       # read to the end now, not at the broker's next
+                                       # fetch deadline (500 ms by default)
+                                       "fetch.wait.max.ms": 10})
         consumer = self._consumer
         partition = TopicPartition(self.topic, 0)
         try:
@@ -132,16 +135,25 @@ def _as_request(state: RequestState) -> SnapshotRequest:
 
 
 class TopicRequests:
-    """`RequestStore` over the signal topic. `available` reads the topic to its end (at most
-    once per driver poll); the other reads answer from what it read, the writes append."""
+    """`RequestStore` over the signal topic. `available` reads the topic to its end, at most
+    every `interval_s` (a new request or a cancel is seen within it; the producer's own
+    records are applied as it appends them); the other reads answer from what it read, the
+    writes append."""
 
     channel = "kafka"
 
-    def __init__(self, topic: SignalTopic) -> None:
+    def __init__(self, topic: SignalTopic, *, interval_s: float = 1.0) -> None:
         self.topic = topic
+        self.interval_s = interval_s
+        self._exists = False
+        self._next_read = 0.0
 
     def available(self) -> bool:
-        return self.topic.catch_up()
+        now = time.monotonic()
+        if now >= self._next_read:
+            self._next_read = now + self.interval_s
+            self._exists = self.topic.catch_up()
+        return self._exists
 
     def next_request(self, slot: str) -> SnapshotRequest | None:
         found = self.topic.log.next_request(slot)
