@@ -44,7 +44,7 @@ def register(subparsers: Any) -> None:
                         "topic: no write on the source, e.g. a standby), table")
     p.add_argument("--bootstrap-servers",
                    help="Kafka bootstrap servers, for the kafka channel (env "
-                        "PGCDC_BOOTSTRAP_SERVERS)")
+                        "KAFKA_BOOTSTRAP_SERVERS)")
     p.add_argument("--topic-prefix", help="the producer's topic prefix (default pgcdc)")
     p.set_defaults(handler=handle)
 
@@ -108,7 +108,7 @@ def _over_kafka(args: argparse.Namespace, cfg: config_mod.Config,
     if not cfg.bootstrap_servers:
         raise ConfigError("the request goes over Kafka (a standby, or a role that may not "
                           "write the signal table): give --bootstrap-servers (or "
-                          "PGCDC_BOOTSTRAP_SERVERS) and the producer's --topic-prefix")
+                          "KAFKA_BOOTSTRAP_SERVERS) and the producer's --topic-prefix")
     topic = SignalTopic({"bootstrap.servers": cfg.bootstrap_servers, **cfg.kafka},
                         signal_topic_name(cfg.topic_prefix), timeout_s=cfg.kafka_timeout_s)
     try:

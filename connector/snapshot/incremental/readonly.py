@@ -20,7 +20,8 @@ chunk (rows of one table with key > the previous chunk's last key, in key order)
    lsn()`` on a primary (a commit record is inserted before the transaction becomes visible),
    ``pg_last_wal_receive_lsn()`` on a standby (a commit becomes visible there when the startup
    process replays it, after the walreceiver flushed it; the replay position can lag the redo
-   it reports, the receive position cannot).
+   it reports, the receive position cannot), or the replay position when that is greater (a
+   restarted walreceiver reports the start of the segment it asks for).
 3. Ready (`Chunk.ready`): every transaction streamed before P must be visible in S. The
    visibility race of `window` has a read-only form: a commit record is in the WAL (and may be
    decoded, published) before the transaction leaves the proc array, so a read can miss a
