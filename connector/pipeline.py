@@ -475,6 +475,7 @@ class Pipeline:
         table_requests, kafka_requests = consumed_channels(self.cfg.signal_channel,
                                                            standby=standby)
         topic = SignalTopic(self.kafka_settings, signal_topic_name(self.cfg.topic_prefix),
+                            replication_factor=self.cfg.topic_replication_factor,
                             timeout_s=self.cfg.kafka_timeout_s) if kafka_requests else None
         snapshots = IncrementalSnapshots(
             self.cfg.dsn, self.cfg.slot, self.cfg.publication,

@@ -110,7 +110,9 @@ def _over_kafka(args: argparse.Namespace, cfg: config_mod.Config,
                           "write the signal table): give --bootstrap-servers (or "
                           "KAFKA_BOOTSTRAP_SERVERS) and the producer's --topic-prefix")
     topic = SignalTopic({"bootstrap.servers": cfg.bootstrap_servers, **cfg.kafka},
-                        signal_topic_name(cfg.topic_prefix), timeout_s=cfg.kafka_timeout_s)
+                        signal_topic_name(cfg.topic_prefix),
+                        replication_factor=cfg.topic_replication_factor,
+                        timeout_s=cfg.kafka_timeout_s)
     try:
         store = TopicRequests(topic)
         if args.cancel:
@@ -118,7 +120,6 @@ def _over_kafka(args: argparse.Namespace, cfg: config_mod.Config,
             print(f"slot {cfg.slot}: {cancelled} request(s) cancelled ({topic.topic})")
             return 0
         tables = _published(args, cfg, admin)
-        topic.ensure(cfg.topic_replication_factor)
         request = store.request(cfg.slot, tables)
         print(f"snapshot request {request} for slot {cfg.slot} in {topic.topic}: "
               f"{', '.join(map(str, tables))}")

@@ -40,8 +40,10 @@ def new_request_id() -> int:
 
 class SignalTopic:
     def __init__(self, kafka_config: Mapping[str, Any], topic: str, *,
-                 timeout_s: float = 30.0) -> None:
+                 replication_factor: int = 1, timeout_s: float = 30.0) -> None:
         self.topic = topic
+        self.replication_factor = replication_factor
+        self._ensured = False
         self._config = admin_config(kafka_config)
         self._timeout = timeout_s
         self._producer: Producer | None = None
@@ -49,22 +51,27 @@ class SignalTopic:
         self._error: str | None = None
         self.log = RequestLog()
 
-    def ensure(self, replication_factor: int) -> None:
+    def ensure(self) -> None:
         """Create the topic (compacted, one partition: one order) unless it exists."""
+        if self._ensured:
+            return
         admin = AdminClient(dict(self._config))
-        new = NewTopic(self.topic, num_partitions=1, replication_factor=replication_factor,
+        new = NewTopic(self.topic, num_partitions=1,
+                       replication_factor=self.replication_factor,
                        config={"cleanup.policy": "compact"})
         try:
-            if self.topic in admin.list_topics(timeout=self._timeout).topics:
-                return
-            admin.create_topics([new])[self.topic].result(self._timeout)
+            if self.topic not in admin.list_topics(timeout=self._timeout).topics:
+                admin.create_topics([new])[self.topic].result(self._timeout)
         except KafkaException as exc:
             if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise SinkError(f"cannot create signal topic {self.topic}: "
                                 f"{exc.args[0].str()}", transient=True) from None
+        self._ensured = True
 
     def append(self, state: RequestState) -> None:
-        """Record `state` (returns once Kafka acknowledged it) and apply it to `log`."""
+        """Record `state` (returns once Kafka acknowledged it) and apply it to `log`; the
+        topic is created first if it does not exist (a re-sync may be the first request)."""
+        self.ensure()
         if self._producer is None:
             self._producer = Producer(producer_config(self._config))
         self._error = None

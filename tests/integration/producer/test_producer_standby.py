@@ -36,7 +36,8 @@ from devstack.postgres import embedded_pg18_bin
 from devstack.standby import StandbyPair
 
 from connector.names import table_topic
-from connector.snapshot.incremental.channel import RequestState, signal_topic_name
+from connector.snapshot.incremental.channel import RequestLog, RequestState, signal_topic_name
+from connector.snapshot.incremental.resync import RESYNC_MESSAGE
 from connector.snapshot.incremental.signal_topic import SignalTopic
 from tests.support.cdc_checks import assert_one_clear_line, read_records, start_and_exit
 from tests.support.producer import PGCDC, ProducerRun
@@ -149,12 +150,12 @@ class Workload(threading.Thread):
             time.sleep(0.1)
 
 
-def request_state(bootstrap: str, prefix: str, request_id: int) -> RequestState | None:
-    """The request's state as the producer last recorded it in ``<prefix>.signal``."""
+def requests(bootstrap: str, prefix: str) -> RequestLog:
+    """The requests as last recorded in ``<prefix>.signal``."""
     topic = SignalTopic({"bootstrap.servers": bootstrap}, signal_topic_name(prefix))
     try:
         topic.catch_up(10)
-        return topic.log.get(request_id)
+        return topic.log
     finally:
         topic.close()
 
@@ -205,11 +206,17 @@ def test_capture_from_a_standby_through_promotion(pair: StandbyPair, kafka, regi
         assert done.returncode == 0 and f"in {run.prefix}.signal" in done.stdout, done
         return request_id(done.stdout)
 
-    def wait_request(request: int, states: tuple[str, ...], chunks: int = 0,
+    def wait_request(request: int | None, states: tuple[str, ...], chunks: int = 0,
                      timeout: float = 120) -> RequestState:
+        """Until the request (None: the re-sync after DDL) is in one of `states`."""
         deadline = time.monotonic() + timeout
         while True:
-            found = request_state(kafka.bootstrap, run.prefix, request)
+            log = requests(kafka.bootstrap, run.prefix)
+            if request is None:
+                found = next((r for r in log.of_slot(run.slot)
+                              if (r.message or "").startswith(RESYNC_MESSAGE)), None)
+            else:
+                found = log.get(request)
             if found is not None and found.state in states and found.chunks >= chunks:
                 return found
             assert found is None or found.state not in ("failed", "cancelled"), found
@@ -255,6 +262,13 @@ def test_capture_from_a_standby_through_promotion(pair: StandbyPair, kafka, regi
             run.output(), run.output()[-4000:]
         assert finished.chunks > killed_at.chunks and finished.table_index == 2, finished
         phases["incremental snapshot, killed, resumed"] = time.monotonic() - began
+        # DDL on the primary that rewrites every row without a row event: the producer on
+        # the standby re-syncs the table, queued over Kafka and read there read-only.
+        execute(primary.dsn, f"ALTER TABLE {SCHEMA}.items ADD COLUMN flag int NOT NULL "
+                "DEFAULT 7")
+        resynced = wait_request(None, ("done",))
+        assert resynced.tables == (f"{SCHEMA}.items",), resynced
+        phases["re-synced after DDL"] = time.monotonic() - began
 
         # Another one, under way when the primary crashes and the standby is promoted.
         second = requested()
