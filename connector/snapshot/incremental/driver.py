@@ -159,7 +159,10 @@ class IncrementalSnapshots:
                 if not chunk.read and now >= self.next_check:
                     self.next_check = now + XIP_CHECK_S
                     self._read_when_ready(chunk, now)
-                if chunk.read_only and chunk.read and wal_end > chunk.horizon:
+                # Everything before `wal_end` was streamed, and a commit visible in the read
+                # starts before h: at wal_end >= h none is left (an idle server's keepalive
+                # reaches h exactly).
+                if chunk.read_only and chunk.read and wal_end >= chunk.horizon:
                     ticket = self.tracker.begin(max(wal_end, self.last_end))
                     self._send(chunk, ticket.end_lsn, ticket)
                     ticket.seal()
