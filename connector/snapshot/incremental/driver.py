@@ -74,7 +74,9 @@ class KeyRangeChunk:
     read: bool = False
     last_key: tuple[str, ...] | None = None  # after the read; None: the table is exhausted
     read_only: bool = False  # `readonly`: `low` is P, the window opened at once
-    horizon: int = 0  # read-only, after the read: h
+    # Read-only, after the read: when the window closes (`readonly.Chunk`; its rows and the
+    # keys the stream drops from them are the `window`'s).
+    policy: readonly.Chunk | None = None
 
 
 class IncrementalSnapshots:
@@ -159,10 +161,7 @@ class IncrementalSnapshots:
                 if not chunk.read and now >= self.next_check:
                     self.next_check = now + XIP_CHECK_S
                     self._read_when_ready(chunk, now)
-                # Everything before `wal_end` was streamed, and a commit visible in the read
-                # starts before h: at wal_end >= h none is left (an idle server's keepalive
-                # reaches h exactly).
-                if chunk.read_only and chunk.read and wal_end >= chunk.horizon:
+                if chunk.policy is not None and chunk.policy.passed(wal_end):
                     ticket = self.tracker.begin(max(wal_end, self.last_end))
                     self._send(chunk, ticket.end_lsn, ticket)
                     ticket.seal()
@@ -313,7 +312,7 @@ class IncrementalSnapshots:
         row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
         assert row is not None
         snapshot = readonly.Snapshot.parse(row[0])
-        if self.recent.unseen(snapshot):
+        if self.recent.unseen(snapshot):  # not ready (`readonly.Chunk.ready`): read again
             conn.execute("ROLLBACK")
             if now - chunk.since > XIP_WAIT_LOG_S and now >= self.next_wait_warning:
                 log.warning("incremental snapshot: a transaction the stream delivered is "
@@ -328,7 +327,7 @@ class IncrementalSnapshots:
         horizon = conn.execute(HORIZON).fetchone()
         conn.execute("COMMIT")
         assert horizon is not None
-        chunk.horizon = int(horizon[0])
+        chunk.policy = readonly.Chunk(chunk.low, snapshot, int(horizon[0]))
         chunk.window.load(events)
         if self.on_read is not None:
             self.on_read(relation)
@@ -412,7 +411,8 @@ class IncrementalSnapshots:
         if self.track_xids:
             self.recent.streamed(xid)
         chunk = self.chunk
-        if chunk is not None and chunk.read_only and chunk.read and commit_lsn > chunk.horizon:
+        if chunk is not None and chunk.policy is not None and \
+                chunk.policy.streamed(commit_lsn, set()):  # the window drops keys itself
             self._send(chunk, end_lsn, ticket)
         self.last_end = end_lsn
 

@@ -35,7 +35,7 @@ chunk (rows of one table with key > the previous chunk's last key, in key order)
 4. The window: every transaction the stream delivers from P on with its commit at or before
    h removes the keys it changed from the chunk's rows (a truncate: all of them)
    (`Chunk.streamed`).
-5. Close: the first transaction with commit > h, or a keepalive past h, closes the window
+5. Close: the first transaction with commit > h, or a keepalive at or past h, closes the window
    (`Chunk.passed`): the rows left are produced *before* that transaction's events, with
    ``source.commit_lsn = P`` (as `window`'s rows carry their low watermark l).
 
@@ -172,8 +172,10 @@ class Chunk:
 
     def passed(self, wal_end: int) -> bool:
         """A keepalive: the stream has decoded everything before `wal_end`. True when it
-        closes the window (nothing more can commit at or before h)."""
-        if not self.closed and wal_end > self.horizon:
+        closes the window: at `wal_end` >= h no commit visible in S is left to stream (its
+        record starts before h); an idle server's keepalive reaches h exactly, and no later
+        WAL may ever come."""
+        if not self.closed and wal_end >= self.horizon:
             self.closed = True
             return True
         return False
