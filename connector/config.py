@@ -27,6 +27,8 @@ SNAPSHOT_MODES = ("initial", "never", "initial_only")
 # Tables without a key, when pgcdc creates or extends the publication (ReplicationAdmin.
 # apply_keyless_policy): refuse to start | leave them out | set REPLICA IDENTITY FULL.
 KEYLESS_POLICIES = ("refuse", "skip", "full")
+# Where incremental snapshot requests travel (connector/snapshot/incremental/channel.py).
+SIGNAL_CHANNELS = ("auto", "kafka", "table")
 # An event over max_event_bytes: stop (fail) | publish it with its largest columns null (omit;
 # connector/avro/oversized.py).
 OVERSIZED_POLICIES = ("fail", "omit")
@@ -111,6 +113,10 @@ class Config:
     # default, ...): re-read the table by an incremental snapshot
     # (connector/snapshot/incremental/resync.py).
     resync_on_ddl: bool = True
+    # Where incremental snapshot requests travel (connector/snapshot/incremental/channel.py):
+    # auto (the signal table on a primary the role may write, <prefix>.signal otherwise, e.g.
+    # on a standby) | kafka (never a write on the source) | table (the signal table only).
+    signal_channel: str = "auto"
     exactly_once: bool = False  # transactional producer + <prefix>.offsets (sink/transactional.py)
     exactly_once_batch_transactions: int = 1000  # PostgreSQL transactions per Kafka transaction
     exactly_once_batch_bytes: int = 16 * 1024 * 1024  # ... or this many event bytes
@@ -168,6 +174,9 @@ class Config:
         if sets_publication(published) and self.all_tables_publication:
             raise ConfigError("table_settings (column lists, row filters) cannot apply to a FOR "
                               "ALL TABLES publication (--all-tables-publication): drop one")
+        if self.signal_channel not in SIGNAL_CHANNELS:
+            raise ConfigError(f"signal_channel must be one of {', '.join(SIGNAL_CHANNELS)}, "
+                              f"not {self.signal_channel!r}")
         if self.oversized_events not in OVERSIZED_POLICIES:
             raise ConfigError(f"oversized_events must be one of {', '.join(OVERSIZED_POLICIES)}"
                               f", not {self.oversized_events!r}")

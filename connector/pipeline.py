@@ -20,7 +20,8 @@ While streaming, between reads, `TableWatcher` adds new tables matching --tables
 publication, `DdlResync` requests a re-sync of tables whose rows a DDL statement changed
 (connector/snapshot/incremental/resync.py), and `IncrementalSnapshots` runs the requests of `pgcdc
 snapshot` (and of new tables, and re-syncs) in watermarked chunks
-(connector/snapshot/incremental/window.py).
+(connector/snapshot/incremental/window.py), or read-only ones on a standby and for requests
+sent over Kafka (connector/snapshot/incremental/channel.py, readonly.py).
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ from connector.sink.offsets import TopicLedger, offsets_topic
 from connector.sink.transactional import BatchLimits, ExactlyOnceSettings, exactly_once_sink
 from connector.snapshot import SnapshotSettings, take_snapshot
 from connector.snapshot.incremental import DdlResync, IncrementalSnapshots, TableWatcher, signals
+from connector.snapshot.incremental.channel import (
+    choose_channel,
+    consumed_channels,
+    signal_topic_name,
+)
+from connector.snapshot.incremental.signal_topic import SignalTopic, TopicRequests
 from connector.source_catalog import PostgresCatalog
 
 log = logging.getLogger(__name__)
@@ -250,10 +257,11 @@ class Pipeline:
         for warning in standby_warnings(facts):
             log.warning("%s", warning)
         log.info("capturing from a standby (PostgreSQL %d): the publication is the primary's; "
-                 "tables created later are not added to it by pgcdc; re-syncs after DDL need "
-                 "writes and are off here; incremental snapshots (pgcdc snapshot --dsn <the "
-                 "primary>) run on the primary of --heartbeat-dsn, %s", facts.major,
-                 "given" if self.cfg.heartbeat_dsn else "not given: none run")
+                 "tables created later are not added to it by pgcdc; incremental snapshots "
+                 "and re-syncs after DDL %s", facts.major,
+                 "run here read-only, requested over Kafka (<prefix>.signal)"
+                 if self.cfg.signal_channel != "table" else
+                 "are off (signal_channel: table; a standby cannot write the signal table)")
         if self.cfg.heartbeat_interval_s <= 0:
             return
         if not self.cfg.heartbeat_dsn:
@@ -279,22 +287,6 @@ class Pipeline:
             raise SourceError(refusals[0])
         log.info("heartbeats are emitted on the primary (--heartbeat-dsn) and reach the slot "
                  "by replication")
-
-    def _snapshot_dsn(self, standby: bool) -> str | None:
-        """Where incremental snapshots run (the signal table, the chunk reads, the DBLog
-        watermarks): the source itself; on a standby, the primary of --heartbeat-dsn (None:
-        nowhere, a standby cannot write).
-
-        On the primary `window`'s argument holds unchanged: it rests on the order of the
-        watermarks and commits in the WAL and on visibility on the server that reads the
-        chunk, and the chunk is read on the primary, where the watermarks are written. A
-        physical standby replays that same WAL at the same LSNs, and its slot decodes it in
-        the same order, so the stream meets the watermarks and the commits between them as
-        on the primary, only later (the window stays open across the standby's replay
-        lag). Only the primary is written and read: the standby carries none of it."""
-        if not standby:
-            return self.cfg.dsn
-        return self.cfg.heartbeat_dsn or None
 
     def _heartbeat_connection(self) -> psycopg.Connection[tuple]:  # type: ignore[type-arg]
         """The primary's connection (--heartbeat-dsn), opened again after a failure; short
@@ -477,19 +469,22 @@ class Pipeline:
         # stream: the snapshots write to the sink themselves, and the publisher hands them the
         # watermarks and changed keys it meets. So the snapshots come first (they need the
         # codecs, sink and tracker, not the publisher), and the publisher gets them built.
-        # A standby runs no DDL and writes no signal table: the watcher only reports tables,
-        # and no re-sync is requested there (read again at each session: a promotion turns
-        # them on). Incremental snapshots run against the primary of --heartbeat-dsn when there
-        # is one (`snapshot_dsn`), else not at all.
+        # A standby runs no DDL and writes no signal table: the watcher only reports tables;
+        # snapshot requests (and re-syncs) come over Kafka and their chunks are read there
+        # without writes (channel.py; read again at each session: a promotion makes the
+        # server a primary, the signal table's channel then opens too).
         standby = self.admin.in_recovery()
         self.session_on_standby = standby
-        snapshot_dsn = self._snapshot_dsn(standby)
+        table_requests, kafka_requests = consumed_channels(self.cfg.signal_channel,
+                                                           standby=standby)
+        topic = SignalTopic(self.kafka_settings, signal_topic_name(self.cfg.topic_prefix),
+                            replication_factor=self.cfg.topic_replication_factor,
+                            timeout_s=self.cfg.kafka_timeout_s) if kafka_requests else None
         snapshots = IncrementalSnapshots(
-            snapshot_dsn or self.cfg.dsn, self.cfg.slot, self.cfg.publication,
+            self.cfg.dsn, self.cfg.slot, self.cfg.publication,
             self.admin.features, codecs.codec, sink, tracker,
-            chunk_rows=self.cfg.incremental_chunk_rows)
-        snapshots.enabled = snapshot_dsn is not None
-        snapshots.remote = standby
+            chunk_rows=self.cfg.incremental_chunk_rows, table_requests=table_requests,
+            signal_topic=topic, standby=standby, position=slot.confirmed_flush_lsn or 0)
         outboxes = self.cfg.outbox_routes()
         snapshots.skip = lambda t: outboxes.is_outbox(*t)  # their rows were delivered
         publisher = Publisher(codecs, encoder, sink, tracker, snapshots=snapshots,
@@ -506,9 +501,15 @@ class Pipeline:
             for relation in self.snapshot_relations:  # published as the snapshot read them
                 self.resync.published(relation)
         resync = self.resync
-        resync.enabled = self.cfg.resync_on_ddl and not standby
-        resync.off_because = ("the server is a standby (a re-sync request is a write; run it "
-                              "once it is promoted)" if standby and self.cfg.resync_on_ddl
+        # A re-sync goes where `pgcdc snapshot` would send it (the producer's role may write
+        # the signal table on a primary: it writes the publication there).
+        resync_store = TopicRequests(topic) if topic is not None and choose_channel(
+            self.cfg.signal_channel, standby=standby, can_write_table=True) == "kafka" \
+            else None
+        resync.enabled = self.cfg.resync_on_ddl and (not standby or resync_store is not None)
+        resync.store = resync_store
+        resync.off_because = ("the server is a standby and signal_channel is table (a re-sync "
+                              "request there is a write)" if self.cfg.resync_on_ddl
                               else "resync_on_ddl is off")
         snapshots.on_read = resync.published  # and as each incremental chunk reads them
         resync.conn = self.admin.conn  # a reconnect replaced the admin connection
@@ -568,7 +569,7 @@ class Pipeline:
                 sink.poll(0)
                 watcher.tick()
                 resync.tick()
-                snapshots.tick()
+                snapshots.tick(server_end)
                 flush = self._confirmable(tracker, assembler, server_end)
                 gate.offer(flush)
                 flush = gate.limit(flush)

@@ -113,12 +113,17 @@ class OpenWindow(Protocol):
 
 class SnapshotWindows(Protocol):
     """The incremental snapshots' side of the stream (`connector.snapshot.incremental.driver`): the
-    window the stream's changes are checked against, and the DBLog watermark messages."""
+    window the stream's changes are checked against, the DBLog watermark messages, and each
+    transaction before its events (a read-only chunk closes there)."""
 
     @property
     def open_window(self) -> OpenWindow | None: ...
 
     def watermark(self, content: bytes, end_lsn: int, ticket: Ticket) -> None: ...
+
+    def transaction(self, xid: int, commit_lsn: int, end_lsn: int, ticket: Ticket) -> None:
+        """Called before each transaction's events, under its ticket (read-only chunks)."""
+        ...
 
 
 class RecordSink(Protocol):
@@ -219,6 +224,8 @@ class Publisher:
         # Our watermarks are transactions of their own: a window opens or closes only between
         # the transactions that change tables.
         snapshots = self.snapshots
+        if snapshots is not None:  # a read-only chunk past its horizon goes out first
+            snapshots.transaction(xid, commit_lsn, txn.end_lsn, ticket)
         window = self._window = snapshots.open_window if snapshots is not None else None
         for total, change in enumerate(txn.changes, start=1):
             relation, msg, wal_lsn, position, _, _, _ = change

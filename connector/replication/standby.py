@@ -26,11 +26,10 @@ A standby is recognised by ``pg_is_in_recovery()``. On it:
   full`` cannot set a replica identity there.
 - No writes: ``pg_logical_emit_message`` cannot run, so heartbeats come from the primary
   (``--heartbeat-dsn``, see `connector.pipeline.Pipeline._heartbeat` for why the cut and
-  expiry arguments stay true) or, without it, are off. The signal table and the DBLog
-  watermarks of incremental snapshots are writes too: with ``--heartbeat-dsn`` they run on the
-  primary (`connector.pipeline.Pipeline._snapshot_dsn` says why the window argument holds),
-  without it not at all; a re-sync after DDL is a warning on a standby. Snapshots that write
-  nowhere: `connector.snapshot.incremental.readonly` (the policy; not wired yet).
+  expiry arguments stay true) or, without it, are off. Incremental snapshots write nothing
+  there: requests (and re-syncs after DDL) come over the ``<prefix>.signal`` topic and each
+  chunk is bracketed by the read's snapshot and a WAL horizon instead of written watermarks
+  (`connector.snapshot.incremental.channel`, `connector.snapshot.incremental.readonly`).
 - A promotion makes the server a primary: ``pg_is_in_recovery()`` turns false and the same
   slot goes on (it is the server's own slot, not a synced copy). The producer notices it at
   its next heartbeat and starts a new session, set up as on a primary.

@@ -108,6 +108,12 @@ def register(subparsers: Any) -> None:
                         "existing rows without row events (ALTER COLUMN TYPE, ADD COLUMN with a "
                         "default, DROP EXPRESSION, RENAME COLUMN, enum RENAME VALUE; default on; "
                         "off: a warning only)")
+    p.add_argument("--signal-channel", choices=list(config_mod.SIGNAL_CHANNELS),
+                   help="where incremental snapshot requests (pgcdc snapshot, re-syncs after "
+                        "DDL) are taken from: auto (default: the signal table on a primary and "
+                        "the <prefix>.signal topic; the topic only on a standby), kafka (the "
+                        "same), table (the signal table only; none on a standby). Requests over "
+                        "Kafka are read without any write to the source (docs/standby.md)")
     p.add_argument("--exactly-once", action="store_true", default=None,
                    help="transactional producer: each change once in Kafka for read_committed "
                         "consumers, even after a crash (streaming; see docs/producer.md)")
@@ -149,6 +155,7 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
              "schema_check_interval_s",
              "wal_warn_bytes", "snapshot",
              "snapshot_workers", "snapshot_chunk_rows", "incremental_chunk_rows", "resync_on_ddl",
+             "signal_channel",
              "exactly_once",
              "exactly_once_batch_transactions", "exactly_once_batch_bytes",
              "exactly_once_batch_ms", "oversized_events", "max_event_bytes", "kafka_timeout_s",

@@ -4,10 +4,12 @@
     pgcdc snapshot --dsn ... --slot pgcdc --cancel
 
 The request goes into the signal table (`connector.snapshot.incremental.signals`, created on
-first use, or beforehand by an administrator: docs/operations.md "Least privilege"); the producer
-streaming from the slot picks it up within a second and publishes every row of the tables as
-``r`` events in key-ordered chunks while it keeps streaming. Progress is in the same table and
-in `pgcdc status`.
+first use, or beforehand by an administrator: docs/operations.md "Least privilege"), or, with no
+write on the source, into the ``<prefix>.signal`` Kafka topic (`signal_topic`): on a standby, for
+a role that may not write the table, or with ``--signal-channel kafka``
+(`channel.choose_channel`). The producer streaming from the slot picks it up within a second and
+publishes every row of the tables as ``r`` events in key-ordered chunks while it keeps
+streaming. Progress is in the same table (and `pgcdc status`) or topic.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from connector.errors import ConfigError, SourceError, first_line, is_privilege_
 from connector.names import TableName
 from connector.replication import ReplicationAdmin
 from connector.snapshot.incremental import signals
+from connector.snapshot.incremental.channel import choose_channel, signal_topic_name
+from connector.snapshot.incremental.signal_topic import SignalTopic, TopicRequests
 
 
 def register(subparsers: Any) -> None:
@@ -34,6 +38,14 @@ def register(subparsers: Any) -> None:
                    help="comma-separated schema.table patterns (* allowed) of published tables")
     p.add_argument("--cancel", action="store_true",
                    help="cancel the slot's unfinished snapshot requests")
+    p.add_argument("--signal-channel", choices=list(config_mod.SIGNAL_CHANNELS),
+                   help="where the request goes: auto (default: the signal table on a primary "
+                        "the role may write it on, else Kafka), kafka (the <prefix>.signal "
+                        "topic: no write on the source, e.g. a standby), table")
+    p.add_argument("--bootstrap-servers",
+                   help="Kafka bootstrap servers, for the kafka channel (env "
+                        "KAFKA_BOOTSTRAP_SERVERS)")
+    p.add_argument("--topic-prefix", help="the producer's topic prefix (default pgcdc)")
     p.set_defaults(handler=handle)
 
 
@@ -41,18 +53,20 @@ def handle(args: argparse.Namespace) -> int:
     if bool(args.tables) == bool(args.cancel):
         raise ConfigError("give --tables PATTERNS or --cancel")
     cfg = config_mod.load(args.config, {"dsn": args.dsn, "slot": args.slot,
-                                        "publication": args.publication}, validate=False)
+                                        "publication": args.publication,
+                                        "signal_channel": args.signal_channel,
+                                        "bootstrap_servers": args.bootstrap_servers,
+                                        "topic_prefix": args.topic_prefix}, validate=False)
     if not cfg.dsn:
         raise ConfigError("missing dsn (--dsn or PGCDC_DSN)")
     config_mod.check_dsn(cfg.dsn)
     admin = ReplicationAdmin.connect(cfg.dsn)
     try:
-        if admin.in_recovery():
-            raise ConfigError(
-                "this server is a standby, which cannot record a snapshot request (a write): "
-                "run pgcdc snapshot with --dsn of its primary; a pgcdc run capturing from the "
-                "standby runs the requests there when given the primary as --heartbeat-dsn "
-                "(docs/standby.md)")
+        standby = admin.in_recovery()
+        channel = choose_channel(cfg.signal_channel, standby=standby,
+                                 can_write_table=not standby and signals.can_write(admin.conn))
+        if channel == "kafka":
+            return _over_kafka(args, cfg, admin)
         if args.cancel:
             if not signals.table_exists(admin.conn):
                 print(f"slot {cfg.slot}: no snapshot requests")
@@ -63,12 +77,7 @@ def handle(args: argparse.Namespace) -> int:
                 raise _signal_write_error(exc, admin.role) from None
             print(f"slot {cfg.slot}: {cancelled} request(s) cancelled")
             return 0
-        published = {TableName(s, t) for s, t, _, _ in admin.published_tables(cfg.publication)}
-        patterns = [p.strip() for p in args.tables.split(",") if p.strip()]
-        tables = [TableName(s, t) for s, t in admin.resolve_tables(patterns)]
-        missing = [str(t) for t in tables if t not in published]
-        if missing:
-            raise ConfigError(f"not in publication {cfg.publication}: {', '.join(missing)}")
+        tables = _published(args, cfg, admin)
         try:
             signals.ensure_table(admin.conn)
             request = signals.request(admin.conn, cfg.slot, tables)
@@ -78,6 +87,45 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         admin.close()
     return 0
+
+
+def _published(args: argparse.Namespace, cfg: config_mod.Config,
+               admin: ReplicationAdmin) -> list[TableName]:
+    """The published tables `--tables` names (refused in one line when one is not)."""
+    published = {TableName(s, t) for s, t, _, _ in admin.published_tables(cfg.publication)}
+    patterns = [p.strip() for p in args.tables.split(",") if p.strip()]
+    tables = [TableName(s, t) for s, t in admin.resolve_tables(patterns)]
+    missing = [str(t) for t in tables if t not in published]
+    if missing:
+        raise ConfigError(f"not in publication {cfg.publication}: {', '.join(missing)}")
+    return tables
+
+
+def _over_kafka(args: argparse.Namespace, cfg: config_mod.Config,
+                admin: ReplicationAdmin) -> int:
+    """The request (or the cancel) as a record of ``<prefix>.signal``: nothing is written to
+    PostgreSQL, which is only read (the tables' names)."""
+    if not cfg.bootstrap_servers:
+        raise ConfigError("the request goes over Kafka (a standby, or a role that may not "
+                          "write the signal table): give --bootstrap-servers (or "
+                          "KAFKA_BOOTSTRAP_SERVERS) and the producer's --topic-prefix")
+    topic = SignalTopic({"bootstrap.servers": cfg.bootstrap_servers, **cfg.kafka},
+                        signal_topic_name(cfg.topic_prefix),
+                        replication_factor=cfg.topic_replication_factor,
+                        timeout_s=cfg.kafka_timeout_s)
+    try:
+        store = TopicRequests(topic)
+        if args.cancel:
+            cancelled = store.cancel(cfg.slot) if topic.catch_up() else 0
+            print(f"slot {cfg.slot}: {cancelled} request(s) cancelled ({topic.topic})")
+            return 0
+        tables = _published(args, cfg, admin)
+        request = store.request(cfg.slot, tables)
+        print(f"snapshot request {request} for slot {cfg.slot} in {topic.topic}: "
+              f"{', '.join(map(str, tables))}")
+        return 0
+    finally:
+        topic.close()
 
 
 def _signal_write_error(exc: psycopg.Error, role: str) -> Exception:

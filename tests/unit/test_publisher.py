@@ -110,9 +110,15 @@ class RecordingSnapshots:
     def __init__(self, window: RecordingWindow | None) -> None:
         self.open_window = window
         self.watermarks: list[tuple[bytes, int, RecordingTicket]] = []
+        # Shared with the window: a transaction is announced before its changes are.
+        self.calls: list[tuple[object, ...]] = window.calls if window is not None else []
 
     def watermark(self, content: bytes, end_lsn: int, ticket: RecordingTicket) -> None:
         self.watermarks.append((content, end_lsn, ticket))
+
+    def transaction(self, xid: int, commit_lsn: int, end_lsn: int,
+                    ticket: RecordingTicket) -> None:
+        self.calls.append(("transaction", xid, commit_lsn, end_lsn, ticket))
 
 
 class Setup:
@@ -165,9 +171,11 @@ def test_row_changes_become_records_under_the_transactions_sealed_ticket() -> No
     # every changed key (both of a key change) and the truncated table, in stream order
     keys = [r[2] for r in s.sink.records]
     assert s.window is not None
-    assert s.window.calls == [("changed", rid, keys[0]), ("changed", rid, keys[1]),
-                              ("changed", rid, keys[2]), ("changed", rid, keys[3]),
-                              ("changed", rid, keys[4]), ("truncated", rid)]
+    [ticket] = s.tracker.tickets  # announced to the snapshots first, under its ticket
+    assert s.window.calls == [("transaction", XID, COMMIT_LSN, END_LSN, ticket),
+                              ("changed", rid, keys[0]), ("changed", rid, keys[1]),
+                                ("changed", rid, keys[2]), ("changed", rid, keys[3]),
+                                ("changed", rid, keys[4]), ("truncated", rid)]
 
 
 def test_an_update_with_a_toasted_value_fills_it_from_the_old_row() -> None:
@@ -261,7 +269,7 @@ def test_the_signal_tables_changes_are_dropped_before_kafka() -> None:
     # Only the items table's schemas were registered (key and value).
     assert [schema["name"] for schema in s.registry.schemas] == ["Key", "Envelope"]
     assert s.window is not None
-    assert [c[1] for c in s.window.calls] == [ITEMS.relation_id]
+    assert [c[1] for c in s.window.calls if c[0] != "transaction"] == [ITEMS.relation_id]
     # A table named alike in another schema is a user table.
     other = Relation(None, 16391, "app", "pgcdc_signal", "d", signal.columns)
     s.publisher.publish(Transaction(XID + 1, COMMIT_LSN + 0x200, END_LSN + 0x200, 0, Changes([

@@ -2,12 +2,15 @@
 
     pgcdc snapshot --tables 'public.orders'     # a request in the signal table
 
-A request comes from the signal table (`signals`): ``pgcdc snapshot``, a re-sync after DDL
-that changed existing rows (`resync`, deciding with `rewrites` on what `catalog` reads), or a
-new table joining the publication (`watcher`). The driver (`driver`) reads each table in
-key-ordered chunks (`chunk_query`) between a low and a high watermark in the WAL; the chunk
-window (`window`) drops the rows the stream changes meanwhile, which is why no snapshot row
-ever overwrites a newer change (the argument is in `window`'s docstring).
+A request comes from the signal table (`signals`) or, with no write on the source, from the
+``<prefix>.signal`` Kafka topic (`signal_topic`; which one: `channel`; both behind `stores`):
+``pgcdc snapshot``, a re-sync after DDL that changed existing rows (`resync`, deciding with
+`rewrites` on what `catalog` reads), or a new table joining the publication (`watcher`). The
+driver (`driver`) reads each table in key-ordered chunks (`chunk_query`) between a low and a
+high watermark in the WAL, or, read-only (a standby, a request over Kafka), between the
+stream's position and a WAL horizon (`readonly`); the chunk window (`window`) drops the rows
+the stream changes meanwhile, which is why no snapshot row ever overwrites a newer change (the
+arguments are in `window`'s and `readonly`'s docstrings).
 
 The publisher sees the driver through its `open_window` (a `ChunkWindow`) and `watermark`.
 """

@@ -1,9 +1,13 @@
-"""The incremental snapshot's driver: runs the signal table's requests inside a streaming
-session.
+"""The incremental snapshot's driver: runs the requests of its channels (the signal table, the
+``<prefix>.signal`` topic: `channel`, `stores`) inside a streaming session.
 
-The algorithm and why it is correct: `window`. This is its IO: the pipeline calls `tick`
-between reads of the stream (it reads the next chunk when none is in flight, and records the
-progress of chunks Kafka acknowledged), and the publisher calls `watermark` for each of our
+The algorithms and why they are correct: `window` (DBLog watermarks written into the WAL) and
+`readonly` (no write: the read's snapshot and a WAL horizon), chosen per request by
+`channel.read_only_chunks`. This is their IO: the pipeline calls `tick` between reads of the
+stream (it reads the next chunk when none is in flight, closes a read-only chunk once the
+stream passed its horizon, and records the progress of chunks Kafka acknowledged), and the
+publisher calls `transaction` before each transaction it publishes (a read-only chunk's rows
+go out before the first transaction committed past its horizon), `watermark` for each of our
 watermark messages it meets in a transaction, and keeps `open_window.changed` informed while a
 window is open. Each chunk looks up its one table in the catalog (`tables.published_table`).
 """
@@ -29,8 +33,11 @@ from connector.sink import DeliveryTracker, Sink, Ticket
 
 from ..copytext import parse_copy_text
 from ..tables import SnapshotTable, published_table
-from . import signals
+from . import readonly, signals
+from .channel import read_only_chunks
 from .chunk_query import chunk_copy_statement
+from .signal_topic import SignalTopic, TopicRequests
+from .stores import RequestStore, TableRequests
 from .window import ChunkAcks, ChunkWindow, SentChunk, Watermark
 
 log = logging.getLogger(__name__)
@@ -38,9 +45,15 @@ log = logging.getLogger(__name__)
 __all__ = ["IncrementalSnapshots"]
 
 POLL_INTERVAL_S = 1.0
-PAUSE_S = 10.0  # a standby's snapshots wait this long after losing their primary
 XIP_CHECK_S = 0.01  # how often a chunk checks whether older transactions have ended
 XIP_WAIT_LOG_S = 10.0
+PRUNE_XIDS = 10_000  # streamed xids kept between read-only chunks before they are pruned
+
+# A WAL position no commit visible in the read's snapshot lies beyond (`readonly`, step 2).
+# On a standby the receive position (a commit is replayed after it was received), or the
+# replay position when the walreceiver restarted (it then reports the start of a segment).
+HORIZON = ("SELECT (CASE WHEN pg_is_in_recovery() THEN greatest(pg_last_wal_receive_lsn(), "
+           "pg_last_wal_replay_lsn()) ELSE pg_current_wal_insert_lsn() END) - '0/0'")
 
 
 @dataclass
@@ -60,12 +73,22 @@ class KeyRangeChunk:
     since: float  # monotonic time of the low watermark
     read: bool = False
     last_key: tuple[str, ...] | None = None  # after the read; None: the table is exhausted
+    read_only: bool = False  # `readonly`: `low` is P, the window opened at once
+    # Read-only, after the read: when the window closes (`readonly.Chunk`; its rows and the
+    # keys the stream drops from them are the `window`'s).
+    policy: readonly.Chunk | None = None
 
 
 class IncrementalSnapshots:
     def __init__(self, dsn: str, slot: str, publication: str, features: ServerFeatures,
                  codec_for: Callable[[Relation], TableCodec], sink: Sink,
-                 tracker: DeliveryTracker, *, chunk_rows: int) -> None:
+                 tracker: DeliveryTracker, *, chunk_rows: int,
+                 table_requests: bool = True, signal_topic: SignalTopic | None = None,
+                 standby: bool = False, position: int = 0) -> None:
+        """`table_requests`: take requests from the signal table; `signal_topic`: from the
+        ``<prefix>.signal`` topic too (closed with the driver); `standby`: the streamed server
+        is one (every chunk read-only); `position`: where the stream starts (P of a read-only
+        chunk opened before any transaction was published)."""
         self.slot = slot
         self.publication = publication
         self.features = features
@@ -89,14 +112,20 @@ class IncrementalSnapshots:
         self.on_read: Callable[[Relation], None] | None = None
         # Tables whose rows no snapshot re-publishes (outbox tables: connector/outbox.py).
         self.skip: Callable[[TableName], bool] | None = None
-        # False on a standby without a primary to run them on: requests are neither read nor
-        # run (the signal table and the watermarks need writes; replication/standby.py).
-        self.enabled = True
-        # True when `dsn` is not the streamed server (a standby's primary): losing it pauses
-        # the snapshots, never the stream (`_paused`).
-        self.remote = False
-        self.paused_until = 0.0
-        self.next_pause_warning = 0.0
+        # Where requests come from, in this order.
+        self.stores: list[RequestStore] = [TableRequests(lambda: self.conn)] \
+            if table_requests else []
+        self.signal_topic = signal_topic
+        if signal_topic is not None:
+            self.stores.append(TopicRequests(signal_topic))
+        self.enabled = bool(self.stores)  # False: no channel to take requests from
+        self.store: RequestStore | None = None  # the current request's
+        self.standby = standby  # the streamed server is a standby: every chunk read-only
+        # Read-only chunks: the end of the last transaction published (P), and the xids of
+        # the transactions streamed that a snapshot may not see yet (`readonly`, step 3).
+        self.last_end = position
+        self.recent = readonly.RecentXids()
+        self.track_xids = standby or any(s.channel == "kafka" for s in self.stores)
 
     @property
     def open_window(self) -> ChunkWindow | None:
@@ -110,19 +139,21 @@ class IncrementalSnapshots:
         """Opened at the first poll; reopened after a failure (the next tick retries)."""
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self.dsn, autocommit=True,
-                                         application_name="pgcdc incremental snapshot",
-                                         connect_timeout=5 if self.remote else None)
+                                         application_name="pgcdc incremental snapshot")
         return self._conn
 
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
+        if self.signal_topic is not None:
+            self.signal_topic.close()
 
     # ------------------------------------------------------------------ pipeline side
 
-    def tick(self) -> None:
-        """Record acknowledged chunks; read the next chunk if none is in flight."""
-        if not self.enabled or (self.remote and time.monotonic() < self.paused_until):
+    def tick(self, wal_end: int = 0) -> None:
+        """Record acknowledged chunks; read the next chunk if none is in flight; close a
+        read-only chunk the stream has passed (`wal_end`: everything before it was streamed)."""
+        if not self.enabled:
             return
         try:
             self._record_acknowledged()
@@ -132,17 +163,20 @@ class IncrementalSnapshots:
                 if not chunk.read and now >= self.next_check:
                     self.next_check = now + XIP_CHECK_S
                     self._read_when_ready(chunk, now)
+                if chunk.policy is not None and chunk.policy.passed(wal_end):
+                    ticket = self.tracker.begin(max(wal_end, self.last_end))
+                    self._send(chunk, ticket.end_lsn, ticket)
+                    ticket.seal()
                 return
             if now < self.next_poll:
                 return
             self.next_poll = now + POLL_INTERVAL_S
-            if not signals.table_exists(self.conn) or not self._current_request():
+            if len(self.recent) > PRUNE_XIDS:
+                self._prune_xids()
+            if not self._current_request():
                 return
             self._start_chunk()
         except psycopg.OperationalError as exc:  # the connection: the session reconnects
-            if self.remote:
-                self._paused(first_line(exc))
-                return
             raise SourceError(f"incremental snapshot: {first_line(exc)}",
                               transient=True) from None
         except psycopg.Error as exc:  # the request (a table dropped, no privilege, ...)
@@ -156,41 +190,38 @@ class IncrementalSnapshots:
             if self.request is None:
                 raise SourceError(f"incremental snapshot: {first_line(exc)}") from None
             self._fail(self.request.id, first_line(exc))
-
-    def _paused(self, failure: str) -> None:
-        """The primary that runs a standby's snapshots is unreachable: drop what is in flight
-        and try again later, as a reconnected session would start over (the chunk in flight
-        was not published: its rows go out at its high watermark; the request resumes from the
-        progress recorded for acknowledged chunks; a late watermark of the dropped chunk
-        matches nothing). The stream from the standby goes on meanwhile."""
-        now = time.monotonic()
-        if now >= self.next_pause_warning:
-            log.warning("incremental snapshots paused: the primary they run on is unreachable "
-                        "(%s); the stream goes on, retrying every %gs", failure, PAUSE_S)
-            self.next_pause_warning = now + 300
-        if self._conn is not None:
-            self._conn.close()
-        self._conn = None
-        self.chunk = None
-        self.request = None
-        self.paused_until = now + PAUSE_S
+        finally:
+            conn = self._conn
+            if conn is not None and not conn.closed and conn.info.transaction_status in (
+                    psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR):
+                conn.execute("ROLLBACK")  # a read-only chunk's read that failed
 
     def _current_request(self) -> bool:
-        """Whether there is a request to work on (a new one, or the current one not cancelled)."""
-        if self.request is not None:
-            if signals.state_of(self.conn, self.request.id) in ("pending", "running"):
+        """Whether there is a request to work on (a new one, or the current one not
+        cancelled): the channels are asked in order, and one request runs at a time."""
+        if self.request is not None and self.store is not None:
+            store = self.store
+            if store.available() and store.state_of(self.request.id) in ("pending", "running"):
                 return True
             log.info("incremental snapshot %d cancelled", self.request.id)
             self.request = None
-        found = signals.next_request(self.conn, self.slot)
-        if found is None:
+        for store in self.stores:
+            found = store.next_request(self.slot) if store.available() else None
+            if found is not None:
+                break
+        else:
             return False
-        self.request = found
+        self.request, self.store = found, store
         self.table_index, self.last_key = found.table_index, found.last_key
-        log.info("incremental snapshot %d of %s: %s", found.id, ", ".join(found.tables),
+        log.info("incremental snapshot %d of %s (%s, %s): %s", found.id,
+                 ", ".join(found.tables), f"requested over {store.channel}",
+                 "read-only chunks" if self._read_only(found) else "watermarks in the WAL",
                  "resuming" if found.state == "running" else "starting")
-        signals.mark_running(self.conn, found.id)
+        store.mark_running(found.id)
         return True
+
+    def _read_only(self, request: signals.SnapshotRequest) -> bool:
+        return read_only_chunks(standby=self.standby, channel=request.channel)
 
     def _start_chunk(self) -> None:
         """Emit the next chunk's low watermark; the read follows once the transactions running
@@ -201,7 +232,8 @@ class IncrementalSnapshots:
             # Done only once Kafka has every chunk: until then a restart must read the last
             # chunk again (`window`, "When a request is done").
             if self.acks.may_finish(request.id, self.table_index, len(request.tables)):
-                signals.set_state(self.conn, request.id, "done")
+                assert self.store is not None
+                self.store.set_state(request.id, "done")
                 log.info("incremental snapshot %d done", request.id)
                 self.request = None
             return
@@ -225,6 +257,14 @@ class IncrementalSnapshots:
                        "an incremental snapshot needs one to tell its rows from newer changes")
             return
         self.sequence += 1
+        if self._read_only(request):
+            window = ChunkWindow(self.sequence, table.relation.relation_id)
+            window.low_seen()  # open from P on: every transaction streamed later
+            self.chunk = KeyRangeChunk(request.id, self.table_index, table,
+                                       self.codec_for(table.relation), key, window,
+                                       self.last_end, "", time.monotonic(), read_only=True)
+            self._read_read_only(self.chunk, self.chunk.since)
+            return
         low = self._emit(Watermark(self.run, self.sequence, high=False))
         # The txid_* spelling exists on every supported server (pg_current_snapshot: 13+).
         running = self.conn.execute("SELECT txid_current_snapshot()::text").fetchone()
@@ -240,6 +280,9 @@ class IncrementalSnapshots:
         """Read the chunk once every transaction running at its low watermark has ended (see
         "The visibility race"); meanwhile the stream goes on and the window remembers the keys
         it changes."""
+        if chunk.read_only:
+            self._read_read_only(chunk, now)
+            return
         if self.conn.execute(
                 "SELECT count(*) FROM txid_snapshot_xip(%s::txid_snapshot) x "
                 "WHERE txid_status(x) = 'in progress'", (chunk.running,)).fetchone() != (0,):
@@ -264,6 +307,47 @@ class IncrementalSnapshots:
             row = parse_copy_text(last)
             chunk.last_key = tuple(str(row[columns.index(k)]) for k, _ in chunk.key)
         chunk.read = True
+
+    def _read_read_only(self, chunk: KeyRangeChunk, now: float) -> None:
+        """`readonly` steps 2 and 3: the snapshot S, the chunk and the horizon h in one
+        REPEATABLE READ transaction; the read is dropped (and tried again at the next check)
+        while S misses a transaction the stream already delivered."""
+        relation = chunk.table.relation
+        columns = [c.name for c in relation.columns]
+        conn = self.conn
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
+        assert row is not None
+        snapshot = readonly.Snapshot.parse(row[0])
+        if self.recent.unseen(snapshot):  # not ready (`readonly.Chunk.ready`): read again
+            conn.execute("ROLLBACK")
+            if now - chunk.since > XIP_WAIT_LOG_S and now >= self.next_wait_warning:
+                log.warning("incremental snapshot: a transaction the stream delivered is "
+                            "still not visible to a new snapshot (a standby replaying slowly?)")
+                self.next_wait_warning = now + 60
+            return
+        statement = chunk_copy_statement(relation.namespace, relation.name, columns, chunk.key,
+                                         self.last_key, self.chunk_rows,
+                                         chunk.table.row_filter)
+        events: dict[bytes, bytes] = {}
+        last = self._read_events(statement, chunk.codec, events, chunk.low)
+        horizon = conn.execute(HORIZON).fetchone()
+        conn.execute("COMMIT")
+        assert horizon is not None
+        chunk.policy = readonly.Chunk(chunk.low, snapshot, int(horizon[0]))
+        chunk.window.load(events)
+        if self.on_read is not None:
+            self.on_read(relation)
+        if len(events) >= self.chunk_rows:
+            parsed = parse_copy_text(last)
+            chunk.last_key = tuple(str(parsed[columns.index(k)]) for k, _ in chunk.key)
+        chunk.read = True
+
+    def _prune_xids(self) -> None:
+        """Forget the streamed xids every snapshot sees now (`RecentXids.unseen`)."""
+        row = self.conn.execute("SELECT pg_current_snapshot()::text").fetchone()
+        assert row is not None
+        self.recent.unseen(readonly.Snapshot.parse(row[0]))
 
     def _read_events(self, statement: Any, codec: TableCodec, events: dict[bytes, bytes],
                      low: int) -> bytes:
@@ -313,15 +397,31 @@ class IncrementalSnapshots:
 
     def _fail(self, request_id: int, message: str) -> None:
         log.error("incremental snapshot %d failed: %s", request_id, message)
-        signals.set_state(self.conn, request_id, "failed", message)
+        if self.store is not None:
+            self.store.set_state(request_id, "failed", message)
         self.request = None
 
     def _record_acknowledged(self) -> None:
         for chunk in self.acks.acknowledged(self.tracker.delivered_lsn()):
-            signals.record_progress(self.conn, chunk.request, chunk.table_index,
-                                    chunk.last_key, chunk.rows)
+            # One request at a time, done only once its chunks are all acknowledged: a
+            # chunk's request is the current one (or one cancelled meanwhile, same store).
+            if self.store is not None:
+                self.store.record_progress(chunk.request, chunk.table_index, chunk.last_key,
+                                           chunk.rows)
 
     # ------------------------------------------------------------------ publisher side
+
+    def transaction(self, xid: int, commit_lsn: int, end_lsn: int, ticket: Ticket) -> None:
+        """A transaction the publisher is about to publish under `ticket`: a read-only chunk
+        whose horizon it is past produces its rows first (`readonly`, step 5); its xid is
+        kept for the visibility check of the next reads (step 3)."""
+        if self.track_xids:
+            self.recent.streamed(xid)
+        chunk = self.chunk
+        if chunk is not None and chunk.policy is not None and \
+                chunk.policy.streamed(commit_lsn, set()):  # the window drops keys itself
+            self._send(chunk, end_lsn, ticket)
+        self.last_end = end_lsn
 
     def watermark(self, content: bytes, end_lsn: int, ticket: Ticket) -> None:
         """One of our watermark messages, met in the stream: the low one (non-transactional)
@@ -336,6 +436,11 @@ class IncrementalSnapshots:
         if not mark.high:
             chunk.window.low_seen()
             return
+        self._send(chunk, end_lsn, ticket)
+
+    def _send(self, chunk: KeyRangeChunk, end_lsn: int, ticket: Ticket) -> None:
+        """Produce the chunk's rows still in its window under `ticket` (acknowledged with the
+        transaction ending at `end_lsn`) and move the request on."""
         events = chunk.window.high_seen()
         topic = chunk.codec.topic
         produce = self.sink.produce

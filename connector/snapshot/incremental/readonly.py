@@ -20,7 +20,8 @@ chunk (rows of one table with key > the previous chunk's last key, in key order)
    lsn()`` on a primary (a commit record is inserted before the transaction becomes visible),
    ``pg_last_wal_receive_lsn()`` on a standby (a commit becomes visible there when the startup
    process replays it, after the walreceiver flushed it; the replay position can lag the redo
-   it reports, the receive position cannot).
+   it reports, the receive position cannot), or the replay position when that is greater (a
+   restarted walreceiver reports the start of the segment it asks for).
 3. Ready (`Chunk.ready`): every transaction streamed before P must be visible in S. The
    visibility race of `window` has a read-only form: a commit record is in the WAL (and may be
    decoded, published) before the transaction leaves the proc array, so a read can miss a
@@ -34,7 +35,7 @@ chunk (rows of one table with key > the previous chunk's last key, in key order)
 4. The window: every transaction the stream delivers from P on with its commit at or before
    h removes the keys it changed from the chunk's rows (a truncate: all of them)
    (`Chunk.streamed`).
-5. Close: the first transaction with commit > h, or a keepalive past h, closes the window
+5. Close: the first transaction with commit > h, or a keepalive at or past h, closes the window
    (`Chunk.passed`): the rows left are produced *before* that transaction's events, with
    ``source.commit_lsn = P`` (as `window`'s rows carry their low watermark l).
 
@@ -171,8 +172,10 @@ class Chunk:
 
     def passed(self, wal_end: int) -> bool:
         """A keepalive: the stream has decoded everything before `wal_end`. True when it
-        closes the window (nothing more can commit at or before h)."""
-        if not self.closed and wal_end > self.horizon:
+        closes the window: at `wal_end` >= h no commit visible in S is left to stream (its
+        record starts before h); an idle server's keepalive reaches h exactly, and no later
+        WAL may ever come."""
+        if not self.closed and wal_end >= self.horizon:
             self.closed = True
             return True
         return False

@@ -76,6 +76,7 @@ from connector.replication.features import ServerFeatures
 from . import signals
 from .catalog import Conn, catalog_columns, catalog_digests
 from .rewrites import Column, Settle, published_reasons, signature
+from .stores import RequestStore, TableRequests
 
 __all__ = ["CHECK_INTERVAL_S", "RESYNC_MESSAGE", "DdlResync"]
 
@@ -97,6 +98,9 @@ class DdlResync:
         self.enabled = enabled
         # Why re-syncs are off, in the warning (the pipeline says "the server is a standby").
         self.off_because = "resync_on_ddl is off"
+        # Where a re-sync is queued: None, the signal table on `conn`; the signal topic on a
+        # standby (`channel.choose_channel`).
+        self.store: RequestStore | None = None
         self.settle = Settle()
         self.relations: dict[int, Relation] = {}  # the last Relation per id, from the stream
         # What was published of a table and not yet compared with its catalog: the columns of
@@ -287,12 +291,13 @@ class DdlResync:
                         name)
             return True
         try:
-            signals.ensure_table(self.conn)
-            if signals.pending_includes(self.conn, self.slot, name):
+            store = self.store or TableRequests(lambda: self.conn)
+            if store.channel == "table":
+                signals.ensure_table(self.conn)
+            if store.pending_includes(self.slot, name):
                 log.info("re-sync of %s after DDL (%s): one is queued already", name, why)
                 return True
-            request = signals.request(self.conn, self.slot, [name],
-                                      message=RESYNC_MESSAGE + why)
+            request = store.request(self.slot, [name], message=RESYNC_MESSAGE + why)
         except psycopg.OperationalError as exc:  # the connection: the session reconnects
             raise SourceError(f"queueing a re-sync of {name} after DDL: {first_line(exc)}",
                               transient=True) from None

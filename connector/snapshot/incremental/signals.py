@@ -27,7 +27,8 @@ from connector.errors import PrivilegeError, is_privilege_error
 from connector.names import SIGNAL_TABLE, TableName
 from connector.replication.privileges import lacking, signal_grant_sql
 
-__all__ = ["SIGNAL_TABLE", "SnapshotRequest", "cancel", "create_table", "ddl", "ensure_table",
+__all__ = ["SIGNAL_TABLE", "SnapshotRequest", "can_write", "cancel", "create_table", "ddl",
+           "ensure_table",
            "lacking_grant", "mark_running", "next_request", "pending_includes", "record_progress",
            "request", "requests", "set_state", "state_of", "table_exists"]
 
@@ -63,6 +64,7 @@ class SnapshotRequest:
     rows: int
     message: str | None
     rate: float | None  # rows per second since it started (restarts included)
+    channel: str = "table"  # where it came from: the signal table or Kafka (`channel`)
 
 
 def create_table(conn: Conn) -> None:
@@ -188,3 +190,13 @@ def set_state(conn: Conn, request_id: int, state: str, message: str | None = Non
     conn.execute(sql.SQL("UPDATE {} SET state = %s, message = coalesce(%s, message), "
                          "updated_at = now() WHERE id = %s").format(_TABLE),
                  (state, message, request_id))
+
+
+def can_write(conn: Conn) -> bool:
+    """Whether the role may queue a request here: INSERT on the table, or CREATE on its schema
+    while it does not exist (`ensure_table`)."""
+    row = conn.execute(
+        "SELECT CASE WHEN to_regclass(%s) IS NULL THEN has_schema_privilege(%s, 'CREATE') "
+        "ELSE has_table_privilege(%s, 'INSERT') END",
+        (_TABLE.as_string(conn), SIGNAL_TABLE.schema, _TABLE.as_string(conn))).fetchone()
+    return bool(row and row[0])

@@ -1,17 +1,20 @@
-"""Capture from a hot standby (issue 36, part 1), in one run on real servers: a PostgreSQL 18
+"""Capture from a hot standby (issue 36), in one run on real servers: a PostgreSQL 18
 primary and a physical streaming standby (scripts/devstack/standby.py), `pgcdc run` pointed at
-the standby as a role with only LOGIN REPLICATION and SELECT.
+the standby as a role with only LOGIN REPLICATION and SELECT (no signal table anywhere).
 
 - Without the publication on the primary it stops with one line naming the statement to run
   there (a standby cannot run DDL).
 - With it: the slot is created on the standby, the initial snapshot is read there, changes
   written on the primary under load stream; heartbeats go through the primary (--heartbeat-dsn)
   and carry the standby slot's restart_lsn.
-- `pgcdc snapshot` is refused on the standby in one line; requested on the primary, the
-  incremental snapshot runs there (its watermarks reach the standby's stream by replication)
-  under the write load.
-- The standby is promoted mid-stream (the primary crashed): the producer goes on from its slot
-  on the promoted server, heartbeats now emitted there.
+- `pgcdc snapshot` against the standby, as that role, sends its request over Kafka
+  (``<prefix>.signal``; the signal table is refused there in one line); the producer runs it
+  with read-only chunks on the standby under the write load; SIGKILLed mid-snapshot and
+  restarted, it resumes the request at its last acknowledged chunk.
+- A second snapshot is under way when the standby is promoted (the primary crashed): the
+  producer goes on from its slot on the promoted server, finishes the snapshot there (still
+  read-only: the request came over Kafka), heartbeats now emitted there.
+- Nothing was written for the snapshots: no signal table exists on either server.
 Each topic folded per key in offset order equals the table on the (new) primary."""
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ from devstack.postgres import embedded_pg18_bin
 from devstack.standby import StandbyPair
 
 from connector.names import table_topic
-from connector.replication.privileges import signal_grant_sql
-from connector.snapshot.incremental import signals
+from connector.snapshot.incremental.channel import RequestLog, RequestState, signal_topic_name
+from connector.snapshot.incremental.resync import RESYNC_MESSAGE
+from connector.snapshot.incremental.signal_topic import SignalTopic
 from tests.support.cdc_checks import assert_one_clear_line, read_records, start_and_exit
 from tests.support.producer import PGCDC, ProducerRun
 from tests.support.table_state import fold
@@ -52,8 +56,9 @@ SETUP = (f"CREATE SCHEMA {SCHEMA}",
          f"CREATE ROLE {ROLE} LOGIN REPLICATION",
          f"GRANT USAGE ON SCHEMA {SCHEMA} TO {ROLE}",
          f"GRANT SELECT ON ALL TABLES IN SCHEMA {SCHEMA} TO {ROLE}",
-         # The signal table of `pgcdc snapshot`, on the primary, made by an administrator.
-         signals.ddl(), *signal_grant_sql(ROLE, "public", "pgcdc_signal").split("; "))
+         # PostgreSQL 15+ grants CREATE on public to no one but its owner: the role cannot
+         # make a signal table, SELECT is all it has.
+         f"REVOKE ALL ON SCHEMA public FROM {ROLE}")
 
 
 @pytest.fixture
@@ -145,6 +150,21 @@ class Workload(threading.Thread):
             time.sleep(0.1)
 
 
+def requests(bootstrap: str, prefix: str) -> RequestLog:
+    """The requests as last recorded in ``<prefix>.signal``."""
+    topic = SignalTopic({"bootstrap.servers": bootstrap}, signal_topic_name(prefix))
+    try:
+        topic.catch_up(10)
+        return topic.log
+    finally:
+        topic.close()
+
+
+def request_id(stdout: str) -> int:
+    """The id `pgcdc snapshot` prints: "snapshot request <id> for slot ..."."""
+    return int(stdout.split("snapshot request ", 1)[1].split()[0])
+
+
 def table_state(dsn: str, table: str, key: tuple[str, ...]) -> dict[tuple[Any, ...], Any]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         cur = conn.execute(f"SELECT * FROM {SCHEMA}.{table}")  # type: ignore[arg-type]
@@ -162,7 +182,7 @@ def test_capture_from_a_standby_through_promotion(pair: StandbyPair, kafka, regi
     tables = ",".join(f"{SCHEMA}.{t}" for t in TABLES)
     run = ProducerRun(as_role(standby.dsn), kafka.bootstrap, registry.url, tables,
                       ["--heartbeat-dsn", as_role(primary.dsn), "--heartbeat-interval-s", "1",
-                       "--no-failover-slot"])
+                       "--no-failover-slot", "--incremental-chunk-rows", "25"])
     publication = f"pub_{run.tag}"
 
     # No publication on the primary: one line saying what to run there.
@@ -175,9 +195,34 @@ def test_capture_from_a_standby_through_promotion(pair: StandbyPair, kafka, regi
     execute(primary.dsn, f"CREATE PUBLICATION {publication} FOR TABLE {tables}")
     workload = Workload(pair.dsn, seed=36)
 
-    def snapshot_command(dsn: str) -> list[str]:
-        return [PGCDC, "snapshot", "--dsn", dsn, "--slot", run.slot, "--publication",
-                publication, "--tables", f"{SCHEMA}.items"]
+    def snapshot_command(*more: str) -> list[str]:
+        return [PGCDC, "snapshot", "--dsn", as_role(standby.dsn), "--slot", run.slot,
+                "--publication", publication, "--tables", tables, "--bootstrap-servers",
+                kafka.bootstrap, "--topic-prefix", run.prefix, *more]
+
+    def requested() -> int:
+        """A snapshot of both tables, sent to the standby's producer over Kafka."""
+        done = subprocess.run(snapshot_command(), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and f"in {run.prefix}.signal" in done.stdout, done
+        return request_id(done.stdout)
+
+    def wait_request(request: int | None, states: tuple[str, ...], chunks: int = 0,
+                     timeout: float = 120) -> RequestState:
+        """Until the request (None: the re-sync after DDL) is in one of `states`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            log = requests(kafka.bootstrap, run.prefix)
+            if request is None:
+                found = next((r for r in log.of_slot(run.slot)
+                              if (r.message or "").startswith(RESYNC_MESSAGE)), None)
+            else:
+                found = log.get(request)
+            if found is not None and found.state in states and found.chunks >= chunks:
+                return found
+            assert found is None or found.state not in ("failed", "cancelled"), found
+            assert run.alive() and time.monotonic() < deadline, (found,
+                                                                 run.output()[-4000:])
+            time.sleep(0.1)
 
     try:
         run.start(tmp_path, wait=False)
@@ -199,28 +244,39 @@ def test_capture_from_a_standby_through_promotion(pair: StandbyPair, kafka, regi
         heartbeats = read_records(kafka.bootstrap, registry.url, f"{run.prefix}.heartbeat",
                                   min_count=2)
         assert all(h.value["restart_lsn"] for h in heartbeats), heartbeats[:3]
-        # An incremental snapshot: refused on the standby in one line, requested on the
-        # primary, run there by the producer (--heartbeat-dsn) while the workload writes.
-        refused = subprocess.run(snapshot_command(standby.dsn), capture_output=True, text=True,
-                                 timeout=60)
-        assert refused.returncode == 1 and "this server is a standby" in refused.stderr, refused
-        requested = subprocess.run(snapshot_command(as_role(primary.dsn)), capture_output=True,
-                                   text=True, timeout=60)
-        assert requested.returncode == 0, requested
-        deadline = time.monotonic() + 120
-        while True:
-            with psycopg.connect(primary.dsn, autocommit=True) as conn:
-                row = conn.execute("SELECT state, rows FROM public.pgcdc_signal WHERE slot = %s",
-                                   (run.slot,)).fetchone()
-            if row is not None and row[0] == "done":
-                break
-            assert run.alive() and time.monotonic() < deadline, (row, run.output()[-4000:])
-            time.sleep(0.3)
-        phases["incremental snapshot"] = time.monotonic() - began
-        promoted_at = replay_lsn(standby.dsn)
+        # An incremental snapshot requested on the standby: the signal table is refused in
+        # one line, the request goes over Kafka and runs there, read-only, while the workload
+        # writes on the primary. SIGKILLed mid-snapshot, the producer resumes it.
+        refused = subprocess.run(snapshot_command("--signal-channel", "table"),
+                                 capture_output=True, text=True, timeout=60)
+        assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused
+        assert "this server is a standby" in refused.stderr.strip().splitlines()[-1] and \
+            "--signal-channel kafka" in refused.stderr, refused
+        first = requested()
+        killed_at = wait_request(first, ("running",), chunks=3)
+        run.stop(signal.SIGKILL)
+        run.start(tmp_path, wait=False)
+        run.wait_streaming(120, on=standby.dsn)
+        finished = wait_request(first, ("done",))
+        assert f"incremental snapshot {first} of" in run.output() and "resuming" in \
+            run.output(), run.output()[-4000:]
+        assert finished.chunks > killed_at.chunks and finished.table_index == 2, finished
+        phases["incremental snapshot, killed, resumed"] = time.monotonic() - began
+        # DDL on the primary that rewrites every row without a row event: the producer on
+        # the standby re-syncs the table, queued over Kafka and read there read-only.
+        execute(primary.dsn, f"ALTER TABLE {SCHEMA}.items ADD COLUMN flag int NOT NULL "
+                "DEFAULT 7")
+        resynced = wait_request(None, ("done",))
+        assert resynced.tables == (f"{SCHEMA}.items",), resynced
+        phases["re-synced after DDL"] = time.monotonic() - began
 
+        # Another one, under way when the primary crashes and the standby is promoted.
+        second = requested()
+        wait_request(second, ("running",), chunks=1)
+        promoted_at = replay_lsn(standby.dsn)
         pair.crash_primary()
         pair.promote()
+        wait_request(second, ("done",))
         workload.wait_commits(standby.port, 200, timeout=120)
         workload.done.set()
         workload.join(30)
@@ -243,8 +299,7 @@ def test_capture_from_a_standby_through_promotion(pair: StandbyPair, kafka, regi
             run.stop(signal.SIGKILL)
     out = run.output()
     assert "Traceback" not in out, out[-4000:]
-    # The primary's loss paused the snapshots, not the stream; the promotion began a new
-    # session, the only reconnect.
+    # The promotion began a new session, the only reconnect of this start.
     assert out.count("reconnecting in") == 1, out[-4000:]
     assert "the standby was promoted: starting a new session" in out, out[-4000:]
     assert workload.commits.get(primary.port, 0) > 0
@@ -255,8 +310,7 @@ def test_capture_from_a_standby_through_promotion(pair: StandbyPair, kafka, regi
                                tombstones=False)
         reads = [r.value["source"]["snapshot"] for r in records if r.value["op"] == "r"]
         assert reads, f"{topic}: no initial snapshot rows"
-        if table == "items":
-            assert "incremental" in reads, f"{topic}: no incremental snapshot rows"
+        assert "incremental" in reads, f"{topic}: no incremental snapshot rows"
         folded = fold((r.value for r in sorted(records, key=lambda r: (r.partition, r.offset))),
                       key)
         expected = table_state(standby.dsn, table, key)
@@ -264,5 +318,8 @@ def test_capture_from_a_standby_through_promotion(pair: StandbyPair, kafka, regi
             f"{topic}: only in the topic {sorted(folded.keys() - expected.keys())[:10]}, only "
             f"in PostgreSQL {sorted(expected.keys() - folded.keys())[:10]}, different "
             f"{[k for k in folded.keys() & expected.keys() if folded[k] != expected[k]][:10]}")
+    # No write for the snapshots: no signal table was made (the role could not have).
+    with psycopg.connect(standby.dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT to_regclass('public.pgcdc_signal')").fetchone() == (None,)
     phases["folded"] = time.monotonic() - began
     print("phases (s since start):", {k: round(v, 1) for k, v in phases.items()})

@@ -17,6 +17,8 @@ from typing import Any
 
 import psycopg
 
+from connector.snapshot.incremental.channel import signal_topic_name
+from connector.snapshot.incremental.signal_topic import SignalTopic
 from spark_jobs.runtime.config import MergeConfig
 from spark_jobs.runtime.job import run_merge
 from spark_jobs.verify.compare import compare, lake_rows, pg_rows
@@ -52,10 +54,10 @@ def _busy_writer(dsn: str, table: str, stop: threading.Event) -> None:
             time.sleep(0.001)
 
 
-def _request(run: Any, table: str) -> int:
+def _request(run: Any, table: str, *more: str) -> int:
     out = subprocess.run([PGCDC, "snapshot", "--dsn", run.dsn, "--slot", run.slot,
-                          "--publication", f"pub_{run.tag}", "--tables", f"public.{table}"],
-                         capture_output=True, text=True, timeout=60)
+                          "--publication", f"pub_{run.tag}", "--tables", f"public.{table}",
+                          *more], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     return int(out.stdout.split()[2])
 
@@ -336,10 +338,29 @@ def test_an_open_transaction_delays_the_snapshot_not_the_stream(postgres, produc
     finally:
         idle.close()
     _wait_state(run, request, lambda s: s[0] == "done", timeout=60)
+    # Again, requested over Kafka: nothing written to PostgreSQL, the chunk read-only on this
+    # primary (pg_current_snapshot(), the WAL insert position), and closed on an idle server.
+    over_kafka = _request(run, table, "--signal-channel", "kafka", "--bootstrap-servers",
+                          run.bootstrap, "--topic-prefix", run.prefix)
+    assert _request_state(run.dsn, request)[0] == "done"  # the table holds only the first
+    topic = SignalTopic({"bootstrap.servers": run.bootstrap}, signal_topic_name(run.prefix))
+    deadline = time.monotonic() + 60
+    try:
+        while not ((found := topic.log.get(over_kafka)) and found.state == "done"):
+            assert run.proc.poll() is None and time.monotonic() < deadline, run.output()
+            time.sleep(0.2)
+            topic.catch_up(10)
+    finally:
+        topic.close()
+    assert "read-only chunks" in run.output()
     run.wait_confirmed(current_lsn(postgres.dsn), timeout=60)
     expected = table_rows(postgres.dsn, f"SELECT id, v FROM {table}")
     events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
-                         min_count=111)
+                         min_count=121)
+    # No write meanwhile: the second snapshot's rows are the topic's last, every row once.
+    tail = [e.value for e in events[-110:]]
+    assert [(v["op"], v["source"]["snapshot"]) for v in tail] == [("r", "incremental")] * 110
+    assert sorted(v["after"]["id"] for v in tail) == list(range(1, 111))
     assert _fold_in_offset_order(events) == expected
     assert final_state([e.value for e in events]) == expected
     assert expected[7]["v"] == -1

@@ -189,3 +189,13 @@ def test_recent_xids_forget_what_every_later_snapshot_sees() -> None:
     assert len(recent) == 2  # 5 < xmin 6: seen by every later snapshot
     assert recent.unseen(Snapshot(13, 13, frozenset())) == []
     assert len(recent) == 0
+
+
+def test_an_idle_servers_keepalive_at_the_horizon_closes_the_window() -> None:
+    """On an idle server the walsender's keepalive reaches the WAL insert position h read
+    after the chunk, and no later WAL may come: every commit visible in S starts before h, so
+    the window closes there (the rows are published); a keepalive short of h does not."""
+    chunk = Chunk(100, Snapshot(5, 6, frozenset()), 200, {b"k": 1})
+    assert not chunk.passed(199)
+    assert chunk.passed(200)
+    assert chunk.closed and not chunk.passed(300)  # once

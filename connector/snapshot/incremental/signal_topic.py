@@ -1,0 +1,208 @@
+"""The ``<prefix>.signal`` topic: snapshot requests and their progress in Kafka, never in
+PostgreSQL (why one compacted partition of whole-state records: `channel`).
+
+`SignalTopic` is the IO: create the topic, append a record (synchronously: a state is only
+taken as recorded once Kafka acknowledged it), and read it to its end (`catch_up`: a request
+is picked only from a log read up to the high watermark of that moment, so a ``done`` record
+is never missed behind a ``pending`` one). `TopicRequests` is the driver's `RequestStore` over
+it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from connector.errors import SinkError
+from connector.names import TableName
+from connector.sink.settings import admin_config, producer_config
+
+from .channel import RequestLog, RequestState
+from .signals import SnapshotRequest
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SignalTopic", "TopicRequests", "new_request_id"]
+
+
+def new_request_id() -> int:
+    """A request id no other sender picks (63 random bits: there is no sequence to ask)."""
+    return random.SystemRandom().getrandbits(62) + 1
+
+
+class SignalTopic:
+    def __init__(self, kafka_config: Mapping[str, Any], topic: str, *,
+                 replication_factor: int = 1, timeout_s: float = 30.0) -> None:
+        self.topic = topic
+        self.replication_factor = replication_factor
+        self._ensured = False
+        self._config = admin_config(kafka_config)
+        self._timeout = timeout_s
+        self._producer: Producer | None = None
+        self._consumer: Consumer | None = None
+        self._error: str | None = None
+        self.log = RequestLog()
+
+    def ensure(self) -> None:
+        """Create the topic (compacted, one partition: one order) unless it exists."""
+        if self._ensured:
+            return
+        admin = AdminClient(dict(self._config))
+        new = NewTopic(self.topic, num_partitions=1,
+                       replication_factor=self.replication_factor,
+                       config={"cleanup.policy": "compact"})
+        try:
+            if self.topic not in admin.list_topics(timeout=self._timeout).topics:
+                admin.create_topics([new])[self.topic].result(self._timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise SinkError(f"cannot create signal topic {self.topic}: "
+                                f"{exc.args[0].str()}", transient=True) from None
+        self._ensured = True
+
+    def append(self, state: RequestState) -> None:
+        """Record `state` (returns once Kafka acknowledged it) and apply it to `log`; the
+        topic is created first if it does not exist (a re-sync may be the first request)."""
+        self.ensure()
+        if self._producer is None:
+            self._producer = Producer(producer_config(self._config))
+        self._error = None
+        self._producer.produce(self.topic, state.encode(), str(state.id).encode(),
+                               on_delivery=self._delivered)
+        if self._producer.flush(self._timeout) or self._error is not None:
+            raise SinkError(f"cannot record snapshot request {state.id} in {self.topic}: "
+                            f"{self._error or 'not acknowledged in time'}",
+                            transient=self._error is None)
+        self.log.apply(state)
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._error = str(err)
+
+    def catch_up(self, timeout_s: float | None = None) -> bool:
+        """Read the topic up to its current end into `log`; False when it does not exist (no
+        request was ever sent this way)."""
+        timeout = self._timeout if timeout_s is None else timeout_s
+        if self._consumer is None:
+            settings = {k: v for k, v in self._config.items() if k != "logger"}
+            self._consumer = Consumer({**settings, "group.id": f"pgcdc-signal-{self.topic}",
+                                       "enable.auto.commit": False,
+                                       "auto.offset.reset": "earliest",
+                                       # read to the end now, not at the broker's next
+                                       # fetch deadline (500 ms by default)
+                                       "fetch.wait.max.ms": 10})
+        consumer = self._consumer
+        partition = TopicPartition(self.topic, 0)
+        try:
+            found = consumer.list_topics(self.topic, timeout=timeout).topics.get(self.topic)
+            if found is None or found.error is not None:
+                return False
+            low, high = consumer.get_watermark_offsets(partition, timeout=timeout)
+            if not consumer.assignment():
+                consumer.assign([TopicPartition(self.topic, 0, low)])
+                position = low
+            else:
+                position = consumer.position([partition])[0].offset
+                position = low if position < 0 else position
+            deadline = time.monotonic() + timeout
+            while position < high:
+                msg = consumer.poll(0.2)
+                if msg is not None and msg.error() is None:
+                    self.log.fold([msg.value()])
+                    position = (msg.offset() or 0) + 1
+                elif time.monotonic() > deadline:
+                    raise SinkError(f"cannot read snapshot requests from {self.topic} within "
+                                    f"{timeout:g} s", transient=True)
+            return True
+        except KafkaException as exc:
+            raise SinkError(f"cannot read {self.topic}: {exc.args[0].str()}",
+                            transient=True) from None
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+        if self._producer is not None:
+            self._producer.flush(self._timeout)
+            self._producer = None
+
+
+def _as_request(state: RequestState) -> SnapshotRequest:
+    return SnapshotRequest(state.id, state.slot, state.tables, state.state, state.table_index,
+                           state.last_key, state.chunks, state.rows, state.message, None,
+                           channel="kafka")
+
+
+class TopicRequests:
+    """`RequestStore` over the signal topic. `available` reads the topic to its end, at most
+    every `interval_s` (a new request or a cancel is seen within it; the producer's own
+    records are applied as it appends them); the other reads answer from what it read, the
+    writes append."""
+
+    channel = "kafka"
+
+    def __init__(self, topic: SignalTopic, *, interval_s: float = 1.0) -> None:
+        self.topic = topic
+        self.interval_s = interval_s
+        self._exists = False
+        self._next_read = 0.0
+
+    def available(self) -> bool:
+        now = time.monotonic()
+        if now >= self._next_read:
+            self._next_read = now + self.interval_s
+            self._exists = self.topic.catch_up()
+        return self._exists
+
+    def next_request(self, slot: str) -> SnapshotRequest | None:
+        found = self.topic.log.next_request(slot)
+        return None if found is None else _as_request(found)
+
+    def state_of(self, request_id: int) -> str | None:
+        found = self.topic.log.get(request_id)
+        return None if found is None else found.state
+
+    def mark_running(self, request_id: int) -> None:
+        found = self.topic.log.get(request_id)
+        if found is not None and found.state == "pending":
+            self.topic.append(replace(found, state="running"))
+
+    def record_progress(self, request_id: int, table_index: int,
+                        last_key: Sequence[str] | None, rows: int) -> None:
+        found = self.topic.log.get(request_id)
+        if found is not None:
+            after = found.progressed(table_index, last_key, rows)
+            if after is not found:
+                self.topic.append(after)
+
+    def set_state(self, request_id: int, state: str, message: str | None = None) -> None:
+        found = self.topic.log.get(request_id)
+        if found is not None:
+            self.topic.append(replace(found, state=state,
+                                      message=found.message if message is None else message))
+
+    def request(self, slot: str, tables: Sequence[TableName],
+                message: str | None = None) -> int:
+        state = RequestState(new_request_id(), slot, tuple(str(t) for t in tables),
+                             message=message, requested_ms=time.time_ns() // 1_000_000)
+        self.topic.append(state)
+        return state.id
+
+    def pending_includes(self, slot: str, table: TableName) -> bool:
+        return self.topic.log.pending_includes(slot, str(table))
+
+    def cancel(self, slot: str) -> int:
+        """Cancel every unfinished request of `slot`; how many."""
+        unfinished = [s for s in self.topic.log.of_slot(slot) if s.state in ("pending",
+                                                                             "running")]
+        for state in unfinished:
+            self.topic.append(replace(state, state="cancelled"))
+        return len(unfinished)
