@@ -212,14 +212,20 @@ class ReplicationAdmin:
                         require_each: bool = False) -> list[tuple[str, str]]:
         """The tables `patterns` match now, in pattern order. Unlogged tables have no changes
         to decode and PostgreSQL refuses them in a publication (FOR ALL TABLES skips them):
-        never matched."""
-        tables = self.conn.execute(
-            "SELECT n.nspname, c.relname FROM pg_class c"
-            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        never matched. A partition whose partitioned root is matched too is left out: the root
+        publishes it (through the root or leaf by leaf), and one detached later is a table of
+        its own, which the table watcher then adds like any new table."""
+        rows = self.conn.execute(
+            "SELECT n.nspname::text, c.relname::text, rn.nspname::text, r.relname::text"
+            " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " LEFT JOIN pg_class r ON c.relispartition AND r.oid = pg_partition_root(c.oid)"
+            " LEFT JOIN pg_namespace rn ON rn.oid = r.relnamespace"
             " WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p'"
             " AND n.nspname <> 'information_schema'"
             " AND n.nspname NOT LIKE 'pg\\_%%' ORDER BY 1, 2"
         ).fetchall()
+        tables = [(r[0], r[1]) for r in rows]
+        roots = {(r[0], r[1]): (r[2], r[3]) for r in rows if r[3] is not None}
         chosen: list[tuple[str, str]] = []
         for pattern in patterns:
             schema_pat, _, table_pat = pattern.rpartition(".")
@@ -229,7 +235,8 @@ class ReplicationAdmin:
             if not matches and require_each:
                 raise ConfigError(f"--tables pattern {pattern!r} matches no table")
             chosen.extend(m for m in matches if m not in chosen)
-        return chosen
+        matched = set(chosen)
+        return [t for t in chosen if roots.get(t) not in matched]
 
     def listed_tables(self, publication: str) -> list[tuple[str, str]]:
         """The tables named in `publication` itself (not the partitions they publish)."""
