@@ -45,6 +45,7 @@ MORE: dict[str, str] = {
     "all_tables_publication": "../configuration.md#settings-in-detail",
     "table_settings": "../publishing.md",
     "publish_generated_columns": "../publishing.md",
+    "publish_via_partition_root": "../publishing.md#partitioned-tables",
     "oversized_events": "../configuration.md#settings-in-detail",
     "max_event_bytes": "../configuration.md#settings-in-detail",
     "failover_slot": "../high-availability.md",
