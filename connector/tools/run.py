@@ -148,7 +148,8 @@ def register(subparsers: Any) -> None:
 
 def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
-             "publication", "tables", "keyless_tables", "all_tables_publication", "binary",
+             "publication", "tables", "keyless_tables", "all_tables_publication",
+             "publish_via_partition_root", "binary",
              "failover_slot", "origin",
              "topic_partitions", "topic_replication_factor", "tombstones", "truncate_records",
              "transaction_topic",

@@ -77,3 +77,20 @@ def test_status_says_how_partitions_are_published() -> None:
         "partitions published through their root (publish_via_partition_root = true)"
     assert via_root_line(False) == \
         "partitions published leaf by leaf (publish_via_partition_root = false)"
+
+
+def test_the_flag_and_the_file_set_it_and_unset_leaves_it_to_the_publication(tmp_path) -> None:
+    from connector.cli import build_parser
+    from connector.tools.run import config_from_args
+
+    flags = ["run", "--dsn", "host=db", "--bootstrap-servers", "k:9092",
+             "--schema-registry-url", "http://r"]
+    assert config_from_args(build_parser().parse_args(flags)).publish_via_partition_root is None
+    for flag, value in [("--publish-via-partition-root", True),
+                        ("--no-publish-via-partition-root", False)]:
+        args = build_parser().parse_args([*flags, flag])
+        assert config_from_args(args).publish_via_partition_root is value
+    config = tmp_path / "pgcdc.yaml"
+    config.write_text("publish_via_partition_root: false\n")
+    args = build_parser().parse_args([*flags, "--config", str(config)])
+    assert config_from_args(args).publish_via_partition_root is False
