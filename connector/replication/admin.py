@@ -538,12 +538,14 @@ class ReplicationAdmin:
     def _set_via_root(self, name: str) -> list[sql.Composed]:
         """ALTER PUBLICATION ... SET (publish_via_partition_root = ...) where `via_root` is set
         and differs (`via_root_switched` then says so); unset, the publication keeps its own,
-        said once when it differs from what a new publication gets."""
+        said at start when it differs from what a new publication gets and it publishes a
+        partitioned table."""
         self.via_root_switched = False
         current = self.publishes_via_root(name)
         wanted = via_root_change(self.via_root, current)
         if wanted is None:
-            if self.via_root is None and current != VIA_ROOT_DEFAULT:
+            if self.via_root is None and current != VIA_ROOT_DEFAULT and \
+                    self.partitioned_published(name):
                 log.info("publication %s publishes partitions %s (publish_via_partition_root = "
                          "%s), as it was made; set publish_via_partition_root to change it "
                          "(docs/publishing.md)", name,
