@@ -80,6 +80,10 @@ class Config:
     # PostgreSQL 18: publish the stored generated columns of every table (the publication's
     # publish_generated_columns = stored); per table: name them in table_settings' columns.
     publish_generated_columns: bool = False
+    # Partitioned tables published through their root (one topic per partitioned table) or
+    # each leaf partition on its own (publish_via_partition_root; docs/publishing.md). None:
+    # true for a publication pgcdc creates, an existing one left as it is.
+    publish_via_partition_root: bool | None = None
     binary: bool = False  # pgoutput binary tuples (faster for some types)
     failover_slot: bool | None = None  # None: on where the server is 17+ and a primary
     origin: str | None = None  # PostgreSQL 16+: 'none' publishes only local changes
@@ -171,6 +175,11 @@ class Config:
                               "creates or extends: with create_publication false, set it on "
                               "your publication (ALTER PUBLICATION ... SET "
                               "(publish_generated_columns = stored))")
+        if self.publish_via_partition_root is not None and not self.create_publication:
+            raise ConfigError("publish_via_partition_root is set in the publication pgcdc "
+                              "creates or extends: with create_publication false, set it on "
+                              "your publication (ALTER PUBLICATION ... SET "
+                              "(publish_via_partition_root = true))")
         if sets_publication(published) and self.all_tables_publication:
             raise ConfigError("table_settings (column lists, row filters) cannot apply to a FOR "
                               "ALL TABLES publication (--all-tables-publication): drop one")

@@ -182,6 +182,7 @@ class Pipeline:
         if self.cfg.create_publication:
             admin.table_settings = self.cfg.published_settings()
             admin.generated_columns = self.cfg.publish_generated_columns
+            admin.via_root = self.cfg.publish_via_partition_root
         return admin
 
     def prepare_source(self) -> int:
@@ -207,8 +208,11 @@ class Pipeline:
                 self.cfg.publication, self.cfg.tables, keyless=self.cfg.keyless_tables,
                 exclude=[signals.SIGNAL_TABLE], all_tables=self.cfg.all_tables_publication,
                 add_later=slot is not None and self.cfg.snapshot != "initial_only")
-            if self.admin.resettled and slot is not None and self.cfg.snapshot != "initial_only":
-                self._resync_resettled(self.admin.resettled)
+            if slot is not None and self.cfg.snapshot != "initial_only":
+                if self.admin.resettled:
+                    self._resync_resettled(self.admin.resettled)
+                if self.admin.via_root_switched:
+                    self._resync_partitioned()
         elif not self.admin.publication_exists(self.cfg.publication):
             raise SourceError(f"publication {self.cfg.publication!r} does not exist")
         self.admin.warn_about_replica_identity(self.cfg.publication)
@@ -244,6 +248,24 @@ class Pipeline:
                         message="re-sync after a change of table_settings")
         log.info("publication settings of %s changed: re-read by an incremental snapshot",
                  ", ".join(map(str, keyed)))
+
+    def _resync_partitioned(self) -> None:
+        """publish_via_partition_root changed on the existing publication: the partitioned
+        tables' rows go to other topics from now on (the roots', or the leaves'), which hold
+        none of the rows written before, so an incremental snapshot reads them there
+        (connector/replication/partitions.py)."""
+        tables = self.admin.partitioned_published(self.cfg.publication)
+        whole_row = {TableName(s, t) for s, t in self.admin.full_identity_tables(tables)}
+        keyed = [n for n in (TableName(s, t) for s, t in tables) if n not in whole_row]
+        if keyed:
+            signals.ensure_table(self.admin.conn)
+            signals.request(self.admin.conn, self.cfg.slot, keyed,
+                            message="re-read after publish_via_partition_root changed")
+            log.info("partitioned tables re-read into their new topics: %s",
+                     ", ".join(map(str, keyed)))
+        for name in sorted(whole_row):
+            log.warning("%s has REPLICA IDENTITY FULL: not re-read into its new topic (an "
+                        "incremental snapshot needs a key)", name)
 
     def _check_standby(self) -> None:
         """On a standby (connector/replication/standby.py): refuse what cannot work, in one line;
@@ -492,7 +514,8 @@ class Pipeline:
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication and not standby,
                                keyless=self.cfg.keyless_tables,
-                               all_tables_publication=self.cfg.all_tables_publication)
+                               all_tables_publication=self.cfg.all_tables_publication,
+                               resync_partitions=not standby)
         # One for the whole run: what it saw before a reconnect stays its baseline, so DDL
         # made while the stream was reconnecting is still noticed.
         if self.resync is None:

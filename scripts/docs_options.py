@@ -47,6 +47,7 @@ MORE: dict[str, str] = {
     "publish_generated_columns": "../publishing.md",
     "mask_salt": "../publishing.md#masking-and-excluding-columns",
     "mask_hash_encoding": "../publishing.md#masking-and-excluding-columns",
+    "publish_via_partition_root": "../publishing.md#partitioned-tables",
     "oversized_events": "../configuration.md#settings-in-detail",
     "max_event_bytes": "../configuration.md#settings-in-detail",
     "failover_slot": "../high-availability.md",

@@ -24,6 +24,7 @@ from connector.errors import (
 from connector.pgoutput.lsn import str_to_lsn
 
 from .features import ServerFeatures
+from .partitions import VIA_ROOT_DEFAULT, via_root_change
 from .privileges import connect_refusal, dsn_role, lacking
 from .published import (
     TableSetting,
@@ -91,6 +92,11 @@ class ReplicationAdmin:
         # None: left as it is).
         self.table_settings: list[TableSetting] = []
         self.generated_columns: bool | None = None
+        # publish_via_partition_root (partitions.py; None: a new publication gets the default,
+        # an existing one is left as it is), and whether `ensure_publication` changed it on an
+        # existing publication (the caller re-reads the partitioned tables).
+        self.via_root: bool | None = None
+        self.via_root_switched = False
         # Tables of an existing publication whose column list or filter `ensure_publication`
         # changed: rows that entered it were never streamed (the caller re-syncs them).
         self.resettled: list[tuple[str, str]] = []
@@ -208,14 +214,20 @@ class ReplicationAdmin:
                         require_each: bool = False) -> list[tuple[str, str]]:
         """The tables `patterns` match now, in pattern order. Unlogged tables have no changes
         to decode and PostgreSQL refuses them in a publication (FOR ALL TABLES skips them):
-        never matched."""
-        tables = self.conn.execute(
-            "SELECT n.nspname, c.relname FROM pg_class c"
-            " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        never matched. A partition whose partitioned root is matched too is left out: the root
+        publishes it (through the root or leaf by leaf), and one detached later is a table of
+        its own, which the table watcher then adds like any new table."""
+        rows = self.conn.execute(
+            "SELECT n.nspname::text, c.relname::text, rn.nspname::text, r.relname::text"
+            " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " LEFT JOIN pg_class r ON c.relispartition AND r.oid = pg_partition_root(c.oid)"
+            " LEFT JOIN pg_namespace rn ON rn.oid = r.relnamespace"
             " WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p'"
             " AND n.nspname <> 'information_schema'"
             " AND n.nspname NOT LIKE 'pg\\_%%' ORDER BY 1, 2"
         ).fetchall()
+        tables = [(r[0], r[1]) for r in rows]
+        roots = {(r[0], r[1]): (r[2], r[3]) for r in rows if r[3] is not None}
         chosen: list[tuple[str, str]] = []
         for pattern in patterns:
             schema_pat, _, table_pat = pattern.rpartition(".")
@@ -225,7 +237,8 @@ class ReplicationAdmin:
             if not matches and require_each:
                 raise ConfigError(f"--tables pattern {pattern!r} matches no table")
             chosen.extend(m for m in matches if m not in chosen)
-        return chosen
+        matched = set(chosen)
+        return [t for t in chosen if roots.get(t) not in matched]
 
     def listed_tables(self, publication: str) -> list[tuple[str, str]]:
         """The tables named in `publication` itself (not the partitions they publish)."""
@@ -319,7 +332,7 @@ class ReplicationAdmin:
             target = sql.SQL("FOR ALL TABLES") if listed is None else sql.SQL("") \
                 if not listed else sql.SQL("FOR TABLE {}").format(self._entries(listed))
             statement = sql.SQL("CREATE PUBLICATION {} {}{}").format(
-                sql.Identifier(name), target, self._with_generated())
+                sql.Identifier(name), target, self._with_options())
         elif listed is not None:
             current = self.listed_tables(name)
             # Already the list (a publication the tables' owner made): nothing to change, so
@@ -344,7 +357,7 @@ class ReplicationAdmin:
             if statement is None or add_later:  # the tables kept: their settings as wanted
                 statements += self._resettle(name, [t for t in current if t in listed])
         if exists:
-            statements += self._set_generated(name)
+            statements += self._set_generated(name) + self._set_via_root(name)
         if statement is not None:
             statements.insert(0, statement)
         if not statements:
@@ -403,6 +416,8 @@ class ReplicationAdmin:
                 f"{self.role!r} does not own it: have its owner drop it (pgcdc then creates it), "
                 "or run with a new --publication and --slot"
                 + ("" if listed is None else ", or with --all-tables-publication to keep it"))
+        if self.via_root is not None:
+            via_root = self.via_root
         publish = ", ".join(op for op, on in (("insert", insert), ("update", update),
                                               ("delete", delete), ("truncate", truncate)) if on)
         target = sql.SQL("FOR ALL TABLES") if listed is None else sql.SQL("") if not listed \
@@ -520,11 +535,87 @@ class ReplicationAdmin:
                         sql.Identifier(name), table_entry(schema, table, setting))]
         return out
 
-    def _with_generated(self) -> sql.Composable:
-        """The WITH clause of a CREATE PUBLICATION for `generated_columns` (18+)."""
+    def _with_options(self) -> sql.Composable:
+        """The WITH clause of a CREATE PUBLICATION: publish_via_partition_root (`via_root`,
+        else the default) and `generated_columns` (18+)."""
+        via_root = via_root_change(self.via_root, None)
+        options: list[sql.Composable] = [
+            sql.SQL("publish_via_partition_root = {}").format(sql.Literal(via_root))]
         if self.generated_columns and self.features.publishes_generated_columns:
-            return sql.SQL(" WITH (publish_generated_columns = stored)")
-        return sql.SQL("")
+            options.append(sql.SQL("publish_generated_columns = stored"))
+        return sql.SQL(" WITH ({})").format(sql.SQL(", ").join(options))
+
+    def publishes_via_root(self, name: str) -> bool:
+        """The publication's publish_via_partition_root."""
+        return bool(self._one("SELECT pubviaroot FROM pg_publication WHERE pubname = %s",
+                              (name,))[0])
+
+    def _set_via_root(self, name: str) -> list[sql.Composed]:
+        """ALTER PUBLICATION ... SET (publish_via_partition_root = ...) where `via_root` is set
+        and differs (`via_root_switched` then says so); unset, the publication keeps its own,
+        said at start when it differs from what a new publication gets and it publishes a
+        partitioned table."""
+        self.via_root_switched = False
+        current = self.publishes_via_root(name)
+        wanted = via_root_change(self.via_root, current)
+        if wanted is None:
+            if self.via_root is None and current != VIA_ROOT_DEFAULT and \
+                    self.partitioned_published(name):
+                log.info("publication %s publishes partitions %s (publish_via_partition_root = "
+                         "%s), as it was made; set publish_via_partition_root to change it "
+                         "(docs/publishing.md)", name,
+                         "through their root" if current else "leaf by leaf", current)
+            return []
+        self.via_root_switched = True
+        log.warning("publication %s: publish_via_partition_root set to %s: partitioned tables "
+                    "are now published %s; they are re-read into those topics", name, wanted,
+                    "through their root (one topic each)" if wanted else
+                    "leaf by leaf (one topic per partition)")
+        return [sql.SQL("ALTER PUBLICATION {} SET (publish_via_partition_root = {})").format(
+            sql.Identifier(name), sql.Literal(wanted))]
+
+    def partitioned_published(self, publication: str) -> list[tuple[str, str]]:
+        """The tables `publication` publishes that are partitioned tables or partitions: the
+        ones publish_via_partition_root decides the topic of."""
+        return [(r[0], r[1]) for r in self.conn.execute(
+            "SELECT p.schemaname::text, p.tablename::text FROM pg_publication_tables p"
+            " JOIN pg_namespace n ON n.nspname = p.schemaname"
+            " JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename"
+            " WHERE p.pubname = %s AND (c.relkind = 'p' OR c.relispartition) ORDER BY 1, 2",
+            (publication,)).fetchall()]
+
+    def partition_leaves(self, publication: str
+                         ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]:
+        """Each partitioned table `publication` names or publishes -> its leaf partitions
+        now (partitions.leaf_changes compares two of these)."""
+        rows = self.conn.execute(
+            "WITH roots AS ("
+            " SELECT c.oid FROM pg_publication_tables p"
+            "  JOIN pg_namespace n ON n.nspname = p.schemaname"
+            "  JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename"
+            "  WHERE p.pubname = %s AND c.relkind = 'p'"
+            " UNION SELECT pr.prrelid FROM pg_publication_rel pr"
+            "  JOIN pg_publication b ON b.oid = pr.prpubid"
+            "  JOIN pg_class c ON c.oid = pr.prrelid WHERE b.pubname = %s AND c.relkind = 'p')"
+            " SELECT rn.nspname::text, rc.relname::text, l.nspname::text, l.relname::text"
+            " FROM roots r JOIN pg_class rc ON rc.oid = r.oid"
+            " JOIN pg_namespace rn ON rn.oid = rc.relnamespace"
+            " LEFT JOIN LATERAL (SELECT ln.nspname, lc.relname FROM pg_partition_tree(r.oid) t"
+            "  JOIN pg_class lc ON lc.oid = t.relid"
+            "  JOIN pg_namespace ln ON ln.oid = lc.relnamespace"
+            "  WHERE t.isleaf AND lc.relkind = 'r') l ON true",
+            (publication, publication)).fetchall()
+        out: dict[tuple[str, str], set[tuple[str, str]]] = {}
+        for root_schema, root, leaf_schema, leaf in rows:
+            leaves = out.setdefault((root_schema, root), set())
+            if leaf is not None:
+                leaves.add((leaf_schema, leaf))
+        return {root: frozenset(leaves) for root, leaves in out.items()}
+
+    def has_rows(self, table: tuple[str, str]) -> bool:
+        """Whether `table` holds a row now."""
+        return bool(self._one(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(
+            sql.Identifier(*table)))[0])
 
     def _set_generated(self, name: str) -> list[sql.Composed]:
         """ALTER PUBLICATION ... SET (publish_generated_columns = ...) where it differs from

@@ -19,7 +19,7 @@ builds it, so the snapshot's events and the stream's share one Avro schema (one 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psycopg
 from psycopg import sql
@@ -88,6 +88,14 @@ class SnapshotTable:
     relkind: str
     row_filter: str | None  # the publication's WHERE clause (PostgreSQL 15+)
     leaves: tuple[Leaf, ...]
+    # Where an incremental snapshot reads the rows from, when not the table itself: one
+    # partition of a table published through its root (`published_table`).
+    read_from: TableName | None = None
+
+    @property
+    def source(self) -> TableName:
+        """The table an incremental snapshot's chunks read (``FROM``)."""
+        return self.read_from or self.table_name
 
     @property
     def table_name(self) -> TableName:
@@ -144,8 +152,43 @@ def published_tables(conn: Conn, publication: str, features: ServerFeatures) -> 
 def published_table(conn: Conn, publication: str, features: ServerFeatures,
                     names: Sequence[TableName]) -> SnapshotTable | None:
     """The first of `names` (in schema, table order) that `publication` publishes, or None:
-    one table's catalog rows, not every published table's."""
-    return next(iter(_tables(conn, publication, features, names)), None)
+    one table's catalog rows, not every published table's.
+
+    A partition of a table published through its root (publish_via_partition_root) is not
+    published itself: it resolves to its published ancestor, its rows read from the partition
+    alone (`SnapshotTable.read_from`) and described as the root, so they go to the root's topic
+    under the root's schema, as the stream sends them (connector/replication/partitions.py)."""
+    found = next(iter(_tables(conn, publication, features, names)), None)
+    return found if found is not None else _through_root(conn, publication, features, names)
+
+
+# A partition's ancestors, nearest first (pg_partition_ancestors lists the partition itself
+# first).
+_ANCESTORS_QUERY = """\
+SELECT c.oid::int8, n.nspname::text, c.relname::text, an.nspname::text, ac.relname::text
+FROM pg_catalog.pg_class c
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+CROSS JOIN LATERAL pg_catalog.pg_partition_ancestors(c.oid) WITH ORDINALITY AS a(relid, depth)
+JOIN pg_catalog.pg_class ac ON ac.oid = a.relid
+JOIN pg_catalog.pg_namespace an ON an.oid = ac.relnamespace
+WHERE c.relispartition AND c.relkind = 'r' AND a.relid <> c.oid
+  AND (n.nspname::text, c.relname::text) IN (SELECT * FROM unnest(%s::text[], %s::text[]))
+ORDER BY 2, 3, a.depth"""
+
+
+def _through_root(conn: Conn, publication: str, features: ServerFeatures,
+                  names: Sequence[TableName]) -> SnapshotTable | None:
+    """The published ancestor of the first of `names` that is a leaf partition, reading that
+    partition only; None when none is."""
+    rows = query_catalog(conn, _ANCESTORS_QUERY, ([n.schema for n in names],
+                                                  [n.table for n in names]))
+    for oid, schema, name, ancestor_schema, ancestor in rows:
+        root = next(iter(_tables(conn, publication, features,
+                                 [TableName(ancestor_schema, ancestor)])), None)
+        if root is not None:
+            return replace(root, leaves=tuple(leaf for leaf in root.leaves if leaf.oid == oid),
+                           read_from=TableName(schema, name))
+    return None
 
 
 def _tables(conn: Conn, publication: str, features: ServerFeatures,

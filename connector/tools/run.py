@@ -61,6 +61,13 @@ def register(subparsers: Any) -> None:
                         "every new table at once, so PostgreSQL rejects the application's "
                         "UPDATE/DELETE on a new table without a key (until it gets one; with "
                         "--keyless-tables full, until pgcdc sets REPLICA IDENTITY FULL, ~2 s)")
+    p.add_argument("--publish-via-partition-root", action=argparse.BooleanOptionalAction,
+                   default=None,
+                   help="publish a partitioned table's changes through its root: one topic per "
+                        "partitioned table, whatever partitions are attached or detached (the "
+                        "default for a publication pgcdc creates); --no-publish-via-partition-"
+                        "root: one topic per leaf partition. Unset, an existing publication is "
+                        "left as it is; set, it is changed at start and the tables re-read")
     p.add_argument("--oversized-events", choices=list(config_mod.OVERSIZED_POLICIES),
                    help="an event larger than --max-event-bytes: fail (default) stops the run "
                         "(every restart meets it again); omit publishes it with its largest "
@@ -147,7 +154,8 @@ def register(subparsers: Any) -> None:
 
 def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
-             "publication", "tables", "keyless_tables", "all_tables_publication", "binary",
+             "publication", "tables", "keyless_tables", "all_tables_publication",
+             "publish_via_partition_root", "binary",
              "failover_slot", "origin",
              "topic_partitions", "topic_replication_factor", "tombstones", "truncate_records",
              "transaction_topic",

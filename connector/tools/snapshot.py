@@ -93,6 +93,10 @@ def _published(args: argparse.Namespace, cfg: config_mod.Config,
                admin: ReplicationAdmin) -> list[TableName]:
     """The published tables `--tables` names (refused in one line when one is not)."""
     published = {TableName(s, t) for s, t, _, _ in admin.published_tables(cfg.publication)}
+    # A partition of a table published through its root: its rows alone, into the root's
+    # topic (connector/snapshot/tables.py, published_table).
+    published |= {TableName(*leaf) for root, leaves in admin.partition_leaves(
+        cfg.publication).items() if TableName(*root) in published for leaf in leaves}
     patterns = [p.strip() for p in args.tables.split(",") if p.strip()]
     tables = [TableName(s, t) for s, t in admin.resolve_tables(patterns)]
     missing = [str(t) for t in tables if t not in published]

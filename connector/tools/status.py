@@ -58,7 +58,8 @@ def handle(args: argparse.Namespace) -> int:
             print(f"publication {cfg.publication}: does not exist")
             return 1 if slot is None else 0
         tables = admin.published_tables(cfg.publication)
-        print(f"publication {cfg.publication}: {len(tables)} table(s)")
+        print(f"publication {cfg.publication}: {len(tables)} table(s); "
+              f"{via_root_line(admin.publishes_via_root(cfg.publication))}")
         counts = admin.table_counts([(s, t) for s, t, _, _ in tables])
         published = admin.published_columns(cfg.publication)
         settings = cfg.published_settings()  # the masks are pgcdc's, not the publication's
@@ -76,6 +77,13 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         admin.close()
     return 0 if slot is not None else 1
+
+
+def via_root_line(via_root: bool) -> str:
+    """How the publication publishes partitioned tables (docs/publishing.md)."""
+    return "partitions published " + ("through their root (publish_via_partition_root = "
+                                      "true)" if via_root else "leaf by leaf "
+                                      "(publish_via_partition_root = false)")
 
 
 def published_line(columns: list[str], live: int, row_filter: str | None) -> str:

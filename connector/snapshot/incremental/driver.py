@@ -294,7 +294,7 @@ class IncrementalSnapshots:
             return
         relation = chunk.table.relation
         columns = [c.name for c in relation.columns]
-        statement = chunk_copy_statement(relation.namespace, relation.name, columns, chunk.key,
+        statement = chunk_copy_statement(*chunk.table.source, columns, chunk.key,
                                          self.last_key, self.chunk_rows,
                                          chunk.table.row_filter)
         events: dict[bytes, bytes] = {}

@@ -30,6 +30,12 @@ trigger would need superuser rights to install):
 * A table that no longer matches ``--tables`` (renamed, moved to another schema) is removed
   from the publication when pgcdc manages it; one that left the publication (dropped, removed
   by hand, or so) is logged. Its topic stays.
+* A partition attached to a published partitioned table (or created as its partition) while
+  pgcdc runs: PostgreSQL streams none of the rows it held before, so an incremental snapshot of
+  that partition alone reads them into the topic it is published to (the root's with
+  publish_via_partition_root); one detached or dropped is a warning, its rows stay in the
+  root's topic (`connector.replication.partitions`). Without a primary to write the request on
+  (a standby), a warning names the `pgcdc snapshot` to run.
 * The signal table (`signals`, `connector.names.SIGNAL_TABLE`) never joins a list pgcdc
   manages: its rows are pgcdc's own. FOR ALL TABLES publishes it; the producer drops its
   changes (connector/publisher.py) and it is not logged as a published table here.
@@ -50,6 +56,7 @@ from connector.errors import SourceError, first_line, is_privilege_error
 from connector.names import SIGNAL_TABLE, TableName
 from connector.replication import ReplicationAdmin
 from connector.replication.admin import managed_patterns
+from connector.replication.partitions import leaf_changes
 
 from . import signals
 
@@ -63,7 +70,7 @@ WATCH_INTERVAL_S = 2.0
 class TableWatcher:
     def __init__(self, admin: ReplicationAdmin, publication: str, patterns: list[str],
                  slot: str, *, manage_publication: bool, keyless: str = "refuse",
-                 all_tables_publication: bool = False) -> None:
+                 all_tables_publication: bool = False, resync_partitions: bool = True) -> None:
         self.admin = admin
         self.publication = publication
         self.slot = slot
@@ -77,6 +84,8 @@ class TableWatcher:
         self.left_out: set[TableName] = set()  # keyless tables left out, already logged
         self.refused: set[TableName] = set()  # left out for their table_settings, logged
         self.published = self._published()
+        self.resync_partitions = resync_partitions
+        self.leaves = admin.partition_leaves(publication)  # root -> its leaf partitions
         if self.manage and keyless != "full":  # left out at start (skip): logged there
             self.left_out = self._keyless(self._unlisted(self.published))
         metrics.KEYLESS_LEFT_OUT.set(len(self.left_out))
@@ -140,12 +149,40 @@ class TableWatcher:
                 published = self._published()
         elif self.fix_all_tables and published - self.published:
             self._keyless_in_all_tables(sorted(published - self.published))
+        self._check_partitions()
         for name in sorted(published - self.published):
             log.info("table %s is now published", name)
         for name in sorted(self.published - published):
             log.info("table %s is no longer published (dropped, renamed, or removed from "
                      "publication %s); its topic is kept", name, self.publication)
         self.published = published
+
+    def _check_partitions(self) -> None:
+        """Partitions attached to or detached from a published partitioned table since the
+        last check (`leaf_changes`): an attached one holding rows is re-read by an incremental
+        snapshot (PostgreSQL streams none of them), a detached one is a warning."""
+        leaves = self.admin.partition_leaves(self.publication)
+        attached, detached = leaf_changes(self.leaves, leaves)
+        self.leaves = leaves
+        for root, leaf in detached:
+            log.warning("partition %s left %s (detached or dropped): PostgreSQL publishes no "
+                        "delete for its rows, so they stay in the topic of %s (docs/"
+                        "publishing.md, Partitioned tables)", TableName(*leaf), TableName(*root),
+                        TableName(*root))
+        filled = [TableName(*leaf) for _, leaf in attached if self.admin.has_rows(leaf)]
+        if not filled:
+            return
+        names = ", ".join(map(str, filled))
+        if not self.resync_partitions:
+            log.warning("partition(s) %s attached: PostgreSQL streams none of the rows they "
+                        "held; run on the primary: pgcdc snapshot --tables %s", names,
+                        ",".join(map(str, filled)))
+            return
+        signals.ensure_table(self.admin.conn)
+        signals.request(self.admin.conn, self.slot, filled,
+                        message=f"partition attached: {names}")
+        log.info("partition(s) %s attached: the rows they held follow as an incremental "
+                 "snapshot", names)
 
     def _add(self, new: list[TableName], snapshot: list[TableName]) -> None:
         """Add `new` to the publication and ask for the incremental snapshot of `snapshot`

@@ -15,7 +15,16 @@ truncated column, and an excluded one; its rows in the initial snapshot, the str
 update, key change, delete) and the incremental snapshot decode to the masked projection, and
 a byte scan finds none of the clear values (distinctive markers), nor the salt, in any topic of
 the run (table, offsets, heartbeat... topics), the registry's schemas, the producer's logs or
-the CLI's output."""
+the CLI's output.
+
+Part 4 in the same run: a range-partitioned table, published through its root (the default of
+a publication pgcdc creates), has one topic that folds to ``SELECT * FROM root`` through the
+initial snapshot, inserts into several partitions, a partition created and filled later, and a
+filled table ATTACHed (its rows arrive by the incremental snapshot the table watcher queues);
+after a DETACH its rows stay in the root's topic (the documented rule) and the detached table,
+matching --tables, becomes a table of its own. No per-partition topic appears before that.
+Restarted with ``publish_via_partition_root: false``, the publication is altered and each
+partition is re-read into its own topic."""
 
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ import psycopg
 import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from connector.errors import ConfigError
 from connector.replication import ReplicationAdmin
@@ -163,6 +173,52 @@ def _converges(run: Any, table: str, dsn: str, query: str, timeout: float = 90
         time.sleep(0.5)
 
 
+def _topics(run: Any) -> set[str]:
+    names = AdminClient({"bootstrap.servers": run.bootstrap}).list_topics(timeout=10).topics
+    return {t for t in names if t.startswith(f"{run.prefix}.")}
+
+
+def _wait_output(run: Any, text: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in run.output():
+        assert time.monotonic() < deadline and run.proc.poll() is None, run.output()[-4000:]
+        time.sleep(0.2)
+
+
+READINGS = "SELECT id, v FROM readings"
+
+
+def _change_partitions(database: str) -> None:
+    """Part 4 while streaming: writes to several partitions, a partition created and filled, a
+    filled table attached, a filled partition detached."""
+    _sql(database,
+         "INSERT INTO readings VALUES (5, 'a'), (105, 'b')",
+         "UPDATE readings SET v = 'u' WHERE id = 8",
+         "DELETE FROM readings WHERE id = 15",
+         "CREATE TABLE readings_3 PARTITION OF readings FOR VALUES FROM (200) TO (300)",
+         "INSERT INTO readings SELECT i, 'n' || i FROM generate_series(200, 210) i",
+         "ALTER TABLE readings ATTACH PARTITION staged FOR VALUES FROM (300) TO (400)",
+         "ALTER TABLE readings DETACH PARTITION readings_1")
+
+
+def _check_partitions(run: Any, database: str) -> None:
+    """The root's topic after `_change_partitions`: the ATTACHed rows arrived (as reads of the
+    incremental snapshot the watcher queued); the DETACHed ones stay (PostgreSQL publishes no
+    delete for them; the documented rule, with a warning); the detached table, matching
+    --tables, is a table of its own now; no other per-partition topic."""
+    _wait_output(run, "public.staged attached")
+    _wait_output(run, "partition public.readings_1 left public.readings")
+    records = _converges(run, "readings", database,
+                         READINGS + " UNION ALL SELECT id, v FROM readings_1")
+    assert {r.value["op"] for r in records} == {"r", "c", "u", "d"}
+    attached = {r.key["id"] for r in records if r.value["op"] == "r" and r.key["id"] >= 300}
+    assert attached == set(range(300, 321)), attached
+    _converges(run, "readings_1", database, "SELECT id, v FROM readings_1")
+    prefix = f"{run.prefix}.public."
+    assert {t for t in _topics(run) if t.startswith((prefix + "readings", prefix + "staged"))} \
+        == {prefix + "readings", prefix + "readings_1"}
+
+
 def _snapshot_done(dsn: str, run: Any, where: str) -> None:
     deadline = time.monotonic() + 90
     while True:
@@ -200,6 +256,12 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
          "CREATE TABLE gen (id int PRIMARY KEY, a int,"
          " g int GENERATED ALWAYS AS (a * 2) STORED)",
          "INSERT INTO gen SELECT i, i FROM generate_series(1, 3) i",
+         "CREATE TABLE readings (id int PRIMARY KEY, v text) PARTITION BY RANGE (id)",
+         "CREATE TABLE readings_1 PARTITION OF readings FOR VALUES FROM (0) TO (100)",
+         "CREATE TABLE readings_2 PARTITION OF readings FOR VALUES FROM (100) TO (200)",
+         "INSERT INTO readings SELECT i, 'v' || i FROM generate_series(1, 199, 7) i",
+         "CREATE TABLE staged (id int PRIMARY KEY, v text)",  # filled, attached later
+         "INSERT INTO staged SELECT i, 's' || i FROM generate_series(300, 320) i",
          # phone's default would be a clear value in the schema's connect.default
          "CREATE TABLE people (ref text PRIMARY KEY, email text,"
          " phone text DEFAULT 'MKphone-default', name text, ssn text, note int)",
@@ -228,7 +290,8 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     if pg18:
         settings["publish_generated_columns"] = True
     config.write_text(yaml.safe_dump(settings))
-    run = producer_run("public.orders,public.gen,public.people", "--config", str(config))
+    run = producer_run("public.orders,public.gen,public.people,public.readings*",
+                       "--config", str(config))
     run.dsn = database
     started = time.monotonic()
     run.start(log_dir)
@@ -254,6 +317,10 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
                   ("d", _hash("MKref-3"), {"ref": _hash("MKref-3"), "email": None,
                                            "phone": None, "name": None, "note": None})]
     assert streamed == hashed_key, streamed  # the key record and before hash alike
+    # One topic for the partitioned table: the initial snapshot read every partition into it.
+    readings = _converges(run, "readings", database, READINGS)
+    assert {r.value["op"] for r in readings} == {"r"}
+    _change_partitions(database)  # checked below, once the watcher has seen them
     # The stream: an update in the filter, one moving a row out (a delete), one moving a row
     # in (a create), inserts and deletes on both sides of it.
     _sql(database,
@@ -279,6 +346,7 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     assert out.returncode == 0, out.stderr
     _snapshot_done(database, run, "message IS NULL")
     records = _converges(run, "orders", database, filtered)
+    _check_partitions(run, database)
     read = sorted(r.key["id"] for r in records[count:] if r.value["op"] == "r")
     assert read == [row[0] for row in _rows(database, filtered)]
     resnap = [r for r in _people_converges(run, database)[len(people):] if r.value["op"] == "r"]
@@ -300,18 +368,26 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     assert "published: columns id, region, total (3 of 4); rows: WHERE (id > 10)" in \
         status.stdout, status.stdout
     # gen: its generated column g is published on 18 (asked for), never before.
+    assert "partitions published through their root (publish_via_partition_root = true)" in \
+        status.stdout, status.stdout
     assert ("published: all 3 columns; rows: all" if pg18 else
             "published: columns id, a (2 of 3); rows: all") in status.stdout, status.stdout
     assert run.stop() == 0
 
     # Restarted with a wider filter: the publication follows, the rows that entered the filter
     # are re-synced by an incremental snapshot, and the lake converges on the new projection.
+    # Partitions leaf by leaf from now on: each re-read into its own topic.
     settings["table_settings"]["public.orders"]["where"] = "id > 2"
+    settings["publish_via_partition_root"] = False
     config.write_text(yaml.safe_dump(settings))
     run.start(log_dir)
     assert "the column list or row filter of public.orders changed" in run.output()
     _snapshot_done(database, run, "message LIKE '%table_settings%'")
     _converges(run, "orders", database, "SELECT id, region, total FROM orders WHERE id > 2")
+    _snapshot_done(database, run, "message LIKE '%publish_via_partition_root%'")
+    _converges(run, "staged", database, "SELECT id, v FROM staged")  # attached, re-read
+    prefix = f"{run.prefix}.public."
+    assert {prefix + "readings_2", prefix + "readings_3"} <= _topics(run)
     assert run.stop() == 0
 
     # The byte scan: no clear value of a masked column, nor the salt, anywhere it could leak.
