@@ -160,12 +160,14 @@ def table_facts(decoded: DataFrame) -> tuple[int, BatchFacts]:
         F.array_distinct(F.flatten(F.collect_set(
             F.when(F.size(F.col(TOAST)) > 0, F.col(TOAST))))).alias("toast"),
         F.max(F.when(F.col(OP).isNotNull(), F.col(TS))).alias("newest"),
+        F.max(F.when(F.col(OP).isNotNull(), F.col(LSN))).alias("newest_lsn"),
     ).first()
     assert row is not None
     truncate = Position(*row["truncate"]) if row["truncate"] is not None else None
     first = Position(*row["first"]) if row["first"] is not None else None
     return row["corrupt"], BatchFacts(row["events"], row["deletes"], truncate,
-                                      sorted(row["toast"] or []), first, row["newest"])
+                                      sorted(row["toast"] or []), first, row["newest"],
+                                      row["newest_lsn"])
 
 
 class BatchProcessor:
@@ -589,6 +591,9 @@ class BatchProcessor:
             self.history.from_rows(self._session(), table, batch.rows, types,
                                    plan.key_columns(original), batch_id)
         sink.register(self._session())
+        self.metrics.applied(table.path, max((r[LSN] for r in batch.rows), default=None),
+                             max((r[TS] for r in batch.rows if r[TS] is not None),
+                                 default=None))
         if cut is not None:
             cut.hold_keys(topic, [(records[i][2], records[i][3]) for i in waiting])
             cut.applied(table.path, version(sink),
@@ -710,6 +715,11 @@ class BatchProcessor:
                                          plan.key_columns(original), batch_id)
             with self._lock:
                 self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
+            self.metrics.applied(
+                table.path, max((f[1].newest_lsn for f in found
+                                 if f[1].newest_lsn is not None), default=None),
+                max((f[1].newest_ts for f in found if f[1].newest_ts is not None),
+                    default=None))
             metrics.TABLE_BATCHES.labels(table.path, "spark" if sink else "parquet").inc()
             metrics.EVENTS.labels(table.path).inc(events)
             log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",

@@ -69,6 +69,11 @@ KAFKA_BEHIND = Gauge("pgcdc_merge_kafka_offsets_behind",
                      "Records the streaming query is behind Kafka's latest offsets, as Spark "
                      "reports in the last progress of its Kafka source (min, avg, max over "
                      "the topic partitions)", ["stat"])
+TABLE_APPLIED_LSN = Gauge("pgcdc_merge_table_applied_lsn",
+                          "Commit LSN of the newest change applied to a table", ["table"])
+TABLE_APPLIED_SOURCE_TIME = Gauge("pgcdc_merge_table_applied_source_timestamp_seconds",
+                                  "Source commit time of the newest change applied to a table",
+                                  ["table"])
 TABLE_LAG = Gauge("pgcdc_merge_table_lag_seconds",
                   "Newest heartbeat time minus the time a table is applied up to", ["table"])
 
@@ -86,6 +91,8 @@ class BatchMetrics:
 
     heartbeat_ms: int | None = None
     current_ms: dict[str, int] = field(default_factory=dict)
+    applied_lsn: dict[str, int] = field(default_factory=dict)
+    applied_ts_ms: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def observe_batch(self, heartbeat_ms: int | None, tables: Iterable[str],
@@ -108,6 +115,15 @@ class BatchMetrics:
             return {t: max(0.0, (self.heartbeat_ms - c) / 1000) if c else float("inf")
                     for t, c in self.current_ms.items()}
 
+    def applied(self, table: str, lsn: int | None, source_ts_ms: int | None) -> None:
+        """A table's part of a batch was applied up to change `lsn` committed at `source_ts_ms`
+        (None: no change with one): the newest of each stays (a late duplicate is older)."""
+        with self.lock:
+            if lsn is not None and lsn > self.applied_lsn.get(table, -1):
+                self.applied_lsn[table] = lsn
+            if source_ts_ms is not None and source_ts_ms > self.applied_ts_ms.get(table, -1):
+                self.applied_ts_ms[table] = source_ts_ms
+
 
 def publish(state: BatchMetrics, lags: Mapping[str, float]) -> None:
     """Set the gauges from `state` and `lags` (`observe_batch`'s result)."""
@@ -117,6 +133,12 @@ def publish(state: BatchMetrics, lags: Mapping[str, float]) -> None:
         TABLE_CURRENT.labels(table).set(current / 1000)
     for table, lag in lags.items():
         TABLE_LAG.labels(table).set(lag)
+    with state.lock:
+        applied = list(state.applied_lsn.items()), list(state.applied_ts_ms.items())
+    for table, lsn in applied[0]:
+        TABLE_APPLIED_LSN.labels(table).set(lsn)
+    for table, ts_ms in applied[1]:
+        TABLE_APPLIED_SOURCE_TIME.labels(table).set(ts_ms / 1000)
 
 
 def observe_phases(seconds: Mapping[str, float]) -> None:

@@ -64,6 +64,7 @@ class BatchFacts:
     toast: list[str]
     first: Position | None = None  # the earliest position of any change (truncates too)
     newest_ts: int | None = None  # newest commit time (source.ts_ms) of a change
+    newest_lsn: int | None = None  # newest commit LSN of a change
 
 
 @contextmanager

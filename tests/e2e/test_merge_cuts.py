@@ -231,6 +231,11 @@ def test_every_cut_shows_whole_transactions(pg18: Any, kafka: Any, registry: Any
                 events = f'pgcdc_merge_events_total{{table="{SCHEMA}/{t}"}}'
                 assert late[events] > early.get(events, 0), (t, early, late)
                 assert late[f'pgcdc_merge_table_lag_seconds{{table="{SCHEMA}/{t}"}}'] == 0
+                applied = f'pgcdc_merge_table_applied_lsn{{table="{SCHEMA}/{t}"}}'
+                assert late[applied] > early.get(applied, 0), (t, early, late)
+                source = ('pgcdc_merge_table_applied_source_timestamp_seconds'
+                          f'{{table="{SCHEMA}/{t}"}}')
+                assert 0 < time.time() - late[source] < 300
             assert 0 <= late["pgcdc_merge_heartbeat_age_seconds"] < 120
             assert late["pgcdc_merge_cut_lsn"] > early.get("pgcdc_merge_cut_lsn", 0)
             assert 0 < time.time() - late["pgcdc_merge_cut_source_timestamp_seconds"] < 300

@@ -189,3 +189,19 @@ def test_kafka_lag_is_the_newest_report_that_had_one() -> None:
     assert served() == 12
     query.lastProgress = {"sources": [{"metrics": {"maxOffsetsBehindLatest": "0"}}]}
     assert served() == 0
+
+
+def test_applied_position_is_the_newest_whatever_the_order() -> None:
+    state = BatchMetrics()
+    state.applied("public/a", 500, 1_700_000_000_000)
+    state.applied("public/a", 300, 1_600_000_000_000)  # late duplicates of older changes
+    state.applied("public/a", None, None)  # a part with nothing datable (a re-run batch)
+    state.applied("public/b", 200, None)
+    metrics.publish(state, {})
+    sample = REGISTRY.get_sample_value
+    assert sample("pgcdc_merge_table_applied_lsn", {"table": "public/a"}) == 500
+    assert sample("pgcdc_merge_table_applied_source_timestamp_seconds",
+                  {"table": "public/a"}) == 1_700_000_000
+    assert sample("pgcdc_merge_table_applied_lsn", {"table": "public/b"}) == 200
+    assert sample("pgcdc_merge_table_applied_source_timestamp_seconds",
+                  {"table": "public/b"}) is None
