@@ -373,7 +373,8 @@ class Pipeline:
                                     chunk_rows=cfg.snapshot_chunk_rows, binary=cfg.binary,
                                     exactly_once=cfg.exactly_once,
                                     oversized_limit=self._oversized_policy()[1],
-                                    truncate_records=cfg.truncate_records)
+                                    truncate_records=cfg.truncate_records,
+                                    value_format=cfg.value_format)
         result = take_snapshot(settings, self.admin, self.registry, self.kafka_settings,
                                self.topics, should_stop=lambda: self.stopping,
                                keep_slot=cfg.snapshot != "initial_only")
@@ -466,7 +467,8 @@ class Pipeline:
         types = TypeCatalog()
         codecs = CodecFactory(types, PostgresCatalog(self.admin.conn, types),
                               registry_ids(self.registry), prefix=self.cfg.topic_prefix,
-                              db=self.db)
+                              db=self.db, value_format=self.cfg.value_format,
+                              truncate_records=self.cfg.truncate_records)
         encoder = AvroEncoder(self.registry, prefix=self.cfg.topic_prefix, db=self.db)
         if self.cfg.heartbeat_interval_s > 0:
             encoder.prepare_heartbeats()

@@ -14,7 +14,9 @@ In:
   of the replica identity flags; None: the flags), `column_defaults` (the text of each
   column's constant default: the Kafka Connect default, schemas/README.md). No `facts`: the
   catalog as it is, the flags, one-dimensional arrays, no defaults;
-- naming: the topic prefix and the database name (``source.db``), see schemas/README.md.
+- naming: the topic prefix and the database name (``source.db``), see schemas/README.md;
+- the value format (``pgcdc``, or ``debezium``: typemap's "Debezium format") and, named in a
+  Debezium-format Envelope for the merge job, how truncates are written.
 
 Out: the `TableCodec` of that table version (schemas derived by `derive_table_schemas`), with
 the registry ids `ids(schemas)` gives: `registry_ids(registry)` registers the key and value
@@ -72,8 +74,11 @@ class CodecFactory:
     """Table codecs per Relation version (see the module docstring)."""
 
     def __init__(self, types: TypeCatalog, facts: SourceFacts | None, ids: SchemaIds, *,
-                 prefix: str, db: str) -> None:
+                 prefix: str, db: str, value_format: str = "pgcdc",
+                 truncate_records: str | None = None) -> None:
         self.types = types
+        self.value_format = value_format  # typemap.VALUE_FORMATS
+        self.truncate_records = truncate_records  # named in a Debezium-format Envelope
         self.facts = facts
         self.prefix = prefix
         self.db = db
@@ -98,6 +103,7 @@ class CodecFactory:
             defaults = self.facts.column_defaults(relation)
         schemas = derive_table_schemas(relation, self.types, prefix=self.prefix, db=self.db,
                                        array_dims=array_dims, key_columns=key_columns,
-                                       defaults=defaults)
+                                       defaults=defaults, value_format=self.value_format,
+                                       truncate_records=self.truncate_records)
         key_id, value_id = self._ids(schemas)
         return TableCodec(schemas, key_id, value_id, self.types)

@@ -82,6 +82,7 @@ class SnapshotSettings:
     exactly_once: bool = False  # transactional producers, committed together at the end
     oversized_limit: int = 0  # --oversized-events omit: the event size limit (0: fail)
     truncate_records: str = "every-partition"  # the truncate markers' partitions (Config's)
+    value_format: str = "pgcdc"  # Config's: pgcdc | debezium (connector/avro/typemap.py)
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,9 @@ class _Coordinator:
         types = TypeCatalog()
         # The stream's own codec factory: same catalog lookups, same schemas, same registry ids.
         codecs = CodecFactory(types, PostgresCatalog(admin.conn, types), registry_ids(registry),
-                              prefix=settings.topic_prefix, db=db)
+                              prefix=settings.topic_prefix, db=db,
+                              value_format=settings.value_format,
+                              truncate_records=settings.truncate_records)
         self.codecs: list[TableCodec] = [codecs.codec(t.relation) for t in self.tables]
         created = set(topics.ensure(c.topic for c in self.codecs))
         # A topic that existed may hold an abandoned attempt's rows or an older history.
@@ -189,7 +192,8 @@ class _Coordinator:
             [TableIds(c.schemas.key_json, c.schemas.value_json, c.key_id, c.value_id)
              for c in self.codecs], log_level=logging.getLogger().getEffectiveLevel(),
             slot=settings.slot, transactional=settings.exactly_once,
-            oversized_limit=settings.oversized_limit)
+            oversized_limit=settings.oversized_limit, value_format=settings.value_format,
+            truncate_records=settings.truncate_records)
 
     def _chunk_done(self, table: int) -> None:
         state = self.progress.tables[table]
