@@ -48,8 +48,8 @@ from connector.pgtypes import TypeCatalog
 from .fixed import fixed_schema
 from .typemap import DEBEZIUM_FORMAT, ColumnCodec, Converter, column_codec
 
-__all__ = ["ARRAY_DIMS_QUERY", "TRUNCATES", "VALUE_FORMAT", "ColumnSpec", "TableSchemas", "derive_table_schemas",
-           "envelope_schema", "render"]
+__all__ = ["ARRAY_DIMS_QUERY", "TRUNCATES", "VALUE_FORMAT", "ColumnSpec", "TableSchemas",
+           "derive_table_schemas", "envelope_schema", "render"]
 
 #: Array dimensions of a table's columns, for `derive_table_schemas(array_dims=...)`:
 #: ``dict(conn.execute(ARRAY_DIMS_QUERY, [relation.relation_id]))``.

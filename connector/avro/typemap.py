@@ -78,8 +78,8 @@ from connector.pgtypes.values import (
     time_text,
 )
 
-__all__ = ["CONNECT_DEFAULT", "DEBEZIUM_FORMAT", "VALUE_FORMATS", "CONNECT_NAMES", "CONNECT_TYPES", "JSON_CONNECT_NAME",
-           "MAX_DECIMAL_PRECISION",
+__all__ = ["CONNECT_DEFAULT", "CONNECT_NAMES", "CONNECT_TYPES", "DEBEZIUM_FORMAT",
+           "JSON_CONNECT_NAME", "MAX_DECIMAL_PRECISION", "VALUE_FORMATS", "parse_hstore",
            "SOURCE_COLUMN_LENGTH", "SOURCE_COLUMN_SCALE", "SOURCE_COLUMN_TYPE", "AvroSchema",
            "ColumnCodec", "Converter", "column_codec", "connect_default",
            "source_column_parameters"]
