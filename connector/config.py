@@ -12,7 +12,7 @@ import psycopg
 import yaml
 from psycopg.conninfo import conninfo_to_dict
 
-from connector.avro.typemap import VALUE_FORMATS
+from connector.avro.typemap import VALUE_FORMATS as VALUE_FORMATS
 from connector.errors import ConfigError, first_line
 from connector.replication.published import TableSetting, parse_table_settings
 

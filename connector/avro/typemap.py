@@ -177,6 +177,7 @@ def column_codec(catalog: TypeCatalog, type_oid: int, typmod: int = -1,
     `default`: the text of its constant default, see `connect_default`; `value_format`:
     ``pgcdc`` or ``debezium``, see `VALUE_FORMATS`)."""
     resolved = catalog.resolve(type_oid, typmod)
+    scalar: Callable[[ResolvedType], ColumnCodec]
     if value_format == "debezium":
         scalar = partial(_debezium_scalar, catalog.money_frac_digits)
     elif value_format == "pgcdc":

@@ -178,8 +178,10 @@ def test_debezium_jdbc_sink_replicates_pgcdc_topics(databases: tuple[str, str], 
     })
     connect.start()  # first: its JVM starts while the producer takes its snapshot
     try:
-        producer.start(tmp_path)
-        dbz.start(tmp_path)
+        producer.start(tmp_path, wait=False)
+        dbz.start(tmp_path, wait=False)  # both snapshots at once
+        producer.wait_streaming()
+        dbz.wait_streaming()
         wait_for(lambda: _count(sink, "parted") == 12 and _count(sink, "typed") == 4
                  and _count(sink, "created") == 3 and _count(sink, "typed_dbz") == 4,
                  "snapshot rows in the sink", connect, 90)
