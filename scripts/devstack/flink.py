@@ -2,9 +2,11 @@
 jars (scripts/jars/flink.pom.xml), both in the stack cache.
 
 PyFlink (``apache-flink`` from PyPI, which brings Flink itself) cannot share the project's
-.venv: it pins py4j 0.10.9.7 and pyarrow < 21 where pyspark needs py4j 0.10.9.9 and the lake
-pyarrow 2x. So it gets ``<cache>/pyflink-<version>/``, made once (pip, from PyPI), and the
-test runs its Flink SQL there as a subprocess."""
+.venv (so it is not in pyproject's extras): it pins pyarrow < 21, pandas < 2.3 and
+apache-beam <= 2.61, where the merge job's deltalake[pyarrow] needs pyarrow >= 21. So it gets
+``<cache>/pyflink-<version>/``, made once (pip, from PyPI) by ``scripts/stack fetch`` (which
+``make bootstrap`` and so ``make test`` run), and the test runs its Flink SQL there as a
+subprocess."""
 
 from __future__ import annotations
 
