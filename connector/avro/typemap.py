@@ -22,6 +22,11 @@ its source type (`source_column_parameters`), and ``connect.default`` on a colum
 constant default of a JSON-plain Avro type (`connect_default`). Avro ignores them: encoding
 and values are the same with or without them.
 
+``value_format="debezium"`` (``--value-format debezium``) takes, per type, the alternative in
+the "Debezium format" section at the end instead: Debezium's PostgreSQL connector's default
+encoding (schemas/README.md "Debezium value format"); a type it does not list is the same in
+both formats, arrays take their element's.
+
 A typed (non-string) mapping must hold every value PostgreSQL can store of its type; a type
 whose values could be refused is a string. A value refused anyway is published by the one
 fallback rule of `connector.avro.fallback` (exact text, or null in a typed column), never an
