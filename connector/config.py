@@ -13,6 +13,7 @@ import yaml
 from psycopg.conninfo import conninfo_to_dict
 
 from connector.avro.masking import HASH_ENCODINGS, Masking
+from connector.avro.typemap import VALUE_FORMATS as VALUE_FORMATS
 from connector.errors import ConfigError, first_line
 from connector.outbox import OutboxRoutes, parse_outbox_settings
 from connector.replication.published import TableSetting, parse_table_settings, sets_publication
@@ -35,6 +36,9 @@ OVERSIZED_POLICIES = ("fail", "omit")
 #: How a truncate is written into a table topic (`connector.sink.producer.truncate_partitions`;
 #: schemas/README.md "Truncate": what a consumer sees with each).
 TRUNCATE_RECORDS = ("every-partition", "one", "none")
+# value_format: one of VALUE_FORMATS (connector/avro/typemap.py; schemas/README.md "Debezium
+# value format"): pgcdc's own, or Debezium's PostgreSQL connector's defaults, under which
+# truncates are not written unless truncate_records says otherwise (as Debezium).
 # Heartbeats on by default: each is one transactional pg_logical_emit_message (a WAL record
 # of ~100 bytes and a flush) and one ~100-byte record on <prefix>.heartbeat, 8,640 a day at
 # 10 s, negligible beside any workload; in exchange an idle slot advances within 10 s and the
@@ -93,7 +97,10 @@ class Config:
     tombstones: bool = False  # a null-value record after each delete (Debezium-style)
     # truncates: a copy in every partition (the merge job applies it in order with each key)
     # | one record (partition 0) | none; see TRUNCATE_RECORDS
-    truncate_records: str = "every-partition"
+    truncate_records: str = "every-partition"  # "none" by default under value_format debezium
+    # pgcdc (lossless, typed) | debezium: every column as Debezium's PostgreSQL connector
+    # encodes it by default, a drop-in for Debezium consumers (docs/debezium-compatibility.md)
+    value_format: str = "pgcdc"
     transaction_topic: bool = False  # BEGIN/END markers to <prefix>.transaction
     status_interval_s: float = 10.0  # standby status update period
     # A heartbeat (one logical message, one Kafka record) this often: idle slots advance, and
@@ -189,6 +196,9 @@ class Config:
         if self.oversized_events not in OVERSIZED_POLICIES:
             raise ConfigError(f"oversized_events must be one of {', '.join(OVERSIZED_POLICIES)}"
                               f", not {self.oversized_events!r}")
+        if self.value_format not in VALUE_FORMATS:
+            raise ConfigError(f"value_format must be one of {', '.join(VALUE_FORMATS)}, "
+                              f"not {self.value_format!r}")
         if self.truncate_records not in TRUNCATE_RECORDS:
             raise ConfigError(f"truncate_records must be one of {', '.join(TRUNCATE_RECORDS)}, "
                               f"not {self.truncate_records!r}")
@@ -274,6 +284,8 @@ def load(config_file: str | None, overrides: dict[str, Any],
     if isinstance(values.get("tables"), str):
         values["tables"] = [t.strip() for t in values["tables"].split(",") if t.strip()]
     _check_types(values)
+    if values.get("value_format") == "debezium" and "truncate_records" not in values:
+        values["truncate_records"] = "none"  # Debezium's default (skipped.operations=t)
     for key in ("kafka", "schema_registry"):
         values[key] = resolve_secrets(values.get(key, {}), environ)
     for key in ("dsn", "heartbeat_dsn", "mask_salt"):

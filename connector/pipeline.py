@@ -388,7 +388,7 @@ class Pipeline:
                                     exactly_once=cfg.exactly_once,
                                     oversized_limit=self._oversized_policy()[1],
                                     truncate_records=cfg.truncate_records,
-                                    masking=cfg.masking())
+                                    masking=cfg.masking(), value_format=cfg.value_format)
         outboxes = cfg.outbox_routes()
         result = take_snapshot(settings, self.admin, self.registry, self.kafka_settings,
                                self.topics, should_stop=lambda: self.stopping,
@@ -483,7 +483,9 @@ class Pipeline:
         types = TypeCatalog()
         codecs = CodecFactory(types, PostgresCatalog(self.admin.conn, types),
                               registry_ids(self.registry), prefix=self.cfg.topic_prefix,
-                              db=self.db, masking=self.cfg.masking())
+                              db=self.db, masking=self.cfg.masking(),
+                              value_format=self.cfg.value_format,
+                              truncate_records=self.cfg.truncate_records)
         encoder = AvroEncoder(self.registry, prefix=self.cfg.topic_prefix, db=self.db)
         if self.cfg.heartbeat_interval_s > 0:
             encoder.prepare_heartbeats()

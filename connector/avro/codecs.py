@@ -17,6 +17,8 @@ In:
 - naming: the topic prefix and the database name (``source.db``), see schemas/README.md;
 - `masking`: the column masks of table_settings (connector/avro/masking.py), applied by every
   codec it makes: the stream's and both snapshots' (so they agree on every masked value).
+- the value format (``pgcdc``, or ``debezium``: typemap's "Debezium format") and, named in a
+  Debezium-format Envelope for the merge job, how truncates are written.
 
 Out: the `TableCodec` of that table version (schemas derived by `derive_table_schemas`), with
 the registry ids `ids(schemas)` gives: `registry_ids(registry)` registers the key and value
@@ -75,9 +77,12 @@ class CodecFactory:
     """Table codecs per Relation version (see the module docstring)."""
 
     def __init__(self, types: TypeCatalog, facts: SourceFacts | None, ids: SchemaIds, *,
-                 prefix: str, db: str, masking: Masking | None = None) -> None:
+                 prefix: str, db: str, masking: Masking | None = None,
+                 value_format: str = "pgcdc", truncate_records: str | None = None) -> None:
         self.types = types
         self.masking = masking
+        self.value_format = value_format  # typemap.VALUE_FORMATS
+        self.truncate_records = truncate_records  # named in a Debezium-format Envelope
         self.facts = facts
         self.prefix = prefix
         self.db = db
@@ -106,6 +111,7 @@ class CodecFactory:
             key_columns=key_columns, defaults=defaults,
             masks=None if masking is None else masking.for_table(relation.namespace or
                                                                  "pg_catalog", relation.name),
-            binary=masking is not None and masking.binary)
+            binary=masking is not None and masking.binary, value_format=self.value_format,
+            truncate_records=self.truncate_records)
         key_id, value_id = self._ids(schemas)
         return TableCodec(schemas, key_id, value_id, self.types)

@@ -44,6 +44,12 @@ _KIND_NAMES: Final = {
     oids.UUID: "UUID",
 }  # fmt: skip
 _MAX_NATIVE_SCALE: Final = 18  # the C decimal works in int64
+#: The logical type each C parser of a date/time/uuid type writes: a column of that type
+#: encoded otherwise (Debezium's format: typemap "Debezium format") takes the Python path.
+_LOGICAL_TYPES: Final = {
+    oids.DATE: "date", oids.TIME: "time-micros", oids.TIMESTAMP: "local-timestamp-micros",
+    oids.TIMESTAMPTZ: "timestamp-micros", oids.UUID: "uuid",
+}  # fmt: skip
 
 Encoder = Callable[[Any], bytes]
 Loader = Callable[[Any], Any]
@@ -55,6 +61,10 @@ def _kind(column: ColumnSpec, kinds: dict[str, int]) -> tuple[int, int, int]:
     if column.mask is not None:  # its Python piece applies the mask (avro/masking.py)
         return kinds["FALLBACK"], 0, 0
     name = _KIND_NAMES.get(column.type_oid, "FALLBACK")
+    logical = _LOGICAL_TYPES.get(column.type_oid)
+    if logical is not None and (not isinstance(column.avro_type, dict)
+                                or column.avro_type.get("logicalType") != logical):
+        return kinds["FALLBACK"], 0, 0  # another encoding (--value-format debezium)
     if name == "DECIMAL":
         avro = column.avro_type
         if not (isinstance(avro, dict) and avro.get("logicalType") == "decimal"):

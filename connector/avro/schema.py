@@ -47,10 +47,16 @@ from connector.pgtypes import TypeCatalog
 
 from .fixed import fixed_schema
 from .masking import ColumnMask, check_binary, masked_type
-from .typemap import ColumnCodec, Converter, column_codec, source_column_parameters
+from .typemap import (
+    DEBEZIUM_FORMAT,
+    ColumnCodec,
+    Converter,
+    column_codec,
+    source_column_parameters,
+)
 
-__all__ = ["ARRAY_DIMS_QUERY", "ColumnSpec", "TableSchemas", "derive_table_schemas",
-           "envelope_schema", "render"]
+__all__ = ["ARRAY_DIMS_QUERY", "TRUNCATES", "VALUE_FORMAT", "ColumnSpec", "TableSchemas",
+           "derive_table_schemas", "envelope_schema", "render"]
 
 #: Array dimensions of a table's columns, for `derive_table_schemas(array_dims=...)`:
 #: ``dict(conn.execute(ARRAY_DIMS_QUERY, [relation.relation_id]))``.
@@ -104,9 +110,35 @@ def _field(column: ColumnSpec) -> dict[str, Any]:
             "pg_name": column.pg_name}
 
 
+def _fields(columns: Sequence[ColumnSpec]) -> list[dict[str, Any]]:
+    """The record fields of `columns`: a named type (Debezium's VariableScaleDecimal) is
+    defined at its first use and referred to by its full name after (Avro allows one
+    definition of a name per schema)."""
+    defined: set[str] = set()
+    return [{**field, "type": _once(field["type"], defined)}
+            for field in (_field(c) for c in columns)]
+
+
+def _once(avro_type: Any, defined: set[str]) -> Any:
+    if isinstance(avro_type, list):
+        return [_once(branch, defined) for branch in avro_type]
+    if not isinstance(avro_type, dict):
+        return avro_type
+    if avro_type.get("type") == "record":
+        full = f"{avro_type['namespace']}.{avro_type['name']}"
+        if full in defined:
+            return full
+        defined.add(full)
+        return avro_type
+    if avro_type.get("type") == "array":
+        return {**avro_type, "items": _once(avro_type["items"], defined)}
+    return avro_type
+
+
 def _columns(relation: Relation, catalog: TypeCatalog, array_dims: Mapping[str, int],
              key_names: set[str] | None, defaults: Mapping[str, str],
-             masks: Mapping[str, ColumnMask], binary: bool) -> tuple[ColumnSpec, ...]:
+             masks: Mapping[str, ColumnMask], binary: bool,
+             value_format: str) -> tuple[ColumnSpec, ...]:
     specs = []
     seen: dict[str, str] = {}
     for index, column in enumerate(relation.columns):
@@ -117,7 +149,7 @@ def _columns(relation: Relation, catalog: TypeCatalog, array_dims: Mapping[str, 
         seen[avro_name] = column.name
         codec: ColumnCodec = column_codec(catalog, column.type_oid, column.type_modifier,
                                           array_dims.get(column.name, 1),
-                                          defaults.get(column.name))
+                                          defaults.get(column.name), value_format)
         key = column.key if key_names is None else column.name in key_names
         mask = masks.get(column.name)
         if mask is not None:  # the one place a mask is chosen: type here, values in TableCodec
@@ -132,6 +164,10 @@ def _columns(relation: Relation, catalog: TypeCatalog, array_dims: Mapping[str, 
 
 # The Envelope's attribute naming the table's relation id (its pg_class oid).
 RELATION_ID = "pgcdc.relation_id"
+#: The Envelope's attributes of a topic written with ``--value-format debezium``: the format,
+#: and where truncates are written (``truncate_records``; ``none`` by default in that format).
+VALUE_FORMAT = "pgcdc.value_format"
+TRUNCATES = "pgcdc.truncate_records"
 
 
 def envelope_schema(namespace: str, value_fields: list[dict[str, Any]]) -> dict[str, Any]:
@@ -165,7 +201,8 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
                          key_columns: Sequence[str] | None = None,
                          defaults: Mapping[str, str] | None = None,
                          masks: Mapping[str, ColumnMask] | None = None,
-                         binary: bool = False) -> TableSchemas:
+                         binary: bool = False, value_format: str = "pgcdc",
+                         truncate_records: str | None = None) -> TableSchemas:
     """Key and value schemas of the table a Relation message describes.
 
     `catalog`: pgtypes' type catalog (knows enums/domains); `prefix`: the topic prefix; `db`:
@@ -176,6 +213,9 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
     carried as the Kafka Connect default where its Avro type allows (`typemap.connect_default`);
     `masks`: column name -> its mask (connector/avro/masking.py: the masked column's type);
     `binary`: tuples come in binary format (a hash or truncate needing text is refused).
+    `value_format`: ``pgcdc`` or ``debezium`` (`typemap.VALUE_FORMATS`): a Debezium-format
+    Envelope names it (`VALUE_FORMAT`) and how truncates are written (`TRUNCATES`,
+    `truncate_records`), which is all a reader needs to tell the formats apart.
     """
     if not prefix:
         raise SchemaError("the topic prefix must not be empty")
@@ -194,18 +234,21 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
                           f"{relation.namespace}.{relation.name} no longer publishes (renamed or "
                           "dropped?): update its mask in pgcdc.yaml and restart")
     columns = _columns(relation, catalog, array_dims or {}, key_names, defaults or {},
-                       masks or {}, binary)
+                       masks or {}, binary, value_format)
     keys = tuple(c for c in columns if c.key)
     key_schema = None
     if keys:
         key_schema = {"type": "record", "name": "Key", "namespace": namespace,
-                      "fields": [_field(c) for c in keys]}
-    value_schema = envelope_schema(namespace, [_field(c) for c in columns])
+                      "fields": _fields(keys)}
+    value_schema = envelope_schema(namespace, _fields(columns))
     if relation.relation_id is not None:
         # Which table this is, not only its name: a table dropped and created again under
         # the same name has a new relation id, so consumers tell its events apart from the
         # old table's (the merge job starts the lake table again: spark_jobs/rules/incarnation.py).
         value_schema[RELATION_ID] = relation.relation_id
+    if value_format == DEBEZIUM_FORMAT:  # pgcdc's own format has no marker (schemas unchanged)
+        value_schema[VALUE_FORMAT] = value_format
+        value_schema[TRUNCATES] = truncate_records or "every-partition"
     source_constants = {"version": __version__, "connector": CONNECTOR, "name": prefix,
                         "db": db, "schema": schema_name, "table": relation.name}
     return TableSchemas(

@@ -359,7 +359,8 @@ def _branch(avro_type: Any) -> str:
         return avro_type
     kind = avro_type["type"]
     if kind in ("record", "enum", "fixed"):
-        return str(avro_type["name"])
+        namespace = avro_type.get("namespace")
+        return f"{namespace}.{avro_type['name']}" if namespace else str(avro_type["name"])
     return str(kind)
 
 

@@ -22,6 +22,11 @@ its source type (`source_column_parameters`), and ``connect.default`` on a colum
 constant default of a JSON-plain Avro type (`connect_default`). Avro ignores them: encoding
 and values are the same with or without them.
 
+``value_format="debezium"`` (``--value-format debezium``) takes, per type, the alternative in
+the "Debezium format" section at the end instead: Debezium's PostgreSQL connector's default
+encoding (schemas/README.md "Debezium value format"); a type it does not list is the same in
+both formats, arrays take their element's.
+
 A typed (non-string) mapping must hold every value PostgreSQL can store of its type; a type
 whose values could be refused is a string. A value refused anyway is published by the one
 fallback rule of `connector.avro.fallback` (exact text, or null in a typed column), never an
@@ -48,9 +53,11 @@ Adding a PostgreSQL type (in this order; each step has its test next to the othe
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from collections.abc import Callable
 from decimal import MAX_PREC, Context, Decimal
+from functools import partial
 from ipaddress import (
     IPv4Address,
     IPv4Interface,
@@ -76,8 +83,8 @@ from connector.pgtypes.values import (
     time_text,
 )
 
-__all__ = ["CONNECT_DEFAULT", "CONNECT_NAMES", "CONNECT_TYPES", "JSON_CONNECT_NAME",
-           "MAX_DECIMAL_PRECISION",
+__all__ = ["CONNECT_DEFAULT", "CONNECT_NAMES", "CONNECT_TYPES", "DEBEZIUM_FORMAT",
+           "JSON_CONNECT_NAME", "MAX_DECIMAL_PRECISION", "VALUE_FORMATS", "parse_hstore",
            "SOURCE_COLUMN_LENGTH", "SOURCE_COLUMN_SCALE", "SOURCE_COLUMN_TYPE", "AvroSchema",
            "ColumnCodec", "Converter", "column_codec", "connect_default",
            "source_column_parameters"]
@@ -89,6 +96,10 @@ Converter: TypeAlias = Callable[[Any], Any]
 #: holds at most 38 digits.
 MAX_DECIMAL_PRECISION = 38
 JSON_CONNECT_NAME: Final = "io.debezium.data.Json"
+#: The value formats (``--value-format``): pgcdc's own (the default: lossless, typed) and
+#: Debezium's PostgreSQL connector's default encoding (schemas/README.md "Debezium value format").
+VALUE_FORMATS: Final = ("pgcdc", "debezium")
+DEBEZIUM_FORMAT: Final = "debezium"
 
 # ---------------------------------------------------------------------------- Kafka Connect
 # Kafka Connect's AvroConverter (Confluent's, Apicurio's) reads these extra attributes of an
@@ -165,11 +176,22 @@ class ColumnCodec(NamedTuple):
 
 
 def column_codec(catalog: TypeCatalog, type_oid: int, typmod: int = -1,
-                 dims: int = 1, default: str | None = None) -> ColumnCodec:
+                 dims: int = 1, default: str | None = None,
+                 value_format: str = "pgcdc") -> ColumnCodec:
     """The codec of a column of type `type_oid` (`dims`: declared array dimensions;
-    `default`: the text of its constant default, see `connect_default`)."""
+    `default`: the text of its constant default, see `connect_default`; `value_format`:
+    ``pgcdc`` or ``debezium``, see `VALUE_FORMATS`)."""
     resolved = catalog.resolve(type_oid, typmod)
-    codec = _array_codec(resolved, dims) if resolved.kind == "array" else _scalar(resolved)
+    scalar: Callable[[ResolvedType], ColumnCodec]
+    if value_format == "debezium":
+        scalar = partial(_debezium_scalar, catalog.money_frac_digits)
+    elif value_format == "pgcdc":
+        scalar = _scalar
+    else:
+        raise ValueError(f"unknown value format {value_format!r} (one of "
+                         f"{', '.join(VALUE_FORMATS)})")
+    codec = (_array_codec(resolved, dims, scalar) if resolved.kind == "array"
+             else scalar(resolved))
     parameters = source_column_parameters(catalog, type_oid, typmod)
     avro_type = _with_parameters(codec.avro_type, parameters)
     if default is not None:
@@ -235,8 +257,9 @@ def source_column_parameters(catalog: TypeCatalog, type_oid: int,
 
 
 def _with_parameters(avro_type: AvroSchema, parameters: dict[str, str]) -> AvroSchema:
-    """`avro_type` (fresh, not shared) with the column's parameters joined to its own."""
-    if not parameters:
+    """`avro_type` (fresh, not shared) with the column's parameters joined to its own; a
+    named record (Debezium's VariableScaleDecimal) is shared by its columns and takes none."""
+    if not parameters or (isinstance(avro_type, dict) and avro_type.get("type") == "record"):
         return avro_type
     typed: dict[str, Any] = avro_type if isinstance(avro_type, dict) else {"type": avro_type}
     own = typed.get("connect.parameters", {})
@@ -244,12 +267,13 @@ def _with_parameters(avro_type: AvroSchema, parameters: dict[str, str]) -> AvroS
     return typed
 
 
-def _array_codec(resolved: ResolvedType, dims: int) -> ColumnCodec:
+def _array_codec(resolved: ResolvedType, dims: int,
+                 scalar: Callable[[ResolvedType], ColumnCodec]) -> ColumnCodec:
     element = resolved.element
     while element is not None and element.kind == "array":  # arrays of array domains
         element = element.element
     assert element is not None
-    inner = _scalar(element)
+    inner = scalar(element)
     depth = max(dims, 1)
     avro_type: Any = {"type": "array", "items": ["null", inner.avro_type]}
     for _ in range(depth - 1):
@@ -504,3 +528,262 @@ def _array_converter(element: Converter | None, dims: int) -> Converter:
         return level(value, dims)
 
     return convert
+
+
+# ---------------------------------------------------------------------------- Debezium format
+# ``--value-format debezium``: each type as Debezium's PostgreSQL connector writes it with its
+# default settings (time.precision.mode=adaptive, decimal.handling.mode=precise,
+# interval.handling.mode=numeric, hstore.handling.mode=json, binary.handling.mode=bytes), in
+# the Avro its AvroConverter writes: ``connect.name``, ``connect.version`` and
+# ``connect.parameters`` as Debezium's Connect schemas carry them. A type not handled here is
+# the same in both formats (integers, floats, boolean, bytea, the text types, inet, ranges...).
+# What each type loses against pgcdc's own format: schemas/README.md "Debezium value format";
+# the merge job decodes these back (spark_jobs/events/debezium.py).
+
+DBZ_DATE: Final = "io.debezium.time.Date"
+DBZ_TIME: Final = "io.debezium.time.Time"
+DBZ_MICRO_TIME: Final = "io.debezium.time.MicroTime"
+DBZ_TIMESTAMP: Final = "io.debezium.time.Timestamp"
+DBZ_MICRO_TIMESTAMP: Final = "io.debezium.time.MicroTimestamp"
+DBZ_ZONED_TIMESTAMP: Final = "io.debezium.time.ZonedTimestamp"
+DBZ_ZONED_TIME: Final = "io.debezium.time.ZonedTime"
+DBZ_MICRO_DURATION: Final = "io.debezium.time.MicroDuration"
+DBZ_BITS: Final = "io.debezium.data.Bits"
+DBZ_VARIABLE_SCALE_DECIMAL: Final = "io.debezium.data.VariableScaleDecimal"
+#: The precision Confluent's AvroConverter gives a Connect Decimal without one (money).
+CONNECT_DEFAULT_DECIMAL_PRECISION: Final = 64
+#: Debezium's ``length`` of a bit varying without a declared length (Integer.MAX_VALUE).
+UNBOUNDED_BITS: Final = 2**31 - 1
+#: interval.handling.mode=numeric: a month is 365.25 / 12 days, in whole microseconds.
+MICROS_PER_MONTH: Final = 2_629_800_000_000
+_MICROS_PER_DAY: Final = 86_400_000_000
+_LONG_RANGE = range(-(2**63), 2**63)
+#: Types that only gain a Connect name (the value stays the string it is in pgcdc's format).
+_DBZ_STRING_NAMES: Final[dict[int, str]] = {
+    oids.XML: "io.debezium.data.Xml", oids.UUID: "io.debezium.data.Uuid",
+    oids.JSON: JSON_CONNECT_NAME, oids.JSONB: JSON_CONNECT_NAME,
+}  # fmt: skip
+#: Extension types Debezium knows by name (their OIDs differ per database).
+_DBZ_EXTENSION_NAMES: Final = {"hstore": JSON_CONNECT_NAME, "ltree": "io.debezium.data.Ltree"}
+_DBZ_ENUM: Final = "io.debezium.data.Enum"
+
+
+def _debezium_named(base: str, name: str, parameters: dict[str, str] | None = None
+                    ) -> dict[str, Any]:
+    """A Debezium semantic type as AvroConverter writes it."""
+    out: dict[str, Any] = {"type": base, "connect.version": 1}
+    if parameters:
+        out["connect.parameters"] = parameters
+    out["connect.name"] = name
+    return out
+
+
+def _debezium_decimal(precision: int | None, scale: int) -> dict[str, Any]:
+    """Connect's Decimal as AvroConverter writes it (precision 64 when Connect has none)."""
+    parameters = {"scale": str(scale)}
+    if precision is not None:
+        parameters["connect.decimal.precision"] = str(precision)
+    return {"type": "bytes", "scale": scale,
+            "precision": CONNECT_DEFAULT_DECIMAL_PRECISION if precision is None else precision,
+            "connect.version": 1, "connect.parameters": parameters,
+            "connect.name": CONNECT_DECIMAL, "logicalType": "decimal"}
+
+
+VARIABLE_SCALE_DECIMAL: Final[dict[str, Any]] = {
+    "type": "record", "name": "VariableScaleDecimal", "namespace": "io.debezium.data",
+    "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+    "connect.doc": "Variable scaled decimal", "connect.version": 1,
+    "connect.name": DBZ_VARIABLE_SCALE_DECIMAL,
+}
+
+
+def _debezium_scalar(money_frac_digits: int, resolved: ResolvedType) -> ColumnCodec:
+    """A scalar type's codec in Debezium's format (pgcdc's where they are the same)."""
+    codec = _debezium_codec(resolved, money_frac_digits)
+    return _scalar(resolved) if codec is None else ColumnCodec(_copy(codec.avro_type),
+                                                               codec.convert)
+
+
+def _debezium_codec(resolved: ResolvedType, money_frac_digits: int) -> ColumnCodec | None:
+    if resolved.kind == "enum":
+        return ColumnCodec(_debezium_named("string", _DBZ_ENUM), _to_string)
+    if resolved.kind != "builtin":
+        name = _DBZ_EXTENSION_NAMES.get(resolved.name)
+        if name is None:
+            return None
+        return ColumnCodec(_debezium_named("string", name),
+                           _hstore_json if resolved.name == "hstore" else _to_string)
+    oid, typmod = resolved.oid, resolved.typmod
+    millis = 0 <= typmod <= 3  # time.precision.mode=adaptive: (timestamp|time)(0..3) in ms
+    if oid == oids.DATE:
+        return ColumnCodec(_debezium_named("int", DBZ_DATE), _date)
+    if oid == oids.TIME:
+        if millis:
+            return ColumnCodec(_debezium_named("int", DBZ_TIME), _time_millis)
+        return ColumnCodec(_debezium_named("long", DBZ_MICRO_TIME), _time)
+    if oid == oids.TIMESTAMP:
+        if millis:
+            return ColumnCodec(_debezium_named("long", DBZ_TIMESTAMP), _timestamp_millis)
+        return ColumnCodec(_debezium_named("long", DBZ_MICRO_TIMESTAMP), _timestamp)
+    if oid == oids.TIMESTAMPTZ:
+        return ColumnCodec(_debezium_named("string", DBZ_ZONED_TIMESTAMP), _zoned_timestamp)
+    if oid == oids.TIMETZ:
+        return ColumnCodec(_debezium_named("string", DBZ_ZONED_TIME), _zoned_time)
+    if oid == oids.INTERVAL:
+        return ColumnCodec(_debezium_named("long", DBZ_MICRO_DURATION), _micro_duration)
+    if oid in (oids.BIT, oids.VARBIT):
+        length = typmod if typmod >= 0 else (1 if oid == oids.BIT else UNBOUNDED_BITS)
+        if length == 1:
+            return ColumnCodec("boolean", _bit_boolean)
+        return ColumnCodec(_debezium_named("bytes", DBZ_BITS, {"length": str(length)}),
+                           partial(_bits, (length + 7) // 8 if oid == oids.BIT else 0))
+    if oid == oids.NUMERIC:
+        constraint = numeric_precision_scale(typmod)
+        if constraint is None:  # decimal.handling.mode=precise: the value's own scale
+            return ColumnCodec(VARIABLE_SCALE_DECIMAL, _variable_scale_decimal)
+        precision, scale = constraint
+        avro_scale = max(scale, 0)
+        avro_precision = max(max(precision - scale, 0) + avro_scale, 1)
+        return ColumnCodec(_debezium_decimal(avro_precision, avro_scale),
+                           _decimal_converter(avro_scale, avro_precision))
+    if oid == oids.MONEY:
+        return ColumnCodec(_debezium_decimal(None, money_frac_digits),
+                           _money_converter(money_frac_digits))
+    name = _DBZ_STRING_NAMES.get(oid)
+    if name is not None:
+        return ColumnCodec(_debezium_named("string", name), _to_string)
+    return None
+
+
+def _time_millis(value: Any) -> Any:
+    micros = _time(value)
+    return micros // 1000 if isinstance(micros, int) else micros
+
+
+def _timestamp_millis(value: Any) -> Any:
+    micros = _timestamp(value)
+    return micros // 1000 if isinstance(micros, int) else micros
+
+
+def _fraction(micros: int) -> str:
+    """Java's ISO formatters' fraction: none, or the digits without trailing zeros."""
+    return "" if not micros else "." + f"{micros:06d}".rstrip("0")
+
+
+def _zoned_timestamp(value: Any) -> Any:
+    """ZonedTimestamp: ISO-8601 in UTC (``2024-01-02T03:04:05.5Z``), clamped as pgcdc's."""
+    micros = _timestamptz(value)
+    if not isinstance(micros, int):
+        return micros
+    t = _EPOCH + dt.timedelta(microseconds=micros)
+    return (f"{t.year:04d}-{t.month:02d}-{t.day:02d}T{t.hour:02d}:{t.minute:02d}:"
+            f"{t.second:02d}{_fraction(t.microsecond)}Z")
+
+
+def _zoned_time(value: Any) -> Any:
+    """ZonedTime: the time moved to UTC (``09:04:05.5Z`` for ``12:04:05.5+03``), modulo a day."""
+    if not isinstance(value, dt.time):
+        raise ValueError(f"timetz value {value!r} has no Debezium ZonedTime")
+    offset = value.utcoffset() or dt.timedelta(0)
+    micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 \
+        + value.microsecond - offset // _MICROSECOND
+    micros %= _MICROS_PER_DAY
+    seconds, fraction = divmod(micros, 1_000_000)
+    return (f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+            f"{_fraction(fraction)}Z")
+
+
+def _micro_duration(value: Any) -> Any:
+    """MicroDuration: months as 30.4375 days, exactly (Debezium sums doubles)."""
+    if not isinstance(value, Interval):
+        return value
+    micros = value.months * MICROS_PER_MONTH + value.days * _MICROS_PER_DAY + value.microseconds
+    if value.months in (2**31 - 1, -(2**31)) or micros not in _LONG_RANGE:
+        raise ValueError(f"interval {value.isoformat()} has no Debezium MicroDuration")
+    return micros
+
+
+def _bit_boolean(value: Any) -> Any:
+    return value == "1" if isinstance(value, str) else value
+
+
+def _bits(size: int, value: Any) -> Any:
+    """Bits: the bit string as a number (first bit most significant), little-endian bytes,
+    `size` of them for bit(n), as few as hold it for bit varying."""
+    if not isinstance(value, str):
+        return value
+    number = int(value, 2) if value else 0
+    return number.to_bytes(max(size, (number.bit_length() + 7) // 8), "little")
+
+
+def _unscaled_bytes(number: int) -> bytes:
+    """Java's BigInteger.toByteArray: minimal two's complement, big-endian."""
+    return number.to_bytes((number if number >= 0 else ~number).bit_length() // 8 + 1, "big",
+                           signed=True)
+
+
+def _variable_scale_decimal(value: Any) -> Any:
+    if not isinstance(value, Decimal):
+        return value
+    if not value.is_finite():  # Debezium has none; the text goes to `unparsed`
+        raise ValueError(f"numeric {value} has no Debezium VariableScaleDecimal")
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int)
+    unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
+    if exponent > 0:
+        unscaled, exponent = unscaled * 10**exponent, 0
+    return {"scale": -exponent, "value": _unscaled_bytes(unscaled)}
+
+
+def _money_converter(frac_digits: int) -> Converter:
+    exponent = Decimal(1).scaleb(-frac_digits)
+
+    def convert(value: Any) -> Any:
+        return value.quantize(exponent) if isinstance(value, Decimal) else value
+
+    return convert
+
+
+def _hstore_json(value: Any) -> Any:
+    """hstore.handling.mode=json: ``"a"=>"1", "b"=>NULL`` as ``{"a":"1","b":null}``."""
+    if not isinstance(value, str):
+        value = _to_string(value)
+    return json.dumps(parse_hstore(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_hstore(text: str) -> dict[str, str | None]:
+    """hstore's output text -> its pairs in order. ValueError on anything else."""
+    pairs: dict[str, str | None] = {}
+    pos, end = 0, len(text)
+    while pos < end:
+        key, pos = _hstore_quoted(text, pos)
+        if not text.startswith("=>", pos):
+            raise ValueError(f"not hstore text at {pos}: {text[:80]!r}")
+        pos += 2
+        if text.startswith("NULL", pos):
+            pairs[key], pos = None, pos + 4
+        else:
+            pairs[key], pos = _hstore_quoted(text, pos)
+        if pos < end:
+            if not text.startswith(", ", pos):
+                raise ValueError(f"not hstore text at {pos}: {text[:80]!r}")
+            pos += 2
+    return pairs
+
+
+def _hstore_quoted(text: str, pos: int) -> tuple[str, int]:
+    if pos >= len(text) or text[pos] != '"':
+        raise ValueError(f"not hstore text at {pos}: {text[:80]!r}")
+    out: list[str] = []
+    pos += 1
+    while pos < len(text):
+        ch = text[pos]
+        if ch == "\\" and pos + 1 < len(text):
+            out.append(text[pos + 1])
+            pos += 2
+        elif ch == '"':
+            return "".join(out), pos + 1
+        else:
+            out.append(ch)
+            pos += 1
+    raise ValueError(f"unterminated hstore string: {text[:80]!r}")

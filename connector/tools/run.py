@@ -89,7 +89,14 @@ def register(subparsers: Any) -> None:
                    help="how a TRUNCATE (and a re-snapshot's truncate marker) is written to a "
                         "table topic: every-partition (default; the merge job needs it on "
                         "topics of several partitions), one (a single record in partition 0, "
-                        "like Debezium), none (not written: consumers keep the rows)")
+                        "like Debezium), none (not written: consumers keep the rows; the "
+                        "default under --value-format debezium)")
+    p.add_argument("--value-format", choices=list(config_mod.VALUE_FORMATS),
+                   help="how column values are encoded: pgcdc (default; lossless, typed) or "
+                        "debezium (as Debezium's PostgreSQL connector with its defaults, a "
+                        "drop-in for Flink SQL's debezium-avro-confluent and Kafka Connect "
+                        "sinks; truncates not written unless --truncate-records; what it loses: "
+                        "docs/debezium-compatibility.md)")
     p.add_argument("--transaction-topic", action="store_true", default=None,
                    help="publish BEGIN/END markers to <prefix>.transaction")
     p.add_argument("--heartbeat-interval-s", type=float,
@@ -158,6 +165,7 @@ def config_from_args(args: argparse.Namespace) -> config_mod.Config:
              "publish_via_partition_root", "binary",
              "failover_slot", "origin",
              "topic_partitions", "topic_replication_factor", "tombstones", "truncate_records",
+             "value_format",
              "transaction_topic",
              "heartbeat_interval_s", "heartbeat_dsn", "metrics_port", "metrics_host",
              "schema_check_interval_s",

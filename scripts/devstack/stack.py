@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import flink
 from .errors import StackError
 from .kafka import Kafka
 from .maven import pom_dir, resolve_archive, resolve_pom
@@ -65,6 +66,7 @@ class Stack:
         resolve_archive(cache, APICURIO, "apicurio")
         for pom in CONNECT_POMS:  # Kafka Connect plugins of tests/e2e/test_connect_jdbc_sink.py
             resolve_pom(cache, pom)
+        flink.fetch(cache)  # PyFlink and its SQL jars (tests/e2e/test_flink_debezium.py)
         return spark_jars(cache)
 
     def up(self, log: callable = print) -> None:  # type: ignore[valid-type]

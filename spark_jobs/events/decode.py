@@ -17,6 +17,7 @@ from pyspark.sql.types import DataType
 from ..rules.changes import IDX, LSN, OP, TOAST, TS, q
 from ..rules.names import OFFSET, PARTITION, column_names
 from ..rules.widening import batch_type, exact_cast
+from . import debezium
 from .lake_types import lake_schema
 from .registry import SchemaCache, SchemaLookupError
 from .wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID
@@ -112,6 +113,7 @@ def plan_batch(summary: list[Any], cache: SchemaCache, control: Collection[str] 
                 schema = cache.get(sid)
                 value_record(schema)
                 plan.schemas[sid] = schema
+                debezium.note_truncates(row["topic"], schema)
             except (SchemaLookupError, NotAnEnvelope) as exc:
                 plan.rejected[sid] = f"schema id {sid}: {exc}" if isinstance(
                     exc, NotAnEnvelope) else str(exc)
@@ -129,15 +131,21 @@ def plan_batch(summary: list[Any], cache: SchemaCache, control: Collection[str] 
 
 def _flatten(decoded: Column, schema: dict[str, Any], original: bool) -> list[Column]:
     """Row columns (from `after`, or `before` for a delete) + metadata, named per the table."""
-    mapping = column_names(value_record(schema), original)
+    record = value_record(schema)
+    mapping = column_names(record, original)
     row = F.coalesce(decoded["after"], decoded["before"])
+    if debezium.is_debezium(schema):  # Debezium's encodings back to the lake's types
+        types = {f["name"]: f["type"] for f in record["fields"]}
+        values = [debezium.lake_column(row[a], types[a]).alias(c) for a, c in mapping.items()]
+    else:
+        values = [row[a].alias(c) for a, c in mapping.items()]
     has_toast = any(f["name"] == "unchanged_toast" for f in schema["fields"])
     toast: Column = decoded["unchanged_toast"] if has_toast else F.array().cast("array<string>")
     if has_toast and any(a != c for a, c in mapping.items()):
         names = F.create_map(*[F.lit(x) for pair in mapping.items() for x in pair])
         toast = F.transform(toast, lambda n: F.coalesce(F.element_at(names, n), n))
     return [
-        *[row[a].alias(c) for a, c in mapping.items()],
+        *values,
         decoded["op"].alias(OP),
         decoded["source"]["commit_lsn"].alias(LSN),
         decoded["source"]["txn_index"].alias(IDX),
@@ -161,7 +169,8 @@ def decode_topic(frames: DataFrame, topic: str, plan: TopicPlan, original: bool 
     for sid, schema in sorted(plan.schemas.items()):
         rows = frames.where((F.col("topic") == topic) & (F.col(SCHEMA_ID) == sid)
                             & F.col(PROBLEM).isNull())
-        decoded = from_avro(F.col(BODY), json.dumps(lake_schema(schema)), {"mode": "PERMISSIVE"})
+        reader = debezium.lake_schema(schema) if debezium.is_debezium(schema) else schema
+        decoded = from_avro(F.col(BODY), json.dumps(lake_schema(reader)), {"mode": "PERMISSIVE"})
         # Two projections (Spark evaluates from_avro once per row); the second lists every
         # column it keeps, so the struct's name never meets a row column's.
         parts.append(rows.select(

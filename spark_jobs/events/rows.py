@@ -21,6 +21,7 @@ from fastavro import parse_schema, schemaless_reader
 from ..rules.changes import IDX, LSN, OP, TOAST, TS
 from ..rules.cut_policy import held, snapshot_row
 from ..rules.names import column_names
+from .debezium import is_debezium
 from .decode import value_record
 from .lake_types import without_logical_types
 
@@ -54,6 +55,8 @@ class WriterSchema:
 
     @classmethod
     def of(cls, schema: dict[str, Any], original: bool) -> WriterSchema:
+        if is_debezium(schema):  # its values need decoding back (debezium.py, Spark path)
+            raise NotForRows("--value-format debezium")
         return cls(parse_schema(raw_schema(schema)),
                    column_names(value_record(schema), original),
                    any(f["name"] == "unchanged_toast" for f in schema["fields"]))

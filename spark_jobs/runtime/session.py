@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -32,6 +34,10 @@ def local_session(jars: Iterable[Path | str], cores: int = 2,
     """A local[cores] session with the job's jars; getOrCreate, so one per process."""
     builder = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
                .config("spark.jars", ",".join(str(j) for j in jars)))
+    # Python workers (the Debezium-format decoders, events/debezium.py) run this interpreter,
+    # which has the job's packages, as spark-submit's do (submit.submit_env); pyspark reads it
+    # from the environment when the context starts.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in {**DELTA_CONF, **LOCAL_CONF, **(extra or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -13,7 +13,11 @@ database into another one, and the copy equals the source.
   --no-resync-on-ddl, so the default alone brings it, not a re-read);
 - ``parted``: a topic of 3 partitions with a TRUNCATE between inserts, published with
   ``--truncate-records one`` (the setting for generic sinks): one truncate record, and the
-  sink's table is the source's after it.
+  sink's table is the source's after it;
+- ``typed`` again, published by a second producer with ``--value-format debezium`` into the
+  same sink (as ``typed_dbz``, a pre-created table): Debezium's own encoding, which the sink
+  takes unchanged; every value exact but the ones that format loses (timetz: the same instant
+  at UTC; interval: months as 30.4375 days).
 
 Equality is checked value by value as text, both sessions with the stream's settings (UTC,
 ISO dates, ISO 8601 intervals), the source value cast to the sink column's type."""
@@ -74,7 +78,11 @@ CREATE TABLE parted (id int PRIMARY KEY, v text);
 SINK_DDL = f"""
 CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
 CREATE TABLE typed ({TYPES});
+CREATE TABLE typed_dbz ({TYPES});
 """
+# What --value-format debezium loses (schemas/README.md), compared in what it keeps.
+DEBEZIUM_LOSSY = {"tz": "(tz AT TIME ZONE 'UTC')::text",
+                  "iv": "extract(epoch FROM iv)::text"}
 
 
 def _database(server_dsn: str, name: str, ddl: str) -> str:
@@ -137,11 +145,13 @@ def test_debezium_jdbc_sink_replicates_pgcdc_topics(databases: tuple[str, str], 
                            "public.parted", extra=["--topic-partitions", "3",
                                                    "--truncate-records", "one",
                                                    "--no-resync-on-ddl"])
+    dbz = ProducerRun(source, kafka.bootstrap, registry.url, "public.typed",
+                      extra=["--value-format", "debezium"])
     connect = ConnectStandalone(tmp_path / "connect", kafka.bootstrap, {
         "name": "jdbc-sink",
         "connector.class": "io.debezium.connector.jdbc.JdbcSinkConnector",
         "tasks.max": "1",
-        "topics.regex": rf"{producer.prefix}\.public\..*",
+        "topics.regex": rf"({producer.prefix}|{dbz.prefix})\.public\..*",
         "connection.url": "jdbc:postgresql://" + sink.split("host=")[1].split()[0] + ":"
                           + sink.split("port=")[1].split()[0] + "/connect_sink"
                           # interval and enum columns: PostgreSQL takes their type from the
@@ -156,7 +166,10 @@ def test_debezium_jdbc_sink_replicates_pgcdc_topics(databases: tuple[str, str], 
         "truncate.enabled": "true",
         "primary.key.mode": "record_key",
         "schema.evolution": "basic",
-        "transforms": "route",
+        "transforms": "dbz,route",
+        "transforms.dbz.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.dbz.regex": rf"{dbz.prefix}\.public\.typed",
+        "transforms.dbz.replacement": "x.public.typed_dbz",
         "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
         "transforms.route.regex": r"[^.]+\.[^.]+\.(.*)",
         "transforms.route.replacement": "$1",
@@ -165,9 +178,13 @@ def test_debezium_jdbc_sink_replicates_pgcdc_topics(databases: tuple[str, str], 
     })
     connect.start()  # first: its JVM starts while the producer takes its snapshot
     try:
-        producer.start(tmp_path)
+        producer.start(tmp_path, wait=False)
+        dbz.start(tmp_path, wait=False)  # both snapshots at once
+        producer.wait_streaming()
+        dbz.wait_streaming()
         wait_for(lambda: _count(sink, "parted") == 12 and _count(sink, "typed") == 4
-                 and _count(sink, "created") == 3, "snapshot rows in the sink", connect, 90)
+                 and _count(sink, "created") == 3 and _count(sink, "typed_dbz") == 4,
+                 "snapshot rows in the sink", connect, 90)
         with psycopg.connect(source, autocommit=True) as conn:
             conn.execute("UPDATE typed SET txt = 'updated', i2 = -32768 WHERE id = 2")
             conn.execute("DELETE FROM typed WHERE id = 3")
@@ -178,8 +195,8 @@ def test_debezium_jdbc_sink_replicates_pgcdc_topics(databases: tuple[str, str], 
                  "truncate and the new column's row in the sink", connect)
         with psycopg.connect(source, autocommit=True) as conn:
             conn.execute("INSERT INTO parted SELECT g, 'after ' || g FROM generate_series(5, 23) g")
-        wait_for(lambda: _count(sink, "parted") == 19 and _count(sink, "typed") == 3,
-                 "rows after the truncate", connect)
+        wait_for(lambda: _count(sink, "parted") == 19 and _count(sink, "typed") == 3
+                 and _count(sink, "typed_dbz") == 3, "rows after the truncate", connect)
         time.sleep(1)  # anything the sink would still (wrongly) apply
 
         # pre-created typed columns: every value exact
@@ -198,7 +215,19 @@ def test_debezium_jdbc_sink_replicates_pgcdc_topics(databases: tuple[str, str], 
         assert _rows(sink, "created", {"id": "int", "c3": "text"}) == [
             ("dflt", "1"), ("dflt", "2"), ("dflt", "3"), ("given", "5")]
         assert _rows(sink, "parted") == _rows(source, "parted")
+
+        # --value-format debezium: the sink as it takes Debezium's topics, exact but its losses
+        types = _column_types(source, "typed")
+        exact = {c: t for c, t in types.items() if c not in DEBEZIUM_LOSSY}
+        assert _rows(sink, "typed_dbz", exact) == _rows(source, "typed", exact)
+        lossy = ", ".join(DEBEZIUM_LOSSY.values())
+        with psycopg.connect(sink, autocommit=True) as conn:
+            got = conn.execute(f"SELECT {lossy} FROM typed_dbz ORDER BY id").fetchall()
+        # 12:00:00+01 at UTC; 1 year 2 mons -3 days 04:05:06.5 with 30.4375-day months
+        assert got == [("11:00:00+00", "36572706.500000")] * 2 + [(None, None)], got
     finally:
         connect.stop()
         producer.stop()
         producer.drop()
+        dbz.stop()
+        dbz.drop()

@@ -191,14 +191,16 @@ class TableEvents:
 
 
 def table_events(registry: SchemaRegistry, prefix: str, schema: str, table: str,
-                 columns: Sequence[Column], key: Sequence[str], *, db: str = DB
+                 columns: Sequence[Column], key: Sequence[str], *, db: str = DB,
+                 value_format: str = "pgcdc", truncate_records: str | None = None
                  ) -> TableEvents:
     """The events of a table version, its schemas registered in `registry` as the producer
     registers them (`registry_ids`). Calling again with other columns or key is a schema
-    change (new schemas, new ids) of the same table (same relation id)."""
+    change (new schemas, new ids) of the same table (same relation id). `value_format`,
+    `truncate_records`: the producer's settings (connector.config)."""
     relation = table_relation(schema, table, columns, key)
     factory = CodecFactory(TypeCatalog(), None, registry_ids(registry), prefix=prefix,
-                           db=db)
+                           db=db, value_format=value_format, truncate_records=truncate_records)
     return TableEvents(factory.codec(relation))
 
 

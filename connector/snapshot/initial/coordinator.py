@@ -85,6 +85,7 @@ class SnapshotSettings:
     oversized_limit: int = 0  # --oversized-events omit: the event size limit (0: fail)
     truncate_records: str = "every-partition"  # the truncate markers' partitions (Config's)
     masking: Masking | None = None  # the column masks (Config.masking), as the stream's
+    value_format: str = "pgcdc"  # Config's: pgcdc | debezium (connector/avro/typemap.py)
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,9 @@ class _Coordinator:
         types = TypeCatalog()
         # The stream's own codec factory: same catalog lookups, same schemas, same registry ids.
         codecs = CodecFactory(types, PostgresCatalog(admin.conn, types), registry_ids(registry),
-                              prefix=settings.topic_prefix, db=db, masking=settings.masking)
+                              prefix=settings.topic_prefix, db=db, masking=settings.masking,
+                              value_format=settings.value_format,
+                              truncate_records=settings.truncate_records)
         self.codecs: list[TableCodec] = [codecs.codec(t.relation) for t in self.tables]
         created = set(topics.ensure(c.topic for c in self.codecs))
         # A topic that existed may hold an abandoned attempt's rows or an older history.
@@ -196,7 +199,8 @@ class _Coordinator:
             [TableIds(c.schemas.key_json, c.schemas.value_json, c.key_id, c.value_id)
              for c in self.codecs], log_level=logging.getLogger().getEffectiveLevel(),
             slot=settings.slot, transactional=settings.exactly_once,
-            oversized_limit=settings.oversized_limit, masking=settings.masking)
+            oversized_limit=settings.oversized_limit, masking=settings.masking,
+            value_format=settings.value_format, truncate_records=settings.truncate_records)
 
     def _chunk_done(self, table: int) -> None:
         state = self.progress.tables[table]

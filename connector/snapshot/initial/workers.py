@@ -91,6 +91,8 @@ class ReaderSpec:
     transactional: bool = False  # --exactly-once: see the module docstring
     oversized_limit: int = 0  # --oversized-events omit: the event size limit (0: fail)
     masking: Masking | None = None  # the column masks: the coordinator's
+    value_format: str = "pgcdc"  # --value-format: the coordinator's (same schema text)
+    truncate_records: str = "every-partition"  # named in a Debezium-format Envelope
 
 
 class _ChunkQueue(Protocol):
@@ -164,7 +166,9 @@ def _read(spec: ReaderSpec, chunks: _ChunkQueue, reports: _ReportQueue, should_s
         types = TypeCatalog()
         # The coordinator's factory, with its ids: the same catalog lookups and schemas.
         codecs = CodecFactory(types, PostgresCatalog(conn, types), _coordinator_ids(spec),
-                              prefix=spec.prefix, db=spec.db, masking=spec.masking)
+                              prefix=spec.prefix, db=spec.db, masking=spec.masking,
+                              value_format=spec.value_format,
+                              truncate_records=spec.truncate_records)
         reader = ChunkReader(conn, sink, tracker, spec.consistent_point, spec.ts_ms,
                              binary=spec.binary,
                              on_rows=lambda table, n: reports.put(RowsRead(table, n)),
