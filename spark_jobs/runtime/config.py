@@ -107,7 +107,7 @@ class MergeConfig:
             self._check_cuts()
 
     def _check_cuts(self) -> None:
-        """What `--consistent-cuts` cannot work with (spark_jobs/rules/cut_policy.py says why)."""
+        """What `--consistent-cuts` cannot work with (docs/design/consistent-cuts.md says why)."""
         if not self.supports(CUTS):
             raise ValueError(f"--consistent-cuts records {supporting(CUTS)} versions: "
                              f"{self.lake_format.about or 'not --format ' + self.format} "
