@@ -98,6 +98,7 @@ class SparkDeltaSink:
     def at(cls, root: str, rel_path: str, app_id: str, partition_by: Sequence[str] = (),
            properties: Mapping[str, str] | None = None, column_mapping: bool = False,
            catalog_name: str | None = None) -> SparkDeltaSink:
+        """The sink of `<root>/<rel_path>` with a state of its own (`TableSettings`' fields)."""
         return cls(DeltaTableState(TableSettings(root, rel_path, app_id, tuple(partition_by),
                                                  dict(properties or {}), column_mapping,
                                                  catalog_name)))
