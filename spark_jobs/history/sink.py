@@ -72,6 +72,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ..lake.delta_handles import DeltaHandles
 from ..lake.phases import CLOCK
 from ..lake.storage import is_local, local_path, options_for
 from ..rules.changes import IDX, LSN, OP, TOAST, TS, EventId, Position
@@ -149,27 +150,16 @@ class HistorySink:
         self.tracking = tracking
         self.maintain_every = maintain_every  # compact both tables every N batches (0: never)
         self.batches = 0
-        self._handles: dict[str, DeltaTable] = {}
+        self._handles = DeltaHandles()
         self._known_keys: set[tuple[str, ...]] | None = None  # see `_keys`
         # see `_log_state`; None: read them from the tables
         self._logged: LoggedPositions | None = None
         self._reflects_log = False  # the history reflects every logged event
 
     def _open(self, path: str) -> DeltaTable | None:
-        """The delta-rs handle of `path`, kept between batches and brought up to date (each
-        batch reads only the log entries added since); None when there is no table yet."""
-        cached = self._handles.get(path)
-        if cached is not None:
-            try:
-                cached.update_incremental()
-                return cached
-            except Exception:  # noqa: BLE001 - removed or replaced behind our back
-                del self._handles[path]
-        options = options_for(path)
-        if not DeltaTable.is_deltatable(path, storage_options=options):
-            return None
-        self._handles[path] = table = DeltaTable(path, storage_options=options)
-        return table
+        """The delta-rs handle of `path`, up to date (`lake/delta_handles.py`); None when
+        there is no table yet."""
+        return self._handles.open(path)
 
     def exists(self) -> bool:
         """Whether the table has a history log (it had events with a key)."""
@@ -186,7 +176,7 @@ class HistorySink:
         self._known_keys = None
         self._logged = None
         for path, meta in ((self.log_path, EVENT_META), (self.path, VERSION_META)):
-            self._handles.pop(path, None)
+            self._handles.forget(path)
             if is_local(path):
                 local = local_path(path)
                 if os.path.isdir(local):
@@ -197,7 +187,7 @@ class HistorySink:
                 write_deltalake(table, arrow_schema(meta).empty_table(), mode="overwrite",
                                 schema_mode="overwrite",
                                 partition_by=table.metadata().partition_columns or None)
-            self._handles.pop(path, None)
+            self._handles.forget(path)
 
     @CLOCK.timed("maintenance")
     def maintain(self) -> None:

@@ -2,94 +2,12 @@
 holds back, and when it records a cut. Pure: the job (`runtime/job.py`) and the pending store
 (`cuts/pending.py`) do the IO; the manifest (`cuts/manifest.py`) is the contract readers use.
 
-A cut is a PostgreSQL position L with one Delta version per lake table such that those
-versions hold every change of every table with commit LSN <= L and none after it (manifest).
-The job must know two things per batch: that nothing at or below L is still on its way to
-it (completeness), and that nothing after L is in the tables (isolation).
-
-Completeness: the producer's heartbeats. `pgcdc run --heartbeat-interval-s N` commits a
-transactional logical message every N seconds; when the publisher meets it in the stream it
-produces a record to `<prefix>.heartbeat` whose `lsn` is the delivery tracker's delivered LSN W
-(connector/publisher.py `publish`). W is the end LSN of the newest PostgreSQL transaction
-that Kafka acknowledged together with every transaction before it (connector/sink/acks.py;
-tickets are begun in commit order, so the delivered LSN only passes a transaction once it and
-all earlier ones are acknowledged). In exactly-once mode (`TransactionalTracker`) W moves
-only when a Kafka transaction commits, so every record below W is committed and therefore
-visible to the job's read_committed consumer. Either way the records of every transaction
-ending at or before W were in Kafka, readable, before the heartbeat record was produced.
-(W is never raised by keepalives: the idle "flush to the server's end" position is the
-pipeline's confirm LSN (connector/flow.py `confirmable`), not the tracker's delivered LSN; the
-tracker starts at the slot's confirmed position, before which everything was acknowledged
-or had nothing to publish.)
-
-Which transactions W vouches for: a transaction's events carry its commit record's start
-(`source.commit_lsn`), the tracker its end. Commit records do not overlap, so a transaction T
-with commit_lsn(T) < W either is the one whose commit record ends at W or ended before that
-one began: end_lsn(T) <= W, acknowledged. One with commit_lsn >= W ends after W: not vouched
-for. So the bound B = W selects exactly `commit_lsn < B`, and the cut is L = B - 1 ("<= L").
-
-Which batch has them: Spark fixes a micro-batch's end offsets when it plans the batch, and
-plans batch N only after batch N-1 returned. A heartbeat read in batch N-1 was in Kafka when
-batch N-1 ran, and the records it vouches for before it, so they are at offsets below batch
-N's end offsets: in batches <= N. The heartbeats of batch N itself are not used for batch
-N: Spark lists the partitions' end offsets for a batch without one atomic view, so the
-heartbeat partition may have been listed after a vouched record's partition was. Hence the
-bound applied in batch N is the highest heartbeat LSN seen in batches before N (`bound`),
-and changes with commit_lsn >= B are held back (stored with their Kafka records under
-`<target>/_pgcdc/pending/`, merged in front of the next batch's records). Two consequences:
-the merge lags the stream by one batch plus one heartbeat interval, and the argument needs
-every batch to read to the end offsets Spark listed, so `--max-offsets-per-trigger` and the
-available-now trigger (one batch, no "previous batch") are refused with `--consistent-cuts`.
-
-Isolation: the tables only receive changes with commit_lsn < B (held-back changes wait), so
-the versions after batch N hold nothing after L = B - 1. The filter stands in front of the
-merge (position guard, tombstones, truncate, TOAST); a held-back change is applied by the
-same code one batch later, and a duplicate of an already applied change stays a no-op.
-
-Snapshot rows. Initial snapshot rows carry commit_lsn = P (the slot's consistent point) and
-are acknowledged under tickets ending at P before streaming starts (and so before the first
-heartbeat, whose W is at least P). They stand for every transaction committed before P, so
-they belong to the cut P - 1 and every later one: a snapshot row (`snapshot_row`, also the
-truncate a re-snapshot starts with) is applied once B >= P, where a change is once B > its
-commit_lsn. All of them together: a cut never shows part of the initial snapshot.
-Incremental snapshot rows carry the chunk's low watermark l and are produced at its high
-watermark h (connector/snapshot/incremental/window.py), so a cut between l and h may show some, all
-or none of a chunk's rows. That contradicts no transaction: every key a chunk publishes is
-unchanged between l and h (keys the stream changes are dropped from the window), so each row
-shows its key's state at the cut. What such a cut cannot give is completeness of a table
-whose lake copy lacks rows the incremental snapshot is bringing (a table added to the
-publication): that table is complete from the first cut after its snapshot request is done
-(as it is for any reader), the others at every cut.
-
-Why heartbeats rather than per-transaction counts (the END records of
-`<prefix>.transaction`, whose `data_collections` count each table's events): counting needs
-per-transaction state (events seen per table, de-duplicated over at-least-once redelivery,
-across batches and restarts) and the transaction topic (`--transaction-topic`, off by
-default); a transaction whose tables are not subscribed, or a long idle period, would leave
-the job unable to advance. A heartbeat costs one number per interval, needs nothing per
-transaction, and advances the cut through idle tables and idle databases alike (the
-heartbeat is itself a transaction).
-
-Without heartbeats nothing can be vouched for: the job holds every change back (applying
-unvouched changes would break the cuts recorded after them) and warns each batch, naming
-`pgcdc run --heartbeat-interval-s`, once no heartbeat advanced the bound for `STALE_MS`.
-
-Restarts and replays. The state after each batch (the bound it applied, the highest
-heartbeat seen, the last recorded cut, where its held-back records are) is stored per batch,
-so a batch Spark re-runs with the same offsets computes the same result, and a restarted job
-continues from the last batch's state. A new checkpoint (a new application id) starts with no
-heartbeat: it re-reads the topics from the earliest offsets, whatever heartbeats retention kept;
-its cuts start at the first heartbeat it sees, never below `floor`: the manifest's last cut,
-and the newest position the tables already hold (a target filled without --consistent-cuts,
-or by a --replay, holds changes no heartbeat of the new application vouched for yet).
-
-Cuts are recorded only when the bound advanced (an idle batch records nothing).
-
-The same per-batch state gives the tombstone expiry bound (spark_jobs/rules/expiry.py): `restart`,
-the highest restart_lsn heartbeats carried, and `expiry`, the bound of the next batch; plain
-streaming keeps it too, for expiry alone (no bound, nothing held). `tombstones` holds the
-Delta version of each table's tombstones, recorded in the cut for `pgcdc verify`.
-"""
+Batch N applies the changes with commit LSN below its bound B (`bound`: the highest heartbeat
+LSN of the batches before N, each vouching that every transaction ending at or before it is in
+Kafka), holds the others back (a snapshot row waits until B >= its LSN), and records the cut
+L = B - 1 when B advanced. The per-batch state (`CutState`) also gives the tombstone expiry
+bound (`expiry.py`). Why such a cut is complete and isolated, snapshot rows, restarts:
+docs/design/consistent-cuts.md."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Tombstone expiry: which tombstones no change can need any more. Pure: the job (`runtime/job.py`)
-applies the bound during maintenance through delta-rs (`fast_sink.expire_tombstones`) or
-Spark (`DeltaTableSink.expire_tombstones`).
+"""Tombstone expiry: which tombstones no change can need any more. Pure: the job
+(`runtime/job.py`) applies the bound during maintenance through delta-rs
+(`fast_sink.DeltaRsSink.expire_tombstones`) or Spark (`SparkDeltaSink.expire_tombstones`).
 
 A tombstone (key k, position P = its delete's `_cdc_commit_lsn`) drops a change of k at or
 before P that reaches the job after the delete was applied. It can go once no change with

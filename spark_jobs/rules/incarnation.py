@@ -28,7 +28,7 @@ Rules (`decide`), for one table's part of a batch:
   is replaced by the new incarnation's events, which a new slot's initial snapshot provides.
 
 Pure: the job supplies each incarnation's first position in the batch and applies the
-decision (`delta_sink.DeltaTableSink.replace`, `fast_sink`).
+decision (`delta_sink.SparkDeltaSink.take`, `fast_sink.DeltaRsSink.adopt`).
 """
 
 from __future__ import annotations

@@ -11,6 +11,18 @@ from fnmatch import fnmatchcase
 
 from ..lake import storage
 from ..rules.names import TableId, subscribe_pattern, table_of
+from ..sinks import (
+    COLUMN_MAPPING,
+    CUTS,
+    DATABASE,
+    FAST_MERGE,
+    FORMATS,
+    HISTORY,
+    TOMBSTONES,
+    LakeFormat,
+    lake_format,
+    supporting,
+)
 
 AVAILABLE_NOW = "available-now"
 _INTERVAL = re.compile(r"^(\d+)\s*(ms|s|sec|seconds?|m|min|minutes?)$")
@@ -24,7 +36,7 @@ class MergeConfig:
     topic_prefix: str | None = None
     topics: tuple[str, ...] = ()
     checkpoint: str | None = None  # default <target>/_pgcdc/checkpoint
-    format: str = "delta"  # delta | parquet
+    format: str = "delta"  # a registered lake format (spark_jobs/sinks/__init__.py)
     trigger: str = "10s"  # an interval or "available-now"
     replay: bool = False
     max_offsets_per_trigger: int | None = None
@@ -55,8 +67,7 @@ class MergeConfig:
             raise ValueError("give exactly one of --topic-prefix and --topics")
         for topic in self.topics:
             table_of(topic)  # raises for a name that is not <prefix>.<schema>.<table>
-        if self.format not in ("delta", "parquet"):
-            raise ValueError(f"--format must be delta or parquet, not {self.format!r}")
+        lake_format(self.format)  # raises for a format not in the registry
         if self.trigger != AVAILABLE_NOW and not _INTERVAL.match(self.trigger):
             raise ValueError(f"--trigger must be an interval like 10s or {AVAILABLE_NOW}")
         if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
@@ -68,9 +79,11 @@ class MergeConfig:
         if any(not k.startswith("delta.") for k in self.table_properties):
             raise ValueError("--table-property keys must start with 'delta.': "
                              f"{sorted(self.table_properties)}")
-        if self.format == "parquet" and (self.column_mapping or self.database):
-            raise ValueError("--column-mapping and --database apply to Delta tables, not to "
-                             "--format parquet")
+        for feature, on in ((COLUMN_MAPPING, self.column_mapping),
+                            (DATABASE, self.database is not None)):
+            if on and not self.supports(feature):
+                raise ValueError(f"--column-mapping and --database apply to "
+                                 f"{supporting(feature)} tables, not to --format {self.format}")
         if self.database is not None and not self.database.strip():
             raise ValueError("--database needs a name")
         if self.fast_merge not in ("auto", "off"):
@@ -79,8 +92,9 @@ class MergeConfig:
             raise ValueError("--fast-merge-max-events must not be negative")
         if self.maintenance_every < 0:
             raise ValueError("--maintenance-every must not be negative")
-        if self.history and self.format != "delta":
-            raise ValueError("--history applies to Delta tables, not to --format parquet")
+        if self.history and not self.supports(HISTORY):
+            raise ValueError(f"--history applies to {supporting(HISTORY)} tables, not to "
+                             f"--format {self.format}")
         self._check_store()
         if self.history_columns and self.history_except_columns:
             raise ValueError("give --history-columns or --history-except-columns, not both")
@@ -93,10 +107,11 @@ class MergeConfig:
             self._check_cuts()
 
     def _check_cuts(self) -> None:
-        """What `--consistent-cuts` cannot work with (spark_jobs/rules/cut_policy.py says why)."""
-        if self.format != "delta":
-            raise ValueError("--consistent-cuts records Delta versions: the Parquet change log "
-                             "has each change's _cdc_commit_lsn instead (see docs/merge-job.md)")
+        """What `--consistent-cuts` cannot work with (docs/design/consistent-cuts.md says why)."""
+        if not self.supports(CUTS):
+            raise ValueError(f"--consistent-cuts records {supporting(CUTS)} versions: "
+                             f"{self.lake_format.about or 'not --format ' + self.format} "
+                             "(see docs/merge-job.md)")
         uneven = self.uneven_reading
         if uneven:
             raise ValueError(f"--consistent-cuts needs batches that read to the latest offsets "
@@ -132,8 +147,8 @@ class MergeConfig:
     def expiry_off(self) -> str | None:
         """Why this job expires no tombstones (None: it does, every --maintenance-every
         batches, with the bound spark_jobs/rules/expiry.py derives from the heartbeats it reads)."""
-        if self.format != "delta":
-            return "--format parquet keeps no tombstones"
+        if not self.supports(TOMBSTONES):
+            return f"--format {self.format} keeps no tombstones"
         if not self.maintenance_every:
             return "--maintenance-every 0"
         if self.uneven_reading:
@@ -160,6 +175,15 @@ class MergeConfig:
         return bool(self.topic_prefix) or self.consistent_cuts
 
     @property
+    def lake_format(self) -> LakeFormat:
+        """The `--format`'s entry in the format registry (spark_jobs/sinks/__init__.py)."""
+        return lake_format(self.format)
+
+    def supports(self, feature: str) -> bool:
+        """Whether the `--format` supports `feature` (one of spark_jobs.sinks' features)."""
+        return feature in self.lake_format.features
+
+    @property
     def checkpoint_dir(self) -> str:
         return self.checkpoint or f"{self.target.rstrip('/')}/_pgcdc/checkpoint"
 
@@ -171,7 +195,7 @@ class MergeConfig:
     def fast_merge_on(self) -> bool:
         """Small Delta batches go through delta-rs: with auto, when delta-rs reaches the
         target (local disk, object stores: lake/storage.py derives its settings from Spark's)."""
-        return (self.format == "delta" and self.fast_merge == "auto"
+        return (self.supports(FAST_MERGE) and self.fast_merge == "auto"
                 and storage.scheme(self.target) in storage.DELTA_RS_SCHEMES)
 
     def tables_at_once(self, cores: int) -> int:
@@ -258,7 +282,7 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     topics.add_argument("--topics", type=_csv, help="comma-separated table topics")
     p.add_argument("--target", required=True, help="tables go to TARGET/<schema>/<table>")
     p.add_argument("--checkpoint", help="default TARGET/_pgcdc/checkpoint")
-    p.add_argument("--format", choices=("delta", "parquet"), default="delta",
+    p.add_argument("--format", choices=tuple(FORMATS), default="delta",
                    help="delta: a mirror table per source table; parquet: an append-only change "
                         "log per table (every event with op and position)")
     p.add_argument("--trigger", default="10s", help="interval (10s, 1m) or available-now")

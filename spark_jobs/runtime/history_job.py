@@ -1,11 +1,12 @@
 """The merge job's history step (`--history`): after a table's mirror is applied for a batch,
 its events of the batch go to the table's history (`history/sink.py`), from either path: the
-fast path hands its decoded Python rows, the Spark path its decoded DataFrames (collected
-with `toArrow()`: the history is computed in Python by `history.versions` either way, one
-implementation of the rules). Each event goes with the key it was written with (the Spark
-path's frames are one per key schema). A table none of whose events has had a key (no
-replica identity) has no history (a WARNING, once); one that had a key keeps its history
-when the key is dropped (events without a key are rows of their own, as in the mirror)."""
+fast path hands its decoded Python rows (`of_rows`), the Spark path its decoded DataFrames
+(`of_frames`, collected with `toArrow()`), and the job writes them in one place (`write`).
+The history is computed in Python by `history.versions` either way (one implementation of
+the rules). Each event goes with the key it was written with (the Spark path's frames are
+one per key schema). A table none of whose events has had a key (no replica identity) has
+no history (a WARNING, once); one that had a key keeps its history when the key is dropped
+(events without a key are rows of their own, as in the mirror)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -37,6 +39,17 @@ def catalog_name(database: str, table: TableId) -> str:
     return f"{q(database)}.{q(table.catalog_name + CATALOG_SUFFIX)}"
 
 
+@dataclass(frozen=True)
+class HistoryEvents:
+    """A table's events of a batch as its history takes them, from either engine: Python rows
+    (delta-rs) or an Arrow table (Spark), with the Spark type of each row column."""
+
+    events: pa.Table | Sequence[Mapping[str, Any]]
+    types: Mapping[str, DataType]
+    key: Sequence[str] | None  # the newest key the table's events were written with
+    keyed: bool  # some event of the batch has a key
+
+
 class HistoryWriter:
     """The history tables of one run (thread-safe: tables of a batch run concurrently)."""
 
@@ -52,21 +65,24 @@ class HistoryWriter:
     def wants(self, table: TableId) -> bool:
         return self.config.keeps_history(table)
 
-    def from_rows(self, spark: SparkSession, table: TableId, rows: Sequence[Mapping[str, Any]],
-                  types: Mapping[str, DataType], key: Sequence[str] | None,
-                  batch_id: int) -> None:
-        """The fast path's decoded rows of the table (`rows.decode_rows`)."""
-        if self.wants(table):
-            self._apply(spark, table, rows, types, key, batch_id, bool(key))
+    def of_rows(self, table: TableId, rows: Sequence[Mapping[str, Any]],
+                types: Mapping[str, DataType], key: Sequence[str] | None
+                ) -> HistoryEvents | None:
+        """The fast path's decoded rows of the table (`rows.decode_rows`); None: the table
+        keeps no history."""
+        if not self.wants(table):
+            return None
+        return HistoryEvents(rows, types, key, bool(key))
 
-    def from_frames(self, spark: SparkSession, table: TableId,
-                    changes: Sequence[tuple[DataFrame, Sequence[str] | None]],
-                    key: Sequence[str] | None, batch_id: int) -> None:
+    def of_frames(self, table: TableId,
+                  changes: Sequence[tuple[DataFrame, Sequence[str] | None]],
+                  key: Sequence[str] | None) -> HistoryEvents | None:
         """The Spark path's decoded changes of the table: one DataFrame per key group, each
         with the key columns its events were written with (None: no key); `key`: the
-        newest."""
+        newest. Collected here (`toArrow()`), while the engine still has them cached; None:
+        the table keeps no history (or had no changes)."""
         if not self.wants(table) or not changes:
-            return
+            return None
         types: dict[str, DataType] = {}
         for part, _ in changes:
             for c in row_columns(part):
@@ -78,7 +94,7 @@ class HistoryWriter:
                 [key_label(part_key)] * arrow.num_rows, pa.string())))
         events = pa.concat_tables(parts, promote_options="permissive")
         keyed = any(part_key for _, part_key in changes)
-        self._apply(spark, table, events, types, key, batch_id, keyed)
+        return HistoryEvents(events, types, key, keyed)
 
     def replaced(self, table: TableId) -> None:
         """The upstream table was dropped and created again (`rules/incarnation.py`): its history
@@ -98,12 +114,11 @@ class HistoryWriter:
                     self.config.maintenance_every)
             return sink
 
-    def _apply(self, spark: SparkSession, table: TableId,
-               events: pa.Table | Sequence[Mapping[str, Any]], types: Mapping[str, DataType],
-               key: Sequence[str] | None, batch_id: int, keyed: bool) -> None:
-        """`keyed`: some event of the batch has a key."""
+    def write(self, spark: SparkSession, table: TableId, events: HistoryEvents,
+              batch_id: int) -> None:
+        """Bring the table's history up to date with its events of the batch."""
         sink = self._sink(table)
-        if not keyed and not sink.exists():
+        if not events.keyed and not sink.exists():
             with self._lock:
                 if table.path not in self._keyless:
                     self._keyless.add(table.path)
@@ -111,7 +126,8 @@ class HistoryWriter:
                                 table.path)
             return
         started = time.monotonic()
-        written, recomputed, extended = sink.apply(events, types, key or (), batch_id)
+        written, recomputed, extended = sink.apply(events.events, events.types,
+                                                   events.key or (), batch_id)
         log.info("batch %d: %s: history, %d version row(s) written in %.2f s (%s recomputed, "
                  "%d extended)", batch_id, table.path, written, time.monotonic() - started,
                  "the whole table" if recomputed is None else f"{recomputed} key(s)", extended)

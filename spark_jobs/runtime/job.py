@@ -7,6 +7,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -51,12 +52,12 @@ from ..rules.cut_policy import (
 from ..rules.incarnation import Incarnation, decide, of_schema
 from ..rules.names import OFFSET, PARTITION, TableId, table_of
 from ..sinks.dead_letter import write_dead_letters
-from ..sinks.delta_sink import BatchFacts, DeltaTableSink
-from ..sinks.fast_sink import Declined, apply_fast, expire_tombstones, load, row_types, version
-from ..sinks.parquet_sink import append_change_log
+from ..sinks.delta_sink import SparkDeltaSink
+from ..sinks.fast_sink import Declined, row_types
+from ..sinks.table_sink import BatchFacts, TableSettings, TableSink
 from . import metrics
 from .config import MergeConfig
-from .history_job import HistoryWriter
+from .history_job import HistoryEvents, HistoryWriter
 
 log = logging.getLogger(__name__)
 APP_ID_FILE = "pgcdc-app-id"
@@ -116,6 +117,11 @@ class BatchCut:
     pending: str | None = None  # where the held-back records were stored
     lock: threading.Lock = field(default_factory=threading.Lock)
 
+    # The changes held back are split off before the merge, by each engine in the form it
+    # holds them in (`hold`: a filter of the Spark path's DataFrame; `hold_keys`: the keys of
+    # the Python rows `rows.split_held` set aside): the two cannot share that step. What was
+    # applied is reported once per table, whichever engine applied it (`applied`, from
+    # `BatchProcessor._finish`).
     def hold(self, decoded: DataFrame, topic: str) -> DataFrame:
         """The changes of `decoded` (one topic's `decode_topic`, cached) this batch applies;
         the keys of the others are kept (cached) for the pending store. Same rule as
@@ -147,6 +153,28 @@ class BatchCut:
                 self.tombstones[path] = tombstones
             if newest_ts is not None:
                 self.newest_ts = max(newest_ts, self.newest_ts or newest_ts)
+
+
+@dataclass
+class TableApplied:
+    """What one engine applied of a table's part of a batch: what the batch's features
+    (history, the cut, counts and metrics) take from it, in one place (`_finish`)."""
+
+    engine: str  # "delta-rs", "spark" (a mirror through Spark), or a change log's format
+    events: int  # row changes applied
+    newest_ts: int | None  # newest commit time (source.ts_ms) among them
+    history: HistoryEvents | None = None  # its events as the history takes them
+    dead: list[DataFrame] = field(default_factory=list)  # its corrupt events
+    decoded_at: float | None = None  # monotonic time the Spark path had decoded them
+
+
+def open_table_sink(config: MergeConfig, app_id: str, table: TableId) -> TableSink:
+    """The table's sink, from the `--format`'s entry in the format registry
+    (`spark_jobs/sinks/__init__.py`)."""
+    database = config.database
+    return config.lake_format.open_sink(TableSettings(
+        config.target, table.path, app_id, config.partition_by, config.table_properties,
+        config.column_mapping, f"{q(database)}.{q(table.catalog_name)}" if database else None))
 
 
 def table_facts(decoded: DataFrame) -> tuple[int, BatchFacts]:
@@ -185,7 +213,7 @@ class BatchProcessor:
         self.watch = metrics.Watch(None if config.available_now
                                    else metrics.trigger_seconds(config.interval))
         self._to_spark: dict[str, str] = {}  # this batch's tables delta-rs left to Spark
-        self._sinks: dict[str, DeltaTableSink] = {}
+        self._sinks: dict[str, TableSink] = {}
         self.lease: Lease | None = None  # the writer lease of the target (`lake/lease.py`)
         self.lease_lost: str | None = None  # why the job stopped: another job took the lake
         # Tables of a batch are written concurrently: their Delta commits, log reads and small
@@ -222,15 +250,18 @@ class BatchProcessor:
             self._local.spark = session
         return session
 
-    def _sink(self, table: TableId) -> DeltaTableSink:
+    def _sink(self, table: TableId) -> TableSink:
         with self._lock:
             if table.path not in self._sinks:
-                database = self.config.database
-                self._sinks[table.path] = DeltaTableSink(
-                    self.config.target, table.path, self.app_id, self.config.partition_by,
-                    self.config.table_properties, self.config.column_mapping,
-                    f"{q(database)}.{q(table.catalog_name)}" if database else None)
+                self._sinks[table.path] = open_table_sink(self.config, self.app_id, table)
             return self._sinks[table.path]
+
+    def _mirror(self, table: TableId) -> SparkDeltaSink:
+        """The table's mirror, for the features only a mirror format has (config.py refuses
+        them for other formats)."""
+        mirror = self._sink(table).mirror
+        assert mirror is not None, f"--format {self.config.format} keeps no mirror"
+        return mirror
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -321,9 +352,10 @@ class BatchProcessor:
         if bound_ is None or not every or batch_id % every:
             return
         with self._lock:
-            sinks = [s for s in self._sinks.values() if s.has_tombstones]
+            sinks = [m for s in self._sinks.values()
+                     if (m := s.mirror) is not None and m.state.has_tombstones]
         for sink in sinks:
-            removed = (expire_tombstones(sink, bound_) if self.config.fast_merge_on
+            removed = (sink.fast.expire_tombstones(bound_) if self.config.fast_merge_on
                        else sink.expire_tombstones(self.spark, bound_))
             if removed:
                 log.info("batch %d: %s: %d tombstone(s) below %s expired", batch_id, sink.path,
@@ -344,7 +376,7 @@ class BatchProcessor:
             schema, table = found.rstrip("/").split("/")[-3:-1]
             if schema == "_pgcdc":
                 continue
-            sink = self._sink(TableId(schema, table))
+            sink = self._mirror(TableId(schema, table))
             found_version = self._version(sink, self.spark)
             if found_version is None:
                 continue
@@ -359,7 +391,7 @@ class BatchProcessor:
                  len(versions), _lsn(floor))
         return initial(floor, versions, time.time_ns() // 1_000_000, tombstones)
 
-    def _newest_position(self, sink: DeltaTableSink) -> int | None:
+    def _newest_position(self, sink: SparkDeltaSink) -> int | None:
         """The newest commit LSN a table holds: its rows', its tombstones', its truncate's
         (read once per new application: one column of each table)."""
         newest: list[int] = []
@@ -371,26 +403,24 @@ class BatchProcessor:
                      else _newest_spark(session, path))
             if found is not None:
                 newest.append(found)
-        if sink._load(session) and sink.truncate_cut is not None:  # noqa: SLF001
-            newest.append(sink.truncate_cut.commit_lsn)
+        truncate_cut = sink.state.truncate_cut if sink.exists(session) else None
+        if truncate_cut is not None:
+            newest.append(truncate_cut.commit_lsn)
         return max(newest, default=None)
 
-    def _version(self, sink: DeltaTableSink, session: SparkSession,
-                 path: str | None = None) -> int | None:
-        """A table's (or its tombstones', at `path`) current Delta version: through delta-rs
-        where it can read the target (no Spark job), else the newest entry of its history."""
+    def _version(self, sink: SparkDeltaSink, session: SparkSession,
+                 tombstones: bool = False) -> int | None:
+        """A table's (or its tombstones') current Delta version: through delta-rs where it
+        can read the target (no Spark job), else the newest entry of its history."""
         if self.config.fast_merge_on:
-            return version(sink, path)
-        from delta.tables import DeltaTable
+            return sink.fast.version(tombstones)
+        return sink.version(session, tombstones)
 
-        row = DeltaTable.forPath(session, path or sink.path).history(1).select("version").first()
-        return None if row is None else int(row[0])
-
-    def _tombstones_version(self, sink: DeltaTableSink, session: SparkSession) -> int | None:
+    def _tombstones_version(self, sink: SparkDeltaSink, session: SparkSession) -> int | None:
         """The current Delta version of the table's tombstones (None: it has none)."""
-        if not sink.has_tombstones:
+        if not sink.state.has_tombstones:
             return None
-        return self._version(sink, session, sink.tomb_path)
+        return self._version(sink, session, tombstones=True)
 
     def _process(self, batch: DataFrame, batch_id: int, cut: BatchCut | None
                  ) -> tuple[int | None, int | None]:
@@ -554,15 +584,36 @@ class BatchProcessor:
                 self._writers[(sid, original)] = found
         return found
 
+    def _by_delta_rs(self, table: TableId, plan: TopicPlan,
+                     records: list[tuple[int, bytes, int, int]], batch_id: int, topic: str,
+                     cut: BatchCut | None) -> TableApplied | None:
+        """The table's part of the batch through delta-rs (`fast_sink`); None when Spark
+        must do it (declined before anything was written, or delta-rs failed: Spark finishes
+        what delta-rs began, without applying anything twice)."""
+        try:
+            return self._fast(table, plan, records, batch_id, topic, cut)
+        except (Declined, NotForRows) as exc:
+            log.info("batch %d: %s: through Spark (%s)", batch_id, table.path, exc)
+            metrics.SPARK_PATH.labels(table.path, metrics.reason_label(str(exc))).inc()
+            with self._lock:
+                self._to_spark[table.path] = str(exc)
+        except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
+            if not table_failure(exc):
+                raise
+            log.warning("batch %d: %s: delta-rs failed, through Spark instead: %s",
+                        batch_id, table.path, _error_class_line(exc))
+            metrics.SPARK_PATH.labels(table.path, "delta-rs failed").inc()
+            with self._lock:
+                self._to_spark[table.path] = "delta-rs failed"
+        return None
+
     def _fast(self, table: TableId, plan: TopicPlan,
               records: list[tuple[int, bytes, int, int]], batch_id: int, topic: str,
-              cut: BatchCut | None) -> int:
-        """The table's part of the batch through delta-rs; its number of row changes.
-        Raises Declined (or NotForRows) before writing anything when Spark must do it."""
-        sink = self._sink(table)
-        if sink.columns is None:
-            load(sink)
-        original = sink.mapped if sink.columns is not None else sink.column_mapping
+              cut: BatchCut | None) -> TableApplied:
+        """The table's part of the batch through delta-rs. Raises Declined (or NotForRows)
+        before writing anything when Spark must do it."""
+        sink = self._mirror(table)
+        original = sink.fast.original_names()
         writers: dict[int, WriterSchema] = {}
         types: dict[str, DataType] = {}
         for sid, schema in plan.schemas.items():
@@ -574,39 +625,37 @@ class BatchProcessor:
             batch = decode_rows(((sid, body) for sid, body, _, _ in records), writers)
         labels = {label for schema in plan.schemas.values()
                   if (label := of_schema(schema)) is not None}
-        current = sink.incarnation
+        current = sink.state.incarnation
         if labels and not (current is not None and labels == {current.relation_id}):
-            # A new table takes its only incarnation when created; anything else (a table
-            # re-created upstream, an existing table learning its relation id) is Spark's.
-            if sink.columns is not None or len(labels) > 1 or not batch.rows:
+            # A new table takes its only incarnation when created (`adopt`); anything else
+            # (a table re-created upstream, an existing table learning its relation id) is
+            # Spark's (`_incarnation`), which may rewrite the table.
+            if len(labels) > 1 or not batch.rows:
                 raise Declined("a table (re-)created upstream")
             first = min((r[LSN], r[IDX]) for r in batch.rows)
-            sink.incarnation = Incarnation(labels.pop(), Position(*first))
+            sink.fast.adopt(Incarnation(labels.pop(), Position(*first)))
         waiting: list[int] = []
         if cut is not None:  # --consistent-cuts: a filter in front of the merge
             batch, waiting = split_held(batch, cut.bound)
-        apply_fast(sink, batch, types, plan.key_columns(original), batch_id,
-                   self.config.maintenance_every)
-        if self.history is not None:
-            self.history.from_rows(self._session(), table, batch.rows, types,
-                                   plan.key_columns(original), batch_id)
+        key = plan.key_columns(original)
+        sink.fast.apply(batch, types, key, batch_id, self.config.maintenance_every)
         sink.register(self._session())
         self.metrics.applied(table.path, max((r[LSN] for r in batch.rows), default=None),
                              max((r[TS] for r in batch.rows if r[TS] is not None),
                                  default=None))
         if cut is not None:
             cut.hold_keys(topic, [(records[i][2], records[i][3]) for i in waiting])
-            cut.applied(table.path, version(sink),
-                        max((r[TS] for r in batch.rows if r[TS] is not None), default=None),
-                        self._tombstones_version(sink, self.spark))
-        return len(batch.rows) - batch.truncates
+        return TableApplied(
+            "delta-rs", len(batch.rows) - batch.truncates,
+            max((r[TS] for r in batch.rows if r[TS] is not None), default=None),
+            self.history.of_rows(table, batch.rows, types, key) if self.history else None)
 
     def _incarnation(self, frames: DataFrame, topic: str, plan: TopicPlan,
-                     sink: DeltaTableSink, original: bool) -> TopicPlan:
+                     sink: SparkDeltaSink, original: bool) -> TopicPlan:
         """The plan of the events the table's upstream incarnation takes
         (`spark_jobs/rules/incarnation.py`), the table replaced or labelled first when needed."""
         labels = {sid: of_schema(schema) for sid, schema in plan.schemas.items()}
-        current = sink.incarnation
+        current = sink.state.incarnation
         if set(labels.values()) <= {None, current.relation_id if current else None}:
             return plan
         firsts: dict[int | None, Position] = {}
@@ -631,104 +680,108 @@ class BatchProcessor:
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
                records: list[tuple[int, bytes, int, int]] | None = None,
                cut: BatchCut | None = None) -> list[DataFrame]:
+        """One table's part of the batch: through delta-rs when the fast path takes it
+        (`records`: its decodable records), else through Spark; then what was applied goes
+        to the batch's features (`_finish`), whichever engine applied it. Its corrupt
+        events (for the dead letters)."""
         table = table_of(topic)
         started = time.monotonic()
-        if records is not None:
-            try:
-                events = self._fast(table, plan, records, batch_id, topic, cut)
-            except (Declined, NotForRows) as exc:
-                log.info("batch %d: %s: through Spark (%s)", batch_id, table.path, exc)
-                metrics.SPARK_PATH.labels(table.path, metrics.reason_label(str(exc))).inc()
-                with self._lock:
-                    self._to_spark[table.path] = str(exc)
-            except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
-                if not table_failure(exc):
-                    raise
-                log.warning("batch %d: %s: delta-rs failed, through Spark instead: %s",
-                            batch_id, table.path, _error_class_line(exc))
-                metrics.SPARK_PATH.labels(table.path, "delta-rs failed").inc()
-                with self._lock:
-                    self._to_spark[table.path] = "delta-rs failed"
-            else:
-                with self._lock:
-                    self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
-                    self.stats.fast_tables += 1
-                metrics.TABLE_BATCHES.labels(table.path, "delta-rs").inc()
-                metrics.EVENTS.labels(table.path).inc(events)
-                log.info("batch %d: %s: %d change(s), merged by delta-rs in %.2f s", batch_id,
-                         table.path, events, time.monotonic() - started)
+        applied = (self._by_delta_rs(table, plan, records, batch_id, topic, cut)
+                   if records is not None else None)
+        with ExitStack() as cached:  # the Spark path's decoded frames, kept until _finish
+            if applied is None:
+                applied = self._by_spark(frames, topic, plan, batch_id, cut, cached)
+            if applied is None:
                 return []
-        delta = self.config.format == "delta"
-        sink = self._sink(table) if delta else None
+            self._finish(table, applied, batch_id, cut, started)
+        return applied.dead
+
+    def _finish(self, table: TableId, applied: TableApplied, batch_id: int,
+                cut: BatchCut | None, started: float) -> None:
+        """The batch's features, once per table, whichever engine applied it: the history,
+        the cut's report (the table's versions, the newest commit time applied), counts,
+        metrics and the table's log line."""
+        mirror = self._sink(table).mirror
+        session = self._session()
+        if applied.history is not None:
+            assert self.history is not None
+            self.history.write(session, table, applied.history, batch_id)
+        if cut is not None and mirror is not None:
+            cut.applied(table.path, self._version(mirror, session), applied.newest_ts,
+                        self._tombstones_version(mirror, session))
+        with self._lock:
+            self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + applied.events
+            if applied.engine == "delta-rs":
+                self.stats.fast_tables += 1
+        metrics.TABLE_BATCHES.labels(table.path, applied.engine).inc()
+        metrics.EVENTS.labels(table.path).inc(applied.events)
+        if applied.decoded_at is None:
+            log.info("batch %d: %s: %d change(s), merged by %s in %.2f s", batch_id,
+                     table.path, applied.events, applied.engine, time.monotonic() - started)
+        else:
+            log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",
+                     batch_id, table.path, applied.events, applied.decoded_at - started,
+                     time.monotonic() - applied.decoded_at)
+
+    def _by_spark(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
+                  cut: BatchCut | None, cached: ExitStack) -> TableApplied | None:
+        """The table's part of the batch through Spark, its decoded frames cached until
+        `cached` closes; None when all its events were of a table dropped since."""
+        table = table_of(topic)
+        sink = self._sink(table)
+        mirror = sink.mirror
         # The table's naming is fixed when it is created: column mapping, original names.
-        original = sink.original_names(self._session()) if sink else False
-        if sink is not None:
-            plan = self._incarnation(frames, topic, plan, sink, original)
+        original = sink.original_names(self._session())
+        if mirror is not None:
+            plan = self._incarnation(frames, topic, plan, mirror, original)
             if not plan.schemas:
                 log.info("batch %d: %s: only events of a table dropped since", batch_id,
                          table.path)
-                return []
+                return None
         # Each event is merged by the key it was written with: a batch holding events of
-        # several key schemas (a primary key changed or dropped) is applied one key at a time,
-        # the key whose events come first first (see `key_groups`).
-        groups = key_groups(plan) if sink is not None else [None]
+        # several key schemas (a primary key changed or dropped) is applied to a mirror one
+        # key at a time, the key whose events come first first (see `key_groups`).
+        groups = key_groups(plan) if mirror is not None else [None]
         parts: list[tuple[DataFrame, int | None]] = []
-        try:
-            for group in groups:
-                # Events with a key schema the registry does not know go with the newest key.
-                unknown = [k for k, r in plan.keys.items() if k is not None and r is None]
-                ids = [group, *unknown] if group == plan.key_schema_id else [group]
-                part = frames if len(groups) == 1 else frames.where(
-                    F.col(KEY_SCHEMA_ID).isNull() if group is None
-                    else F.col(KEY_SCHEMA_ID).isin(ids))
-                parts.append((decode_topic(part, topic, plan, original).persist(), group))
-            # --consistent-cuts: a filter in front of the merge, which stays the same.
-            with CLOCK.timing("decode"):  # table_facts is the first action on the decode
-                found = [(*table_facts(kept), kept, group) for kept, group in
-                         ((cut.hold(decoded, topic) if cut else decoded, group)
-                          for decoded, group in parts)]
-            found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
-            decoded_at = time.monotonic()
-            dead, events, applied = [], 0, []
-            for corrupt, facts, decoded, group in found:
-                changes, corrupt_rows = split_corrupt(decoded, frames, topic)
-                known = group is None or plan.keys.get(group) is not None
-                key = plan.key_columns(original, group if known and len(found) > 1 else -1)
-                applied.append((changes, key))
-                if corrupt:
-                    dead.append(corrupt_rows)  # recomputed from the cached frames later
-                events += facts.events
-                if sink is None:
-                    append_change_log(changes, f"{self.config.target.rstrip('/')}/{table.path}",
-                                      batch_id, self.config.partition_by)
-                elif len(found) == 1:
-                    sink.apply(self._session(), changes, facts, key, batch_id)
-                else:
-                    sink.apply(self._session(), changes, facts, key, batch_id,
-                               part="" if group == plan.key_schema_id else f"#key{group}")
-            if cut is not None and sink is not None:
-                cut.applied(table.path, self._version(sink, self._session()),
-                            max((f[1].newest_ts for f in found if f[1].newest_ts is not None),
-                                default=None), self._tombstones_version(sink, self._session()))
-            if self.history is not None and sink is not None:
-                self.history.from_frames(self._session(), table, applied,
-                                         plan.key_columns(original), batch_id)
-            with self._lock:
-                self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + events
-            self.metrics.applied(
-                table.path, max((f[1].newest_lsn for f in found
-                                 if f[1].newest_lsn is not None), default=None),
-                max((f[1].newest_ts for f in found if f[1].newest_ts is not None),
-                    default=None))
-            metrics.TABLE_BATCHES.labels(table.path, "spark" if sink else "parquet").inc()
-            metrics.EVENTS.labels(table.path).inc(events)
-            log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",
-                     batch_id, table.path, events, decoded_at - started,
-                     time.monotonic() - decoded_at)
-            return dead
-        finally:
-            for decoded, _ in parts:
-                decoded.unpersist()
+        for group in groups:
+            # Events with a key schema the registry does not know go with the newest key.
+            unknown = [k for k, r in plan.keys.items() if k is not None and r is None]
+            ids = [group, *unknown] if group == plan.key_schema_id else [group]
+            part = frames if len(groups) == 1 else frames.where(
+                F.col(KEY_SCHEMA_ID).isNull() if group is None
+                else F.col(KEY_SCHEMA_ID).isin(ids))
+            decoded = decode_topic(part, topic, plan, original).persist()
+            cached.callback(decoded.unpersist)
+            parts.append((decoded, group))
+        # --consistent-cuts: a filter in front of the merge, which stays the same.
+        with CLOCK.timing("decode"):  # table_facts is the first action on the decode
+            found = [(*table_facts(kept), kept, group) for kept, group in
+                     ((cut.hold(decoded, topic) if cut else decoded, group)
+                      for decoded, group in parts)]
+        found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
+        decoded_at = time.monotonic()
+        dead, events, applied = [], 0, []
+        for corrupt, facts, decoded, group in found:
+            changes, corrupt_rows = split_corrupt(decoded, frames, topic)
+            known = group is None or plan.keys.get(group) is not None
+            key = plan.key_columns(original, group if known and len(found) > 1 else -1)
+            applied.append((changes, key))
+            if corrupt:
+                dead.append(corrupt_rows)  # recomputed from the cached frames later
+            events += facts.events
+            sink.apply(self._session(), changes, facts, key, batch_id,
+                       part="" if len(found) == 1 or group == plan.key_schema_id
+                       else f"#key{group}")
+        self.metrics.applied(
+            table.path, max((f[1].newest_lsn for f in found if f[1].newest_lsn is not None),
+                            default=None),
+            max((f[1].newest_ts for f in found if f[1].newest_ts is not None), default=None))
+        history = (self.history.of_frames(table, applied, plan.key_columns(original))
+                   if self.history is not None and mirror is not None else None)
+        return TableApplied(
+            "spark" if mirror is not None else self.config.format, events,
+            max((f[1].newest_ts for f in found if f[1].newest_ts is not None), default=None),
+            history, dead, decoded_at)
 
 
 def _newest_delta_rs(path: str) -> int | None:

@@ -1,2 +1,64 @@
-"""Writing a batch's changes: Delta through Spark (delta_sink), Delta through delta-rs
-(fast_sink, the fast path), the Parquet change log (parquet_sink), dead letters."""
+"""Writing a batch's changes: the lake formats and their registry, dead letters.
+
+A lake format is a module with `open_sink(settings: TableSettings) -> TableSink`
+(`table_sink.py`) and one line in `FORMATS` below naming it and the features it supports;
+`runtime/config.py` validates `--format` and the options that need a feature against this
+registry, and the job opens each table's sink through `open_sink`. Formats today: `delta`
+(a mirror per table, written through Spark, `delta_sink`, or through delta-rs for small
+batches, `fast_sink`, over one `delta_state.DeltaTableState`) and `parquet` (an append-only
+change log, `parquet_sink`).
+
+Loads no pyspark (the CLI reads the registry without a JVM): a format's module is imported
+when the job opens its first table."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .table_sink import TableSettings, TableSink
+
+# What a format may support, each named by the option that needs it.
+HISTORY = "--history"  # history tables beside the mirror (spark_jobs/history/)
+CUTS = "--consistent-cuts"  # cuts name each table's version (spark_jobs/cuts/)
+TOMBSTONES = "tombstones"  # deletes remembered and expired (rules/expiry.py)
+COLUMN_MAPPING = "--column-mapping"
+DATABASE = "--database"  # tables registered in the Spark catalog
+FAST_MERGE = "--fast-merge"  # small batches through delta-rs (sinks/fast_sink.py)
+
+
+@dataclass(frozen=True)
+class LakeFormat:
+    title: str  # how messages name its tables ("Delta tables")
+    module: str  # the module with `open_sink(settings) -> TableSink`
+    features: frozenset[str] = frozenset()
+    about: str = ""  # what it keeps instead, for messages refusing an option it lacks
+
+    def open_sink(self, settings: TableSettings) -> TableSink:
+        sink: TableSink = importlib.import_module(self.module).open_sink(settings)
+        return sink
+
+
+FORMATS: dict[str, LakeFormat] = {
+    "delta": LakeFormat("Delta", "spark_jobs.sinks.delta_sink", frozenset(
+        {HISTORY, CUTS, TOMBSTONES, COLUMN_MAPPING, DATABASE, FAST_MERGE})),
+    "parquet": LakeFormat("Parquet", "spark_jobs.sinks.parquet_sink", about=(
+        "the Parquet change log has each change's _cdc_commit_lsn instead, and keeps no "
+        "tombstones")),
+}
+
+
+def lake_format(name: str) -> LakeFormat:
+    """The registered format `name` (ValueError naming the registered ones)."""
+    found = FORMATS.get(name)
+    if found is None:
+        raise ValueError(f"--format must be one of {', '.join(sorted(FORMATS))}, "
+                         f"not {name!r}")
+    return found
+
+
+def supporting(feature: str) -> str:
+    """The titles of the formats that support `feature` ("Delta")."""
+    return " or ".join(f.title for f in FORMATS.values() if feature in f.features)

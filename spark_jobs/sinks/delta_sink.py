@@ -1,19 +1,17 @@
-"""Apply one micro-batch of a table's changes to its Delta table (and its tombstones)."""
+"""Apply one micro-batch of a table's changes to its Delta table (and its tombstones) through
+Spark: the `delta` format's `TableSink` (registry: `spark_jobs/sinks/__init__.py`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, LongType, StructField, StructType
 
-from ..cuts.manifest import tombstone_key
 from ..lake.files import HadoopFs
 from ..rules.changes import (
     IDX,
@@ -21,7 +19,6 @@ from ..rules.changes import (
     META,
     OP,
     TOAST,
-    TS,
     Position,
     after_position,
     latest_per_key,
@@ -34,37 +31,22 @@ from ..rules.expiry import expired_predicate
 from ..rules.incarnation import Incarnation
 from ..rules.plan import MergePlan, merge_plan, not_deleted_later, sql_string
 from ..rules.widening import column_change, exact_cast
+from .delta_state import MAPPING_PROPERTIES as MAPPING_PROPERTIES  # re-exported
+from .delta_state import (
+    META_FIELDS,
+    TRUNCATE_IDX,
+    TRUNCATE_LSN,
+    ConfigurationError,
+    DeltaTableState,
+)
+from .fast_sink import DeltaRsSink
+from .inputs import BatchFacts, TableSettings
 
 log = logging.getLogger(__name__)
 
-TRUNCATE_LSN, TRUNCATE_IDX = "pgcdc.truncate.commitLsn", "pgcdc.truncate.txnIndex"
-COLUMN_MAPPING = "delta.columnMapping.mode"
-# Name mode and the lowest protocol that has it (reader 2: Delta 1.2+; docs/merge-job.md,
-# "Column names").
-MAPPING_PROPERTIES = {COLUMN_MAPPING: "name", "delta.minReaderVersion": "2",
-                      "delta.minWriterVersion": "5"}
 # Delta's MERGE repartitions by the partition columns' unquoted names before writing, so a
 # partition column with a dot (`a.b`) is taken for a nested field (UNRESOLVED_COLUMN).
 REPARTITION_BEFORE_WRITE = "spark.databricks.delta.merge.repartitionBeforeWrite.enabled"
-META_FIELDS = [StructField(OP, StringType()), StructField(LSN, LongType()),
-               StructField(IDX, LongType()), StructField(TS, LongType())]
-
-
-class ConfigurationError(ValueError):
-    pass
-
-
-@dataclass
-class BatchFacts:
-    """What the job learned about a table's part of a batch in one small aggregation."""
-
-    events: int  # row changes (not truncates)
-    deletes: int
-    truncate: Position | None
-    toast: list[str]
-    first: Position | None = None  # the earliest position of any change (truncates too)
-    newest_ts: int | None = None  # newest commit time (source.ts_ms) of a change
-    newest_lsn: int | None = None  # newest commit LSN of a change
 
 
 @contextmanager
@@ -96,64 +78,53 @@ def _run(target: DeltaTable, source: DataFrame, plan: MergePlan) -> None:
      .execute())
 
 
-class DeltaTableSink:
-    """One table: `<root>/<schema>/<table>`, tombstones at
-    `<root>/_pgcdc/tombstones/<schema>/<table>`. Remembers what it learns (existence, columns,
-    truncate cut) between batches; each `apply` runs in the session it is given (the job
-    gives each worker thread its own, for the per-session idempotent-write settings)."""
+def open_sink(settings: TableSettings) -> SparkDeltaSink:
+    """The format registry's factory (`spark_jobs/sinks/__init__.py`)."""
+    return SparkDeltaSink(DeltaTableState(settings))
 
-    def __init__(self, root: str, rel_path: str, app_id: str,
-                 partition_by: Sequence[str] = (),
-                 properties: Mapping[str, str] | None = None,
-                 column_mapping: bool = False,
-                 catalog_name: str | None = None) -> None:
-        self.path = f"{root.rstrip('/')}/{rel_path}"
-        self.tomb_path = f"{root.rstrip('/')}/{tombstone_key(rel_path)}"
-        self.app_id = app_id
-        self.partition_by = list(partition_by)
-        # Set on creation only; column mapping as asked, unless the user chose the versions.
-        self.properties = {**(MAPPING_PROPERTIES if column_mapping else {}),
-                           **(properties or {})}
-        # New tables with mapping (also when asked with --table-property) take original names.
-        self.column_mapping = self.properties.get(COLUMN_MAPPING, "none") != "none"
-        self.catalog_name = catalog_name  # `db`.`name` to register the table as, or None
-        self.mapped = False  # the table has column mapping (known once loaded or created)
-        self.partitions: list[str] = []
+
+class SparkDeltaSink:
+    """A table's Delta mirror written through Spark (`DeltaTableState` says where and what it
+    is). Its delta-rs engine over the same state is `fast` (`fast_sink.DeltaRsSink`): a table
+    may go either way from batch to batch. Each `apply` runs in the session it is given (the
+    job gives each worker thread its own, for the per-session idempotent-write settings)."""
+
+    def __init__(self, state: DeltaTableState) -> None:
+        self.state = state
+        self.fast = DeltaRsSink(state)
         self._registered = False
-        self.columns: list[str] | None = None  # row columns, None = not loaded yet
-        self.types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
-        self.has_tombstones = False
-        self.truncate_cut: Position | None = None
-        self.incarnation: Incarnation | None = None  # the upstream table it holds (if known)
-        self.fast_batches = 0  # batches delta-rs applied in this run (`fast_sink.maintain`)
-        self.delta_rs: dict[str, Any] = {}  # path → delta-rs handle, kept by `fast_sink`
+
+    @classmethod
+    def at(cls, root: str, rel_path: str, app_id: str, partition_by: Sequence[str] = (),
+           properties: Mapping[str, str] | None = None, column_mapping: bool = False,
+           catalog_name: str | None = None) -> SparkDeltaSink:
+        """The sink of `<root>/<rel_path>` with a state of its own (`TableSettings`' fields)."""
+        return cls(DeltaTableState(TableSettings(root, rel_path, app_id, tuple(partition_by),
+                                                 dict(properties or {}), column_mapping,
+                                                 catalog_name)))
+
+    @property
+    def path(self) -> str:
+        return self.state.path
+
+    @property
+    def tomb_path(self) -> str:
+        return self.state.tomb_path
+
+    @property
+    def mirror(self) -> SparkDeltaSink:
+        return self
 
     # -- table state -------------------------------------------------------------------
     def _load(self, spark: SparkSession) -> bool:
         """Read the table's columns and truncate cut once; False if there is no table."""
-        if self.columns is None and DeltaTable.isDeltaTable(spark, self.path):
+        if self.state.columns is None and DeltaTable.isDeltaTable(spark, self.path):
             detail = DeltaTable.forPath(spark, self.path).detail().first()
             assert detail is not None
-            self.learn(detail["properties"] or {}, detail["partitionColumns"] or [],
-                       spark.read.format("delta").load(self.path).schema,
-                       DeltaTable.isDeltaTable(spark, self.tomb_path))
-        return self.columns is not None
-
-    def learn(self, properties: Mapping[str, str], partitions: Sequence[str],
-              schema: StructType, has_tombstones: bool) -> None:
-        """Remember what the existing table is (read by Spark, or by delta-rs: `fast_sink`)."""
-        self.mapped = properties.get(COLUMN_MAPPING, "none") != "none"
-        self.partitions = list(partitions)
-        if self.column_mapping and not self.mapped:
-            log.warning("%s: an existing table without column mapping keeps its column "
-                        "names (--column-mapping applies to new tables)", self.path)
-        if TRUNCATE_LSN in properties:
-            self.truncate_cut = Position(int(properties[TRUNCATE_LSN]),
-                                       int(properties[TRUNCATE_IDX]))
-        self.incarnation = Incarnation.of_properties(properties)
-        self.columns = [f.name for f in schema.fields if f.name not in META]
-        self.types = {f.name.lower(): f.dataType for f in schema.fields}
-        self.has_tombstones = has_tombstones
+            self.state.learn(detail["properties"] or {}, detail["partitionColumns"] or [],
+                             spark.read.format("delta").load(self.path).schema,
+                             DeltaTable.isDeltaTable(spark, self.tomb_path))
+        return self.state.columns is not None
 
     def exists(self, spark: SparkSession) -> bool:
         return self._load(spark)
@@ -169,7 +140,7 @@ class DeltaTableSink:
                 self._replace(spark, template, incarnation)
             properties = ", ".join(f"'{k}' = '{v}'" for k, v in incarnation.properties().items())
             spark.sql(f"ALTER TABLE delta.{q(self.path)} SET TBLPROPERTIES ({properties})")
-        self.incarnation = incarnation
+        self.state.incarnation = incarnation
 
     def _replace(self, spark: SparkSession, template: DataFrame,
                  incarnation: Incarnation) -> None:
@@ -177,75 +148,75 @@ class DeltaTableSink:
         each: a new version of the same table (time travel still shows the old rows)."""
         fields = [StructField(f.name, f.dataType) for f in template.schema.fields
                   if f.name in row_columns(template)]
-        missing = [c for c in self.partitions if c not in {f.name for f in fields}]
+        missing = [c for c in self.state.partitions if c not in {f.name for f in fields}]
         if missing:
             raise ConfigurationError(f"{self.path}: no column(s) {missing} to partition by")
-        _overwrite_empty(spark, self.path, StructType(fields + META_FIELDS), self.partitions)
-        if self.has_tombstones:  # key columns join again with the first delete
+        _overwrite_empty(spark, self.path, StructType(fields + META_FIELDS),
+                         self.state.partitions)
+        if self.state.has_tombstones:  # key columns join again with the first delete
             _overwrite_empty(spark, self.tomb_path, StructType(META_FIELDS[1:3]), [])
         log.warning("%s: the table was dropped and created again upstream (relation id %s -> "
                     "%d): the lake table starts again, with its columns", self.path,
-                    self.incarnation.relation_id if self.incarnation else "unknown",
+                    self.state.incarnation.relation_id if self.state.incarnation else "unknown",
                     incarnation.relation_id)
-        self.columns = [f.name for f in fields]
-        self.types = {f.name.lower(): f.dataType for f in fields}
+        self.state.columns = [f.name for f in fields]
+        self.state.types = {f.name.lower(): f.dataType for f in fields}
 
     def _create(self, spark: SparkSession, changes: DataFrame) -> None:
         fields = [changes.schema[c] for c in row_columns(changes)]
-        missing = [c for c in self.partition_by if c not in {f.name for f in fields}]
+        missing = [c for c in self.state.partition_by if c not in {f.name for f in fields}]
         if missing:
             raise ConfigurationError(f"{self.path}: no column(s) {missing} to partition by")
         builder = (DeltaTable.createIfNotExists(spark).location(self.path)
                    .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
                                           + META_FIELDS))
-                   .partitionedBy(*self.partition_by))
-        for key, value in self.create_properties().items():
+                   .partitionedBy(*self.state.partition_by))
+        for key, value in self.state.create_properties().items():
             builder = builder.property(key, value)
         builder.execute()
-        self.columns = [f.name for f in fields]
-        self.types = {f.name.lower(): f.dataType for f in fields}
-        self.mapped = self.column_mapping
-        self.partitions = list(self.partition_by)
-
-    def create_properties(self) -> dict[str, str]:
-        """The table properties of a table created now."""
-        return {**self.properties,
-                **(self.incarnation.properties() if self.incarnation else {})}
+        self.state.created(fields)
 
     def original_names(self, spark: SparkSession) -> bool:
-        """Whether the table's columns carry the PostgreSQL names (`names.column_names`): a
-        table with column mapping does, one without keeps the names it has; a table still to
-        be created follows --column-mapping."""
-        return self.mapped if self._load(spark) else self.column_mapping
+        """Whether the table's columns carry the PostgreSQL names (`names.column_names`),
+        the table read first (`DeltaTableState.original_names`)."""
+        self._load(spark)
+        return self.state.original_names()
+
+    def version(self, spark: SparkSession, tombstones: bool = False) -> int | None:
+        """The current Delta version of the table (or of its tombstones), from the newest
+        entry of its history (`fast.version` reads it through delta-rs, without a job)."""
+        path = self.tomb_path if tombstones else self.path
+        row = DeltaTable.forPath(spark, path).history(1).select("version").first()
+        return None if row is None else int(row[0])
 
     def register(self, spark: SparkSession) -> None:
         """Register the table in the session catalog (once per run; IF NOT EXISTS, so a name
         already registered is left as it is)."""
-        if self.catalog_name is None or self._registered:
+        if self.state.catalog_name is None or self._registered:
             return
         location = HadoopFs(spark, self.path).qualified(self.path)
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {self.catalog_name} USING DELTA "
+        spark.sql(f"CREATE TABLE IF NOT EXISTS {self.state.catalog_name} USING DELTA "
                   f"LOCATION '{sql_string(location)}'")
         self._registered = True
-        log.info("%s: registered as %s", self.path, self.catalog_name)
+        log.info("%s: registered as %s", self.path, self.state.catalog_name)
 
     def _evolve(self, spark: SparkSession, changes: DataFrame) -> None:
         """Add the columns the source has and the table lacks (a column dropped upstream stays:
         the MERGE sets it NULL in every row changed from then on)."""
-        assert self.columns is not None
-        have = {c.lower() for c in self.columns}
+        assert self.state.columns is not None
+        have = {c.lower() for c in self.state.columns}
         new = [changes.schema[c] for c in row_columns(changes) if c.lower() not in have]
         if not new:
             return
         # AFTER the last row column: metadata columns stay last, and the table has the same
         # layout whether it saw the columns in one batch or over several.
-        previous, added = self.columns[-1], []
+        previous, added = self.state.columns[-1], []
         for f in new:
             added.append(f"{q(f.name)} {f.dataType.simpleString()} AFTER {q(previous)}")
             previous = f.name
         spark.sql(f"ALTER TABLE delta.{q(self.path)} ADD COLUMNS ({', '.join(added)})")
-        self.columns += [f.name for f in new]
-        self.types.update({f.name.lower(): f.dataType for f in new})
+        self.state.columns += [f.name for f in new]
+        self.state.types.update({f.name.lower(): f.dataType for f in new})
         log.info("%s: added columns %s", self.path, [f.name for f in new])
 
     def _widen(self, spark: SparkSession, changes: DataFrame) -> None:
@@ -262,7 +233,7 @@ class DeltaTableSink:
         new_types: dict[str, DataType] = {}
         retyped: list[str] = []
         for c in row_columns(changes):
-            have = self.types.get(c.lower())
+            have = self.state.types.get(c.lower())
             if have is None:
                 continue
             change, new = column_change(have, changes.schema[c].dataType)
@@ -275,17 +246,17 @@ class DeltaTableSink:
         lost = _not_convertible(spark, self.path, {c.lower(): new_types[c.lower()]
                                                    for c in retyped})
         _rewrite_with_types(spark, self.path, new_types)
-        if self.has_tombstones:
+        if self.state.has_tombstones:
             _rewrite_with_types(spark, self.tomb_path, new_types)
         for c in retyped:
             log.warning("%s: column %s retyped %s -> %s (%d values not convertible set NULL)",
-                        self.path, c, self.types[c.lower()].simpleString(),
+                        self.path, c, self.state.types[c.lower()].simpleString(),
                         new_types[c.lower()].simpleString(), lost.get(c.lower(), 0))
         widened_ = {c: t.simpleString() for c, t in new_types.items()
                     if c not in {r.lower() for r in retyped}}
         if widened_:
             log.info("%s: widened %s", self.path, widened_)
-        self.types.update(new_types)
+        self.state.types.update(new_types)
 
     def _truncate(self, spark: SparkSession, position: Position) -> None:
         """Remove rows (and tombstones) older than the truncate and remember its position, so
@@ -293,17 +264,17 @@ class DeltaTableSink:
         lsn, idx = position
         older = f"{LSN} < {lsn} OR ({LSN} = {lsn} AND {IDX} < {idx})"
         DeltaTable.forPath(spark, self.path).delete(older)
-        if self.has_tombstones:
+        if self.state.has_tombstones:
             DeltaTable.forPath(spark, self.tomb_path).delete(older)
         spark.sql(f"ALTER TABLE delta.{q(self.path)} SET TBLPROPERTIES "
                   f"('{TRUNCATE_LSN}' = '{lsn}', '{TRUNCATE_IDX}' = '{idx}')")
-        self.truncate_cut = position
+        self.state.truncate_cut = position
         log.info("%s: truncated before %s", self.path, position)
 
     def expire_tombstones(self, spark: SparkSession, bound: int) -> int:
         """Delete the tombstones `expiry.expired_predicate(bound)` selects, through Spark; how
         many went (no commit when none)."""
-        if not (self._load(spark) and self.has_tombstones):
+        if not (self._load(spark) and self.state.has_tombstones):
             return 0
         predicate = expired_predicate(bound)
         expired = spark.read.format("delta").load(self.tomb_path).where(predicate).count()
@@ -318,11 +289,11 @@ class DeltaTableSink:
                    .addColumns(StructType([StructField(f.name, f.dataType) for f in fields]
                                           + [StructField(LSN, LongType()),
                                              StructField(IDX, LongType())])))
-        if self.mapped:  # the key columns have the table's names
+        if self.state.mapped:  # the key columns have the table's names
             for key_, value in MAPPING_PROPERTIES.items():
                 builder = builder.property(key_, value)
         builder.execute()
-        self.has_tombstones = True
+        self.state.has_tombstones = True
         log.info("%s: tombstones at %s", self.path, self.tomb_path)
 
     # -- one batch -----------------------------------------------------------------------
@@ -336,9 +307,9 @@ class DeltaTableSink:
         self.register(spark)
         self._evolve(spark, changes)
         self._widen(spark, changes)
-        assert self.columns is not None
-        cut = truncate_position([self.truncate_cut, facts.truncate])
-        if cut is not None and cut != self.truncate_cut:
+        assert self.state.columns is not None
+        cut = truncate_position([self.state.truncate_cut, facts.truncate])
+        if cut is not None and cut != self.state.truncate_cut:
             self._truncate(spark, cut)
             fresh = False
         if facts.events == 0:
@@ -350,7 +321,7 @@ class DeltaTableSink:
         latest = latest_per_key(rows.select(*[F.col(q(c)) for c in row_columns(rows)],
                                             *META, TOAST),
                                 merge_key, facts.toast)
-        if self.has_tombstones:
+        if self.state.has_tombstones:
             tombstones = spark.read.format("delta").load(self.tomb_path)
             have = {c.lower() for c in tombstones.columns}
             missing = [k for k in merge_key if k.lower() not in have]
@@ -370,14 +341,14 @@ class DeltaTableSink:
         try:
             if fresh:
                 live = latest.where(F.col(OP) != "d").select(
-                    *[F.col(q(c)) for c in self.columns], *META)
-                _append(live, self.path, f"{self.app_id}:{self.path}{part}", batch_id)
+                    *[F.col(q(c)) for c in self.state.columns], *META)
+                _append(live, self.path, f"{self.state.app_id}:{self.path}{part}", batch_id)
             else:
-                dotted = any("." in c or "`" in c for c in self.partitions)
-                with idempotent(spark, f"{self.app_id}:{self.path}{part}", batch_id,
+                dotted = any("." in c or "`" in c for c in self.state.partitions)
+                with idempotent(spark, f"{self.state.app_id}:{self.path}{part}", batch_id,
                                 {REPARTITION_BEFORE_WRITE: "false"} if dotted else None):
                     _run(DeltaTable.forPath(spark, self.path), latest, merge_plan(
-                        merge_key, row_columns(rows), self.columns, facts.toast))
+                        merge_key, row_columns(rows), self.state.columns, facts.toast))
             if facts.deletes > 0:
                 self._add_tombstones(spark, latest, merge_key, batch_id, part)
         finally:
@@ -389,9 +360,10 @@ class DeltaTableSink:
         a third of the cost): the filter drops a change when *any* tombstone of its key is at or
         after it, so older tombstones of a key may stay and change nothing."""
         deletes = latest.where(F.col(OP) == "d").select(*[F.col(q(k)) for k in key], LSN, IDX)
-        if not self.has_tombstones:
+        if not self.state.has_tombstones:
             self._create_tombstones(spark, key, latest)
-        _append(deletes, self.tomb_path, f"{self.app_id}:{self.tomb_path}{part}", batch_id)
+        _append(deletes, self.tomb_path, f"{self.state.app_id}:{self.tomb_path}{part}",
+                batch_id)
 
 
 def _not_convertible(spark: SparkSession, path: str, types: dict[str, DataType]

@@ -34,9 +34,10 @@ from ..lake.storage import options_for
 from ..rules import fold
 from ..rules.changes import IDX, LSN, META, OP, TOAST
 from ..rules.expiry import expired_predicate
+from ..rules.incarnation import Incarnation
 from ..rules.plan import DATAFUSION, merge_plan
 from ..rules.widening import column_change
-from .delta_sink import META_FIELDS, ConfigurationError, DeltaTableSink
+from .delta_state import META_FIELDS, ConfigurationError, DeltaTableState
 
 log = logging.getLogger(__name__)
 TOAST_TYPE = pa.list_(pa.string())
@@ -44,31 +45,6 @@ TOAST_TYPE = pa.list_(pa.string())
 
 class Declined(Exception):
     """This table's part of the batch goes the Spark way (the reason is logged)."""
-
-
-def _open(sink: DeltaTableSink, path: str) -> DeltaTable | None:
-    """The delta-rs handle of the table or its tombstones at `path`, brought up to date: kept
-    on the sink between batches, so each batch reads only the log entries added since (by
-    either path), not the whole log."""
-    cached: DeltaTable | None = sink.delta_rs.get(path)
-    if cached is not None:
-        try:
-            cached.update_incremental()
-            return cached
-        except Exception:  # noqa: BLE001 - removed or replaced behind our back: open again
-            del sink.delta_rs[path]
-    options = options_for(path)
-    if not DeltaTable.is_deltatable(path, storage_options=options):
-        return None
-    sink.delta_rs[path] = table = DeltaTable(path, storage_options=options)
-    return table
-
-
-def version(sink: DeltaTableSink, path: str | None = None) -> int | None:
-    """The current Delta version of the table (or of its tombstones: `path`) through its
-    cached delta-rs handle (None: absent)."""
-    table = _open(sink, path or sink.path)
-    return None if table is None else table.version()
 
 
 def _txn(app_id: str, batch_id: int) -> CommitProperties:
@@ -79,13 +55,6 @@ def _done(table: DeltaTable, app_id: str, batch_id: int) -> bool:
     """Whether this batch was committed to the table already (a re-run batch)."""
     version = table.transaction_version(app_id)
     return version is not None and version >= batch_id
-
-
-def load(sink: DeltaTableSink) -> None:
-    """Learn an existing table's state through delta-rs (no Spark job); nothing if absent."""
-    table = _open(sink, sink.path)
-    if table is not None:
-        _learn(sink, table)
 
 
 def row_types(spark: SparkSession, schema: dict[str, Any], columns: Mapping[str, str]
@@ -115,165 +84,209 @@ def nullable(type_: DataType) -> DataType:
     return type_
 
 
-def _learn(sink: DeltaTableSink, table: DeltaTable) -> None:
-    metadata = table.metadata()
-    schema = StructType.fromJson(json.loads(table.schema().to_json()))
-    sink.learn(metadata.configuration, metadata.partition_columns, schema,
-               DeltaTable.is_deltatable(sink.tomb_path,
-                                       storage_options=options_for(sink.tomb_path)))
-
-
 def _arrow(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=schema)
 
 
-def apply_fast(sink: DeltaTableSink, batch: TopicRows, types: dict[str, DataType],
-               key: Sequence[str] | None, batch_id: int, maintain_every: int = 0) -> None:
-    """Merge one table's decoded changes of a batch (`types`: the Spark type of each row
-    column, as the Spark path would decode it). Raises Declined before writing anything
-    when the Spark path must do it."""
-    if batch.truncates:
-        raise Declined("a truncate")
-    table = _open(sink, sink.path)
-    if table is not None and sink.columns is None:
-        _learn(sink, table)
-    if table is None and (sink.column_mapping or any("." in c for c in sink.partition_by)):
-        raise Declined("a new table with column mapping or a dotted partition column")
-    if table is not None:
-        _check_columns(sink, batch.columns, types)
-    merge_key = list(key) if key else [LSN, IDX]
-    rows = fold.after_position(batch.rows, sink.truncate_cut)
-    latest = fold.latest_per_key(rows, merge_key, sorted(batch.toast))
-    tombstones = _open(sink, sink.tomb_path) if sink.has_tombstones else None
-    if tombstones is not None:
-        have = {f.name for f in StructType.fromJson(
-            json.loads(tombstones.schema().to_json())).fields}
-        if not set(merge_key) <= have:
-            raise Declined("a key the tombstones do not have yet")
-        others = [c for c in have if c not in {*merge_key, LSN, IDX} and c in types]
-        values = [r[merge_key[0]] for r in latest]
-        found = tombstones.to_pyarrow_table(
-            filters=[(merge_key[0], "in", values)]
-            if all(isinstance(v, (int, str)) for v in values) and values else None)
-        latest = fold.not_deleted_later(latest, found.to_pylist(), merge_key, others)
-    deletes = fold.deletes(latest)
-    if deletes and tombstones is None and (sink.mapped or table is None and sink.column_mapping):
-        raise Declined("the first tombstones of a table with column mapping")
+class DeltaRsSink:
+    """A table's Delta mirror written through delta-rs: the same table, tombstones and
+    `DeltaTableState` as its Spark engine (`delta_sink.SparkDeltaSink`), whose `fast` it is.
+    Its delta-rs handles are kept up to date between batches (`lake/delta_handles.py`), so
+    each batch reads only the log entries added since (by either engine)."""
 
-    app = f"{sink.app_id}:{sink.path}"
-    if table is None:
-        table = _create(sink, batch.columns, types)
-        live = [r for r in latest if r[OP] != "d"]
-        if live and not _done(table, app, batch_id):
-            write_deltalake(table, _arrow(live, pa.schema(table.schema().to_arrow())),
-                            mode="append", commit_properties=_txn(app, batch_id))
-    elif latest and not _done(table, app, batch_id):
-        assert sink.columns is not None
-        target = pa.schema(table.schema().to_arrow())
-        source = pa.schema([target.field(c) for c in batch.columns]
-                           + [target.field(m) for m in META] + [pa.field(TOAST, TOAST_TYPE)])
-        plan = merge_plan(merge_key, batch.columns, sink.columns, sorted(batch.toast),
-                          DATAFUSION)
-        (table.merge(_arrow(latest, source), plan.on, source_alias="s", target_alias="t",
-                     streamed_exec=False, commit_properties=_txn(app, batch_id))
-         .when_matched_delete(plan.delete_when)
-         .when_matched_update(plan.update_set, plan.update_when)
-         .when_not_matched_insert(plan.insert_values, plan.insert_when)
-         .execute())
-    if deletes:
-        _add_tombstones(sink, table, tombstones, deletes, merge_key, batch_id)
-    sink.fast_batches += 1
-    if maintain_every and sink.fast_batches % maintain_every == 0:
-        maintain(sink)
+    def __init__(self, state: DeltaTableState) -> None:
+        self.state = state
 
+    def _open(self, tombstones: bool = False) -> DeltaTable | None:
+        return self.state.handles.open(self.state.tomb_path if tombstones else self.state.path)
 
-@CLOCK.timed("maintenance")
-def maintain(sink: DeltaTableSink) -> None:
-    """Keep a table's cost flat over time: every batch adds small files to the table and its
-    tombstones. Compacts both (`OPTIMIZE`: same rows, fewer files), and rewrites the tombstones
-    to one per key, the newest, dropping those at or before the truncate cut: the filter
-    drops a change when *any* tombstone of its key is at or after it, so the newest one alone
-    decides, and a truncate already removed everything at or before its cut. Delta log
-    checkpoints are written by the commits themselves (`delta.checkpointInterval`); old files
-    stay for time travel until you VACUUM (docs/merge-internals.md, "Table maintenance")."""
-    table = _open(sink, sink.path)
-    if table is not None:
-        table.optimize.compact()
-    tomb = _open(sink, sink.tomb_path)
-    if tomb is None:
-        return
-    rows = tomb.to_pyarrow_table().to_pylist()
-    key = [c for c in (rows[0] if rows else {}) if c not in (LSN, IDX)]
-    kept = fold.newest_tombstones(fold.after_position(rows, sink.truncate_cut), key)
-    if len(kept) < len(rows):
-        write_deltalake(tomb, _arrow(kept, pa.schema(tomb.schema().to_arrow())),
-                        mode="overwrite")
-        log.info("%s: tombstones compacted, %d -> %d", sink.path, len(rows), len(kept))
-    else:
-        tomb.optimize.compact()
+    def version(self, tombstones: bool = False) -> int | None:
+        """The current Delta version of the table (or of its tombstones) through its cached
+        delta-rs handle (None: absent)."""
+        table = self._open(tombstones)
+        return None if table is None else table.version()
 
+    def load(self) -> None:
+        """Learn an existing table's state through delta-rs (no Spark job), once; nothing if
+        absent."""
+        if self.state.loaded:
+            return
+        table = self._open()
+        if table is not None:
+            self._learn(table)
 
-def expire_tombstones(sink: DeltaTableSink, bound: int) -> int:
-    """Delete the table's tombstones `expiry.expired_predicate(bound)` selects, through
-    delta-rs; how many went (no commit when none)."""
-    tomb = _open(sink, sink.tomb_path)
-    if tomb is None:
-        return 0
-    return int(tomb.delete(expired_predicate(bound))["num_deleted_rows"])
+    def original_names(self) -> bool:
+        """`DeltaTableState.original_names`, the table read first (through delta-rs)."""
+        self.load()
+        return self.state.original_names()
 
+    def adopt(self, incarnation: Incarnation) -> None:
+        """A table still to be created takes its only incarnation (`rules/incarnation.py`):
+        recorded in its properties when created. Anything else (a table re-created upstream,
+        an existing table learning its relation id) is its Spark engine's
+        (`SparkDeltaSink.take`)."""
+        if self.state.loaded:
+            raise Declined("a table (re-)created upstream")
+        self.state.incarnation = incarnation
 
-def _check_columns(sink: DeltaTableSink, columns: Sequence[str],
-                   types: dict[str, DataType]) -> None:
-    """The table holds every column of the batch as it is: no column to add, none to widen
-    or retype (the Spark path does those)."""
-    assert sink.columns is not None
-    names = set(sink.columns)
-    for c in columns:
-        have = sink.types.get(c.lower())
-        if have is None or c not in names:
-            raise Declined(f"column {c} is new")
-        if column_change(have, types[c])[0] != "same":
-            raise Declined(f"column {c} changed type")
+    def _learn(self, table: DeltaTable) -> None:
+        state = self.state
+        metadata = table.metadata()
+        schema = StructType.fromJson(json.loads(table.schema().to_json()))
+        state.learn(metadata.configuration, metadata.partition_columns, schema,
+                    DeltaTable.is_deltatable(state.tomb_path,
+                                             storage_options=options_for(state.tomb_path)))
 
+    def apply(self, batch: TopicRows, types: dict[str, DataType], key: Sequence[str] | None,
+              batch_id: int, maintain_every: int = 0) -> None:
+        """Merge one table's decoded changes of a batch (`types`: the Spark type of each row
+        column, as the Spark path would decode it). Raises Declined before writing anything
+        when the Spark path must do it."""
+        state = self.state
+        if batch.truncates:
+            raise Declined("a truncate")
+        table = self._open()
+        if table is not None and not state.loaded:
+            self._learn(table)
+        if table is None and (state.column_mapping or any("." in c for c in state.partition_by)):
+            raise Declined("a new table with column mapping or a dotted partition column")
+        if table is not None:
+            self._check_columns(batch.columns, types)
+        merge_key = list(key) if key else [LSN, IDX]
+        rows = fold.after_position(batch.rows, state.truncate_cut)
+        latest = fold.latest_per_key(rows, merge_key, sorted(batch.toast))
+        tombstones = self._open(tombstones=True) if state.has_tombstones else None
+        if tombstones is not None:
+            have = {f.name for f in StructType.fromJson(
+                json.loads(tombstones.schema().to_json())).fields}
+            if not set(merge_key) <= have:
+                raise Declined("a key the tombstones do not have yet")
+            others = [c for c in have if c not in {*merge_key, LSN, IDX} and c in types]
+            values = [r[merge_key[0]] for r in latest]
+            found = tombstones.to_pyarrow_table(
+                filters=[(merge_key[0], "in", values)]
+                if all(isinstance(v, (int, str)) for v in values) and values else None)
+            latest = fold.not_deleted_later(latest, found.to_pylist(), merge_key, others)
+        deletes = fold.deletes(latest)
+        if deletes and tombstones is None and (
+                state.mapped or table is None and state.column_mapping):
+            raise Declined("the first tombstones of a table with column mapping")
 
-def _create(sink: DeltaTableSink, columns: Sequence[str], types: dict[str, DataType]
-            ) -> DeltaTable:
-    """The table, as the Spark path creates it: the batch's columns, then the metadata."""
-    missing = [c for c in sink.partition_by if c not in columns]
-    if missing:
-        raise ConfigurationError(f"{sink.path}: no column(s) {missing} to partition by")
-    # The Spark types as Delta's schema JSON (the same format): the table is what Spark
-    # would create, nullability of array elements and map values included.
-    schema = StructType([StructField(c, types[c]) for c in columns] + META_FIELDS)
-    properties = sink.create_properties()
-    delta = {k: v for k, v in properties.items() if k.startswith("delta.")}
-    table = sink.delta_rs[sink.path] = DeltaTable.create(
-        sink.path, DeltaSchema.from_json(schema.json()), mode="ignore",
-        partition_by=sink.partition_by or None, configuration=delta or None,
-        storage_options=options_for(sink.path))
-    if len(delta) < len(properties):  # delta-rs creates tables with Delta's own keys only
-        table.alter.set_table_properties({k: v for k, v in properties.items() if k not in delta},
-                                         raise_if_not_exists=False)
-    _learn(sink, table)
-    return table
+        app = f"{state.app_id}:{state.path}"
+        if table is None:
+            table = self._create(batch.columns, types)
+            live = [r for r in latest if r[OP] != "d"]
+            if live and not _done(table, app, batch_id):
+                write_deltalake(table, _arrow(live, pa.schema(table.schema().to_arrow())),
+                                mode="append", commit_properties=_txn(app, batch_id))
+        elif latest and not _done(table, app, batch_id):
+            assert state.columns is not None
+            target = pa.schema(table.schema().to_arrow())
+            source = pa.schema([target.field(c) for c in batch.columns]
+                               + [target.field(m) for m in META]
+                               + [pa.field(TOAST, TOAST_TYPE)])
+            plan = merge_plan(merge_key, batch.columns, state.columns, sorted(batch.toast),
+                              DATAFUSION)
+            (table.merge(_arrow(latest, source), plan.on, source_alias="s", target_alias="t",
+                         streamed_exec=False, commit_properties=_txn(app, batch_id))
+             .when_matched_delete(plan.delete_when)
+             .when_matched_update(plan.update_set, plan.update_when)
+             .when_not_matched_insert(plan.insert_values, plan.insert_when)
+             .execute())
+        if deletes:
+            self._add_tombstones(table, tombstones, deletes, merge_key, batch_id)
+        state.fast_batches += 1
+        if maintain_every and state.fast_batches % maintain_every == 0:
+            self.maintain()
 
+    @CLOCK.timed("maintenance")
+    def maintain(self) -> None:
+        """Keep a table's cost flat over time: every batch adds small files to the table and
+        its tombstones. Compacts both (`OPTIMIZE`: same rows, fewer files), and rewrites the
+        tombstones to one per key, the newest, dropping those at or before the truncate cut:
+        the filter drops a change when *any* tombstone of its key is at or after it, so the
+        newest one alone decides, and a truncate already removed everything at or before its
+        cut. Delta log checkpoints are written by the commits themselves
+        (`delta.checkpointInterval`); old files stay for time travel until you VACUUM
+        (docs/merge-internals.md, "Table maintenance")."""
+        table = self._open()
+        if table is not None:
+            table.optimize.compact()
+        tomb = self._open(tombstones=True)
+        if tomb is None:
+            return
+        rows = tomb.to_pyarrow_table().to_pylist()
+        key = [c for c in (rows[0] if rows else {}) if c not in (LSN, IDX)]
+        kept = fold.newest_tombstones(fold.after_position(rows, self.state.truncate_cut), key)
+        if len(kept) < len(rows):
+            write_deltalake(tomb, _arrow(kept, pa.schema(tomb.schema().to_arrow())),
+                            mode="overwrite")
+            log.info("%s: tombstones compacted, %d -> %d", self.state.path, len(rows),
+                     len(kept))
+        else:
+            tomb.optimize.compact()
 
-def _add_tombstones(sink: DeltaTableSink, table: DeltaTable, tomb: DeltaTable | None,
-                    deletes: list[dict[str, Any]], key: Sequence[str], batch_id: int) -> None:
-    """`DeltaTableSink._add_tombstones`: append the winning deletes' keys and positions."""
-    if tomb is None:
-        target = pa.schema(table.schema().to_arrow())
-        fields = [target.field(k) for k in key if k not in (LSN, IDX)]
-        tomb = DeltaTable.create(sink.tomb_path, pa.schema(
-            fields + [pa.field(LSN, pa.int64()), pa.field(IDX, pa.int64())]), mode="ignore",
-            storage_options=options_for(sink.tomb_path))
-        sink.delta_rs[sink.tomb_path] = tomb
-        sink.has_tombstones = True
-        log.info("%s: tombstones at %s", sink.path, sink.tomb_path)
-    app = f"{sink.app_id}:{sink.tomb_path}"
-    if _done(tomb, app, batch_id):
-        return
-    schema = pa.schema(tomb.schema().to_arrow())
-    write_deltalake(tomb, _arrow([{c: r.get(c) for c in schema.names} for r in deletes],
-                                 schema),
-                    mode="append", commit_properties=_txn(app, batch_id))
+    def expire_tombstones(self, bound: int) -> int:
+        """Delete the table's tombstones `expiry.expired_predicate(bound)` selects, through
+        delta-rs; how many went (no commit when none)."""
+        tomb = self._open(tombstones=True)
+        if tomb is None:
+            return 0
+        return int(tomb.delete(expired_predicate(bound))["num_deleted_rows"])
+
+    def _check_columns(self, columns: Sequence[str], types: dict[str, DataType]) -> None:
+        """The table holds every column of the batch as it is: no column to add, none to
+        widen or retype (the Spark path does those)."""
+        assert self.state.columns is not None
+        names = set(self.state.columns)
+        for c in columns:
+            have = self.state.types.get(c.lower())
+            if have is None or c not in names:
+                raise Declined(f"column {c} is new")
+            if column_change(have, types[c])[0] != "same":
+                raise Declined(f"column {c} changed type")
+
+    def _create(self, columns: Sequence[str], types: dict[str, DataType]) -> DeltaTable:
+        """The table, as the Spark path creates it: the batch's columns, then the metadata."""
+        state = self.state
+        missing = [c for c in state.partition_by if c not in columns]
+        if missing:
+            raise ConfigurationError(f"{state.path}: no column(s) {missing} to partition by")
+        # The Spark types as Delta's schema JSON (the same format): the table is what Spark
+        # would create, nullability of array elements and map values included.
+        schema = StructType([StructField(c, types[c]) for c in columns] + META_FIELDS)
+        properties = state.create_properties()
+        delta = {k: v for k, v in properties.items() if k.startswith("delta.")}
+        table = state.handles.keep(state.path, DeltaTable.create(
+            state.path, DeltaSchema.from_json(schema.json()), mode="ignore",
+            partition_by=state.partition_by or None, configuration=delta or None,
+            storage_options=options_for(state.path)))
+        if len(delta) < len(properties):  # delta-rs creates tables with Delta's own keys only
+            table.alter.set_table_properties(
+                {k: v for k, v in properties.items() if k not in delta},
+                raise_if_not_exists=False)
+        self._learn(table)
+        return table
+
+    def _add_tombstones(self, table: DeltaTable, tomb: DeltaTable | None,
+                        deletes: list[dict[str, Any]], key: Sequence[str],
+                        batch_id: int) -> None:
+        """`SparkDeltaSink._add_tombstones`: append the winning deletes' keys and
+        positions."""
+        state = self.state
+        if tomb is None:
+            target = pa.schema(table.schema().to_arrow())
+            fields = [target.field(k) for k in key if k not in (LSN, IDX)]
+            tomb = state.handles.keep(state.tomb_path, DeltaTable.create(
+                state.tomb_path, pa.schema(
+                    fields + [pa.field(LSN, pa.int64()), pa.field(IDX, pa.int64())]),
+                mode="ignore", storage_options=options_for(state.tomb_path)))
+            state.has_tombstones = True
+            log.info("%s: tombstones at %s", state.path, state.tomb_path)
+        app = f"{state.app_id}:{state.tomb_path}"
+        if _done(tomb, app, batch_id):
+            return
+        schema = pa.schema(tomb.schema().to_arrow())
+        write_deltalake(tomb, _arrow([{c: r.get(c) for c in schema.names} for r in deletes],
+                                     schema),
+                        mode="append", commit_properties=_txn(app, batch_id))

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_jobs.runtime.job import table_facts
-from spark_jobs.sinks.delta_sink import DeltaTableSink
+from spark_jobs.sinks.delta_sink import SparkDeltaSink
 
 SCHEMA = ("id long, name string, bio string, _cdc_op string, _cdc_commit_lsn long, "
           "_cdc_txn_index long, _cdc_ts_ms long, _cdc_toast array<string>")
@@ -25,21 +25,21 @@ def ch(id_: int | None, op: str, lsn: int, idx: int = 0, name: str | None = None
     return (id_, name, bio, op, lsn, idx, 0, list(toast))
 
 
-def apply(spark: SparkSession, sink: DeltaTableSink, batch_id: int, changes: list[Change],
+def apply(spark: SparkSession, sink: SparkDeltaSink, batch_id: int, changes: list[Change],
           schema: str = SCHEMA, key: list[str] | None = None) -> None:
     df: DataFrame = spark.createDataFrame(changes, schema)
     _, facts = table_facts(df)
     sink.apply(spark, df, facts, ["id"] if key is None else key, batch_id)
 
 
-def rows(spark: SparkSession, sink: DeltaTableSink) -> dict[Any, tuple[Any, ...]]:
+def rows(spark: SparkSession, sink: SparkDeltaSink) -> dict[Any, tuple[Any, ...]]:
     df = spark.read.format("delta").load(sink.path)
     cols = [c for c in df.columns if not c.startswith("_cdc_")]
     return {r["id"]: tuple(r[c] for c in cols[1:]) for r in df.collect()}
 
 
-def new_sink(tmp: Path) -> DeltaTableSink:
-    return DeltaTableSink(str(tmp), f"s/{uuid.uuid4().hex[:8]}", "test-app")
+def new_sink(tmp: Path) -> SparkDeltaSink:
+    return SparkDeltaSink.at(str(tmp), f"s/{uuid.uuid4().hex[:8]}", "test-app")
 
 
 def test_older_changes_never_win_and_deletes_stay_deleted(spark: SparkSession,
@@ -79,8 +79,8 @@ def test_truncate_removes_older_rows_and_later_duplicates(spark: SparkSession,
     apply(spark, sink, 2, [ch(2, "u", 15, 0, "late"), ch(None, "t", 20, 0)])
     assert rows(spark, sink) == {3: ("c", None)}
     # a fresh sink (a restarted job) reads the watermark back from the table
-    again = DeltaTableSink(str(tmp_path), sink.path.rsplit("/", 2)[1] + "/"
-                           + sink.path.rsplit("/", 1)[1], "test-app")
+    again = SparkDeltaSink.at(str(tmp_path), sink.path.rsplit("/", 2)[1] + "/"
+                              + sink.path.rsplit("/", 1)[1], "test-app")
     apply(spark, again, 3, [ch(1, "c", 10, 0, "a")])
     assert rows(spark, again) == {3: ("c", None)}
 

@@ -18,8 +18,8 @@ from pyspark.sql.types import LongType, StringType
 
 from spark_jobs.events.rows import TopicRows
 from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, TS
-from spark_jobs.sinks.delta_sink import DeltaTableSink
-from spark_jobs.sinks.fast_sink import Declined, apply_fast
+from spark_jobs.sinks.delta_sink import SparkDeltaSink
+from spark_jobs.sinks.fast_sink import Declined
 from tests.unit.spark_jobs.test_spark_jobs_delta_sink import (
     Change,
     apply,
@@ -42,13 +42,13 @@ def topic_rows(changes: list[Change]) -> TopicRows:
     return out
 
 
-def apply_either(spark: SparkSession, sink: DeltaTableSink, batch_id: int,
+def apply_either(spark: SparkSession, sink: SparkDeltaSink, batch_id: int,
                  changes: list[Change], fast: bool, key: list[str] | None = None) -> str:
     """As the job does: the fast path when asked and it does not decline, else Spark."""
     if fast:
         try:
-            apply_fast(sink, topic_rows(changes), TYPES, ["id"] if key is None else key,
-                       batch_id)
+            sink.fast.apply(topic_rows(changes), TYPES, ["id"] if key is None else key,
+                            batch_id)
             return "fast"
         except Declined:
             pass
@@ -56,13 +56,13 @@ def apply_either(spark: SparkSession, sink: DeltaTableSink, batch_id: int,
     return "spark"
 
 
-def table(spark: SparkSession, sink: DeltaTableSink) -> list[tuple[Any, ...]]:
+def table(spark: SparkSession, sink: SparkDeltaSink) -> list[tuple[Any, ...]]:
     df = spark.read.format("delta").load(sink.path)
     return sorted((tuple(r) for r in df.collect()), key=repr)
 
 
-def new_sink(tmp: Path) -> DeltaTableSink:
-    return DeltaTableSink(str(tmp), f"s/{uuid.uuid4().hex[:8]}", "test-app")
+def new_sink(tmp: Path) -> SparkDeltaSink:
+    return SparkDeltaSink.at(str(tmp), f"s/{uuid.uuid4().hex[:8]}", "test-app")
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[
@@ -112,19 +112,19 @@ def test_fast_path_keeps_deletes_deleted_and_toast_values(spark: SparkSession,
 def test_what_the_fast_path_leaves_to_spark(tmp_path: Path, change: list[Change]) -> None:
     sink = new_sink(tmp_path)
     with pytest.raises(Declined):
-        apply_fast(sink, topic_rows(change), TYPES, ["id"], 0)
+        sink.fast.apply(topic_rows(change), TYPES, ["id"], 0)
 
 
 def test_a_new_column_or_type_goes_through_spark(spark: SparkSession, tmp_path: Path) -> None:
     sink = new_sink(tmp_path)
     apply_either(spark, sink, 0, [ch(1, "c", 10, 0, "a")], fast=True)
     with pytest.raises(Declined, match="changed type"):
-        apply_fast(sink, topic_rows([ch(1, "u", 11, 0, "b")]),
-                   {**TYPES, "id": StringType()}, ["id"], 1)
+        sink.fast.apply(topic_rows([ch(1, "u", 11, 0, "b")]),
+                        {**TYPES, "id": StringType()}, ["id"], 1)
     wider = topic_rows([ch(1, "u", 11, 0, "b")])
     wider.columns.append("color")
     with pytest.raises(Declined, match="new"):
-        apply_fast(sink, wider, {**TYPES, "color": StringType()}, ["id"], 1)
+        sink.fast.apply(wider, {**TYPES, "color": StringType()}, ["id"], 1)
 
 
 def test_maintenance_keeps_one_tombstone_per_key_and_deletes_deleted(spark: SparkSession,
@@ -134,12 +134,12 @@ def test_maintenance_keeps_one_tombstone_per_key_and_deletes_deleted(spark: Spar
                 ch(2, "c", 10 * b + 1, 1, f"w{b}"), ch(2, "d", 10 * b + 3, 0)]
                for b in range(4)]
     for batch_id, part in enumerate(history):
-        apply_fast(sink, topic_rows(part), TYPES, ["id"], batch_id, maintain_every=4)
+        sink.fast.apply(topic_rows(part), TYPES, ["id"], batch_id, maintain_every=4)
     tomb = spark.read.format("delta").load(sink.tomb_path).collect()
     assert sorted((r["id"], r["_cdc_commit_lsn"]) for r in tomb) == [(1, 32), (2, 33)]
     # the old inserts again: the compacted tombstones still keep both keys deleted
-    apply_fast(sink, topic_rows([c for p in history for c in p if c[3] == "c"]), TYPES,
-               ["id"], 4)
+    sink.fast.apply(topic_rows([c for p in history for c in p if c[3] == "c"]), TYPES,
+                    ["id"], 4)
     assert table(spark, sink) == []
-    apply_fast(sink, topic_rows([ch(2, "c", 40, 0, "back")]), TYPES, ["id"], 5)
+    sink.fast.apply(topic_rows([ch(2, "c", 40, 0, "back")]), TYPES, ["id"], 5)
     assert [r[:2] for r in table(spark, sink)] == [(2, "back")]
