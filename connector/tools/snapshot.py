@@ -65,6 +65,11 @@ def handle(args: argparse.Namespace) -> int:
         standby = admin.in_recovery()
         channel = choose_channel(cfg.signal_channel, standby=standby,
                                  can_write_table=not standby and signals.can_write(admin.conn))
+        if channel == "kafka" and cfg.signal_channel == "auto" and not standby \
+                and not cfg.bootstrap_servers:
+            # No Kafka given to request over: the signal table's error names the grant the
+            # role lacks, which is the usual fix on a primary.
+            channel = "table"
         if channel == "kafka":
             return _over_kafka(args, cfg, admin)
         if args.cancel:

@@ -149,20 +149,39 @@ class TopicRequests:
 
     channel = "kafka"
 
-    def __init__(self, topic: SignalTopic, *, interval_s: float = 1.0) -> None:
+    def __init__(self, topic: SignalTopic, *, interval_s: float = 1.0, retry_s: float = 15.0,
+                 read_timeout_s: float = 10.0) -> None:
         self.topic = topic
         self.interval_s = interval_s
+        self.retry_s = retry_s
+        self.read_timeout_s = read_timeout_s
         self._exists = False
+        self._read_whole = False  # the last read reached the topic's end
         self._next_read = 0.0
 
     def available(self) -> bool:
+        """Read the topic again when due. Kafka out of reach delays requests, never the stream
+        nor the signal table's requests: warned, tried again in `retry_s`; a running request
+        goes on from what was read (its own records are applied as they are appended), but no
+        new one is picked from a read that stopped short (a ``done`` may lie behind)."""
         now = time.monotonic()
         if now >= self._next_read:
             self._next_read = now + self.interval_s
-            self._exists = self.topic.catch_up()
+            try:
+                self._exists = self.topic.catch_up(self.read_timeout_s)
+                self._read_whole = True
+            except SinkError as exc:
+                if not exc.transient:
+                    raise
+                self._read_whole = False
+                self._next_read = now + self.retry_s
+                log.warning("%s: snapshot requests over Kafka wait; read again in %g s", exc,
+                            self.retry_s)
         return self._exists
 
     def next_request(self, slot: str) -> SnapshotRequest | None:
+        if not self._read_whole:
+            return None
         found = self.topic.log.next_request(slot)
         return None if found is None else _as_request(found)
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connector.errors import ConfigError
+from connector.errors import ConfigError, SinkError
+from connector.snapshot.incremental import signal_topic
 from connector.snapshot.incremental.channel import (
     RequestLog,
     RequestState,
@@ -18,6 +19,7 @@ from connector.snapshot.incremental.channel import (
     read_only_chunks,
     signal_topic_name,
 )
+from connector.snapshot.incremental.signal_topic import TopicRequests
 
 
 @pytest.mark.parametrize("asked, standby, can_write, expected", [
@@ -124,3 +126,39 @@ def test_compaction_keeps_what_the_fold_decides(records: list[RequestState]) -> 
             assert found.state in ("pending", "running")
             if found.state == "pending":
                 assert all(r.state != "running" for r in whole.of_slot(slot))
+
+
+class _Topic:
+    """A signal topic whose reads fail while `down`; its log holds one pending request."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.reads = 0
+        self.log = RequestLog()
+        self.log.fold([RequestState(7, "slot_a", ("public.t",), requested_ms=1).encode()])
+
+    def catch_up(self, timeout_s: float | None = None) -> bool:
+        self.reads += 1
+        if self.down:
+            raise SinkError("cannot read p.signal: Local: Timed out", transient=True)
+        return True
+
+
+def test_kafka_out_of_reach_delays_requests_never_the_stream(monkeypatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(signal_topic.time, "monotonic", lambda: now[0])
+    topic = _Topic()
+    store = TopicRequests(topic, interval_s=1.0, retry_s=15.0)  # type: ignore[arg-type]
+    topic.down = True
+    assert store.available() is False and store.next_request("slot_a") is None  # no raise
+    now[0] += 5
+    assert store.available() is False and topic.reads == 1  # not read again before retry_s
+    now[0] += 11
+    topic.down = False
+    assert store.available() is True
+    found = store.next_request("slot_a")
+    assert found is not None and found.id == 7
+    topic.down = True  # a running request goes on from what was read
+    now[0] += 2
+    assert store.available() is True and store.state_of(7) == "pending"
+    assert store.next_request("slot_a") is None  # nothing new picked from a short read
