@@ -150,7 +150,7 @@ class TopicRequests:
     channel = "kafka"
 
     def __init__(self, topic: SignalTopic, *, interval_s: float = 1.0, retry_s: float = 15.0,
-                 read_timeout_s: float = 10.0) -> None:
+                 read_timeout_s: float = 5.0) -> None:
         self.topic = topic
         self.interval_s = interval_s
         self.retry_s = retry_s
