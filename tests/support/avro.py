@@ -106,3 +106,20 @@ def all_types_relation() -> Relation:
     """One table with a column of every CONTRACT type (the first one its key)."""
     return relation(*(column(f"c{i}", oid, typmod, key=(i == 0))
                       for i, (_, oid, typmod, _) in enumerate(CONTRACT)))
+
+
+def copy_field(value: str | None) -> bytes:
+    """What PostgreSQL's COPY TO writes for a text value (CopyAttributeOutText)."""
+    if value is None:
+        return b"\\N"
+    out = value.replace("\\", "\\\\")
+    for char, escape in (("\b", "\\b"), ("\f", "\\f"), ("\n", "\\n"), ("\r", "\\r"),
+                         ("\t", "\\t"), ("\v", "\\v")):
+        out = out.replace(char, escape)
+    return out.encode()
+
+
+def copy_line(row: tuple[str | None, ...]) -> bytes:
+    """One COPY TO text line of `row`, without its newline."""
+    return b"\t".join(copy_field(value) for value in row)
+

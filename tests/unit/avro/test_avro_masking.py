@@ -26,7 +26,7 @@ from connector.replication.published import (
     refusals,
     with_exclusions,
 )
-from tests.support.avro import catalog, column, relation
+from tests.support.avro import catalog, column, copy_line, relation
 
 # This module builds its C and Python codecs itself (conftest.py runs it once).
 COMPARES_BOTH_WRITERS = True
@@ -95,18 +95,6 @@ def _binary(row: tuple[Any, ...]) -> tuple[Any, ...]:
             None if plain is None else BinaryValue(struct.pack("!i", int(plain))))
 
 
-def _copy_line(row: tuple[Any, ...]) -> bytes:
-    def field(value: str | None) -> bytes:
-        if value is None:
-            return b"\\N"
-        out = value.replace("\\", "\\\\")
-        for char, escape in (("\b", "\\b"), ("\f", "\\f"), ("\n", "\\n"), ("\r", "\\r"),
-                             ("\t", "\\t"), ("\v", "\\v")):
-            out = out.replace(char, escape)
-        return out.encode()
-    return b"\t".join(field(v) for v in row)
-
-
 @settings(max_examples=120, deadline=None)
 @given(ROW, ROW)
 def test_every_path_publishes_the_mask_of_the_text(old: tuple[Any, ...],
@@ -122,7 +110,7 @@ def test_every_path_publishes_the_mask_of_the_text(old: tuple[Any, ...],
     assert k == {"id": _hmac(new[0])}  # the key record agrees with the value's
     assert v["unparsed"] is None and v["unchanged_toast"] == []
     # a snapshot's COPY line (C and Python) and a delete's old key: the same key bytes
-    line = _copy_line(new)
+    line = copy_line(new)
     assert FAST.change_from_copy("r", line, SOURCE, ts_ms=5)[0] == key
     assert PYTHON.change_from_copy("r", line, SOURCE, ts_ms=5)[0] == key
     assert FAST.key_from_tuple(new) == PYTHON.key_from_tuple(new) == key

@@ -24,7 +24,7 @@ from connector.pgoutput.messages import UNCHANGED_TOAST, BinaryValue
 from connector.pgtypes import oids
 from connector.snapshot.copytext import parse_copy_text
 from connector.speedups import native, native_setting
-from tests.support.avro import catalog, column, numeric_typmod, relation
+from tests.support.avro import catalog, column, copy_line, numeric_typmod, relation
 
 # This module compares the C writer with the Python one itself (conftest.py runs it once).
 COMPARES_BOTH_WRITERS = True
@@ -271,7 +271,7 @@ def test_typed_fallbacks_are_listed_in_unparsed_by_both_writers() -> None:
             assert event["after"]["b"] is True
         assert event["unparsed"] == expected
         assert list(event["unparsed"]) == list(expected)
-    line = b"\t".join(_copy_field(v) for v in _unparsed_row(id="1", i4="4294967296",
+    line = copy_line(_unparsed_row(id="1", i4="4294967296",
                                                                tz="not a time", t="x"))
     copied = _from_copy(line)
     assert copied == REFERENCE.change_from_tuples("r", None, parse_copy_text(line), SOURCE,
@@ -292,7 +292,7 @@ def test_the_c_path_lists_unparsed_itself() -> None:
     """A row with a typed fallback stays on the C path (the piece hands it the text)."""
     if native is None:
         pytest.skip("the extension is not built")
-    line = b"\t".join(_copy_field(v) for v in _unparsed_row(id="1", b="maybe"))
+    line = copy_line(_unparsed_row(id="1", b="maybe"))
     event = FAST.change_from_copy("r", line, SOURCE, ts_ms=5)
     assert event is not None
     assert FAST._plan.change(FAST._frame.native, FAST._key_header, "u",
@@ -313,17 +313,6 @@ def test_an_envelope_without_ts_ms_carries_the_current_time() -> None:
 
 # ------------------------------------------------------------------ COPY text lines
 
-def _copy_field(value: str | None) -> bytes:
-    """What PostgreSQL's COPY TO writes for a text value (CopyAttributeOutText)."""
-    if value is None:
-        return b"\\N"
-    out = value.replace("\\", "\\\\")
-    for char, escape in (("\b", "\\b"), ("\f", "\\f"), ("\n", "\\n"), ("\r", "\\r"),
-                         ("\t", "\\t"), ("\v", "\\v")):
-        out = out.replace(char, escape)
-    return out.encode()
-
-
 TEXT_ROW = st.tuples(*(st.one_of(canonical, canonical, st.none(), ODD)
                        for _, _, _, canonical in COLUMNS))
 
@@ -335,7 +324,7 @@ def _from_copy(line: bytes) -> Any:
 @settings(max_examples=400, deadline=None)
 @given(TEXT_ROW, st.booleans())
 def test_copy_lines_encode_as_their_parsed_values(row: tuple[Any, ...], newline: bool) -> None:
-    line = b"\t".join(_copy_field(value) for value in row) + (b"\n" if newline else b"")
+    line = copy_line(row) + (b"\n" if newline else b"")
     expected = _outcome(lambda: REFERENCE.change_from_tuples("r", None, row, SOURCE, ts_ms=5))
     assert _outcome(lambda: _from_copy(line)) == expected
 
@@ -368,7 +357,7 @@ def test_any_line_gets_the_python_result_or_error(line: bytes) -> None:
 @given(TEXT_ROW)
 @settings(max_examples=200, deadline=None)
 def test_parse_copy_text_equals_psycopgs_row_parser(row: tuple[Any, ...]) -> None:
-    line = b"\t".join(_copy_field(value) for value in row) + b"\n"
+    line = copy_line(row) + b"\n"
     transformer = Transformer()
     transformer.set_loader_types([oids.TEXT] * len(row), Format.TEXT)
     assert parse_copy_text(line) == row == parse_row_text(line, transformer)
@@ -381,6 +370,6 @@ def test_every_odd_value_in_every_column(index: int) -> None:
         row = tuple(odd if i == index else None for i in range(len(COLUMNS)))
         assert _outcome(lambda: FAST.change_from_tuples("c", None, row, SOURCE, ts_ms=5)) == \
             _outcome(lambda: REFERENCE.change_from_tuples("c", None, row, SOURCE, ts_ms=5))  # noqa: B023
-        line = b"\t".join(_copy_field(v) for v in row)
+        line = copy_line(row)
         assert _outcome(lambda: _from_copy(line)) == _outcome(  # noqa: B023
             lambda: REFERENCE.change_from_tuples("r", None, row, SOURCE, ts_ms=5))  # noqa: B023
