@@ -1,22 +1,70 @@
 """The product outside the checkout: build the wheel, install it with its dependencies into a
 fresh venv, and from a directory away from the repository run `pgcdc --version`, `pgcdc decode`
-on a capture and a short real `pgcdc merge`. Nothing may print a dependency's warning."""
+on a capture and a short real `pgcdc merge` -- on a real Spark standalone cluster (a master and
+two workers from pyspark's own distribution, separate JVMs, 1 core and 1g each) into a lake
+directory both workers reach; the Delta tables must equal what was published. Nothing may print
+a dependency's warning. (One spark-submit serves both: the wheel's merge and the cluster.)"""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 import venv
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyspark
 import pytest
+from devstack.ports import free_port
+from pyspark.sql import SparkSession
 
 from connector import __version__
 from tests.support import merge_scenario as scenario
-from tests.support.merge import CdcPublisher
+from tests.support.merge import CdcPublisher, table_rows
 
 pytestmark = pytest.mark.e2e
+
+SPARK_HOME = Path(pyspark.__file__).resolve().parent
+
+
+def start(cls: str, args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+           "SPARK_DAEMON_MEMORY": "256m"}
+    with log.open("wb") as out:
+        return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), cls, *args], env=env,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[str]:
+    """`spark://127.0.0.1:PORT` of a master with two registered workers."""
+    port = free_port()
+    url = f"spark://127.0.0.1:{port}"
+    master_log = tmp_path / "master.log"
+    procs = [start("org.apache.spark.deploy.master.Master",
+                   ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(free_port())],
+                   master_log)]
+    try:
+        for n in (1, 2):
+            procs.append(start("org.apache.spark.deploy.worker.Worker",
+                               ["--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                                "--webui-port", str(free_port()),
+                                "--work-dir", str(tmp_path / f"worker{n}"), url],
+                               tmp_path / f"worker{n}.log"))
+        deadline = time.monotonic() + 180
+        while master_log.read_text(errors="replace").count("Registering worker") < 2:
+            assert all(p.poll() is None for p in procs), master_log.read_text()[-3000:]
+            assert time.monotonic() < deadline, master_log.read_text()[-3000:]
+            time.sleep(0.5)
+        yield url
+    finally:
+        for p in procs:
+            os.killpg(p.pid, 15)
+        for p in procs:
+            p.wait(30)
+
 
 REPO = Path(__file__).resolve().parents[2]
 CAPTURE = REPO / "tests" / "data" / "captures" / "pg18_basic.jsonl"
@@ -57,19 +105,25 @@ def test_version_and_decode(installed: Path, tmp_path: Path) -> None:
         assert "Warning" not in out.stderr, out.stderr
 
 
-def test_merge_short_real_run(installed: Path, tmp_path: Path, kafka, registry,  # type: ignore[no-untyped-def]
-                              prefix: str,
-                              spark_jar_paths: list[Path]) -> None:
+def test_merge_on_a_standalone_cluster_from_the_wheel(
+        installed: Path, cluster: str, spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
+        prefix: str, tmp_path: Path, spark_jar_paths: list[Path]) -> None:
     scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
-    target = tmp_path / "lake"
-    done = run([str(installed), "merge", "--driver-memory", "1g",
+    target = tmp_path / "lake"  # one directory: workers and driver share this machine's disk
+    python = installed.parent / "python"  # the executors' Python: the wheel's venv
+    done = run([str(installed), "merge", "--master", cluster, "--driver-memory", "1g",
                 "--jars", ",".join(map(str, spark_jar_paths)),
+                "--conf", "spark.executor.memory=768m", "--conf", "spark.executor.cores=1",
+                "--conf", "spark.driver.host=127.0.0.1",
                 "--bootstrap-servers", kafka.bootstrap, "--schema-registry-url", registry.url,
                 "--topic-prefix", prefix, "--target", str(target), "--trigger", "available-now"],
-               cwd=tmp_path, env=outside_env())
+               cwd=tmp_path, env={**outside_env(), "PYSPARK_PYTHON": str(python)})
     # The job's own lines on stderr, though spark-submit merges the driver's streams.
     assert "pgcdc merge:" in done.stderr and "event(s)" in done.stderr, done.stderr[-3000:]
     assert "pgcdc merge:" not in done.stdout
     assert "Warning" not in done.stderr, done.stderr[-3000:]
-    for table in scenario.EXPECTED:
-        assert (target / table / "_delta_log").is_dir(), table
+    # the work ran on the workers' executors, not in the driver
+    executors = list(tmp_path.glob("worker*/app-*/*/stderr"))
+    assert len({p.parts[-4] for p in executors}) == 2, done.stderr[-2000:]
+    for table, rows in scenario.EXPECTED.items():
+        assert table_rows(spark, f"{target}/{table}", scenario.KEYS[table]) == rows, table
