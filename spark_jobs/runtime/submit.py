@@ -59,6 +59,10 @@ SPARK_EXCLUDE_PACKAGES = (
     "org.apache.httpcomponents:httpclient",
     "org.apache.httpcomponents:httpcore",
     "org.slf4j:slf4j-api",
+    # Annotations only; pyspark ships 3.0.0. Resolved through Ivy it breaks `--packages` for
+    # anyone whose ~/.m2 holds its POM without the jar (Maven fetches POMs it mediates away):
+    # Spark's local-m2-cache resolver finds the POM, then fails "download failed: jsr305.jar".
+    "com.google.code.findbugs:jsr305",
     *(f"io.netty:netty-{name}" for name in (
         "buffer", "codec", "codec-http", "codec-http2", "common", "handler", "resolver",
         "transport", "transport-classes-epoll", "transport-native-unix-common")),

@@ -86,7 +86,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     wheel = next((work / "dist").glob("pgcdc-*.whl"))
     venv.create(work / "venv", with_pip=True)
     python = work / "venv" / "bin" / "python"
-    run([str(python), "-m", "pip", "install", "-q", f"{wheel}[spark]"], cwd=work)
+    # without the checkout on PYTHONPATH, where pip would take the in-tree build's metadata
+    # for an installed pgcdc and skip the wheel
+    run([str(python), "-m", "pip", "install", "-q", f"{wheel}[spark]"], cwd=work,
+        env=outside_env())
     return work / "venv" / "bin" / "pgcdc"
 
 
