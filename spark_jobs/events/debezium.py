@@ -54,12 +54,6 @@ SOURCE_TYPE: Final = "__debezium.source.column.type"
 MAX_SPARK_PRECISION: Final = 38
 _MICROS_PER_DAY: Final = 86_400_000_000
 _VARIABLE_SCALE: Final = "io.debezium.data.VariableScaleDecimal"
-_POINT: Final = "io.debezium.data.geometry.Point"
-_GEOMETRY: Final = "io.debezium.data.geometry.Geometry"
-_GEOGRAPHY: Final = "io.debezium.data.geometry.Geography"
-_DOUBLE_VECTOR: Final = "io.debezium.data.DoubleVector"
-_FLOAT_VECTOR: Final = "io.debezium.data.FloatVector"
-_SPARSE_VECTOR: Final = "io.debezium.data.SparseDoubleVector"
 # The logical type each Debezium temporal name reads as (same binary encoding).
 _READ_AS: Final = {
     "io.debezium.time.Date": "date",
@@ -351,10 +345,10 @@ def _pg_float(value: float, digits: str, fixed_below: int) -> str:
 # then referred to by name).
 _BY_NAME: Final[dict[str, _Decode]] = {
     _VARIABLE_SCALE: _Decode(python=_variable_scale_text),
-    _POINT: _Decode(python=point_text),
-    _GEOMETRY: _Decode(spark=_ewkb_text),
-    _GEOGRAPHY: _Decode(spark=_ewkb_text),
-    _DOUBLE_VECTOR: _Decode(python=vector_text),
-    _FLOAT_VECTOR: _Decode(python=vector_text),
-    _SPARSE_VECTOR: _Decode(python=sparse_vector_text),
+    "io.debezium.data.geometry.Point": _Decode(python=point_text),
+    "io.debezium.data.geometry.Geometry": _Decode(spark=_ewkb_text),
+    "io.debezium.data.geometry.Geography": _Decode(spark=_ewkb_text),
+    "io.debezium.data.DoubleVector": _Decode(python=vector_text),
+    "io.debezium.data.FloatVector": _Decode(python=vector_text),
+    "io.debezium.data.SparseDoubleVector": _Decode(python=sparse_vector_text),
 }
