@@ -13,7 +13,7 @@ import yaml
 from psycopg.conninfo import conninfo_to_dict
 
 from connector.avro.masking import HASH_ENCODINGS, Masking
-from connector.avro.typemap import VALUE_FORMATS as VALUE_FORMATS
+from connector.avro.typemap import DEBEZIUM_FORMAT, VALUE_FORMATS
 from connector.errors import ConfigError, first_line
 from connector.outbox import OutboxRoutes, parse_outbox_settings
 from connector.replication.published import TableSetting, parse_table_settings, sets_publication
@@ -148,15 +148,11 @@ class Config:
             raise ConfigError("no tables to publish (--tables)")
         if self.topic_partitions < 1 or self.topic_replication_factor < 1:
             raise ConfigError("topic partitions and replication factor must be >= 1")
-        if self.snapshot not in SNAPSHOT_MODES:
-            raise ConfigError(f"snapshot must be one of {', '.join(SNAPSHOT_MODES)}, "
-                              f"not {self.snapshot!r}")
+        _check_choice("snapshot", self.snapshot, SNAPSHOT_MODES)
         if self.snapshot_workers < 1 or self.snapshot_chunk_rows < 1 or \
                 self.incremental_chunk_rows < 1:
             raise ConfigError("snapshot workers and chunk rows must be >= 1")
-        if self.keyless_tables not in KEYLESS_POLICIES:
-            raise ConfigError(f"keyless_tables must be one of {', '.join(KEYLESS_POLICIES)}, "
-                              f"not {self.keyless_tables!r}")
+        _check_choice("keyless_tables", self.keyless_tables, KEYLESS_POLICIES)
         if self.all_tables_publication and list(self.tables) != ["*"]:
             raise ConfigError("all_tables_publication (FOR ALL TABLES) needs --tables '*', not "
                               f"{','.join(self.tables)!r}")
@@ -166,9 +162,7 @@ class Config:
                               "--all-tables-publication (the default table list skips them)")
         published = self.published_settings()
         self.outbox_routes()
-        if self.mask_hash_encoding not in HASH_ENCODINGS:
-            raise ConfigError(f"mask_hash_encoding must be one of {', '.join(HASH_ENCODINGS)}, "
-                              f"not {self.mask_hash_encoding!r}")
+        _check_choice("mask_hash_encoding", self.mask_hash_encoding, HASH_ENCODINGS)
         hashed = [s.pattern for s in published if any(r.kind == "hash" for _, r in s.mask)]
         if hashed and not self.mask_salt:
             raise ConfigError(f"table_settings {hashed[0]!r}: a hash mask needs mask_salt, the "
@@ -190,18 +184,10 @@ class Config:
         if sets_publication(published) and self.all_tables_publication:
             raise ConfigError("table_settings (column lists, row filters) cannot apply to a FOR "
                               "ALL TABLES publication (--all-tables-publication): drop one")
-        if self.signal_channel not in SIGNAL_CHANNELS:
-            raise ConfigError(f"signal_channel must be one of {', '.join(SIGNAL_CHANNELS)}, "
-                              f"not {self.signal_channel!r}")
-        if self.oversized_events not in OVERSIZED_POLICIES:
-            raise ConfigError(f"oversized_events must be one of {', '.join(OVERSIZED_POLICIES)}"
-                              f", not {self.oversized_events!r}")
-        if self.value_format not in VALUE_FORMATS:
-            raise ConfigError(f"value_format must be one of {', '.join(VALUE_FORMATS)}, "
-                              f"not {self.value_format!r}")
-        if self.truncate_records not in TRUNCATE_RECORDS:
-            raise ConfigError(f"truncate_records must be one of {', '.join(TRUNCATE_RECORDS)}, "
-                              f"not {self.truncate_records!r}")
+        _check_choice("signal_channel", self.signal_channel, SIGNAL_CHANNELS)
+        _check_choice("oversized_events", self.oversized_events, OVERSIZED_POLICIES)
+        _check_choice("value_format", self.value_format, VALUE_FORMATS)
+        _check_choice("truncate_records", self.truncate_records, TRUNCATE_RECORDS)
         if self.max_event_bytes < 0:
             raise ConfigError(f"max_event_bytes must be >= 0 (0: the producer's "
                               f"message.max.bytes), not {self.max_event_bytes}")
@@ -284,7 +270,7 @@ def load(config_file: str | None, overrides: dict[str, Any],
     if isinstance(values.get("tables"), str):
         values["tables"] = [t.strip() for t in values["tables"].split(",") if t.strip()]
     _check_types(values)
-    if values.get("value_format") == "debezium" and "truncate_records" not in values:
+    if values.get("value_format") == DEBEZIUM_FORMAT and "truncate_records" not in values:
         values["truncate_records"] = "none"  # Debezium's default (skipped.operations=t)
     for key in ("kafka", "schema_registry"):
         values[key] = resolve_secrets(values.get(key, {}), environ)
@@ -293,6 +279,12 @@ def load(config_file: str | None, overrides: dict[str, Any],
             values[key] = resolve_secret(key, values[key], environ)
     cfg = Config(**values)
     return cfg.validate() if validate else cfg
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    """The one rule of a setting that takes one of a few names (snapshot, value_format...)."""
+    if value not in choices:
+        raise ConfigError(f"{name} must be one of {', '.join(choices)}, not {value!r}")
 
 
 # Field annotation (a string: `from __future__ import annotations`) -> accepted value types.

@@ -55,6 +55,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import struct
 from collections.abc import Callable
 from decimal import MAX_PREC, Context, Decimal
 from functools import partial
@@ -66,7 +67,7 @@ from ipaddress import (
     IPv6Interface,
     IPv6Network,
 )
-from typing import Any, Final, NamedTuple, TypeAlias
+from typing import Any, Final, Literal, NamedTuple, TypeAlias
 from uuid import UUID
 
 from connector.errors import DecodeError
@@ -98,8 +99,8 @@ MAX_DECIMAL_PRECISION = 38
 JSON_CONNECT_NAME: Final = "io.debezium.data.Json"
 #: The value formats (``--value-format``): pgcdc's own (the default: lossless, typed) and
 #: Debezium's PostgreSQL connector's default encoding (schemas/README.md "Debezium value format").
-VALUE_FORMATS: Final = ("pgcdc", "debezium")
 DEBEZIUM_FORMAT: Final = "debezium"
+VALUE_FORMATS: Final = ("pgcdc", DEBEZIUM_FORMAT)
 
 # ---------------------------------------------------------------------------- Kafka Connect
 # Kafka Connect's AvroConverter (Confluent's, Apicurio's) reads these extra attributes of an
@@ -182,14 +183,10 @@ def column_codec(catalog: TypeCatalog, type_oid: int, typmod: int = -1,
     `default`: the text of its constant default, see `connect_default`; `value_format`:
     ``pgcdc`` or ``debezium``, see `VALUE_FORMATS`)."""
     resolved = catalog.resolve(type_oid, typmod)
-    scalar: Callable[[ResolvedType], ColumnCodec]
-    if value_format == "debezium":
-        scalar = partial(_debezium_scalar, catalog.money_frac_digits)
-    elif value_format == "pgcdc":
-        scalar = _scalar
-    else:
-        raise ValueError(f"unknown value format {value_format!r} (one of "
-                         f"{', '.join(VALUE_FORMATS)})")
+    # value_format is one of VALUE_FORMATS: Config.validate checks it, the one place
+    scalar: Callable[[ResolvedType], ColumnCodec] = (
+        partial(_debezium_scalar, catalog.money_frac_digits)
+        if value_format == DEBEZIUM_FORMAT else _scalar)
     codec = (_array_codec(resolved, dims, scalar) if resolved.kind == "array"
              else scalar(resolved))
     parameters = source_column_parameters(catalog, type_oid, typmod)
@@ -563,9 +560,40 @@ _DBZ_STRING_NAMES: Final[dict[int, str]] = {
     oids.XML: "io.debezium.data.Xml", oids.UUID: "io.debezium.data.Uuid",
     oids.JSON: JSON_CONNECT_NAME, oids.JSONB: JSON_CONNECT_NAME,
 }  # fmt: skip
-#: Extension types Debezium knows by name (their OIDs differ per database).
-_DBZ_EXTENSION_NAMES: Final = {"hstore": JSON_CONNECT_NAME, "ltree": "io.debezium.data.Ltree"}
 _DBZ_ENUM: Final = "io.debezium.data.Enum"
+_INT16: Final = {"type": "int", "connect.type": "int16"}
+_INT16_RANGE = range(-(2**15), 2**15)
+#: EWKB's flag (in the geometry type word) for an SRID after it (PostGIS's EWKB).
+_EWKB_SRID_FLAG: Final = 0x20000000
+
+
+def _debezium_record(name: str, doc: str, fields: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A Connect struct as AvroConverter writes it: a record named by its Connect name; an
+    optional field (``["null", T]``) defaults to null."""
+    namespace, _, short = name.rpartition(".")
+    return {"type": "record", "name": short, "namespace": namespace,
+            "fields": [{"name": n, "type": t, **({"default": None} if isinstance(t, list)
+                                                 and t[0] == "null" else {})}
+                       for n, t in fields],
+            "connect.doc": doc, "connect.version": 1, "connect.name": name}
+
+
+#: io.debezium.data.geometry.Point: the coordinates, and their 2D WKB (srid unset).
+POINT_RECORD: Final = _debezium_record("io.debezium.data.geometry.Point", "Geometry (POINT)", [
+    ("x", "double"), ("y", "double"), ("wkb", ["null", "bytes"]), ("srid", ["null", "int"])])
+#: PostGIS geometry / geography: its EWKB as PostGIS gives it, and its SRID (0: none).
+GEOMETRY_RECORD: Final = _debezium_record("io.debezium.data.geometry.Geometry", "Geometry", [
+    ("wkb", "bytes"), ("srid", ["null", "int"])])
+GEOGRAPHY_RECORD: Final = _debezium_record("io.debezium.data.geometry.Geography", "Geography", [
+    ("wkb", "bytes"), ("srid", ["null", "int"])])
+#: pgvector's sparsevec: its dimensions and index -> value (a Connect map of int16 keys, which
+#: AvroConverter writes as an array of MapEntry records).
+SPARSE_VECTOR_RECORD: Final = _debezium_record(
+    "io.debezium.data.SparseDoubleVector", "Sparse double vector", [
+    ("dimensions", _INT16),
+    ("vector", {"type": "array", "items": {
+        "type": "record", "name": "MapEntry", "namespace": "io.confluent.connect.avro",
+        "fields": [{"name": "key", "type": _INT16}, {"name": "value", "type": "double"}]}})])
 
 
 def _debezium_named(base: str, name: str, parameters: dict[str, str] | None = None
@@ -607,12 +635,8 @@ def _debezium_scalar(money_frac_digits: int, resolved: ResolvedType) -> ColumnCo
 def _debezium_codec(resolved: ResolvedType, money_frac_digits: int) -> ColumnCodec | None:
     if resolved.kind == "enum":
         return ColumnCodec(_debezium_named("string", _DBZ_ENUM), _to_string)
-    if resolved.kind != "builtin":
-        name = _DBZ_EXTENSION_NAMES.get(resolved.name)
-        if name is None:
-            return None
-        return ColumnCodec(_debezium_named("string", name),
-                           _hstore_json if resolved.name == "hstore" else _to_string)
+    if resolved.kind != "builtin":  # core types pgtypes does not load, by OID; extensions'
+        return _DBZ_OTHER.get(resolved.oid) or _DBZ_EXTENSIONS.get(resolved.name)
     oid, typmod = resolved.oid, resolved.typmod
     millis = 0 <= typmod <= 3  # time.precision.mode=adaptive: (timestamp|time)(0..3) in ms
     if oid == oids.DATE:
@@ -787,3 +811,100 @@ def _hstore_quoted(text: str, pos: int) -> tuple[str, int]:
             out.append(ch)
             pos += 1
     raise ValueError(f"unterminated hstore string: {text[:80]!r}")
+
+
+# Geometric, text-search and extension types: Debezium's structs, arrays and names, from the
+# value's text (pgtypes loads none of them: the value is its text, or Unknown holding it).
+
+
+def _text(value: Any) -> str:
+    text = _to_string(value)
+    if not isinstance(text, str):
+        raise ValueError(f"{value!r} is not a text value")
+    return text
+
+
+def _floats(text: str, what: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"not {what} text: {text[:80]!r}") from None
+
+
+def _point(value: Any) -> Any:
+    """``(x,y)`` -> Point {x, y, wkb: its 2D WKB, srid: null}, as Debezium's convertPoint."""
+    text = _text(value).strip()
+    if not (text.startswith("(") and text.endswith(")")):
+        raise ValueError(f"not point text: {text[:80]!r}")
+    coordinates = _floats(text[1:-1], "point")
+    if len(coordinates) != 2:
+        raise ValueError(f"not point text: {text[:80]!r}")
+    x, y = coordinates
+    wkb = b"\x01" + (1).to_bytes(4, "little") + struct.pack("<dd", x, y)
+    return {"x": x, "y": y, "wkb": wkb, "srid": None}
+
+
+def _postgis(value: Any) -> Any:
+    """PostGIS's text (hex EWKB) -> Geometry/Geography {wkb: the EWKB bytes, srid: the SRID the
+    EWKB carries, else 0}, as Debezium's PostgisGeometry.fromHexEwkb."""
+    text = _text(value)
+    try:
+        ewkb = bytes.fromhex(text)
+    except ValueError:
+        raise ValueError(f"not hex EWKB: {text[:80]!r}") from None
+    if len(ewkb) < 9:
+        raise ValueError(f"EWKB too short: {text[:80]!r}")
+    order: Literal["little", "big"] = "little" if ewkb[0] else "big"
+    srid = 0
+    if int.from_bytes(ewkb[1:5], order) & _EWKB_SRID_FLAG:
+        srid = int.from_bytes(ewkb[5:9], order, signed=True)
+    return {"wkb": ewkb, "srid": srid}
+
+
+def _debezium_vector(name: str, items: str) -> dict[str, Any]:
+    """A named Connect array (DoubleVector, FloatVector) as AvroConverter writes it."""
+    return {**_debezium_named("array", name), "items": items}
+
+
+def _vector(value: Any) -> Any:
+    """pgvector's ``[1,2.5,3]`` (vector: DoubleVector; halfvec: FloatVector) -> its values."""
+    text = _text(value).strip()
+    if not (text.startswith("[") and text.endswith("]")):
+        raise ValueError(f"not vector text: {text[:80]!r}")
+    return _floats(text[1:-1], "vector") if text[1:-1].strip() else []
+
+
+def _sparse_vector(value: Any) -> Any:
+    """pgvector's ``{1:1.5,3:2}/5`` -> SparseDoubleVector {dimensions, vector: [{key, value}]}
+    (indices as written, 1-based); Debezium's int16 holds dimensions and indices up to 32767
+    only: a larger one is refused (the fallback: null, the text in ``unparsed``)."""
+    text = _text(value).strip()
+    body, _, dims = text.rpartition("/")
+    if not (body.startswith("{") and body.endswith("}")):
+        raise ValueError(f"not sparsevec text: {text[:80]!r}")
+    try:
+        dimensions = int(dims)
+        entries = [(int(key), float(number)) for key, _, number in
+                   (part.partition(":") for part in body[1:-1].split(",") if part.strip())]
+    except ValueError:
+        raise ValueError(f"not sparsevec text: {text[:80]!r}") from None
+    if dimensions not in _INT16_RANGE or any(key not in _INT16_RANGE for key, _ in entries):
+        raise ValueError(f"sparsevec {text[:80]!r} exceeds Debezium's int16 dimensions")
+    return {"dimensions": dimensions, "vector": [{"key": k, "value": v} for k, v in entries]}
+
+
+#: Core types pgtypes does not load, by OID (fixed in every version).
+_DBZ_OTHER: Final[dict[int, ColumnCodec]] = {
+    oids.POINT: ColumnCodec(POINT_RECORD, _point),
+    oids.TSVECTOR: ColumnCodec(_debezium_named("string", "io.debezium.data.Tsvector"), _to_string),
+}
+#: Extension types Debezium knows by name (their OIDs differ per database).
+_DBZ_EXTENSIONS: Final[dict[str, ColumnCodec]] = {
+    "hstore": ColumnCodec(_debezium_named("string", JSON_CONNECT_NAME), _hstore_json),
+    "ltree": ColumnCodec(_debezium_named("string", "io.debezium.data.Ltree"), _to_string),
+    "geometry": ColumnCodec(GEOMETRY_RECORD, _postgis),
+    "geography": ColumnCodec(GEOGRAPHY_RECORD, _postgis),
+    "vector": ColumnCodec(_debezium_vector("io.debezium.data.DoubleVector", "double"), _vector),
+    "halfvec": ColumnCodec(_debezium_vector("io.debezium.data.FloatVector", "float"), _vector),
+    "sparsevec": ColumnCodec(SPARSE_VECTOR_RECORD, _sparse_vector),
+}

@@ -137,5 +137,11 @@ VECTOR_OF: Final[dict[int, int]] = {INT2VECTOR: INT2, OIDVECTOR: OID}
 #: OID of the array type of each vector type (``int2vector[]``, ``oidvector[]``)
 VECTOR_ARRAY_OF: Final[dict[int, int]] = {INT2VECTOR: 1006, OIDVECTOR: 1013}
 
+#: Built-in types pgtypes does not load (not in :data:`NAMES`: their values are their text, as
+#: any unknown type's); named here for the Debezium value format, which encodes them specially
+#: (connector/avro/typemap.py "Debezium format").
+POINT: Final = 600
+TSVECTOR: Final = 3614
+
 #: OIDs below this are PostgreSQL's own; pgoutput sends a Type message only for OIDs at or above it
 FIRST_GENBKI_OBJECT_ID: Final = 10000

@@ -23,6 +23,7 @@ from typing import Any
 
 from connector import config as config_mod
 from connector import speedups
+from connector.avro.typemap import VALUE_FORMATS
 from connector.errors import ConfigError
 from connector.redact import RedactSecrets
 
@@ -91,7 +92,7 @@ def register(subparsers: Any) -> None:
                         "topics of several partitions), one (a single record in partition 0, "
                         "like Debezium), none (not written: consumers keep the rows; the "
                         "default under --value-format debezium)")
-    p.add_argument("--value-format", choices=list(config_mod.VALUE_FORMATS),
+    p.add_argument("--value-format", choices=list(VALUE_FORMATS),
                    help="how column values are encoded: pgcdc (default; lossless, typed) or "
                         "debezium (as Debezium's PostgreSQL connector with its defaults, a "
                         "drop-in for Flink SQL's debezium-avro-confluent and Kafka Connect "

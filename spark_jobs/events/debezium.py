@@ -18,7 +18,12 @@ months, the length of a bit varying, hstore's text form). Per Debezium type:
 * ``Decimal`` wider than Spark's 38 digits (numeric(p > 38), money) and
   ``VariableScaleDecimal`` (unconstrained numeric) → the decimal's text, as pgcdc's string;
 * ``Json`` of an hstore column → hstore's own text;
-* everything else (strings, ZonedTime, numbers, decimals up to 38 digits) as it is.
+* ``geometry.Point`` (struct of x, y) → PostgreSQL's point text ``(x,y)``;
+  ``geometry.Geometry`` / ``Geography`` (PostGIS: EWKB bytes) → PostGIS's text, the EWKB in
+  upper-case hex; ``DoubleVector`` / ``FloatVector`` / ``SparseDoubleVector`` (pgvector) →
+  pgvector's text (``[1,2.5]``, ``{1:1.5,3:2}/5``); the numbers printed as PostgreSQL prints
+  them (`float8_text`, `float4_text`), so the text is the one pgcdc's format carries;
+* everything else (strings, ZonedTime, Tsvector, numbers, decimals up to 38 digits) as it is.
 
 Topics in pgcdc's format are untouched: nothing here applies without the schema's marker.
 The fast path (`rows.py`) leaves Debezium-format schemas to this, the Spark path.
@@ -28,6 +33,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import MAX_PREC, Context, Decimal
@@ -155,10 +162,13 @@ def _decoder(field_type: Any, source_type: str | None) -> _Decode | None:
         if source_type in ("BIT", "VARBIT", "_BIT", "_VARBIT"):
             return _Decode(spark=lambda c: F.when(c, "1").when(~c, "0"))
         return None
-    if field_type == _VARIABLE_SCALE:  # a later column's reference to the record
-        return _Decode(python=_variable_scale_text)
+    if isinstance(field_type, str):  # a later column's reference to a named record
+        return _BY_NAME.get(field_type)
     if not isinstance(field_type, dict):
         return None
+    name = field_type.get("connect.name")
+    if name in _BY_NAME:  # the records, and the vectors (named arrays)
+        return _BY_NAME[name]
     if field_type.get("type") == "array":
         inner = _decoder(field_type["items"], source_type)
         if inner is None:
@@ -168,9 +178,6 @@ def _decoder(field_type: Any, source_type: str | None) -> _Decode | None:
             return _Decode(spark=lambda c: F.transform(c, spark))
         assert inner.python is not None
         return _Decode(python=partial(_each, inner.python), depth=inner.depth + 1)
-    name = field_type.get("connect.name")
-    if name == _VARIABLE_SCALE:
-        return _Decode(python=_variable_scale_text)
     if _wide_decimal(field_type):
         return _Decode(python=partial(_decimal_of, int(field_type.get("scale", 0))))
     if name == "io.debezium.time.Time":
@@ -186,6 +193,10 @@ def _decoder(field_type: Any, source_type: str | None) -> _Decode | None:
     if name == "io.debezium.data.Json" and source_type in ("HSTORE", "_HSTORE"):
         return _Decode(python=hstore_text)
     return None
+
+
+def _ewkb_text(column: Column) -> Column:
+    return F.upper(F.hex(column.getField("wkb")))
 
 
 def _each(decode: Callable[[Any], Any], values: list[Any] | None) -> list[Any] | None:
@@ -261,3 +272,83 @@ def hstore_text(json_text: str | None) -> str | None:
 
     return ", ".join(f"{quoted(k)}=>{'NULL' if v is None else quoted(v)}"
                      for k, v in pairs.items())
+
+
+def point_text(point: Any) -> str | None:
+    """A Point struct → PostgreSQL's text of the point, ``(1.5,-2)``."""
+    if point is None:
+        return None
+    return f"({float8_text(point['x'])},{float8_text(point['y'])})"
+
+
+def vector_text(values: list[float] | None) -> str | None:
+    """A DoubleVector / FloatVector → pgvector's text, ``[1,2.5,3]`` (pgvector's values are
+    float4 (halfvec's, float2): printed as the float4 they are)."""
+    if values is None:
+        return None
+    return "[" + ",".join(float4_text(v) for v in values) + "]"
+
+
+def sparse_vector_text(sparse: Any) -> str | None:
+    """A SparseDoubleVector → pgvector's text, ``{1:1.5,3:2}/5`` (indices ascending, 1-based
+    as the text has them)."""
+    if sparse is None:
+        return None
+    entries = sorted((e["key"], e["value"]) for e in sparse["vector"])
+    body = ",".join(f"{k}:{float4_text(v)}" for k, v in entries)
+    return f"{{{body}}}/{sparse['dimensions']}"
+
+
+def float8_text(value: float) -> str:
+    """PostgreSQL's text of a float8 (float8out, extra_float_digits 1: the default since 12):
+    the shortest digits that read back exactly (Python's repr finds the same), fixed-point
+    for decimal exponents -4 .. 14, else ``1.5e+20``; ``NaN``, ``Infinity``, ``-0``."""
+    return _pg_float(value, repr(value), 15)
+
+
+def float4_text(value: float) -> str:
+    """PostgreSQL's (and pgvector's) text of a float4 (`value` rounded to one): as
+    `float8_text`, with the float4's shortest digits and fixed-point below exponent 6."""
+    single = _single(value)
+    if not math.isfinite(single):
+        return _pg_float(single, "", 6)
+    for precision in range(1, 10):  # 9 digits always read back: the shortest is below
+        digits = f"{single:.{precision}g}"
+        if _single(float(digits)) == single:
+            break
+    return _pg_float(single, digits, 6)
+
+
+def _single(value: float) -> float:
+    return float(struct.unpack("<f", struct.pack("<f", value))[0])
+
+
+def _pg_float(value: float, digits: str, fixed_below: int) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0" if math.copysign(1.0, value) < 0 else "0"
+    number = Decimal(digits).normalize()
+    sign, mantissa, exponent = number.as_tuple()
+    assert isinstance(exponent, int)
+    first = exponent + len(mantissa) - 1  # the decimal exponent of the first digit
+    if -4 <= first < fixed_below:
+        return format(number, "f")
+    rest = "".join(map(str, mantissa[1:]))
+    return (f"{'-' if sign else ''}{mantissa[0]}{'.' + rest if rest else ''}"
+            f"e{'-' if first < 0 else '+'}{abs(first):02d}")
+
+
+# The named Debezium types decoded whatever their column (records are named once per schema,
+# then referred to by name).
+_BY_NAME: Final[dict[str, _Decode]] = {
+    _VARIABLE_SCALE: _Decode(python=_variable_scale_text),
+    "io.debezium.data.geometry.Point": _Decode(python=point_text),
+    "io.debezium.data.geometry.Geometry": _Decode(spark=_ewkb_text),
+    "io.debezium.data.geometry.Geography": _Decode(spark=_ewkb_text),
+    "io.debezium.data.DoubleVector": _Decode(python=vector_text),
+    "io.debezium.data.FloatVector": _Decode(python=vector_text),
+    "io.debezium.data.SparseDoubleVector": _Decode(python=sparse_vector_text),
+}

@@ -6,6 +6,7 @@ named in every failure); set PGCDC_ACCEPTANCE_SEED to replay one."""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import threading
@@ -21,7 +22,7 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.runtime.config import MergeConfig
 from spark_jobs.runtime.job import run_merge, start_merge
-from tests.support.acceptance import SCHEMA, Workload, differences
+from tests.support.acceptance import SCHEMA, Shapes, Workload, differences
 from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
@@ -58,6 +59,14 @@ def wait_batches(query: Any, processor: Any, count: int, seed: int,
         time.sleep(0.5)
 
 
+#: PGCDC_ACCEPTANCE_VALUE_FORMAT=debezium runs the random workload on topics in Debezium's
+#: value format (issue 39), with the types that format encodes specially (`Shapes`), a widened
+#: column, the producer killed and restarted (events sent again: stale duplicates) and deleted
+#: keys written again. Not in the suite's run: every batch of such a topic takes the Spark
+#: path with Python decoders (14 min in a run here, on a busy machine; the suite has 30).
+DEBEZIUM_FORMAT = os.environ.get("PGCDC_ACCEPTANCE_VALUE_FORMAT") == "debezium"
+
+
 @pytest.mark.parametrize("server", ["pg18"])
 def test_random_workload_ends_with_equal_tables(
         server: str, request: pytest.FixtureRequest, spark: SparkSession, kafka: Any,
@@ -66,7 +75,12 @@ def test_random_workload_ends_with_equal_tables(
     reset(pg.dsn)
     workload = Workload(pg.dsn, seed)
     workload.create()
-    producer = ProducerRun(pg.dsn, kafka.bootstrap, registry.url, f"{SCHEMA}.*")
+    shapes = Shapes(pg.dsn, seed)
+    extra = []
+    if DEBEZIUM_FORMAT:
+        shapes.create()
+        extra = ["--value-format", "debezium", "--truncate-records", "every-partition"]
+    producer = ProducerRun(pg.dsn, kafka.bootstrap, registry.url, f"{SCHEMA}.*", extra=extra)
     producer_runs.append(producer)
     # initial snapshot of the rows created above, then streaming
     producer.start(tmp_path, wait=False)
@@ -78,6 +92,11 @@ def test_random_workload_ends_with_equal_tables(
     try:
         wait_batches(query, processor, 1, seed)  # the snapshot's rows merged
         workload.run(80)
+        if DEBEZIUM_FORMAT:
+            shapes.change()
+            producer.stop(signal.SIGKILL)  # what it sent after its confirmed LSN comes again
+            producer.start(tmp_path, wait=False)
+            shapes.widen()
         wait_batches(query, processor, processor.stats.batches + 1, seed)
         workload.big_transaction()
         workload.run(80)
@@ -92,6 +111,9 @@ def test_random_workload_ends_with_equal_tables(
     assert stats.dead_letters == 0, f"seed {seed}"
     assert processor.stats.batches + stats.batches >= 2
     assert_equal(spark, pg.dsn, target, seed, workload)
+    if DEBEZIUM_FORMAT:
+        shape_diffs = shapes.differences(spark, target)
+        assert not shape_diffs, f"seed {seed}: {shape_diffs}"
 
 
 # Faults: a PostgreSQL and a Kafka of the test's own (restarted here; the session's servers

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import random
 import string
 import sys
@@ -360,3 +361,72 @@ def differences(spark: Any, dsn: str, target: Path) -> list[str]:
 
 def describe(value: Any) -> str:
     return json.dumps(value, default=str)[:2000]
+
+
+# --- types the Debezium value format encodes specially (--value-format debezium) -----------
+
+SHAPES = f"""
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE {SCHEMA}.shapes (id int PRIMARY KEY, p point, tv tsvector, v vector(3),
+                              h halfvec(2), s sparsevec(6), n numeric(10,2));
+"""
+
+
+class Shapes:
+    """Random rows of `SHAPES` (point, tsvector, pgvector's three types): floats across the
+    exponents where PostgreSQL's text switches notation, NaN/±Infinity and -0 in points."""
+
+    def __init__(self, dsn: str, seed: int) -> None:
+        self.dsn = dsn
+        self.rng = random.Random(seed + 2)
+
+    def _float(self) -> float:
+        r = self.rng.random()
+        if r < 0.05:
+            return self.rng.choice([math.nan, math.inf, -math.inf, -0.0, 0.0])
+        return self.rng.uniform(-10, 10) * 10.0 ** self.rng.randint(-12, 22)
+
+    def _single(self) -> float:  # within float4 / halfvec's float2 range
+        return round(self.rng.uniform(-1000, 1000), self.rng.randint(0, 6))
+
+    def row(self, key: int) -> tuple[Any, ...]:
+        words = " ".join(self.rng.choices(["cat", "sat", "mat", "rat", "hat"], k=4))
+        nonzero = sorted(self.rng.sample(range(1, 7), self.rng.randint(0, 3)))
+        return (key, f"({self._float()!r},{self._float()!r})".replace("nan", "NaN")
+                .replace("inf", "Infinity"),
+                words, f"[{self._single()},{self._single()},{self._single()}]",
+                f"[{round(self.rng.uniform(-100, 100), 2)},{self.rng.randint(-5, 5)}]",
+                "{" + ",".join(f"{i}:{self._single()}" for i in nonzero) + "}/6",
+                Decimal(self.rng.randint(-10**9, 10**9)) / 100)
+
+    def _write(self, conn: psycopg.Connection[Any], key: int) -> None:
+        conn.execute(f"INSERT INTO {SCHEMA}.shapes VALUES (%s, %s::point, to_tsvector('simple',"
+                     " %s), %s::vector, %s::halfvec, %s::sparsevec, %s)", self.row(key))
+
+    def create(self, rows: int = 40) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(SHAPES)
+            for key in range(rows):
+                self._write(conn, key)
+
+    def change(self, rows: int = 40) -> None:
+        """Updates, deletes, and a deleted key written again (in its own transaction)."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for key in self.rng.sample(range(rows), 10):
+                conn.execute(f"DELETE FROM {SCHEMA}.shapes WHERE id = %s", (key,))
+                if key % 2:
+                    self._write(conn, key)
+            for key in range(rows, rows + 5):
+                self._write(conn, key)
+
+    def widen(self) -> None:
+        """numeric(10,2) -> numeric(14,2) with a value only the wider type holds."""
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            conn.execute(f"ALTER TABLE {SCHEMA}.shapes ALTER COLUMN n TYPE numeric(14,2)")
+            conn.execute(f"INSERT INTO {SCHEMA}.shapes (id, n) VALUES (1000, 123456789012.34)")
+
+    def differences(self, spark: Any, target: Path) -> list[str]:
+        pg = pg_rows(self.dsn, SCHEMA, "shapes")
+        result = compare(f"{SCHEMA}.shapes", pg, lake_rows(spark, str(target / SCHEMA /
+                                                                      "shapes"), ["id"]))
+        return result.differences

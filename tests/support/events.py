@@ -42,13 +42,18 @@ from connector.pgoutput.messages import (
     TupleData,
 )
 from connector.pgtypes import TypeCatalog, oids
+from connector.pgtypes.catalog import PgType
 from tests.support.avro import numeric_typmod
 
 Column = tuple[str, str]  # (column name, PostgreSQL type: "int8", "numeric(10,2)", "text[]")
 TS_MS = 1_700_000_000_000  # the commit time of every event unless told otherwise
 DB = "postgres"
 
-_OIDS = {name: oid for oid, name in oids.NAMES.items()}
+#: Extension types a test table may use, at made-up OIDs (as a database's pg_type gives them).
+EXTENSION_TYPES = {"geometry": 70001, "geography": 70002, "vector": 70003, "halfvec": 70004,
+                   "sparsevec": 70005}
+_OIDS = {**{name: oid for oid, name in oids.NAMES.items()}, "point": oids.POINT,
+         "tsvector": oids.TSVECTOR, **EXTENSION_TYPES}
 _TYPE = re.compile(r"(?P<name>[a-z0-9_]+)(?:\((?P<args>[0-9, ]+)\))?(?P<array>\[\])?")
 
 
@@ -199,7 +204,10 @@ def table_events(registry: SchemaRegistry, prefix: str, schema: str, table: str,
     change (new schemas, new ids) of the same table (same relation id). `value_format`,
     `truncate_records`: the producer's settings (connector.config)."""
     relation = table_relation(schema, table, columns, key)
-    factory = CodecFactory(TypeCatalog(), None, registry_ids(registry), prefix=prefix,
+    catalog = TypeCatalog()
+    for name, oid in EXTENSION_TYPES.items():
+        catalog.add(PgType(oid, name, "public"))
+    factory = CodecFactory(catalog, None, registry_ids(registry), prefix=prefix,
                            db=db, value_format=value_format, truncate_records=truncate_records)
     return TableEvents(factory.codec(relation))
 

@@ -6,7 +6,9 @@ schemas are unchanged; the C rows writer gives the same bytes."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
+import struct
 from decimal import Decimal
 from typing import Any
 
@@ -20,7 +22,8 @@ from connector.avro.typemap import column_codec
 from connector.config import load
 from connector.errors import ConfigError
 from connector.pgtypes import oids
-from tests.support.avro import ENUM_OID, catalog, column, numeric_typmod, relation
+from connector.pgtypes.catalog import PgType
+from tests.support.avro import ENUM_OID, avro_shape, catalog, column, numeric_typmod, relation
 
 SOURCE = SourceInfo(commit_lsn=100, txn_index=0, ts_ms=1, xid=1, lsn=100, snapshot="false")
 COLUMNS = [
@@ -162,3 +165,85 @@ def test_config_value_format_and_its_truncate_default(tmp_path: Any) -> None:
     assert both.truncate_records == "every-partition"
     with pytest.raises(ConfigError, match="value_format must be one of pgcdc, debezium"):
         load(None, {**base, "value_format": "avro"})
+
+
+# ---------------------------------------------------------------------------- geometric, text
+# search and extension types: Debezium's structs and arrays from the value's text
+
+EXTENSIONS = {"geometry": 70001, "geography": 70002, "vector": 70003, "halfvec": 70004,
+              "sparsevec": 70005}
+SHAPES = [column("id", oids.INT8, key=True), column("p", oids.POINT),
+          column("p2", oids.POINT), column("tv", oids.TSVECTOR),
+          *(column(name, oid) for name, oid in EXTENSIONS.items()),
+          column("sv2", EXTENSIONS["sparsevec"])]
+
+
+def _shapes_codec(value_format: str) -> TableCodec:
+    cat = catalog()
+    for name, oid in EXTENSIONS.items():
+        cat.add(PgType(oid, name, "public"))
+    schemas = derive_table_schemas(relation(*SHAPES), cat, prefix="p", db="db",
+                                   value_format=value_format)
+    return TableCodec(schemas, 1, 2, cat)
+
+
+def _shapes_event(value_format: str, row: dict[str, str]) -> dict[str, Any]:
+    codec = _shapes_codec(value_format)
+    _, value = codec.change_from_tuples("c", None, tuple(row.get(c.name) for c in SHAPES),
+                                        SOURCE)
+    return decode(value, {2: codec.schemas.value_schema}.__getitem__).value  # type: ignore[return-value]
+
+
+EWKB_4326 = "0101000020E6100000000000000000F03F0000000000000040"  # SRID=4326;POINT(1 2)
+
+
+def test_geometric_and_vector_types_as_debezium_writes_them() -> None:
+    event = _shapes_event("debezium", {
+        "id": "1", "p": "(1.5,-2)", "p2": "(NaN,-Infinity)", "tv": "'a':1 'cat':2A",
+        "geometry": EWKB_4326, "geography": "0101000000000000000000F03F0000000000000040",
+        "vector": "[1,2.5,-3e-05]", "halfvec": "[0.099975586,1]",
+        "sparsevec": "{1:1.5,3:2}/5", "sv2": "{}/3"})
+    got = event["after"]
+    assert (got["p"]["x"], got["p"]["y"], got["p"]["srid"]) == (1.5, -2.0, None)
+    # OGC WKB of a 2D point: little-endian marker, type 1, x, y
+    assert got["p"]["wkb"] == b"\x01" + (1).to_bytes(4, "little") + struct.pack("<dd", 1.5, -2)
+    assert math.isnan(got["p2"]["x"]) and got["p2"]["y"] == -math.inf
+    assert got["tv"] == "'a':1 'cat':2A"
+    assert got["geometry"] == {"wkb": bytes.fromhex(EWKB_4326), "srid": 4326}
+    assert got["geography"]["srid"] == 0  # EWKB without an SRID: Debezium's 0
+    assert got["vector"] == [1.0, 2.5, -3e-05] and got["halfvec"][1] == 1.0
+    assert abs(got["halfvec"][0] - 0.099975586) < 1e-8  # an Avro float
+    assert got["sparsevec"] == {"dimensions": 5, "vector": [{"key": 1, "value": 1.5},
+                                                            {"key": 3, "value": 2.0}]}
+    assert got["sv2"] == {"dimensions": 3, "vector": []}
+    assert event["unparsed"] is None
+
+
+def test_geometric_and_vector_types_connect_schemas() -> None:
+    fields = _shapes_codec("debezium").schemas.value_schema["fields"][0]["type"][1]["fields"]
+    types = {f["name"]: f["type"][1] for f in fields}
+    assert types["p"]["connect.name"] == "io.debezium.data.geometry.Point"
+    assert [f["name"] for f in types["p"]["fields"]] == ["x", "y", "wkb", "srid"]
+    assert types["p2"] == "io.debezium.data.geometry.Point"  # a named record: defined once
+    assert types["tv"]["connect.name"] == "io.debezium.data.Tsvector"
+    assert types["geometry"]["connect.name"] == "io.debezium.data.geometry.Geometry"
+    assert types["geography"]["connect.name"] == "io.debezium.data.geometry.Geography"
+    assert (types["vector"]["type"], types["vector"]["items"], types["vector"]["connect.name"]
+            ) == ("array", "double", "io.debezium.data.DoubleVector")
+    assert (types["halfvec"]["items"], types["halfvec"]["connect.name"]) == (
+        "float", "io.debezium.data.FloatVector")
+    sparse = types["sparsevec"]
+    assert sparse["connect.name"] == "io.debezium.data.SparseDoubleVector"
+    entry = sparse["fields"][1]["type"]["items"]  # a Connect map of int16 keys
+    assert (entry["namespace"], entry["name"]) == ("io.confluent.connect.avro", "MapEntry")
+    # pgcdc's own format: every one of them the string of its text, as before
+    plain = _shapes_codec("pgcdc").schemas.value_schema["fields"][0]["type"][1]["fields"]
+    assert all(avro_shape(f["type"][1]) == "string" for f in plain if f["name"] != "id")
+
+
+def test_values_beyond_debeziums_types_go_to_unparsed() -> None:
+    event = _shapes_event("debezium", {"id": "1", "sparsevec": "{1:1}/100000",
+                                       "p": "not a point", "geometry": "zz"})
+    assert event["after"]["sparsevec"] is None and event["after"]["p"] is None
+    assert event["unparsed"] == {"sparsevec": "{1:1}/100000", "p": "not a point",
+                                 "geometry": "zz"}
