@@ -137,6 +137,14 @@ class RecentXids:
     def __len__(self) -> int:
         return len(self._xids)
 
+    def copy(self) -> RecentXids:
+        """The xids streamed so far, apart from the ones streamed later: what a chunk opened
+        now must see (the reader's thread checks it while the stream adds to this one)."""
+        twin = RecentXids()
+        twin._xids = set(self._xids)
+        twin._floor = self._floor
+        return twin
+
 
 @dataclass
 class Chunk:
