@@ -3,13 +3,17 @@
 
 The algorithms and why they are correct: `window` (DBLog watermarks written into the WAL) and
 `readonly` (no write: the read's snapshot and a WAL horizon), chosen per request by
-`channel.read_only_chunks`. This is their IO: the pipeline calls `tick` between reads of the
-stream (it reads the next chunk when none is in flight, closes a read-only chunk once the
-stream passed its horizon, and records the progress of chunks Kafka acknowledged), and the
-publisher calls `transaction` before each transaction it publishes (a read-only chunk's rows
-go out before the first transaction committed past its horizon), `watermark` for each of our
-watermark messages it meets in a transaction, and keeps `open_window.changed` informed while a
-window is open. Each chunk looks up its one table in the catalog (`tables.published_table`).
+`channel.read_only_chunks`. This is their IO on the stream's thread: the pipeline calls
+`tick` between reads of the stream (it starts the next chunk when none is in flight, takes a
+chunk the reader's thread has read, closes a read-only chunk once the stream passed its
+horizon, and records the progress of chunks Kafka acknowledged), and the publisher calls
+`transaction` before each transaction it publishes (a read-only chunk's rows go out before the
+first transaction committed past its horizon), `watermark` for each of our watermark messages
+it meets in a transaction, and keeps `open_window.changed` informed while a window is open.
+Each chunk looks up its one table in the catalog (`tables.published_table`) on the driver's
+connection; the chunk's own SQL (watermarks, the wait, the COPY) and its row encoding run in
+the reader's thread, on a connection of its own (`reader`: why the hand-over keeps both
+windows' arguments), so the stream never waits for a chunk's read.
 """
 
 from __future__ import annotations
