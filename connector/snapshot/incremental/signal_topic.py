@@ -33,7 +33,7 @@ from .signals import SnapshotRequest
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SignalTopic", "TopicRequests", "new_request_id"]
+__all__ = ["SignalTopic", "TopicRequests", "as_request", "new_request_id"]
 
 Records = list[tuple[int, bytes | None]]  # (offset, value)
 
@@ -197,7 +197,9 @@ class _Read:
         self.error: BaseException | None = None
 
 
-def _as_request(state: RequestState) -> SnapshotRequest:
+def as_request(state: RequestState) -> SnapshotRequest:
+    """A request as the driver and `pgcdc status` see it (no rate: the topic keeps no start
+    time)."""
     return SnapshotRequest(state.id, state.slot, state.tables, state.state, state.table_index,
                            state.last_key, state.chunks, state.rows, state.message, None,
                            channel="kafka")
@@ -249,7 +251,7 @@ class TopicRequests:
         if not self._read_whole:
             return None
         found = self.topic.log.next_request(slot)
-        return None if found is None else _as_request(found)
+        return None if found is None else as_request(found)
 
     def state_of(self, request_id: int) -> str | None:
         found = self.topic.log.get(request_id)
