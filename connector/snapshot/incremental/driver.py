@@ -157,7 +157,7 @@ class IncrementalSnapshots:
                 elif chunk.policy is not None and chunk.policy.passed(wal_end):
                     self._send_now(chunk, max(wal_end, self.last_end))
                 return
-            if now < self.next_poll:
+            if now < self.next_poll or self.reader.busy:
                 return
             self.next_poll = now + POLL_INTERVAL_S
             if len(self.recent) > PRUNE_XIDS:

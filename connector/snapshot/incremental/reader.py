@@ -7,7 +7,7 @@ its key, the bound), opens the chunk's window, and later produces the rows: prod
 Kafka, the window and every decision that depends on the stream's order stay on the stream's
 thread. This thread only reads, and hands over one `ChunkRead` per chunk; it never touches the
 window, the sink or the delivery tracker. One chunk is read at a time (the driver starts the
-next one only once the last one was produced), each in a thread of its own (a chunk takes
+next one only once the last one was produced and its thread ended), each in a thread of its own (a chunk takes
 ~0.1 s; a thread is ~0.1 ms), on the reader's one connection.
 
 Why the hand-over keeps the windows' arguments (`window`, `readonly`). Both arguments are
@@ -127,9 +127,16 @@ class ChunkReader:
                                          application_name="pgcdc incremental snapshot reader")
         return self._conn
 
+    @property
+    def busy(self) -> bool:
+        """The last chunk's thread has not ended: a DBLog chunk's rows can be produced while
+        its thread still waits for the reply to its high watermark (the stream decoded it
+        first), and its connection is in use until then."""
+        return self._thread is not None and self._thread.is_alive()
+
     def start(self, spec: ChunkSpec) -> PendingRead:
         """Read `spec` in a thread of its own (the previous one has ended)."""
-        if self._thread is not None and self._thread.is_alive():
+        if self.busy:
             raise RuntimeError("a chunk is still being read")
         pending = PendingRead()
         read: Callable[[Any, ChunkSpec, PendingRead], ChunkRead] = \
