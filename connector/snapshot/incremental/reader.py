@@ -7,8 +7,8 @@ its key, the bound), opens the chunk's window, and later produces the rows: prod
 Kafka, the window and every decision that depends on the stream's order stay on the stream's
 thread. This thread only reads, and hands over one `ChunkRead` per chunk; it never touches the
 window, the sink or the delivery tracker. One chunk is read at a time (the driver starts the
-next one only once the last one was produced and its thread ended), each in a thread of its own (a chunk takes
-~0.1 s; a thread is ~0.1 ms), on the reader's one connection.
+next one only once the last one was produced and its thread ended), each in a thread of its
+own (a chunk takes ~0.1 s; a thread is ~0.1 ms), on the reader's one connection.
 
 Why the hand-over keeps the windows' arguments (`window`, `readonly`). Both arguments are
 about *positions*: where the read's snapshot lies in the WAL (l and the wait on the xip list;
