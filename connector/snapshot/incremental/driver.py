@@ -274,11 +274,10 @@ class IncrementalSnapshots:
         assert pending.result is not None
         self._load(chunk, pending.result)
         policy = chunk.policy
-        if policy is None:
-            return
-        if policy.streamed(self.last_commit, set()):  # passed h before the rows came
-            self._send_now(chunk, self.last_end)
-        elif policy.passed(wal_end):
+        # The stream passed h before the rows came: a transaction committed past it was
+        # published, or a keepalive reached it.
+        if policy is not None and (policy.streamed(self.last_commit, set()) or
+                                   policy.passed(wal_end)):
             self._send_now(chunk, max(wal_end, self.last_end))
 
     def _load(self, chunk: KeyRangeChunk, read: ChunkRead) -> None:
@@ -295,7 +294,8 @@ class IncrementalSnapshots:
 
     def _send_now(self, chunk: KeyRangeChunk, end_lsn: int) -> None:
         """A read-only chunk the stream has passed, between two transactions: its rows under
-        a ticket of their own, ending at `end_lsn`."""
+        a ticket of their own, ending at `end_lsn` (not before any ticket begun: the stream's
+        position)."""
         ticket = self.tracker.begin(end_lsn)
         self._send(chunk, ticket.end_lsn, ticket)
         ticket.seal()
