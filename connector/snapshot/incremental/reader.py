@@ -193,9 +193,9 @@ class ChunkReader:
             if self._stop.wait(XIP_CHECK_S):
                 raise Stopped()
             if time.monotonic() >= next_warning:
-                log.warning("incremental snapshot: waiting %.0f s for transactions that were "
-                            "running when the chunk started to end (long-running, or idle in "
-                            "transaction?)", time.monotonic() - since)
+                log.warning("incremental snapshot: waiting for transactions that were running "
+                            "when the chunk started to end (long-running, or idle in "
+                            "transaction?), for %.0f s", time.monotonic() - since)
                 next_warning += 60
         result = _copy(conn, spec, low)
         pending.result = result
