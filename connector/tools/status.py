@@ -1,21 +1,28 @@
-"""pgcdc status: the slot, its confirmed LSN, the WAL it holds back, and per-table counts."""
+"""pgcdc status: the slot, its confirmed LSN, the WAL it holds back, the slot's incremental
+snapshot requests (the signal table's, and the ``<prefix>.signal`` topic's when Kafka is
+given), and per-table counts."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
 
 from connector import config as config_mod
 from connector.avro.masking import rules_summary
-from connector.errors import ConfigError, SourceError, first_line, is_privilege_error
+from connector.errors import ConfigError, SinkError, SourceError, first_line, is_privilege_error
 from connector.pgoutput.lsn import lsn_to_str
 from connector.replication import ReplicationAdmin
 from connector.replication.failover import failover_state
 from connector.replication.health import size, slot_warnings
 from connector.replication.published import setting_for
 from connector.snapshot.incremental import signals
+from connector.snapshot.incremental.channel import signal_topic_name
+from connector.snapshot.incremental.signal_topic import SignalTopic, as_request
+
+SIGNAL_READ_TIMEOUT_S = 10.0
 
 
 def register(subparsers: Any) -> None:
@@ -26,12 +33,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("--publication", help="publication name (default pgcdc)")
     p.add_argument("--wal-warn-bytes", type=int,
                    help="warn when the slot retains more WAL than this (default 1 GiB)")
+    p.add_argument("--bootstrap-servers",
+                   help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS): also list the "
+                        "snapshot requests sent over Kafka (the <prefix>.signal topic)")
+    p.add_argument("--topic-prefix", help="the producer's topic prefix (default pgcdc)")
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     overrides = {"dsn": args.dsn, "slot": args.slot, "publication": args.publication,
-                 "wal_warn_bytes": args.wal_warn_bytes}
+                 "wal_warn_bytes": args.wal_warn_bytes,
+                 "bootstrap_servers": args.bootstrap_servers,
+                 "topic_prefix": args.topic_prefix}
     # status needs only the database: Kafka and registry settings may be absent.
     cfg = config_mod.load(args.config, overrides, validate=False)
     if not cfg.dsn:
@@ -53,7 +66,11 @@ def handle(args: argparse.Namespace) -> int:
             print(f"  failover: {failover_state(admin.conn, slot.name)}")
             for warning in slot_warnings(slot, cfg.wal_warn_bytes):
                 print(f"  warning: {warning}")
-        _print_snapshot_requests(admin, cfg.slot)
+        for line in request_lines(_table_requests(admin, cfg.slot)):
+            print(line)
+        if cfg.bootstrap_servers:
+            for line in _topic_request_lines(cfg):
+                print(line)
         if not admin.publication_exists(cfg.publication):
             print(f"publication {cfg.publication}: does not exist")
             return 1 if slot is None else 0
@@ -93,25 +110,50 @@ def published_line(columns: list[str], live: int, row_filter: str | None) -> str
     return f"published: {shown}; rows: {f'WHERE {row_filter}' if row_filter else 'all'}"
 
 
-def _print_snapshot_requests(admin: ReplicationAdmin, slot: str) -> None:
-    """The slot's incremental snapshots (`pgcdc snapshot`): unfinished ones, and the last
-    finished one."""
+def _table_requests(admin: ReplicationAdmin, slot: str) -> list[signals.SnapshotRequest]:
+    """The slot's requests in the signal table (none when it does not exist)."""
     if not signals.table_exists(admin.conn):
-        return
+        return []
     try:
-        found = signals.requests(admin.conn, slot)
+        return signals.requests(admin.conn, slot)
     except psycopg.Error as exc:
         if is_privilege_error(exc):
             raise signals.lacking_grant(exc, admin.role) from None
         raise SourceError(f"cannot read the signal table {'.'.join(signals.SIGNAL_TABLE)}: "
                           f"{first_line(exc)}") from None
+
+
+def _topic_request_lines(cfg: config_mod.Config) -> list[str]:
+    """The slot's requests in ``<prefix>.signal``, read to its end; Kafka out of reach is a
+    warning line (the rest of the status is the database's)."""
+    topic = SignalTopic({"bootstrap.servers": cfg.bootstrap_servers, **cfg.kafka},
+                        signal_topic_name(cfg.topic_prefix),
+                        timeout_s=min(cfg.kafka_timeout_s, SIGNAL_READ_TIMEOUT_S))
+    try:
+        if not topic.catch_up():
+            return []
+        found = [as_request(s) for s in topic.log.of_slot(cfg.slot)]
+    except SinkError as exc:
+        return [f"warning: snapshot requests over Kafka not listed: {exc}"]
+    finally:
+        topic.close()
+    return request_lines(found, topic.topic)
+
+
+def request_lines(found: Sequence[signals.SnapshotRequest], topic: str | None = None
+                  ) -> list[str]:
+    """One line per unfinished request and for the last finished one, oldest first; `topic`:
+    they were sent over that topic (said on each line)."""
     unfinished = [r for r in found if r.state in ("pending", "running")]
     finished = [r for r in found if r.state not in ("pending", "running")]
+    lines = []
     for request in unfinished + finished[-1:]:
         table = request.tables[min(request.table_index, len(request.tables) - 1)]
         where = f"at {table}, table {min(request.table_index + 1, len(request.tables))} of " \
             f"{len(request.tables)}" if request.state == "running" else ", ".join(request.tables)
-        print(f"incremental snapshot {request.id}: {request.state}, {where}; "
-              f"{request.chunks} chunk(s), {request.rows} rows"
-              f"{f' ({request.rate:,.0f} rows/s)' if request.rate else ''}"
-              f"{'; ' + request.message if request.message else ''}")
+        lines.append(f"incremental snapshot {request.id}"
+                     f"{f' (over {topic})' if topic else ''}: {request.state}, {where}; "
+                     f"{request.chunks} chunk(s), {request.rows} rows"
+                     f"{f' ({request.rate:,.0f} rows/s)' if request.rate else ''}"
+                     f"{'; ' + request.message if request.message else ''}")
+    return lines

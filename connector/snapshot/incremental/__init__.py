@@ -6,7 +6,8 @@ A request comes from the signal table (`signals`) or, with no write on the sourc
 ``<prefix>.signal`` Kafka topic (`signal_topic`; which one: `channel`; both behind `stores`):
 ``pgcdc snapshot``, a re-sync after DDL that changed existing rows (`resync`, deciding with
 `rewrites` on what `catalog` reads), or a new table joining the publication (`watcher`). The
-driver (`driver`) reads each table in key-ordered chunks (`chunk_query`) between a low and a
+driver (`driver`) reads each table in key-ordered chunks (`chunk_query`, read and encoded in a
+thread of their own while the stream goes on: `reader`) between a low and a
 high watermark in the WAL, or, read-only (a standby, a request over Kafka), between the
 stream's position and a WAL horizon (`readonly`); the chunk window (`window`) drops the rows
 the stream changes meanwhile, which is why no snapshot row ever overwrites a newer change (the

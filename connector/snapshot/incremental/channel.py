@@ -122,12 +122,20 @@ class RequestState:
 
 
 class RequestLog:
-    """The requests the signal topic holds, folded from its records in offset order."""
+    """The requests the signal topic holds, folded from its records in offset order. A state
+    applied with its offset is replaced only by a record at a later offset: a read that ran
+    in another thread (`SignalTopic.start_read`) and is folded after the producer appended a
+    newer state cannot bring an older one back."""
 
     def __init__(self) -> None:
         self._states: dict[int, RequestState] = {}
+        self._offsets: dict[int, int] = {}  # id -> offset of its state, when known
 
-    def apply(self, state: RequestState) -> None:
+    def apply(self, state: RequestState, offset: int | None = None) -> None:
+        if offset is not None:
+            if offset < self._offsets.get(state.id, -1):
+                return
+            self._offsets[state.id] = offset
         self._states[state.id] = state
 
     def fold(self, values: Iterable[bytes | None]) -> None:
@@ -135,6 +143,13 @@ class RequestLog:
             state = None if value is None else RequestState.decode(value)
             if state is not None:
                 self.apply(state)
+
+    def fold_records(self, records: Iterable[tuple[int, bytes | None]]) -> None:
+        """(offset, value) records, as read from the topic."""
+        for offset, value in records:
+            state = None if value is None else RequestState.decode(value)
+            if state is not None:
+                self.apply(state, offset)
 
     def get(self, request_id: int) -> RequestState | None:
         return self._states.get(request_id)

@@ -3,13 +3,17 @@
 
 The algorithms and why they are correct: `window` (DBLog watermarks written into the WAL) and
 `readonly` (no write: the read's snapshot and a WAL horizon), chosen per request by
-`channel.read_only_chunks`. This is their IO: the pipeline calls `tick` between reads of the
-stream (it reads the next chunk when none is in flight, closes a read-only chunk once the
-stream passed its horizon, and records the progress of chunks Kafka acknowledged), and the
-publisher calls `transaction` before each transaction it publishes (a read-only chunk's rows
-go out before the first transaction committed past its horizon), `watermark` for each of our
-watermark messages it meets in a transaction, and keeps `open_window.changed` informed while a
-window is open. Each chunk looks up its one table in the catalog (`tables.published_table`).
+`channel.read_only_chunks`. This is their IO on the stream's thread: the pipeline calls
+`tick` between reads of the stream (it starts the next chunk when none is in flight, takes a
+chunk the reader's thread has read, closes a read-only chunk once the stream passed its
+horizon, and records the progress of chunks Kafka acknowledged), and the publisher calls
+`transaction` before each transaction it publishes (a read-only chunk's rows go out before the
+first transaction committed past its horizon), `watermark` for each of our watermark messages
+it meets in a transaction, and keeps `open_window.changed` informed while a window is open.
+Each chunk looks up its one table in the catalog (`tables.published_table`) on the driver's
+connection; the chunk's own SQL (watermarks, the wait, the COPY) and its row encoding run in
+the reader's thread, on a connection of its own (`reader`: why the hand-over keeps both
+windows' arguments), so the stream never waits for a chunk's read.
 """
 
 from __future__ import annotations
@@ -19,23 +23,21 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import psycopg
 
-from connector.avro import SourceInfo, TableCodec
-from connector.control import WATERMARK_PREFIX
+from connector.avro import TableCodec
 from connector.errors import SourceError, first_line, is_privilege_error
 from connector.names import TableName
 from connector.pgoutput.messages import COLUMN_KEY, Relation
 from connector.replication.features import ServerFeatures
 from connector.sink import DeliveryTracker, Sink, Ticket
 
-from ..copytext import parse_copy_text
 from ..tables import SnapshotTable, published_table
 from . import readonly, signals
 from .channel import read_only_chunks
 from .chunk_query import chunk_copy_statement
+from .reader import ChunkRead, ChunkReader, ChunkSpec, PendingRead, Stopped
 from .signal_topic import SignalTopic, TopicRequests
 from .stores import RequestStore, TableRequests
 from .window import ChunkAcks, ChunkWindow, SentChunk, Watermark
@@ -45,35 +47,23 @@ log = logging.getLogger(__name__)
 __all__ = ["IncrementalSnapshots"]
 
 POLL_INTERVAL_S = 1.0
-XIP_CHECK_S = 0.01  # how often a chunk checks whether older transactions have ended
-XIP_WAIT_LOG_S = 10.0
 PRUNE_XIDS = 10_000  # streamed xids kept between read-only chunks before they are pruned
-
-# A WAL position no commit visible in the read's snapshot lies beyond (`readonly`, step 2).
-# On a standby the receive position (a commit is replayed after it was received), or the
-# replay position when the walreceiver restarted (it then reports the start of a segment).
-HORIZON = ("SELECT (CASE WHEN pg_is_in_recovery() THEN greatest(pg_last_wal_receive_lsn(), "
-           "pg_last_wal_replay_lsn()) ELSE pg_current_wal_insert_lsn() END) - '0/0'")
 
 
 @dataclass
 class KeyRangeChunk:
-    """One chunk of an incremental snapshot (rows in key order), from its low watermark on:
-    waiting for older transactions, then read, then waiting for its high watermark in the
-    stream."""
+    """One chunk of an incremental snapshot (rows in key order), from its start on: read by
+    the `ChunkReader`'s thread (`pending`) while the stream goes on, then loaded into its
+    window on the stream's thread and produced there (`reader` says when)."""
 
     request: int
     table_index: int
     table: SnapshotTable
     codec: TableCodec
-    key: list[tuple[str, str]]
     window: ChunkWindow
-    low: int  # the low watermark's LSN: the rows' position
-    running: str  # the transactions running at the low watermark (txid_snapshot text)
-    since: float  # monotonic time of the low watermark
-    read: bool = False
+    pending: PendingRead
+    read: bool = False  # loaded into the window
     last_key: tuple[str, ...] | None = None  # after the read; None: the table is exhausted
-    read_only: bool = False  # `readonly`: `low` is P, the window opened at once
     # Read-only, after the read: when the window closes (`readonly.Chunk`; its rows and the
     # keys the stream drops from them are the `window`'s).
     policy: readonly.Chunk | None = None
@@ -99,6 +89,8 @@ class IncrementalSnapshots:
         self.run = uuid.uuid4().hex[:12]
         self.dsn = dsn
         self._conn: psycopg.Connection[tuple] | None = None  # type: ignore[type-arg]
+        self.reader = ChunkReader(dsn)  # the chunks' reads, in a thread and connection of
+        # their own
         self.chunk: KeyRangeChunk | None = None  # read, its watermarks not yet streamed
         self.sequence = 0
         self.request: signals.SnapshotRequest | None = None
@@ -106,8 +98,6 @@ class IncrementalSnapshots:
         self.last_key: tuple[str, ...] | None = None
         self.acks = ChunkAcks()  # chunks produced, not yet acknowledged by Kafka
         self.next_poll = 0.0
-        self.next_wait_warning = 0.0
-        self.next_check = 0.0
         # Told each chunk's table as its rows are published (`DdlResync.published`).
         self.on_read: Callable[[Relation], None] | None = None
         # Tables whose rows no snapshot re-publishes (outbox tables: connector/outbox.py).
@@ -124,6 +114,7 @@ class IncrementalSnapshots:
         # Read-only chunks: the end of the last transaction published (P), and the xids of
         # the transactions streamed that a snapshot may not see yet (`readonly`, step 3).
         self.last_end = position
+        self.last_commit = 0  # commit LSN of the last transaction published
         self.recent = readonly.RecentXids()
         self.track_xids = standby or any(s.channel == "kafka" for s in self.stores)
 
@@ -143,6 +134,7 @@ class IncrementalSnapshots:
         return self._conn
 
     def close(self) -> None:
+        self.reader.close()
         if self._conn is not None:
             self._conn.close()
         if self.signal_topic is not None:
@@ -160,15 +152,12 @@ class IncrementalSnapshots:
             now = time.monotonic()
             chunk = self.chunk
             if chunk is not None:
-                if not chunk.read and now >= self.next_check:
-                    self.next_check = now + XIP_CHECK_S
-                    self._read_when_ready(chunk, now)
-                if chunk.policy is not None and chunk.policy.passed(wal_end):
-                    ticket = self.tracker.begin(max(wal_end, self.last_end))
-                    self._send(chunk, ticket.end_lsn, ticket)
-                    ticket.seal()
+                if not chunk.read:
+                    self._collect(chunk, wal_end)
+                elif chunk.policy is not None and chunk.policy.passed(wal_end):
+                    self._send_now(chunk, max(wal_end, self.last_end))
                 return
-            if now < self.next_poll:
+            if now < self.next_poll or self.reader.busy:
                 return
             self.next_poll = now + POLL_INTERVAL_S
             if len(self.recent) > PRUNE_XIDS:
@@ -190,11 +179,6 @@ class IncrementalSnapshots:
             if self.request is None:
                 raise SourceError(f"incremental snapshot: {first_line(exc)}") from None
             self._fail(self.request.id, first_line(exc))
-        finally:
-            conn = self._conn
-            if conn is not None and not conn.closed and conn.info.transaction_status in (
-                    psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR):
-                conn.execute("ROLLBACK")  # a read-only chunk's read that failed
 
     def _current_request(self) -> bool:
         """Whether there is a request to work on (a new one, or the current one not
@@ -224,8 +208,9 @@ class IncrementalSnapshots:
         return read_only_chunks(standby=self.standby, channel=request.channel)
 
     def _start_chunk(self) -> None:
-        """Emit the next chunk's low watermark; the read follows once the transactions running
-        now have ended (at once, usually)."""
+        """Start the next chunk: its read goes to the reader's thread (`reader`), its window
+        opens here (read-only: at once, at P; DBLog: when the stream meets the low
+        watermark the reader writes)."""
         request = self.request
         assert request is not None
         if self.table_index >= len(request.tables):
@@ -257,114 +242,69 @@ class IncrementalSnapshots:
                        "an incremental snapshot needs one to tell its rows from newer changes")
             return
         self.sequence += 1
-        if self._read_only(request):
-            window = ChunkWindow(self.sequence, table.relation.relation_id)
+        relation = table.relation
+        columns = [c.name for c in relation.columns]
+        codec = self.codec_for(relation)
+        window = ChunkWindow(self.sequence, relation.relation_id)
+        read_only = self._read_only(request)
+        if read_only:
             window.low_seen()  # open from P on: every transaction streamed later
-            self.chunk = KeyRangeChunk(request.id, self.table_index, table,
-                                       self.codec_for(table.relation), key, window,
-                                       self.last_end, "", time.monotonic(), read_only=True)
-            self._read_read_only(self.chunk, self.chunk.since)
-            return
-        low = self._emit(Watermark(self.run, self.sequence, high=False))
-        # The txid_* spelling exists on every supported server (pg_current_snapshot: 13+).
-        running = self.conn.execute("SELECT txid_current_snapshot()::text").fetchone()
-        assert running is not None
-        chunk = KeyRangeChunk(request.id, self.table_index, table,
-                              self.codec_for(table.relation), key,
-                              ChunkWindow(self.sequence, table.relation.relation_id), low,
-                              running[0], time.monotonic())
-        self.chunk = chunk
-        self._read_when_ready(chunk, chunk.since)
+        spec = ChunkSpec(
+            chunk_copy_statement(relation.namespace, relation.name, columns, key,
+                                 self.last_key, self.chunk_rows, table.row_filter),
+            codec.copy_encoder("r"), [columns.index(k) for k, _ in key], self.chunk_rows,
+            self.run, self.sequence,
+            position=self.last_end if read_only else None,
+            before=self.recent.copy() if read_only else None)
+        self.chunk = KeyRangeChunk(request.id, self.table_index, table, codec, window,
+                                   self.reader.start(spec))
 
-    def _read_when_ready(self, chunk: KeyRangeChunk, now: float) -> None:
-        """Read the chunk once every transaction running at its low watermark has ended (see
-        "The visibility race"); meanwhile the stream goes on and the window remembers the keys
-        it changes."""
-        if chunk.read_only:
-            self._read_read_only(chunk, now)
+    def _collect(self, chunk: KeyRangeChunk, wal_end: int) -> None:
+        """The reader's thread is done with `chunk`: its error is raised here (handled as the
+        tick's own), its rows loaded; a read-only chunk whose horizon the stream already
+        passed is produced at once (`reader`)."""
+        pending = chunk.pending
+        if not pending.done.is_set():
             return
-        if self.conn.execute(
-                "SELECT count(*) FROM txid_snapshot_xip(%s::txid_snapshot) x "
-                "WHERE txid_status(x) = 'in progress'", (chunk.running,)).fetchone() != (0,):
-            if now - chunk.since > XIP_WAIT_LOG_S and now >= self.next_wait_warning:
-                log.warning("incremental snapshot: waiting for transactions that were running "
-                            "when the chunk started to end (long-running, or idle in "
-                            "transaction?)")
-                self.next_wait_warning = now + 60
-            return
-        relation = chunk.table.relation
-        columns = [c.name for c in relation.columns]
-        statement = chunk_copy_statement(*chunk.table.source, columns, chunk.key,
-                                         self.last_key, self.chunk_rows,
-                                         chunk.table.row_filter)
-        events: dict[bytes, bytes] = {}
-        last = self._read_events(statement, chunk.codec, events, chunk.low)
-        chunk.window.load(events)
-        if self.on_read is not None:
-            self.on_read(relation)
-        self._emit(Watermark(self.run, chunk.window.chunk, high=True))
-        if len(events) >= self.chunk_rows:
-            row = parse_copy_text(last)
-            chunk.last_key = tuple(str(row[columns.index(k)]) for k, _ in chunk.key)
-        chunk.read = True
+        if pending.error is not None:
+            self.chunk = None
+            if isinstance(pending.error, Stopped):
+                return
+            raise pending.error
+        assert pending.result is not None
+        self._load(chunk, pending.result)
+        policy = chunk.policy
+        # The stream passed h before the rows came: a transaction committed past it was
+        # published, or a keepalive reached it.
+        if policy is not None and (policy.streamed(self.last_commit, set()) or
+                                   policy.passed(wal_end)):
+            self._send_now(chunk, max(wal_end, self.last_end))
 
-    def _read_read_only(self, chunk: KeyRangeChunk, now: float) -> None:
-        """`readonly` steps 2 and 3: the snapshot S, the chunk and the horizon h in one
-        REPEATABLE READ transaction; the read is dropped (and tried again at the next check)
-        while S misses a transaction the stream already delivered."""
-        relation = chunk.table.relation
-        columns = [c.name for c in relation.columns]
-        conn = self.conn
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
-        assert row is not None
-        snapshot = readonly.Snapshot.parse(row[0])
-        if self.recent.unseen(snapshot):  # not ready (`readonly.Chunk.ready`): read again
-            conn.execute("ROLLBACK")
-            if now - chunk.since > XIP_WAIT_LOG_S and now >= self.next_wait_warning:
-                log.warning("incremental snapshot: a transaction the stream delivered is "
-                            "still not visible to a new snapshot (a standby replaying slowly?)")
-                self.next_wait_warning = now + 60
-            return
-        statement = chunk_copy_statement(relation.namespace, relation.name, columns, chunk.key,
-                                         self.last_key, self.chunk_rows,
-                                         chunk.table.row_filter)
-        events: dict[bytes, bytes] = {}
-        last = self._read_events(statement, chunk.codec, events, chunk.low)
-        horizon = conn.execute(HORIZON).fetchone()
-        conn.execute("COMMIT")
-        assert horizon is not None
-        chunk.policy = readonly.Chunk(chunk.low, snapshot, int(horizon[0]))
-        chunk.window.load(events)
-        if self.on_read is not None:
-            self.on_read(relation)
-        if len(events) >= self.chunk_rows:
-            parsed = parse_copy_text(last)
-            chunk.last_key = tuple(str(parsed[columns.index(k)]) for k, _ in chunk.key)
+    def _load(self, chunk: KeyRangeChunk, read: ChunkRead) -> None:
+        """On the stream's thread: the rows into the window (dropping the keys the stream
+        changed since the window opened)."""
+        chunk.policy = read.policy
+        chunk.window.load(read.events)
+        chunk.last_key = read.last_key
         chunk.read = True
+        if read.policy is not None:
+            self.recent.unseen(read.policy.snapshot)  # forget what every later read sees
+        if self.on_read is not None:
+            self.on_read(chunk.table.relation)
+
+    def _send_now(self, chunk: KeyRangeChunk, end_lsn: int) -> None:
+        """A read-only chunk the stream has passed, between two transactions: its rows under
+        a ticket of their own, ending at `end_lsn` (not before any ticket begun: the stream's
+        position)."""
+        ticket = self.tracker.begin(end_lsn)
+        self._send(chunk, ticket.end_lsn, ticket)
+        ticket.seal()
 
     def _prune_xids(self) -> None:
         """Forget the streamed xids every snapshot sees now (`RecentXids.unseen`)."""
         row = self.conn.execute("SELECT pg_current_snapshot()::text").fetchone()
         assert row is not None
         self.recent.unseen(readonly.Snapshot.parse(row[0]))
-
-    def _read_events(self, statement: Any, codec: TableCodec, events: dict[bytes, bytes],
-                     low: int) -> bytes:
-        """COPY the chunk into `events` (key -> value, each row an ``r`` event at (low, n));
-        returns the last COPY line (the next chunk's bound)."""
-        encode = codec.copy_encoder("r")
-        ts_ms = time.time_ns() // 1_000_000
-        last = b""
-        with self.conn.cursor().copy(statement) as copy:
-            for number, data in enumerate(copy):
-                line = bytes(data)
-                source = SourceInfo(low, number, ts_ms, None, low, "incremental")
-                event = encode(line, source, None, None)
-                assert event[0] is not None  # the table has a key (checked by the caller)
-                events[event[0]] = event[1]
-                last = line
-        return last
 
     def _table(self, name: str) -> SnapshotTable | None:
         """The published table a request names (its stored ``schema.table`` text): one catalog
@@ -386,14 +326,6 @@ class IncrementalSnapshots:
             "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
             (relation.relation_id,)).fetchall())
         return [(n, types[n]) for n in names]
-
-    def _emit(self, mark: Watermark) -> int:
-        """Write a watermark into the WAL; its LSN. The low one is non-transactional (decoded
-        where it was written), the high one transactional (its commit flushes both)."""
-        row = self.conn.execute("SELECT pg_logical_emit_message(%s, %s, %s) - '0/0'",
-                                (mark.high, WATERMARK_PREFIX, mark.content())).fetchone()
-        assert row is not None
-        return int(row[0])
 
     def _fail(self, request_id: int, message: str) -> None:
         log.error("incremental snapshot %d failed: %s", request_id, message)
@@ -418,10 +350,15 @@ class IncrementalSnapshots:
         if self.track_xids:
             self.recent.streamed(xid)
         chunk = self.chunk
+        if chunk is not None and not chunk.read and chunk.pending.done.is_set() and \
+                chunk.pending.error is None:  # read meanwhile (an error waits for the tick)
+            assert chunk.pending.result is not None
+            self._load(chunk, chunk.pending.result)
         if chunk is not None and chunk.policy is not None and \
                 chunk.policy.streamed(commit_lsn, set()):  # the window drops keys itself
             self._send(chunk, end_lsn, ticket)
         self.last_end = end_lsn
+        self.last_commit = commit_lsn
 
     def watermark(self, content: bytes, end_lsn: int, ticket: Ticket) -> None:
         """One of our watermark messages, met in the stream: the low one (non-transactional)
@@ -436,6 +373,11 @@ class IncrementalSnapshots:
         if not mark.high:
             chunk.window.low_seen()
             return
+        if not chunk.read:  # stored before the high watermark was written (`reader`)
+            result = chunk.pending.result
+            if result is None:
+                raise RuntimeError(f"chunk {mark.chunk}: high watermark before the read")
+            self._load(chunk, result)
         self._send(chunk, end_lsn, ticket)
 
     def _send(self, chunk: KeyRangeChunk, end_lsn: int, ticket: Ticket) -> None:

@@ -29,8 +29,10 @@ chunk (rows of one table with key > the previous chunk's last key, in key order)
    published after them: a stale overwrite. So the driver keeps the xids of the transactions
    it streamed (`RecentXids`, only those a later snapshot may still not see: xid >= the last
    xmin, pruned as xmin moves on, since a snapshot's xmin never goes back) and discards a read
-   whose S misses one of them, reading again a moment later (a committed transaction leaves
-   the proc array within microseconds; on a standby, at the next replayed record). This is
+   whose S misses one of those streamed before P (a copy taken at P, `RecentXids.copy`: the
+   read runs in a thread of its own while the stream adds more, `reader`), reading again a
+   moment later (a committed transaction leaves the proc array within microseconds; on a
+   standby, at the next replayed record). This is
    the read-only counterpart of `window`'s wait on the xip list, and it closes the same race.
 4. The window: every transaction the stream delivers from P on with its commit at or before
    h removes the keys it changed from the chunk's rows (a truncate: all of them)
@@ -136,6 +138,14 @@ class RecentXids:
 
     def __len__(self) -> int:
         return len(self._xids)
+
+    def copy(self) -> RecentXids:
+        """The xids streamed so far, apart from the ones streamed later: what a chunk opened
+        now must see (the reader's thread checks it while the stream adds to this one)."""
+        twin = RecentXids()
+        twin._xids = set(self._xids)
+        twin._floor = self._floor
+        return twin
 
 
 @dataclass

@@ -4,7 +4,9 @@ PostgreSQL (why one compacted partition of whole-state records: `channel`).
 `SignalTopic` is the IO: create the topic, append a record (synchronously: a state is only
 taken as recorded once Kafka acknowledged it), and read it to its end (`catch_up`: a request
 is picked only from a log read up to the high watermark of that moment, so a ``done`` record
-is never missed behind a ``pending`` one). `TopicRequests` is the driver's `RequestStore` over
+is never missed behind a ``pending`` one). `pgcdc run` reads it in a thread of its own
+(`start_read`, `finish_read`: the stream's thread only folds what was read), so Kafka out of
+reach delays requests, never the stream. `TopicRequests` is the driver's `RequestStore` over
 it.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -30,7 +33,9 @@ from .signals import SnapshotRequest
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SignalTopic", "TopicRequests", "new_request_id"]
+__all__ = ["SignalTopic", "TopicRequests", "as_request", "new_request_id"]
+
+Records = list[tuple[int, bytes | None]]  # (offset, value)
 
 
 def new_request_id() -> int:
@@ -49,6 +54,8 @@ class SignalTopic:
         self._producer: Producer | None = None
         self._consumer: Consumer | None = None
         self._error: str | None = None
+        self._offset: int | None = None  # of the record `append` produced
+        self._read: _Read | None = None  # a read in its own thread (`start_read`)
         self.log = RequestLog()
 
     def ensure(self) -> None:
@@ -74,23 +81,66 @@ class SignalTopic:
         self.ensure()
         if self._producer is None:
             self._producer = Producer(producer_config(self._config))
-        self._error = None
+        self._error = self._offset = None
         self._producer.produce(self.topic, state.encode(), str(state.id).encode(),
                                on_delivery=self._delivered)
         if self._producer.flush(self._timeout) or self._error is not None:
             raise SinkError(f"cannot record snapshot request {state.id} in {self.topic}: "
                             f"{self._error or 'not acknowledged in time'}",
                             transient=self._error is None)
-        self.log.apply(state)
+        self.log.apply(state, self._offset)
 
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
             self._error = str(err)
+        else:
+            self._offset = msg.offset()
 
     def catch_up(self, timeout_s: float | None = None) -> bool:
         """Read the topic up to its current end into `log`; False when it does not exist (no
         request was ever sent this way)."""
-        timeout = self._timeout if timeout_s is None else timeout_s
+        exists, records = self._read_to_end(self._timeout if timeout_s is None else timeout_s)
+        self.log.fold_records(records)
+        return exists
+
+    @property
+    def reading(self) -> bool:
+        """A read started by `start_read` is not finished yet."""
+        return self._read is not None and not self._read.done.is_set()
+
+    def start_read(self, timeout_s: float) -> None:
+        """Read the topic to its end in a thread of its own (`finish_read` takes the result);
+        the consumer is used by that thread only."""
+        if self.reading:
+            return
+        read = self._read = _Read()
+
+        def run() -> None:
+            try:
+                read.exists, read.records = self._read_to_end(timeout_s)
+            except BaseException as exc:  # noqa: BLE001 -- handed to the caller's thread
+                read.error = exc
+            finally:
+                read.done.set()
+
+        threading.Thread(target=run, name="pgcdc-signal-reader", daemon=True).start()
+
+    def finish_read(self) -> bool | None:
+        """The read `start_read` began, once it finished: its records folded into `log` (a
+        state the producer appended meanwhile is kept: `RequestLog.apply`), whether the topic
+        exists returned, its error raised. None while it runs, or with no read started."""
+        read = self._read
+        if read is None or not read.done.is_set():
+            return None
+        self._read = None
+        if read.error is not None:
+            raise read.error
+        self.log.fold_records(read.records)
+        return read.exists
+
+    def _read_to_end(self, timeout: float) -> tuple[bool, Records]:
+        """(whether the topic exists, the records up to its current end not read before)."""
+        records: Records = []
         if self._consumer is None:
             settings = {k: v for k, v in self._config.items() if k != "logger"}
             self._consumer = Consumer({**settings, "group.id": f"pgcdc-signal-{self.topic}",
@@ -104,7 +154,7 @@ class SignalTopic:
         try:
             found = consumer.list_topics(self.topic, timeout=timeout).topics.get(self.topic)
             if found is None or found.error is not None:
-                return False
+                return False, records
             low, high = consumer.get_watermark_offsets(partition, timeout=timeout)
             if not consumer.assignment():
                 consumer.assign([TopicPartition(self.topic, 0, low)])
@@ -116,17 +166,21 @@ class SignalTopic:
             while position < high:
                 msg = consumer.poll(0.2)
                 if msg is not None and msg.error() is None:
-                    self.log.fold([msg.value()])
-                    position = (msg.offset() or 0) + 1
+                    position = msg.offset() or 0
+                    records.append((position, msg.value()))
+                    position += 1
                 elif time.monotonic() > deadline:
                     raise SinkError(f"cannot read snapshot requests from {self.topic} within "
                                     f"{timeout:g} s", transient=True)
-            return True
+            return True, records
         except KafkaException as exc:
             raise SinkError(f"cannot read {self.topic}: {exc.args[0].str()}",
                             transient=True) from None
 
     def close(self) -> None:
+        read = self._read
+        if read is not None and not read.done.wait(self._timeout):
+            return  # the consumer is still in use: left to the process's exit
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
@@ -135,17 +189,27 @@ class SignalTopic:
             self._producer = None
 
 
-def _as_request(state: RequestState) -> SnapshotRequest:
+class _Read:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.exists = False
+        self.records: Records = []
+        self.error: BaseException | None = None
+
+
+def as_request(state: RequestState) -> SnapshotRequest:
+    """A request as the driver and `pgcdc status` see it (no rate: the topic keeps no start
+    time)."""
     return SnapshotRequest(state.id, state.slot, state.tables, state.state, state.table_index,
                            state.last_key, state.chunks, state.rows, state.message, None,
                            channel="kafka")
 
 
 class TopicRequests:
-    """`RequestStore` over the signal topic. `available` reads the topic to its end, at most
-    every `interval_s` (a new request or a cancel is seen within it; the producer's own
-    records are applied as it appends them); the other reads answer from what it read, the
-    writes append."""
+    """`RequestStore` over the signal topic. `available` has the topic read to its end in a
+    thread of its own, at most every `interval_s` (a new request or a cancel is seen within
+    it, plus the read's time; the producer's own records are applied as it appends them); the
+    other reads answer from what was read, the writes append."""
 
     channel = "kafka"
 
@@ -160,30 +224,34 @@ class TopicRequests:
         self._next_read = 0.0
 
     def available(self) -> bool:
-        """Read the topic again when due. Kafka out of reach delays requests, never the stream
-        nor the signal table's requests: warned, tried again in `retry_s`; a running request
-        goes on from what was read (its own records are applied as they are appended), but no
-        new one is picked from a read that stopped short (a ``done`` may lie behind)."""
+        """Take the last read when it finished, start the next when due; never waits for
+        Kafka. Kafka out of reach delays requests, never the stream nor the signal table's
+        requests: warned, tried again in `retry_s`; a running request goes on from what was
+        read (its own records are applied as they are appended), but no new one is picked
+        from a read that stopped short (a ``done`` may lie behind)."""
         now = time.monotonic()
-        if now >= self._next_read:
+        try:
+            exists = self.topic.finish_read()
+        except SinkError as exc:
+            if not exc.transient:
+                raise
+            self._read_whole = False
+            self._next_read = now + self.retry_s
+            log.warning("%s: snapshot requests over Kafka wait; read again in %g s", exc,
+                        self.retry_s)
+        else:
+            if exists is not None:
+                self._exists, self._read_whole = exists, True
+        if now >= self._next_read and not self.topic.reading:
             self._next_read = now + self.interval_s
-            try:
-                self._exists = self.topic.catch_up(self.read_timeout_s)
-                self._read_whole = True
-            except SinkError as exc:
-                if not exc.transient:
-                    raise
-                self._read_whole = False
-                self._next_read = now + self.retry_s
-                log.warning("%s: snapshot requests over Kafka wait; read again in %g s", exc,
-                            self.retry_s)
+            self.topic.start_read(self.read_timeout_s)
         return self._exists
 
     def next_request(self, slot: str) -> SnapshotRequest | None:
         if not self._read_whole:
             return None
         found = self.topic.log.next_request(slot)
-        return None if found is None else _as_request(found)
+        return None if found is None else as_request(found)
 
     def state_of(self, request_id: int) -> str | None:
         found = self.topic.log.get(request_id)

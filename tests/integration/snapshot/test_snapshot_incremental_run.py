@@ -355,6 +355,13 @@ def test_an_open_transaction_delays_the_snapshot_not_the_stream(postgres, produc
     finally:
         topic.close()
     assert "read-only chunks" in run.output()
+    # pgcdc status lists it, read from the topic (the signal table's first request too).
+    status = _pgcdc("status", "--dsn", run.dsn, "--slot", run.slot, "--publication",
+                    f"pub_{run.tag}", "--bootstrap-servers", run.bootstrap, "--topic-prefix",
+                    run.prefix)
+    assert f"incremental snapshot {over_kafka} (over {run.prefix}.signal): done, " \
+        f"public.{table}; 1 chunk(s), 110 rows" in status.stdout, status.stdout + status.stderr
+    assert f"incremental snapshot {request}: done" in status.stdout
     run.wait_confirmed(current_lsn(postgres.dsn), timeout=60)
     expected = table_rows(postgres.dsn, f"SELECT id, v FROM {table}")
     events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",

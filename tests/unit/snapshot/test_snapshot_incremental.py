@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from connector.snapshot.incremental.window import ChunkAcks, ChunkWindow, SentChunk, Watermark
 
@@ -127,3 +129,37 @@ def test_another_requests_chunks_do_not_hold_a_request_back() -> None:
     assert acks.may_finish(1, table_index=1, tables=1)
     assert not acks.may_finish(2, table_index=1, tables=1)
     assert acks.pending(2) and not acks.pending(1)
+
+
+@given(st.dictionaries(st.binary(min_size=1, max_size=2), st.binary(max_size=2), max_size=8),
+       st.lists(st.tuples(st.binary(min_size=1, max_size=2), st.booleans()), max_size=12),
+       st.integers(0, 12), st.integers(0, 12))
+def test_a_read_handed_over_late_drops_every_key_changed_in_the_window(
+        rows: dict[bytes, bytes], changes: list[tuple[bytes, bool]], opened: int,
+        loaded: int) -> None:
+    """The reader's thread (connector/snapshot/incremental/reader.py) hands a chunk to the
+    stream's thread at any point between the low watermark and the high one: whatever that
+    point, the rows produced at the high watermark are the rows read minus every key the
+    stream changed (or all, after a truncate) once the window opened, in key order."""
+    window = ChunkWindow(1, relation_id=42)
+    opened = min(opened, len(changes))  # changes[:opened] come before the low watermark
+    loaded = min(max(opened, loaded), len(changes))  # the hand-over, after the open
+    dropped: set[bytes] = set()
+    emptied = False
+    for i, (key, truncate) in enumerate([*changes, (b"", False)]):
+        if i == opened:
+            window.low_seen()
+        if i == loaded:
+            window.load(dict(sorted(rows.items())))
+        if i == len(changes):
+            break
+        if truncate:
+            window.truncated(42)
+            if i >= opened:
+                emptied, dropped = True, set()
+        else:
+            window.changed(42, key)
+            if i >= opened:
+                dropped.add(key)
+    expected = [] if emptied else [(k, v) for k, v in sorted(rows.items()) if k not in dropped]
+    assert window.high_seen() == expected

@@ -41,7 +41,8 @@ class Txn:
 def histories(draw: st.DrawFn) -> tuple[list[Txn], int, int, int]:
     """Transactions in commit order (commit i at time i), each visible from time i + delay;
     xids in start order (a permutation of the commit order) near an epoch boundary; the
-    chunk's open time, its first read time and the stream's lag."""
+    chunk's open time, its first read time, and how many transactions the stream published
+    while the reader's thread read (the read reaches the stream's thread after them)."""
     n = draw(st.integers(1, 14))
     base = draw(st.sampled_from([3, EPOCH - 6, 5 * EPOCH - 2]))
     order = draw(st.permutations(range(n)))
@@ -54,7 +55,7 @@ def histories(draw: st.DrawFn) -> tuple[list[Txn], int, int, int]:
         txns.append(Txn(base + order[i], 100 + i * 50, i + delay, tuple(writes)))
     opened = draw(st.integers(0, n))  # transactions streamed before the chunk opens
     read_at = draw(st.integers(opened, n + 6))  # time of the first read (>= the open)
-    return txns, opened, read_at, draw(st.integers(0, 3))
+    return txns, opened, read_at, draw(st.integers(opened, n))
 
 
 def snapshot_at(txns: list[Txn], time: int) -> Snapshot:
@@ -81,9 +82,14 @@ def state(txns: list[Txn], include: object = None) -> dict[bytes, int]:
     return table
 
 
-def run_chunk(txns: list[Txn], opened: int, read_at: int, *, check_ready: bool = True
+def run_chunk(txns: list[Txn], opened: int, read_at: int, *, check_ready: bool = True,
+              arrive: int | None = None,
               ) -> tuple[list[tuple[bytes, int | None, tuple[int, int]]], Chunk]:
-    """Kafka's records of the stream and the chunk, in offset order: (key, value, position)."""
+    """Kafka's records of the stream and the chunk, in offset order: (key, value, position).
+    The read is done by another thread (connector/snapshot/incremental/reader.py) and reaches
+    the stream's thread once `arrive` transactions were published (None: at once): those
+    from P on dropped their keys from the window meanwhile, and when one of them committed
+    past h the rows go out as they arrive."""
     log: list[tuple[bytes, int | None, tuple[int, int]]] = []
     recent = RecentXids()
 
@@ -95,6 +101,13 @@ def run_chunk(txns: list[Txn], opened: int, read_at: int, *, check_ready: bool =
         publish(t)
         recent.streamed(t.xid & (EPOCH - 1))
     position = txns[opened - 1].end if opened else 50
+    before = recent.copy()  # what the reader's thread checks; the stream adds to `recent`
+    arrive = opened if arrive is None else arrive
+    touched: set[bytes] = set()
+    for t in txns[opened:arrive]:  # published while the reader's thread reads
+        recent.streamed(t.xid & (EPOCH - 1))
+        touched |= t.keys
+        publish(t)
     time = max(read_at, opened)
     while True:
         snap = snapshot_at(txns, time)
@@ -103,16 +116,20 @@ def run_chunk(txns: list[Txn], opened: int, read_at: int, *, check_ready: bool =
         seen = snap.sees
         chunk = Chunk(position, snap, max(horizon, position),
                       dict(state(txns, lambda t, seen=seen: seen(t.xid))))
-        if not check_ready or chunk.ready(recent):
+        if not check_ready or chunk.ready(before):
             break
         time += 1
+    for k in touched:  # the window's load (`ChunkWindow.load`)
+        chunk.rows.pop(k, None)
     rows = chunk.rows
 
     def emit_rows() -> None:
         for i, (k, v) in enumerate(sorted(rows.items())):
             log.append((k, v, (position, -1 - i)))  # before any event at P (none share a key)
 
-    for t in txns[opened:]:
+    if arrive > opened and chunk.streamed(txns[arrive - 1].commit, set()):
+        emit_rows()  # the stream passed h before the rows came (`IncrementalSnapshots._collect`)
+    for t in txns[arrive:]:
         if chunk.streamed(t.commit, t.keys):
             emit_rows()
         publish(t)
@@ -133,8 +150,8 @@ def fold(records: list[tuple[bytes, int | None, tuple[int, int]]]) -> dict[bytes
 
 @given(histories())
 def test_no_row_overwrites_a_newer_change(history: tuple[list[Txn], int, int, int]) -> None:
-    txns, opened, read_at, _ = history
-    log, chunk = run_chunk(txns, opened, read_at)
+    txns, opened, read_at, arrive = history
+    log, chunk = run_chunk(txns, opened, read_at, arrive=arrive)
     truth = state(txns)
     assert chunk.closed
     # Offset order (a consumer folding the topic), and the merge job's position order.

@@ -5,6 +5,8 @@ resume after a restart."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -129,19 +131,27 @@ def test_compaction_keeps_what_the_fold_decides(records: list[RequestState]) -> 
 
 
 class _Topic:
-    """A signal topic whose reads fail while `down`; its log holds one pending request."""
+    """A signal topic whose reads fail while `down`, each done (in this fake) as it starts;
+    its log holds one pending request."""
 
     def __init__(self) -> None:
         self.down = False
         self.reads = 0
+        self.reading = False
+        self.outcome: bool | SinkError | None = None
         self.log = RequestLog()
         self.log.fold([RequestState(7, "slot_a", ("public.t",), requested_ms=1).encode()])
 
-    def catch_up(self, timeout_s: float | None = None) -> bool:
+    def start_read(self, timeout_s: float) -> None:
         self.reads += 1
-        if self.down:
-            raise SinkError("cannot read p.signal: Local: Timed out", transient=True)
-        return True
+        self.outcome = SinkError("cannot read p.signal: Local: Timed out",
+                                 transient=True) if self.down else True
+
+    def finish_read(self) -> bool | None:
+        outcome, self.outcome = self.outcome, None
+        if isinstance(outcome, SinkError):
+            raise outcome
+        return outcome
 
 
 def test_kafka_out_of_reach_delays_requests_never_the_stream(monkeypatch) -> None:
@@ -150,15 +160,57 @@ def test_kafka_out_of_reach_delays_requests_never_the_stream(monkeypatch) -> Non
     topic = _Topic()
     store = TopicRequests(topic, interval_s=1.0, retry_s=15.0)  # type: ignore[arg-type]
     topic.down = True
+    assert store.available() is False  # the read started
     assert store.available() is False and store.next_request("slot_a") is None  # no raise
     now[0] += 5
     assert store.available() is False and topic.reads == 1  # not read again before retry_s
     now[0] += 11
     topic.down = False
+    store.available()  # read again
     assert store.available() is True
     found = store.next_request("slot_a")
     assert found is not None and found.id == 7
     topic.down = True  # a running request goes on from what was read
     now[0] += 2
+    store.available()
     assert store.available() is True and store.state_of(7) == "pending"
     assert store.next_request("slot_a") is None  # nothing new picked from a short read
+
+
+def test_a_read_of_an_unreachable_broker_never_holds_the_caller() -> None:
+    """The real client against a port nobody listens on: `available` returns at once while
+    the read waits out its timeout in its own thread, then the failure is taken (warned) and
+    no request is picked."""
+    topic = signal_topic.SignalTopic({"bootstrap.servers": "127.0.0.1:9"}, "p.signal",
+                                     timeout_s=5.0)
+    store = TopicRequests(topic, interval_s=0.0, retry_s=60.0, read_timeout_s=1.0)
+    try:
+        started = time.monotonic()
+        assert store.available() is False
+        assert store.available() is False
+        assert time.monotonic() - started < 0.5  # the 1 s read did not hold the caller
+        assert topic.reading
+        deadline = time.monotonic() + 10
+        while topic.reading and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not topic.reading
+        assert store.available() is False and store.next_request("slot_a") is None
+        assert not topic.reading  # the failure was taken: the next read in retry_s
+    finally:
+        topic.close()
+
+
+def test_a_read_folded_late_does_not_undo_a_newer_append() -> None:
+    """A read run in another thread returns records up to the end it saw; the producer
+    appended a newer state of the same request meanwhile (offset 5): folding the read
+    afterwards keeps the newer state, while a record read past it (a cancel at 6) wins."""
+    log = RequestLog()
+    pending = RequestState(7, "slot_a", ("public.t",), requested_ms=1)
+    running = RequestState(7, "slot_a", ("public.t",), state="running", chunks=3,
+                           requested_ms=1)
+    log.apply(running, 5)
+    log.fold_records([(0, pending.encode()), (4, pending.encode())])
+    assert log.get(7) == running
+    cancelled = RequestState(7, "slot_a", ("public.t",), state="cancelled", requested_ms=1)
+    log.fold_records([(5, running.encode()), (6, cancelled.encode())])
+    assert log.get(7) == cancelled
