@@ -79,8 +79,9 @@ class Config:
     all_tables_publication: bool = False
     # Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+;
     # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>",
-    # mask: {column: exclude | null | hash | {truncate: N}}}; and `outbox:` to route the
-    # table's inserts as outbox events (any server; "Outbox" there).
+    # mask: {column: exclude | null | hash | {truncate: N}}} (masks alone also with
+    # create_publication false); and `outbox:` to route the table's inserts as outbox events
+    # (any server; "Outbox" there).
     table_settings: dict[str, Any] = field(default_factory=dict)
     # The HMAC-SHA-256 key of `hash` masks (table_settings' mask; connector/avro/masking.py):
     # give it as env:NAME or file:/path. Never shown (repr, logs, status).

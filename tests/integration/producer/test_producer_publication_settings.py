@@ -10,12 +10,13 @@ a stored generated column in both the snapshot and the stream; on 15 it is refus
 refusals (a column list without the key, a filter outside the replica identity) are made
 before anything is created.
 
-Part 2 in the same run: table ``people`` has a hashed text key, a hashed, a nulled and a
-truncated column, and an excluded one; its rows in the initial snapshot, the stream (insert,
-update, key change, delete) and the incremental snapshot decode to the masked projection, and
-a byte scan finds none of the clear values (distinctive markers), nor the salt, in any topic of
-the run (table, offsets, heartbeat... topics), the registry's schemas, the producer's logs or
-the CLI's output.
+Part 2 in the same run: masks on a user's publication (create_publication false) are checked
+against what it sends; the statements the refusal names make them hold. Table ``people`` has a
+hashed text key, a hashed, a nulled and a truncated column, and an excluded one; its rows in
+the initial snapshot, the stream (insert, update, key change, delete) and the incremental
+snapshot decode to the masked projection, and a byte scan finds none of the clear values
+(distinctive markers), nor the salt, in any topic of the run (table, offsets, heartbeat...
+topics), the registry's schemas, the producer's logs or the CLI's output.
 
 Part 4 in the same run: a range-partitioned table, published through its root (the default of
 a publication pgcdc creates), has one topic that folds to ``SELECT * FROM root`` through the
@@ -284,6 +285,28 @@ def _lake_equals_projection(spark: Any, run: Any, dsn: str, target: Path) -> Non
     assert sorted(stats.tables) == sorted(f"public/{t}" for t in expected)
 
 
+def _user_publication_masks(dsn: str) -> None:
+    """Masks on a user's publication (create_publication false), checked at start against what
+    it sends: ssn published is refused in one line naming the statements, which, run as given,
+    make the masks hold."""
+    settings = parse_table_settings({"public.people": {"mask": MASKS}})
+    _sql(dsn, "CREATE PUBLICATION pub_user FOR TABLE people WHERE (ref <> 'x')")
+    admin = ReplicationAdmin.connect(dsn)
+    try:
+        [line] = admin.user_mask_refusals("pub_user", settings)
+        assert "mask excludes column(s) ssn of public.people, which publication pub_user " \
+            "publishes" in line and "\n" not in line, line
+        statements = line.split("in one transaction: ", 1)[1].split(", or mask", 1)[0]
+        _sql(dsn, statements)
+        assert admin.user_mask_refusals("pub_user", settings) == []
+        assert _rows(dsn, "SELECT attnames::text, rowfilter FROM pg_publication_tables"
+                          " WHERE pubname = 'pub_user'") == [
+            ("{ref,email,phone,name,note}", "(ref <> 'x'::text)")]
+    finally:
+        admin.close()
+        _sql(dsn, "DROP PUBLICATION pub_user")
+
+
 def test_column_lists_row_filters_and_generated_columns(database, postgres, producer_run,
                                                         log_dir, tmp_path: Path,
                                                         request: pytest.FixtureRequest) -> None:
@@ -312,6 +335,8 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     _refused(database, {"people": {"mask": {"ref": "exclude"}}},
              r"cannot exclude replica identity \(key\) column\(s\) ref of public.people",
              table="public.people")
+
+    _user_publication_masks(database)
 
     # Refused before anything is created, where PostgreSQL would refuse later.
     _refused(database, {"orders": {"columns": ["region", "total"]}},
