@@ -195,17 +195,7 @@ def refusals(schema: str, table: str, setting: TableSetting, columns: Sequence[s
     `generated`: its generated columns; `generated_allowed`: the server publishes generated
     columns (18+)."""
     name = f"{schema}.{table}"
-    found: list[str] = []
-    masked = [c for c, _ in setting.mask]
-    unknown = [c for c in masked if c not in columns]
-    if unknown:
-        found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
-                     f"{', '.join(unknown)} that {name} does not have")
-    keys = [c for c in setting.excluded if c in identity]
-    if keys:
-        found.append(f"table_settings {setting.pattern!r}: cannot exclude replica identity "
-                     f"(key) column(s) {', '.join(keys)} of {name}: events are keyed by them; "
-                     "mask them with hash instead")
+    found = _mask_refusals(name, setting, columns, identity)
     if setting.columns is not None:
         unlisted = [c for c, rule in setting.mask if rule.kind != "exclude"
                     and c in columns and c not in setting.columns]
@@ -254,16 +244,7 @@ def user_publication_refusals(publication: str, schema: str, table: str,
     server would otherwise send the clear value."""
     name = f"{schema}.{table}"
     sent = list(columns) if published is None else list(published)
-    found: list[str] = []
-    unknown = [c for c, _ in setting.mask if c not in columns]
-    if unknown:
-        found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
-                     f"{', '.join(unknown)} that {name} does not have")
-    keys = [c for c in setting.excluded if c in identity]
-    if keys:
-        found.append(f"table_settings {setting.pattern!r}: cannot exclude replica identity "
-                     f"(key) column(s) {', '.join(keys)} of {name}: events are keyed by them; "
-                     "mask them with hash instead")
+    found = _mask_refusals(name, setting, columns, identity)
     unsent = [c for c, rule in setting.mask if rule.kind != "exclude" and c in columns
               and c not in sent]
     if unsent:
@@ -285,6 +266,23 @@ def user_publication_refusals(publication: str, schema: str, table: str,
                      f"{', '.join(leaking)} of {name}, which publication {publication} "
                      f"publishes (with create_publication false pgcdc does not change it): "
                      f"{how}, or mask them with null instead")
+    return found
+
+
+def _mask_refusals(name: str, setting: TableSetting, columns: Sequence[str],
+                   identity: Sequence[str]) -> list[str]:
+    """Masks refused whoever made the publication: one naming a column the table lacks (a
+    typo must not publish a value in clear), one excluding a key column."""
+    found = []
+    unknown = [c for c, _ in setting.mask if c not in columns]
+    if unknown:
+        found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
+                     f"{', '.join(unknown)} that {name} does not have")
+    keys = [c for c in setting.excluded if c in identity]
+    if keys:
+        found.append(f"table_settings {setting.pattern!r}: cannot exclude replica identity "
+                     f"(key) column(s) {', '.join(keys)} of {name}: events are keyed by them; "
+                     "mask them with hash instead")
     return found
 
 
