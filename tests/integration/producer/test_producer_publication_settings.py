@@ -454,9 +454,9 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     assert {prefix + "readings_2", prefix + "readings_3"} <= _topics(run)
     assert run.stop() == 0
     if pg18:  # end to end: the lake equals the filtered, masked projection of PostgreSQL
+        spark = request.getfixturevalue("spark")  # the session's; started here if first
         merged = time.monotonic()
-        _lake_equals_projection(request.getfixturevalue("spark"), run, database,
-                                tmp_path / "lake")
+        _lake_equals_projection(spark, run, database, tmp_path / "lake")
         print(f"merge job over the run's topics: {time.monotonic() - merged:.1f} s")
 
     # The byte scan: no clear value of a masked column, nor the salt, anywhere it could leak.
