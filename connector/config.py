@@ -16,7 +16,12 @@ from connector.avro.masking import HASH_ENCODINGS, Masking
 from connector.avro.typemap import DEBEZIUM_FORMAT, VALUE_FORMATS
 from connector.errors import ConfigError, first_line
 from connector.outbox import OutboxRoutes, parse_outbox_settings
-from connector.replication.published import TableSetting, parse_table_settings, sets_publication
+from connector.replication.published import (
+    TableSetting,
+    parse_table_settings,
+    sets_publication,
+    sets_publication_lists,
+)
 
 ENV_DEFAULTS = {
     "dsn": "PGCDC_DSN",
@@ -74,8 +79,9 @@ class Config:
     all_tables_publication: bool = False
     # Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+;
     # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>",
-    # mask: {column: exclude | null | hash | {truncate: N}}}; and `outbox:` to route the
-    # table's inserts as outbox events (any server; "Outbox" there).
+    # mask: {column: exclude | null | hash | {truncate: N}}} (masks alone also with
+    # create_publication false); and `outbox:` to route the table's inserts as outbox events
+    # (any server; "Outbox" there).
     table_settings: dict[str, Any] = field(default_factory=dict)
     # The HMAC-SHA-256 key of `hash` masks (table_settings' mask; connector/avro/masking.py):
     # give it as env:NAME or file:/path. Never shown (repr, logs, status).
@@ -167,10 +173,11 @@ class Config:
         if hashed and not self.mask_salt:
             raise ConfigError(f"table_settings {hashed[0]!r}: a hash mask needs mask_salt, the "
                               "secret key of the hash (mask_salt: env:NAME or file:/path)")
-        if sets_publication(published) and not self.create_publication:
-            raise ConfigError("table_settings are set in the publication pgcdc creates or "
-                              "extends: with create_publication false pgcdc follows the column "
-                              "lists and filters of your publication; drop table_settings")
+        if sets_publication_lists(published) and not self.create_publication:
+            raise ConfigError("table_settings' columns and where are set in the publication "
+                              "pgcdc creates or extends: with create_publication false pgcdc "
+                              "follows the column lists and filters of your publication; drop "
+                              "them (masks are allowed)")
         if self.publish_generated_columns and not self.create_publication:
             raise ConfigError("publish_generated_columns is set in the publication pgcdc "
                               "creates or extends: with create_publication false, set it on "

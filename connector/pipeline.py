@@ -215,6 +215,12 @@ class Pipeline:
                     self._resync_partitioned()
         elif not self.admin.publication_exists(self.cfg.publication):
             raise SourceError(f"publication {self.cfg.publication!r} does not exist")
+        else:  # the user's: masks hold only on what it sends (exclude: not sent at all)
+            refused = self.admin.user_mask_refusals(self.cfg.publication,
+                                                    self.cfg.published_settings())
+            if refused:
+                more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+                raise ConfigError(refused[0] + more)
         self.admin.warn_about_replica_identity(self.cfg.publication)
         self.slot_existed = slot is not None
         if self.cfg.snapshot == "initial_only":

@@ -111,6 +111,8 @@ class CodecFactory:
             key_columns=key_columns, defaults=defaults,
             masks=None if masking is None else masking.for_table(relation.namespace or
                                                                  "pg_catalog", relation.name),
+            excluded=() if masking is None else masking.excluded_for(
+                relation.namespace or "pg_catalog", relation.name),
             binary=masking is not None and masking.binary, value_format=self.value_format,
             truncate_records=self.truncate_records)
         key_id, value_id = self._ids(schemas)

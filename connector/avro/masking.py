@@ -9,7 +9,10 @@ Configured per table in pgcdc.yaml, beside the column list and filter (docs/publ
     mask_hash_encoding: hex             # or base64
 
 * ``exclude``: the column is left out of the publication's column list
-  (connector/replication/admin.py), so PostgreSQL never sends it; nothing here sees it.
+  (connector/replication/admin.py; on a user's publication, its owner leaves it out and pgcdc
+  checks at start), so PostgreSQL never sends it. Should a Relation carry it all the same (the
+  user's publication changed while running), the schema derivation refuses it: never published
+  in clear.
 * ``null``: the field keeps its Avro type and is always null.
 * ``hash``: HMAC-SHA-256 keyed by the salt over the UTF-8 of the value's PostgreSQL text (what
   ``col::text`` gives), hex or base64; the field becomes a ``string``.
@@ -140,6 +143,12 @@ class Masking:
             if pattern_matches(pattern, schema, table):
                 return dict(rules)
         return {}
+
+    def excluded_for(self, schema: str, table: str) -> tuple[str, ...]:
+        """The table's excluded columns: never in its Relation (the publication's column list
+        leaves them out), refused by `derive_table_schemas` if one is."""
+        return tuple(c for c, rule in self.rules_for(schema, table).items()
+                     if rule.kind == "exclude")
 
     def for_table(self, schema: str, table: str) -> dict[str, ColumnMask]:
         """Column -> mask applied to values (excluded columns are not sent: not listed)."""

@@ -201,6 +201,7 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
                          key_columns: Sequence[str] | None = None,
                          defaults: Mapping[str, str] | None = None,
                          masks: Mapping[str, ColumnMask] | None = None,
+                         excluded: Sequence[str] = (),
                          binary: bool = False, value_format: str = "pgcdc",
                          truncate_records: str | None = None) -> TableSchemas:
     """Key and value schemas of the table a Relation message describes.
@@ -212,6 +213,7 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
     constant default by column name (`connector.source_catalog.PostgresCatalog.column_defaults`),
     carried as the Kafka Connect default where its Avro type allows (`typemap.connect_default`);
     `masks`: column name -> its mask (connector/avro/masking.py: the masked column's type);
+    `excluded`: columns a mask excludes, which the Relation must not carry (refused if it does);
     `binary`: tuples come in binary format (a hash or truncate needing text is refused).
     `value_format`: ``pgcdc`` or ``debezium`` (`typemap.VALUE_FORMATS`): a Debezium-format
     Envelope names it (`VALUE_FORMAT`) and how truncates are written (`TRUNCATES`,
@@ -233,6 +235,12 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
         raise SchemaError(f"table_settings mask names column(s) {', '.join(gone)} that "
                           f"{relation.namespace}.{relation.name} no longer publishes (renamed or "
                           "dropped?): update its mask in pgcdc.yaml and restart")
+    sent = sorted(set(excluded) & {c.name for c in relation.columns})
+    if sent:  # the publication sends a column the mask excludes: never publish it in clear
+        raise SchemaError(f"table_settings mask excludes column(s) {', '.join(sent)} of "
+                          f"{relation.namespace}.{relation.name}, but the publication publishes "
+                          "them (changed while running?): leave them out of its column list "
+                          "and restart")
     columns = _columns(relation, catalog, array_dims or {}, key_names, defaults or {},
                        masks or {}, binary, value_format)
     keys = tuple(c for c in columns if c.key)

@@ -33,6 +33,7 @@ from .published import (
     sets_publication,
     setting_for,
     table_entry,
+    user_publication_refusals,
     with_exclusions,
 )
 from .standby import SLOT_WAIT, publication_refusal, slot_refusal
@@ -478,20 +479,57 @@ class ReplicationAdmin:
             setting = setting_for(self.table_settings, schema, table)
             if setting is None:
                 continue
-            rows = self.conn.execute(
-                "SELECT a.attname::text, c.relreplident = 'f'"
-                "  OR coalesce(a.attnum = ANY (ri.indkey::int2[]), false), a.attgenerated <> ''"
-                " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
-                " LEFT JOIN pg_index ri ON ri.indrelid = c.oid"
-                "  AND ((c.relreplident = 'd' AND ri.indisprimary)"
-                "       OR (c.relreplident = 'i' AND ri.indisreplident))"
-                " WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped"
-                " ORDER BY a.attnum",
-                (sql.Identifier(schema, table).as_string(self.conn),)).fetchall()
-            found += refusals(schema, table, setting, [r[0] for r in rows],
-                              [r[0] for r in rows if r[1]], [r[0] for r in rows if r[2]],
+            columns, identity, generated = self._column_facts(schema, table)
+            found += refusals(schema, table, setting, columns, identity, generated,
                               publishes_update_or_delete=update_or_delete,
                               generated_allowed=generated_allowed)
+        return found
+
+    def _column_facts(self, schema: str, table: str
+                      ) -> tuple[list[str], list[str], list[str]]:
+        """The table's live columns, its replica identity columns (every column for FULL) and
+        its generated columns, in attnum order."""
+        rows = self.conn.execute(
+            "SELECT a.attname::text, c.relreplident = 'f'"
+            "  OR coalesce(a.attnum = ANY (ri.indkey::int2[]), false), a.attgenerated <> ''"
+            " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+            " LEFT JOIN pg_index ri ON ri.indrelid = c.oid"
+            "  AND ((c.relreplident = 'd' AND ri.indisprimary)"
+            "       OR (c.relreplident = 'i' AND ri.indisreplident))"
+            " WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped"
+            " ORDER BY a.attnum",
+            (sql.Identifier(schema, table).as_string(self.conn),)).fetchall()
+        return ([r[0] for r in rows], [r[0] for r in rows if r[1]],
+                [r[0] for r in rows if r[2]])
+
+    def user_mask_refusals(self, publication: str, settings: Sequence[TableSetting]
+                           ) -> list[str]:
+        """`published.user_publication_refusals` of each table `publication` (the user's:
+        create_publication false) publishes that has masks: what it sends (its column list,
+        filter, whether it lists the table) against the masks. Read-only (a standby too)."""
+        if not any(s.mask for s in settings):
+            return []
+        if not self.features.publication_column_lists:
+            excluding = [s.pattern for s in settings if s.excluded]
+            if excluding:
+                return [f"table_settings {excluding[0]!r}: mask exclude needs a column list "
+                        f"(PostgreSQL 15+, the server is {self.features.major}): mask the "
+                        "column(s) with null instead"]
+            sent: dict[tuple[str, str], tuple[list[str] | None, str | None]] = {
+                (t[0], t[1]): (None, None) for t in self.published_tables(publication)}
+        else:
+            sent = {t: (columns, where) for t, (columns, _, where)
+                    in self.published_columns(publication).items()}
+        listed = set(self.publication_settings(publication))
+        found: list[str] = []
+        for (schema, table), (published, where) in sorted(sent.items()):
+            setting = setting_for(settings, schema, table)
+            if setting is None or not setting.mask:
+                continue
+            columns, identity, _ = self._column_facts(schema, table)
+            found += user_publication_refusals(publication, schema, table, setting, columns,
+                                               identity, published, where,
+                                               listed=(schema, table) in listed)
         return found
 
     def publication_settings(self, name: str

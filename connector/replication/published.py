@@ -26,6 +26,11 @@ server never sends it; excluding a replica identity column is refused like a lis
 
 With ``create_publication: false`` pgcdc sets nothing: it follows the column lists and filters of
 the user's publication (``pg_publication_tables.attnames``/``rowfilter``), as the snapshots do.
+Masks are then allowed alone (`sets_publication_lists`: no ``columns``/``where``): ``null``,
+``hash`` and ``truncate`` are applied by the producer to the values whatever publishes them;
+``exclude`` is a column list, which pgcdc does not set on a publication it does not manage, so
+the user's column list must already leave the column out. `user_publication_refusals` checks
+that at start, in one line naming the statements that would make it so.
 """
 
 from __future__ import annotations
@@ -42,7 +47,8 @@ from connector.errors import ConfigError
 from connector.names import pattern_matches
 
 __all__ = ["TableSetting", "filter_columns", "normalized_filter", "parse_table_settings",
-           "refusals", "sets_publication", "setting_for", "table_entry", "with_exclusions"]
+           "refusals", "sets_publication", "sets_publication_lists", "setting_for",
+           "table_entry", "user_publication_refusals", "with_exclusions"]
 
 # `outbox` is not the publication's: connector/outbox.py reads it (the table is published whole).
 _SETTING_KEYS = ("columns", "where", "mask", "outbox")
@@ -106,6 +112,12 @@ def sets_publication(settings: Sequence[TableSetting]) -> bool:
     none, such as an outbox's alone, need no PostgreSQL 15 and no publication pgcdc manages).
     Masks count: `exclude` is a column list, and the others are checked against it."""
     return any(s.columns is not None or s.where is not None or s.mask for s in settings)
+
+
+def sets_publication_lists(settings: Sequence[TableSetting]) -> bool:
+    """Whether any setting gives a table a column list or a row filter: what only a
+    publication pgcdc creates or extends can carry (masks alone are applied by the producer)."""
+    return any(s.columns is not None or s.where is not None for s in settings)
 
 
 def setting_for(settings: Sequence[TableSetting], schema: str, table: str
@@ -183,17 +195,7 @@ def refusals(schema: str, table: str, setting: TableSetting, columns: Sequence[s
     `generated`: its generated columns; `generated_allowed`: the server publishes generated
     columns (18+)."""
     name = f"{schema}.{table}"
-    found: list[str] = []
-    masked = [c for c, _ in setting.mask]
-    unknown = [c for c in masked if c not in columns]
-    if unknown:
-        found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
-                     f"{', '.join(unknown)} that {name} does not have")
-    keys = [c for c in setting.excluded if c in identity]
-    if keys:
-        found.append(f"table_settings {setting.pattern!r}: cannot exclude replica identity "
-                     f"(key) column(s) {', '.join(keys)} of {name}: events are keyed by them; "
-                     "mask them with hash instead")
+    found = _mask_refusals(name, setting, columns, identity)
     if setting.columns is not None:
         unlisted = [c for c, rule in setting.mask if rule.kind != "exclude"
                     and c in columns and c not in setting.columns]
@@ -223,6 +225,64 @@ def refusals(schema: str, table: str, setting: TableSetting, columns: Sequence[s
                          f"({', '.join(identity) or 'none'}): PostgreSQL would reject UPDATE "
                          "and DELETE on it; filter on key columns only, or set REPLICA "
                          "IDENTITY FULL on the table")
+    return found
+
+
+def user_publication_refusals(publication: str, schema: str, table: str,
+                              setting: TableSetting, columns: Sequence[str],
+                              identity: Sequence[str], published: Sequence[str] | None,
+                              where: str | None, *, listed: bool) -> list[str]:
+    """Why `setting`'s masks cannot hold on a table of the user's publication (``create_
+    publication: false``), one line each; empty: they hold. `columns`: the table's live
+    columns; `identity`: its replica identity columns; `published`: the columns the publication
+    sends (None: all of them, no column list); `where`: its row filter; `listed`: the table is
+    in the publication's table list (not published by FOR ALL TABLES or TABLES IN SCHEMA).
+
+    null, hash and truncate masks need a published column to mask (a mask of a column that is
+    not sent would fail when the schema is derived). exclude needs the column left out of the
+    publication's column list: pgcdc never changes a publication it does not manage, and the
+    server would otherwise send the clear value."""
+    name = f"{schema}.{table}"
+    sent = list(columns) if published is None else list(published)
+    found = _mask_refusals(name, setting, columns, identity)
+    unsent = [c for c, rule in setting.mask if rule.kind != "exclude" and c in columns
+              and c not in sent]
+    if unsent:
+        found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
+                     f"{', '.join(unsent)} of {name} that publication {publication} does not "
+                     "publish: drop them from mask")
+    leaking = [c for c in setting.excluded if c in sent and c not in identity]
+    if leaking:
+        keep = [c for c in sent if c not in setting.excluded]
+        entry = table_entry(schema, table, TableSetting(setting.pattern, tuple(keep), where)
+                            ).as_string(None)
+        pub = sql.Identifier(publication).as_string(None)
+        how = (f"remove them from its column list in one transaction: BEGIN; ALTER "
+               f"PUBLICATION {pub} DROP TABLE {sql.Identifier(schema, table).as_string(None)};"
+               f" ALTER PUBLICATION {pub} ADD TABLE {entry}; COMMIT" if listed else
+               f"publish {name} from a table list with a column list without them (... TABLE "
+               f"{entry})")
+        found.append(f"table_settings {setting.pattern!r}: mask excludes column(s) "
+                     f"{', '.join(leaking)} of {name}, which publication {publication} "
+                     f"publishes (with create_publication false pgcdc does not change it): "
+                     f"{how}, or mask them with null instead")
+    return found
+
+
+def _mask_refusals(name: str, setting: TableSetting, columns: Sequence[str],
+                   identity: Sequence[str]) -> list[str]:
+    """Masks refused whoever made the publication: one naming a column the table lacks (a
+    typo must not publish a value in clear), one excluding a key column."""
+    found = []
+    unknown = [c for c, _ in setting.mask if c not in columns]
+    if unknown:
+        found.append(f"table_settings {setting.pattern!r}: mask names column(s) "
+                     f"{', '.join(unknown)} that {name} does not have")
+    keys = [c for c in setting.excluded if c in identity]
+    if keys:
+        found.append(f"table_settings {setting.pattern!r}: cannot exclude replica identity "
+                     f"(key) column(s) {', '.join(keys)} of {name}: events are keyed by them; "
+                     "mask them with hash instead")
     return found
 
 

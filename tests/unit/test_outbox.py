@@ -170,7 +170,7 @@ def test_an_outbox_alone_sets_nothing_in_the_publication() -> None:
     cfg = Config(dsn="dbname=x", bootstrap_servers="k:9092", schema_registry_url="http://r",
                  table_settings=settings, create_publication=False).validate()
     assert cfg.outbox_routes().is_outbox("public", "outbox")
-    with pytest.raises(ConfigError, match="table_settings are set in the publication"):
+    with pytest.raises(ConfigError, match="columns and where are set in the publication"):
         Config(dsn="dbname=x", bootstrap_servers="k:9092", schema_registry_url="http://r",
                table_settings={**settings, "public.t": {"where": "id > 1"}},
                create_publication=False).validate()

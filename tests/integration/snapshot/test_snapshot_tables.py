@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -10,6 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import yaml
 from psycopg import sql
 
 from connector.names import TableName
@@ -140,8 +143,11 @@ def test_one_table_lookup_resolves_a_dotted_text_against_the_catalog(postgres, s
 
 def test_column_lists_row_filters_and_partition_roots(postgres, producer_run, schema,
                                                       log_dir: Path) -> None:
+    # Masks on the user's publication: keep hashed by the producer, skip excluded by its list.
     config = log_dir / "pgcdc.yaml"
-    config.write_text("create_publication: false\n")
+    config.write_text(yaml.safe_dump({
+        "create_publication": False, "mask_salt": "salt-37",
+        "table_settings": {f"{schema}.cols": {"mask": {"keep": "hash", "skip": "exclude"}}}}))
     run = producer_run("*", "--snapshot", "initial_only", "--config", str(config))
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(INSERTS.format(s=schema))
@@ -157,6 +163,9 @@ def test_column_lists_row_filters_and_partition_roots(postgres, producer_run, sc
     afters = [e.value["after"] for e in cols if e.value["op"] == "r"]
     assert all(set(a) == {"id", "keep", "n"} for a in afters)
     assert sorted(a["id"] for a in afters) == [2, *range(10, 1001, 2)]
+    clear = {a["id"]: "keep" if a["id"] == 2 else f"k{a['id']}" for a in afters}
+    assert all(a["keep"] == hmac.new(b"salt-37", clear[a["id"]].encode(), hashlib.sha256
+                                     ).hexdigest() for a in afters)
     parted = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.{schema}.parted",
                          min_count=2)
     assert sorted(e.value["after"]["id"] for e in parted if e.value["op"] == "r") == [1, 1001]

@@ -259,3 +259,26 @@ def test_a_masked_column_renamed_while_running_stops_instead_of_leaking() -> Non
                                           "longer publishes"):
         derive_table_schemas(rel, catalog(), prefix="p", db="d",
                              masks={"email": ColumnMask(MaskRule("hash"), SALT)})
+
+
+def test_an_excluded_column_in_a_relation_stops_instead_of_leaking() -> None:
+    """A user's publication (create_publication false) that starts sending an excluded column
+    while pgcdc runs (its column list changed): the schema derivation refuses the Relation, so
+    the clear value is never published; the masking hands the codecs the excluded names."""
+    masking = Masking((("public.t", (("ssn", MaskRule("exclude")), ("email", MaskRule("hash")))),),
+                      SALT)
+    assert masking.excluded_for("public", "t") == ("ssn",)
+    assert masking.excluded_for("public", "u") == ()
+    rel = relation(column("id", oids.INT4, key=True), column("email", oids.TEXT),
+                   column("ssn", oids.TEXT))
+    with pytest.raises(SchemaError, match=r"mask excludes column\(s\) ssn of public.t, but the "
+                                          "publication publishes them"):
+        derive_table_schemas(rel, catalog(), prefix="p", db="d",
+                             masks=masking.for_table("public", "t"),
+                             excluded=masking.excluded_for("public", "t"))
+    fine = relation(column("id", oids.INT4, key=True), column("email", oids.TEXT))
+    schemas = derive_table_schemas(fine, catalog(), prefix="p", db="d",
+                                   masks=masking.for_table("public", "t"),
+                                   excluded=masking.excluded_for("public", "t"))
+    assert [f["name"] for f in schemas.value_schema["fields"][0]["type"][1]["fields"]] == \
+        ["id", "email"]

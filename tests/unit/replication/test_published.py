@@ -15,8 +15,10 @@ from connector.replication.published import (
     normalized_filter,
     parse_table_settings,
     refusals,
+    sets_publication_lists,
     setting_for,
     table_entry,
+    user_publication_refusals,
 )
 
 
@@ -106,7 +108,8 @@ def test_config_refuses_table_settings_it_cannot_set() -> None:
     base = {"dsn": "host=x", "bootstrap_servers": "k:9092", "schema_registry_url": "http://r"}
     cfg = load(None, {**base, "table_settings": {"t": {"where": "id > 1"}}}, environ={})
     assert cfg.published_settings() == [TableSetting("t", None, "id > 1")]
-    for extra, says in [({"create_publication": False}, "create_publication false"),
+    for extra, says in [({"create_publication": False}, "create_publication false .* drop "
+                                                         r"them \(masks are allowed\)"),
                         ({"all_tables_publication": True}, "FOR ALL TABLES"),
                         ({"table_settings": {"t": {"where": 1}}}, "boolean expression")]:
         with pytest.raises(ConfigError, match=says):
@@ -125,3 +128,54 @@ def test_status_line_says_which_columns_and_rows_are_published() -> None:
     assert published_line(["id", "a"], 2, None) == "published: all 2 columns; rows: all"
     assert published_line(["id", "a"], 4, "(id > 10)") == \
         "published: columns id, a (2 of 4); rows: WHERE (id > 10)"
+
+
+def test_masks_alone_may_go_with_a_users_publication() -> None:
+    """create_publication false: a column list or filter would not be applied (refused above);
+    masks are the producer's, so they load (a hash still needs its salt)."""
+    base = {"dsn": "host=x", "bootstrap_servers": "k:9092", "schema_registry_url": "http://r",
+            "create_publication": False, "mask_salt": "s"}
+    masks = {"t": {"mask": {"email": "hash", "phone": None, "ssn": "exclude"}}}
+    cfg = load(None, {**base, "table_settings": masks}, environ={})
+    assert not sets_publication_lists(cfg.published_settings())
+    assert set(cfg.masking().for_table("public", "t")) == {"email", "phone"}
+    assert cfg.masking().excluded_for("public", "t") == ("ssn",)
+    with pytest.raises(ConfigError, match="a hash mask needs mask_salt"):
+        load(None, {**base, "mask_salt": "", "table_settings": masks}, environ={})
+
+
+def test_masks_on_a_users_publication_hold_only_on_what_it_sends() -> None:
+    [setting] = parse_table_settings({"public.people": {"mask": {
+        "email": "hash", "name": {"truncate": 2}, "ssn": "exclude"}}})
+    columns, identity = ["ref", "email", "name", "ssn", "note"], ["ref"]
+
+    def check(published: list[str] | None, where: str | None = None, *, listed: bool = True,
+              of: TableSetting = setting) -> list[str]:
+        return user_publication_refusals("Pub", "public", "people", of, columns, identity,
+                                         published, where, listed=listed)
+
+    # ssn left out by the user's column list: null/hash/truncate apply to what is sent
+    assert check(["ref", "email", "name", "note"]) == []
+    # ssn published (no column list, or one naming it): one line naming the statements
+    [line] = check(None, "(ref > 'a')")
+    assert "\n" not in line
+    assert line == (
+        "table_settings 'public.people': mask excludes column(s) ssn of public.people, which "
+        "publication Pub publishes (with create_publication false pgcdc does not change it): "
+        "remove them from its column list in one transaction: BEGIN; ALTER PUBLICATION \"Pub\" "
+        "DROP TABLE \"public\".\"people\"; ALTER PUBLICATION \"Pub\" ADD TABLE "
+        "\"public\".\"people\" (\"ref\", \"email\", \"name\", \"note\") WHERE ((ref > 'a')); "
+        "COMMIT, or mask them with null instead")
+    # published by FOR ALL TABLES / TABLES IN SCHEMA: no DROP TABLE to run
+    [line] = check(columns, listed=False)
+    assert "publish public.people from a table list with a column list without them" in line
+    # a hash of a column the user's list leaves out would fail when the schema is derived
+    [line] = check(["ref", "name", "note"])
+    assert line.endswith("mask names column(s) email of public.people that publication Pub "
+                         "does not publish: drop them from mask")
+    [key, unknown] = parse_table_settings({"people": {"mask": {"ref": "exclude"}},
+                                           "public.*": {"mask": {"nope": None}}})
+    [line] = check(["ref", "note"], of=key)  # the key is always sent: never excludable
+    assert "cannot exclude replica identity (key) column(s) ref of public.people" in line
+    assert "mask names column(s) nope that public.people does not have" in \
+        check(None, of=unknown)[0]
