@@ -439,8 +439,9 @@ def _create_holding(spark: SparkSession, path: str, rows: DataFrame,
     nullable as a created table's are; idempotent per (`app_id`, `batch_id`) as `_append`
     is (a re-run finds the table there and goes on as for an existing one)."""
     columns = [F.col(q(f.name)).cast(f.dataType).alias(f.name) for f in fields]
-    writer = (rows.select(*columns).writeTo(f"delta.{q(path)}").using("delta")
-              .partitionedBy(*[F.col(q(c)) for c in partitions]))
+    writer = rows.select(*columns).writeTo(f"delta.{q(path)}").using("delta")
+    if partitions:
+        writer = writer.partitionedBy(*[F.col(q(c)) for c in partitions])
     for key, value in properties.items():
         writer = writer.tableProperty(key, value)
     with idempotent(spark, app_id, batch_id):
