@@ -6,6 +6,12 @@ Baseline in the same run: the same events decoded and appended to Delta without 
 - `--many-tables N`: N tables with a few changes each, merged in one available-now batch
   (then a second batch of a few changes each, MERGEd into the existing tables), with the fast
   path (delta-rs) and, on `--many-tables-baseline` tables, with `--fast-merge off`.
+- `--spark-backlog N`: N new tables (1 partition each) holding `--spark-backlog-events`
+  events in all, through the all-Spark path (`--fast-merge off`) in one available-now batch,
+  each run in a child process on the code of each `--spark-backlog-trees` tree (this one by
+  default; give main's worktree and this one for a before/after in one session, alternated),
+  with the seconds per phase and per table, and `--spark-backlog-limit` to stop a slow run
+  early (its tables done so far and the rate they went at).
 - `--freshness-rate R`: the job streams while a separate process produces R events/s over 10
   tables; another process polls the Delta tables with delta-rs (an independent reader) and
   each event's freshness is (first seen by the reader - sent by the producer). Fast path and
@@ -16,6 +22,8 @@ Baseline in the same run: the same events decoded and appended to Delta without 
     .venv/bin/python benchmarks/merge.py --events 0 --many-tables 500 --freshness-rate 5000
     .venv/bin/python benchmarks/merge.py --events 0 --many-tables 500 --many-tables-baseline 0 \
         --freshness-rate 5000 --freshness-baseline-seconds 0 --store both   # S3 vs local disk
+    .venv/bin/python benchmarks/merge.py --events 0 --many-tables 0 --spark-backlog 600 \
+        --spark-backlog-events 150000 --store both --spark-backlog-trees BASE,.  # before/after
 
 Starts a throwaway Kafka and Schema Registry (as the tests do) unless --bootstrap-servers and
 --schema-registry-url are given.
@@ -46,7 +54,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from deltalake import DeltaTable
 
-REPO = Path(__file__).resolve().parent.parent
+# PGCDC_BENCH_TREE: the code tree (a git worktree) whose product code a `--spark-backlog`
+# child runs: a before/after comparison runs this script's own harness on both trees.
+REPO = Path(os.environ.get("PGCDC_BENCH_TREE") or Path(__file__).resolve().parent.parent)
 sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
 from confluent_kafka import Producer  # noqa: E402
@@ -322,6 +332,178 @@ def same_tables(a: str, b: str, n: int) -> list[str]:
             if rows(f"{a}/public/t{i}") != rows(f"{b}/public/t{i}")]
 
 
+# --- a backlog through the Spark path (one child process per code tree) ------------------
+
+# What the child times per table, wrapped around the tree's own functions (thread-seconds,
+# summed over the --parallel-tables threads): (module, owner or None, attribute, label).
+# An attribute a tree lacks is left out.
+SPARK_STEPS = [
+    ("spark_jobs.runtime.job", "BatchProcessor", "_incarnation", "incarnation"),
+    ("spark_jobs.runtime.job", None, "table_facts", "decode+facts"),
+    ("spark_jobs.sinks.delta_sink", "SparkDeltaSink", "_load", "open table"),
+    ("spark_jobs.sinks.delta_sink", "SparkDeltaSink", "_create", "create table"),
+    ("spark_jobs.sinks.delta_sink", None, "_append", "append (write + commit)"),
+    ("spark_jobs.sinks.delta_sink", None, "_create_holding", "create with rows (write+commit)"),
+    ("spark_jobs.sinks.delta_sink", None, "_run", "MERGE"),
+    ("spark_jobs.sinks.delta_sink", "SparkDeltaSink", "_create_tombstones", "create tombstones"),
+    ("spark_jobs.sinks.delta_sink", "SparkDeltaSink", "apply", "apply (all of the sink)"),
+]
+
+
+def _time_steps() -> dict[str, list[float]]:
+    """Wrap SPARK_STEPS in this process; label -> [seconds, calls]."""
+    import functools
+    import importlib
+
+    spent: dict[str, list[float]] = {}
+    lock = threading.Lock()
+    for module_name, owner_name, attr, label in SPARK_STEPS:
+        module = importlib.import_module(module_name)
+        owner = getattr(module, owner_name) if owner_name else module
+        original = getattr(owner, attr, None)
+        if original is None:
+            continue
+        spent.setdefault(label, [0.0, 0])
+
+        def timed_call(*a: object, _f: object = original, _label: str = label,
+                       **k: object) -> object:
+            began = time.monotonic()
+            try:
+                return _f(*a, **k)  # type: ignore[operator]
+            finally:
+                with lock:
+                    spent[_label][0] += time.monotonic() - began
+                    spent[_label][1] += 1
+        setattr(owner, attr, functools.wraps(original)(timed_call))
+    return spent
+
+
+def spark_backlog_child(spec_path: str) -> None:
+    """Child process: a warm-up replay, then the measured available-now run through the Spark
+    path; one JSON line `RESULT {...}` on stdout. Stops at `limit` seconds if not done."""
+    import logging
+
+    from devstack.spark import spark_jars
+    from devstack.stack import cache_dir
+
+    from spark_jobs.lake.phases import CLOCK
+    from spark_jobs.runtime import job as job_module
+
+    spec = json.loads(Path(spec_path).read_text())
+    per_table: list[tuple[float, float]] = []  # (decoded in, written in) of each table
+
+    class Lines(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "decoded in" in str(record.msg) and isinstance(record.args, tuple):
+                per_table.append((float(record.args[-2]), float(record.args[-1])))  # type: ignore[arg-type]
+    spark = local_session(spark_jars(cache_dir()), extra={**SPARK_EXTRA, **spec["spark"]})
+    spark.sparkContext.setLogLevel("ERROR")
+    run_merge(spark, MergeConfig(spec["bootstrap"], spec["registry"], spec["target"] + "-warm",
+                                 topic_prefix=spec["warm"], replay=True, fast_merge="off"))
+    logging.getLogger("spark_jobs.runtime.job").addHandler(Lines())  # the measured run's
+    logging.getLogger("spark_jobs.runtime.job").setLevel(logging.INFO)
+    spent = _time_steps()
+    phases: dict[str, float] = {}
+    observe = job_module.metrics.observe_phases
+    job_module.metrics.observe_phases = lambda taken: (phases.update(taken), observe(taken))
+    CLOCK.take()
+    config = MergeConfig(spec["bootstrap"], spec["registry"], spec["target"],
+                         topic_prefix=spec["prefix"], trigger="available-now",
+                         fast_merge="off", parallel_tables=spec["parallel_tables"])
+    load = load_average()
+    requests = RequestLog(Path(spec["s3_log"])) if spec.get("s3_log") else None
+    started = time.monotonic()
+    query, processor = start_merge(spark, config)
+    done_at: list[float] = []  # seconds from the start when each table was done
+    while query.isActive:
+        done = len(processor.stats.tables)
+        done_at += [time.monotonic() - started] * (done - len(done_at))
+        if time.monotonic() - started > spec["limit"]:
+            break
+        time.sleep(0.5)
+    took = time.monotonic() - started
+    finished = not query.isActive
+    if finished and query.exception() is not None:
+        raise RuntimeError(f"the streaming query failed: {query.exception()}")
+    done = len(processor.stats.tables)
+    done_at += [took] * (done - len(done_at))
+    out = {"tree": spec["tree"], "store": spec["store"], "tables": spec["tables"],
+           "events": spec["events"], "finished": finished, "seconds": took,
+           "tables_done": done, "events_done": sum(processor.stats.tables.values()),
+           "first_table_at": done_at[0] if done_at else None,
+           "parallel_tables": config.tables_at_once(spark.sparkContext.defaultParallelism),
+           "load_start": load, "load_end": load_average(),
+           "phases": phases or CLOCK.take(), "steps": spent,
+           "decode_s_mean": sum(d for d, _ in per_table) / max(1, len(per_table)),
+           "write_s_mean": sum(w for _, w in per_table) / max(1, len(per_table)),
+           "batch_seconds": [r.seconds for r in processor.stats.reports]}
+    if requests is not None:
+        out["requests"] = dict(requests.since_last())
+    print("RESULT " + json.dumps(out), flush=True)
+    # a run stopped at its limit still has tables queued on the job's threads: leave at once
+    os._exit(0)
+
+
+def spark_backlog(bootstrap: str, registry_url: str, work: Path, args: argparse.Namespace,
+                  stores: list[str], s3_conf: dict[str, str]) -> None:
+    """N new tables holding E events in all, each tree's job in a child process on the same
+    topics (its own target), trees alternated per store and repeat."""
+    import subprocess
+
+    n, events = args.spark_backlog, args.spark_backlog_events
+    prefix = f"sbl{n}x{events}t{int(time.time())}"
+    began = time.monotonic()
+    tables = make_tables(bootstrap, registry_url, prefix, n, 1)
+    produce(bootstrap, tables, events)
+    warm = f"sblwarm{int(time.time())}"
+    produce(bootstrap, make_tables(bootstrap, registry_url, warm, 5, 1), 500)
+    print(f"  {n} topics, {events} events produced in {time.monotonic() - began:.1f} s "
+          f"[load {load_average()}]", flush=True)
+    trees = [str(Path(t).resolve()) for t in (args.spark_backlog_trees or [str(REPO)])]
+    results: list[dict[str, object]] = []
+    for rep in range(args.spark_backlog_repeat):
+        for store in stores:
+            for tree in trees if rep % 2 == 0 else trees[::-1]:
+                label = f"{Path(tree).name}-{store}-{rep}"
+                root = "s3a://bench/sbl" if store == "s3" else str(work / "sbl")
+                spec = {"tree": tree, "store": store, "tables": n, "events": events,
+                        "bootstrap": bootstrap, "registry": registry_url, "prefix": prefix,
+                        "warm": warm, "target": f"{root}/{label}",
+                        "limit": args.spark_backlog_limit,
+                        "parallel_tables": args.parallel_tables,
+                        "spark": s3_conf if store == "s3" else {},
+                        "s3_log": str(S3_LOG) if store == "s3" and S3_LOG else None}
+                spec_path = work / f"{label}.json"
+                spec_path.write_text(json.dumps(spec))
+                env = {**os.environ, "PGCDC_BENCH_TREE": tree}
+                print(f"  run {label} [load {load_average()}] ...", flush=True)
+                child = subprocess.run(
+                    [sys.executable, __file__, "--spark-backlog-child", str(spec_path)],
+                    env=env, cwd=tree, capture_output=True, text=True, check=False)
+                found = [line for line in child.stdout.splitlines()
+                         if line.startswith("RESULT ")]
+                if not found:
+                    print(f"  {label} failed (exit {child.returncode}):\n"
+                          f"{child.stderr[-3000:]}", flush=True)
+                    continue
+                result = json.loads(found[-1][len("RESULT "):])
+                results.append(result)
+                print("  " + json.dumps(result), flush=True)
+    print("| tree | store | tables | events | finished | seconds | tables done | s/table "
+          "| projected s for all | parallel | load (start) |\n"
+          "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---|")
+    for r in results:
+        done, secs = int(r["tables_done"]), float(r["seconds"])  # type: ignore[arg-type]
+        first = float(r["first_table_at"] or 0.0)  # type: ignore[arg-type]
+        # the batch's read before its first table, then the tables at the rate they went
+        rate = (secs - first) / max(1, done - 1)
+        projected = secs if r["finished"] else first + rate * (n - 1)
+        print(f"| {Path(str(r['tree'])).name} | {r['store']} | {n} | {events} | "
+              f"{'yes' if r['finished'] else 'no (limit)'} | {secs:.1f} | {done} | "
+              f"{secs / max(1, done):.2f} | {projected:.0f} | {r['parallel_tables']} | "
+              f"{r['load_start']} |")
+
+
 # --- freshness by an independent reader -----------------------------------------------------
 
 def paced_producer(bootstrap: str, registry_url: str, prefix: str, rate: int, seconds: int,
@@ -573,9 +755,24 @@ def main() -> None:
                         "(s3 needs --store s3 or both)")
     p.add_argument("--parallel-tables", type=int, default=0,
                    help="the many-tables runs' --parallel-tables (default: the job's own)")
+    p.add_argument("--spark-backlog", type=int, default=0, metavar="N",
+                   help="N new tables, one available-now batch through the Spark path; 0 = skip")
+    p.add_argument("--spark-backlog-events", type=int, default=150_000,
+                   help="events of the --spark-backlog tables in all")
+    p.add_argument("--spark-backlog-trees", type=lambda v: v.split(","), default=None,
+                   help="comma-separated code trees (git worktrees) to run it on, alternated "
+                        "(default: this one)")
+    p.add_argument("--spark-backlog-limit", type=float, default=1800,
+                   help="stop a --spark-backlog run after this many seconds")
+    p.add_argument("--spark-backlog-repeat", type=int, default=1,
+                   help="runs per tree and store (the trees' order alternates)")
+    p.add_argument("--spark-backlog-child", metavar="SPEC", help=argparse.SUPPRESS)
     p.add_argument("--bootstrap-servers")
     p.add_argument("--schema-registry-url")
     args = p.parse_args()
+    if args.spark_backlog_child:
+        spark_backlog_child(args.spark_backlog_child)
+        return
 
     from devstack.spark import spark_jars
     from devstack.stack import cache_dir
@@ -586,6 +783,12 @@ def main() -> None:
     with servers(args) as (bootstrap, registry_url), object_store(work, "s3" in stores) as s3:
         roots = {"local": str(work), "s3": "s3a://bench/work"}
         chosen = dict(kv.split("=", 1) for kv in args.spark_conf)
+        if args.spark_backlog:  # its runs are child processes: before this one's Spark
+            print(f"\nSpark-path backlog [load {load_average()}]:", flush=True)
+            spark_backlog(bootstrap, registry_url, work, args, stores, {**s3, **chosen})
+            if not (args.events or args.many_tables or args.freshness_rate):
+                shutil.rmtree(work, ignore_errors=True)
+                return
         spark = local_session(spark_jars(cache_dir()), extra={**SPARK_EXTRA, **s3, **chosen})
         spark.sparkContext.setLogLevel("ERROR")
         # warm-up (JVM, codegen) on a tiny separate prefix so no run pays it alone

@@ -25,6 +25,7 @@ from ..sinks import (
 )
 
 AVAILABLE_NOW = "available-now"
+MAX_TABLES_AT_ONCE = 16  # the default --parallel-tables on a big cluster (`tables_at_once`)
 _INTERVAL = re.compile(r"^(\d+)\s*(ms|s|sec|seconds?|m|min|minutes?)$")
 
 
@@ -201,8 +202,10 @@ class MergeConfig:
     def tables_at_once(self, cores: int) -> int:
         """How many tables of a batch are written concurrently, on a cluster of `cores`
         (Spark's default parallelism): `--parallel-tables`, or one per core, at least 2 (a
-        table's commit waits on its store more than it computes)."""
-        return self.parallel_tables or max(2, cores)
+        table's commit waits on its store more than it computes) and at most
+        `MAX_TABLES_AT_ONCE` (each table's planning, py4j calls and Delta commits run on the
+        driver, one Python process: past that, more threads wait on it, not on the cluster)."""
+        return self.parallel_tables or max(2, min(cores, MAX_TABLES_AT_ONCE))
 
     def keeps_history(self, table: TableId) -> bool:
         """Whether `table` matches a --history pattern (its PostgreSQL `schema.table`)."""
@@ -294,7 +297,8 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     p.add_argument("--partition-by", type=_csv, default=(), help="comma-separated columns")
     p.add_argument("--parallel-tables", type=int, default=0,
                    help="tables of a micro-batch written concurrently (default: Spark's "
-                        "default parallelism, the cluster's cores, at least 2)")
+                        "default parallelism, the cluster's cores, at least 2, at most "
+                        f"{MAX_TABLES_AT_ONCE})")
     p.add_argument("--metrics-port", type=int, default=0,
                    help="serve Prometheus metrics (per table events, engine, lag behind the "
                         "producer's heartbeats; per batch time) on this port of the driver "

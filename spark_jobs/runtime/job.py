@@ -650,6 +650,32 @@ class BatchProcessor:
             max((r[TS] for r in batch.rows if r[TS] is not None), default=None),
             self.history.of_rows(table, batch.rows, types, key) if self.history else None)
 
+    @staticmethod
+    def _one_new_incarnation(plan: TopicPlan, sink: SparkDeltaSink) -> int | None:
+        """The relation id of every schema of `plan` when they all have the same one and the
+        table does not hold it yet (else None: `_incarnation` decides)."""
+        labels = {of_schema(schema) for schema in plan.schemas.values()}
+        current = sink.state.incarnation
+        if len(labels) != 1 or None in labels:
+            return None
+        label = labels.pop()
+        return None if current is not None and current.relation_id == label else label
+
+    def _take_new_incarnation(self, table: TableId, sink: SparkDeltaSink, label: int,
+                              first: Position | None, decoded: DataFrame) -> bool:
+        """`_incarnation`'s decision for a part of one incarnation (`_one_new_incarnation`)
+        whose first change is `first` (None: no decodable change); the table replaced or
+        labelled first when needed. False: its events are of a table dropped since."""
+        current = sink.state.incarnation
+        decision = decide(current, {label: first} if first is not None else {})
+        if label not in decision.keep:
+            return False
+        if decision.table is not None and decision.changes(current):
+            if decision.replace and self.history is not None:  # first: a re-run redoes both
+                self.history.replaced(table)
+            sink.take(self._session(), decision.table, decision.replace, decoded)
+        return True
+
     def _incarnation(self, frames: DataFrame, topic: str, plan: TopicPlan,
                      sink: SparkDeltaSink, original: bool) -> TopicPlan:
         """The plan of the events the table's upstream incarnation takes
@@ -732,16 +758,22 @@ class BatchProcessor:
         mirror = sink.mirror
         # The table's naming is fixed when it is created: column mapping, original names.
         original = sink.original_names(self._session())
-        if mirror is not None:
+        groups = key_groups(plan) if mirror is not None else [None]
+        # One new incarnation alone (a new table, or a table re-created upstream): its first
+        # position is the decoded part's own (`table_facts`), so the decision waits for it
+        # rather than decoding the part once more.
+        label = (self._one_new_incarnation(plan, mirror)
+                 if mirror is not None and cut is None and len(groups) == 1 else None)
+        if mirror is not None and label is None:
             plan = self._incarnation(frames, topic, plan, mirror, original)
             if not plan.schemas:
                 log.info("batch %d: %s: only events of a table dropped since", batch_id,
                          table.path)
                 return None
+            groups = key_groups(plan)
         # Each event is merged by the key it was written with: a batch holding events of
         # several key schemas (a primary key changed or dropped) is applied to a mirror one
         # key at a time, the key whose events come first first (see `key_groups`).
-        groups = key_groups(plan) if mirror is not None else [None]
         parts: list[tuple[DataFrame, int | None]] = []
         for group in groups:
             # Events with a key schema the registry does not know go with the newest key.
@@ -759,6 +791,13 @@ class BatchProcessor:
                      ((cut.hold(decoded, topic) if cut else decoded, group)
                       for decoded, group in parts)]
         found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
+        if label is not None:
+            assert mirror is not None
+            if not self._take_new_incarnation(table, mirror, label, found[0][1].first,
+                                              found[0][2]):
+                log.info("batch %d: %s: only events of a table dropped since", batch_id,
+                         table.path)
+                return None
         decoded_at = time.monotonic()
         dead, events, applied = [], 0, []
         for corrupt, facts, decoded, group in found:

@@ -154,3 +154,54 @@ def test_batches_with_duplicates_match_the_model(spark: SparkSession, tmp_path: 
     for batch_id, part in enumerate(parts):
         apply(spark, sink, batch_id, part)
     assert {k: v for k, v in rows(spark, sink).items()} == model([c for p in parts for c in p])
+
+
+def test_a_new_table_is_created_with_its_first_rows_in_one_commit(spark: SparkSession,
+                                                                  tmp_path: Path) -> None:
+    """The table (and its tombstones) a first batch creates with its rows is the one created
+    empty and then merged into: same columns, types, nullability, partitioning and
+    properties, same rows; in one commit each (a new table's fixed cost on the Spark path)."""
+    from delta.tables import DeltaTable
+
+    from spark_jobs.rules.changes import Position
+    from spark_jobs.rules.incarnation import Incarnation
+
+    changes = [ch(1, "c", 10, 0, "a", "x"), ch(2, "c", 10, 1, "b"), ch(2, "d", 11),
+               ch(3, "d", 12)]
+    sinks = []
+    for name in ("with_rows", "created_first"):
+        sink = SparkDeltaSink.at(str(tmp_path), f"s/{name}", "test-app", ["name"],
+                                 column_mapping=True)
+        sink.state.incarnation = Incarnation(16384, Position(10, 0))
+        if name == "created_first":  # the two-commit way: the table made empty, then merged
+            sink._create(spark, spark.createDataFrame(changes, SCHEMA))
+        apply(spark, sink, 0, changes)
+        sinks.append(sink)
+
+    def shape(path: str) -> tuple[Any, ...]:
+        detail = DeltaTable.forPath(spark, path).detail().first()
+        assert detail is not None
+        fields = spark.read.format("delta").load(path).schema.fields  # (physical names vary)
+        return ([(f.name, f.dataType.simpleString(), f.nullable) for f in fields],
+                detail["partitionColumns"], detail["properties"])
+
+    new, old = sinks
+    assert rows(spark, new) == rows(spark, old) == {1: ("a", "x")}
+    assert shape(new.path) == shape(old.path)
+    assert shape(new.path)[2]["pgcdc.relationId"] == "16384"
+    tomb_fields, tomb_partitions, tomb_properties = shape(new.tomb_path)
+    assert tomb_fields == [("id", "bigint", True), ("_cdc_commit_lsn", "bigint", True),
+                           ("_cdc_txn_index", "bigint", True)]
+    assert tomb_partitions == [] and tomb_properties["delta.columnMapping.mode"] == "name"
+
+    def tombstones() -> list[int]:
+        return sorted(r["id"] for r in spark.read.format("delta").load(new.tomb_path).collect())
+
+    assert tombstones() == [2, 3]
+    assert [DeltaTable.forPath(spark, p).history().count() for p in (new.path, new.tomb_path)] \
+        == [1, 1]
+    # a re-run of the batch finds the tables there and changes nothing
+    apply(spark, new, 0, changes)
+    assert rows(spark, new) == {1: ("a", "x")} and tombstones() == [2, 3]
+    assert [DeltaTable.forPath(spark, p).history().count() for p in (new.path, new.tomb_path)] \
+        == [1, 1]

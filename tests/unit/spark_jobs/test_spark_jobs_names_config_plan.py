@@ -123,9 +123,11 @@ def test_quoting_of_odd_column_names() -> None:
 
 def test_tables_written_at_once_follow_the_cores_unless_given() -> None:
     config = MergeConfig("k", "r", "/lake", topic_prefix="p")
-    assert [config.tables_at_once(c) for c in (1, 2, 16)] == [2, 2, 16]
+    assert [config.tables_at_once(c) for c in (1, 2, 16, 200)] == [2, 2, 16, 16]
     given = MergeConfig("k", "r", "/lake", topic_prefix="p", parallel_tables=3)
     assert given.tables_at_once(16) == 3
+    assert MergeConfig("k", "r", "/lake", topic_prefix="p", parallel_tables=40
+                       ).tables_at_once(200) == 40  # given: as given
 
 
 def test_the_fast_path_takes_the_smallest_tables_up_to_the_limit() -> None:
