@@ -3,13 +3,15 @@
 Used by `make demo` and the acceptance tests. Values are compared after a normalisation that
 only bridges representation differences of the two readers (psycopg and Spark), never content:
 timestamps to naive UTC, json to its parsed form, uuids and enums to text, decimals exactly,
-`time` to microseconds since midnight (the lake's representation, docs/merge-internals.md).
+`time` to microseconds since midnight (the lake's representation, docs/merge-internals.md),
+`real` to the double its float32 widens to (as Spark reads the lake's float).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import struct
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ import psycopg
 from psycopg import sql
 
 from connector.names import to_avro_name
+from connector.pgtypes.oids import FLOAT4
 
 from ..rules.names import METADATA_COLUMNS, column_names, q
 
@@ -57,12 +60,21 @@ def pg_rows(dsn: str, schema: str, table: str) -> TableRows:
         key = primary_key(conn, schema, table)
         cur = conn.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(schema, table)))
         columns = [d.name for d in cur.description or []]
+        reals = [d.name for d in cur.description or [] if d.type_code == FLOAT4]
         key = key or columns
         rows = {}
         for values in cur:
             row = dict(zip(columns, values, strict=True))
+            for column in reals:
+                row[column] = _widened(row[column])
             rows[tuple(normalize(row[k]) for k in key)] = row
     return TableRows(columns, rows)
+
+
+def _widened(value: float | None) -> float | None:
+    """A `real` as a double, as PostgreSQL's float4::float8 gives it: psycopg reads the
+    shortest decimal text (3.4e+38), the lake holds the float32 (3.3999999521443642e+38)."""
+    return None if value is None else struct.unpack("f", struct.pack("f", value))[0]
 
 
 def lake_names(pg_columns: Sequence[str], lake_columns: Iterable[str]) -> dict[str, str]:
@@ -125,7 +137,10 @@ def normalize(value: Any, like: Any = None) -> Any:
 
 
 def _is_text_list(value: Any) -> bool:
-    return isinstance(value, list) and all(v is None or isinstance(v, str) for v in value)
+    """A non-empty list of texts: a text[] column, not json (an empty one is told by the lake's
+    side: an empty json array is the text '[]' there, an empty text[] a list)."""
+    return isinstance(value, list) and bool(value) and all(
+        v is None or isinstance(v, str) for v in value)
 
 
 def compare(table: str, pg: TableRows, lake: TableRows, limit: int = 10) -> Comparison:

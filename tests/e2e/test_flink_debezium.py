@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import struct
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -26,7 +28,12 @@ import psycopg
 import pytest
 from devstack.flink import flink_jars, pyflink_python
 from devstack.stack import cache_dir
+from pyspark.sql import SparkSession
 
+from spark_jobs.events import debezium
+from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.runtime.job import run_merge
+from spark_jobs.verify.compare import compare, lake_rows, pg_rows
 from tests.support.producer import ProducerRun
 
 pytestmark = pytest.mark.e2e
@@ -123,8 +130,27 @@ def _expected(dsn: str) -> list[list[Any]]:
     return out
 
 
+def _merge_equals_source(spark: SparkSession, dsn: str, kafka: Any, registry: Any,
+                         prefix: str, target: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The merge job's Delta table of the topic equals PostgreSQL's table, and the job says in
+    one line that the topic's truncates are not written."""
+    with caplog.at_level(logging.WARNING, logger=debezium.__name__):
+        stats = run_merge(spark, MergeConfig(
+            bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
+            target=str(target), topic_prefix=prefix, trigger="available-now"))
+    assert stats.dead_letters == 0 and not stats.failed_tables, stats.failed_tables
+    warned = [r.getMessage() for r in caplog.records if r.name == debezium.__name__]
+    assert warned == [f"{prefix}.public.flinked: written with --value-format debezium without "
+                      "truncates (--truncate-records none): a TRUNCATE on the source is not "
+                      "applied to the lake; write them with --truncate-records every-partition"]
+    result = compare("flinked", pg_rows(dsn, "public", "flinked"),
+                     lake_rows(spark, str(target / "public" / "flinked"), ["id"]))
+    assert result.equal and result.lake_count == 4, result.differences
+
+
 def test_flink_sql_reads_debezium_format_topics(pg15: Any, kafka: Any, registry: Any,
-                                                tmp_path: Path) -> None:
+                                                spark: SparkSession, tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
     with psycopg.connect(pg15.dsn, autocommit=True) as conn:
         conn.execute("DROP TABLE IF EXISTS flinked, other")
         conn.execute(SOURCE_DDL)
@@ -136,7 +162,13 @@ def test_flink_sql_reads_debezium_format_topics(pg15: Any, kafka: Any, registry:
         with psycopg.connect(pg15.dsn, autocommit=True) as conn:
             conn.execute(CHANGES)
         producer.wait_caught_up()  # every change is in Kafka before Flink reads to the end
-        got = _flink_rows(f"{producer.prefix}.public.flinked", kafka.bootstrap, registry.url)
+        # The merge job over the same topic, in a thread while Flink's job (its own JVM) runs:
+        # the two overlap, neither reads as the other's consumer group.
+        with ThreadPoolExecutor(1) as pool:
+            merged = pool.submit(_merge_equals_source, spark, pg15.dsn, kafka, registry,
+                                 producer.prefix, tmp_path / "lake", caplog)
+            got = _flink_rows(f"{producer.prefix}.public.flinked", kafka.bootstrap,
+                              registry.url)
     finally:
         producer.stop()
         producer.drop()
@@ -151,3 +183,4 @@ def test_flink_sql_reads_debezium_format_topics(pg15: Any, kafka: Any, registry:
     # and the rows written again after it are the same rows
     assert got == _expected(pg15.dsn)
     assert [row[0] for row in got] == [1, 2, 3, 5]
+    merged.result()

@@ -14,6 +14,12 @@ def test_a_time_compares_as_the_lakes_microseconds_since_midnight() -> None:
     assert normalize(zoned) == zoned  # timetz (a string in the lake) is left as it is
 
 
+def test_json_text_in_the_lake_compares_as_json_an_empty_array_too() -> None:
+    assert normalize("[]", like=[]) == []  # an empty jsonb array
+    assert normalize('["a"]', like=["a"]) == '["a"]'  # a text[] compares as a list
+    assert normalize('{"a": 1}', like={"a": 1}) == {"a": 1}
+
+
 def test_escaped_lake_names_are_found_through_the_name_mapping() -> None:
     pg_columns = ["id", "order date", "_cdc_op", "a_x0020b", "a b"]
     # without column mapping: the names the merge job gives (spark_jobs.rules.names.column_names)
