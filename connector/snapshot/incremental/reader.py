@@ -177,6 +177,19 @@ class ChunkReader:
                 self._conn.close()
             pending.done.set()
 
+    def _wait_until(self, ready: Callable[[], bool], waiting_for: str) -> None:
+        """Poll `ready` every XIP_CHECK_S until it holds, warning after XIP_WAIT_LOG_S and
+        then every minute; `Stopped` when the reader is closed meanwhile."""
+        since = time.monotonic()
+        next_warning = since + XIP_WAIT_LOG_S
+        while not ready():
+            if self._stop.wait(XIP_CHECK_S):
+                raise Stopped()
+            if time.monotonic() >= next_warning:
+                log.warning("incremental snapshot: %s, for %.0f s", waiting_for,
+                            time.monotonic() - since)
+                next_warning += 60
+
     def _read_dblog(self, conn: Any, spec: ChunkSpec, pending: PendingRead) -> ChunkRead:
         """`window` steps 1-4: the low watermark, the wait for the transactions running then
         (the visibility race), the read, then the high watermark (after the result is
@@ -185,18 +198,12 @@ class ChunkReader:
         # The txid_* spelling exists on every supported server (pg_current_snapshot: 13+).
         row = conn.execute("SELECT txid_current_snapshot()::text").fetchone()
         running = row[0]
-        since = next_warning = time.monotonic()
-        next_warning += XIP_WAIT_LOG_S
-        while conn.execute(
+        self._wait_until(
+            lambda: conn.execute(
                 "SELECT count(*) FROM txid_snapshot_xip(%s::txid_snapshot) x "
-                "WHERE txid_status(x) = 'in progress'", (running,)).fetchone() != (0,):
-            if self._stop.wait(XIP_CHECK_S):
-                raise Stopped()
-            if time.monotonic() >= next_warning:
-                log.warning("incremental snapshot: waiting for transactions that were running "
-                            "when the chunk started to end (long-running, or idle in "
-                            "transaction?), for %.0f s", time.monotonic() - since)
-                next_warning += 60
+                "WHERE txid_status(x) = 'in progress'", (running,)).fetchone() == (0,),
+            "waiting for transactions that were running when the chunk started to end "
+            "(long-running, or idle in transaction?)")
         result = _copy(conn, spec, low)
         pending.result = result
         _emit(conn, Watermark(spec.run, spec.sequence, high=True))
@@ -206,23 +213,23 @@ class ChunkReader:
         """`readonly` steps 2 and 3: the snapshot S, the chunk and the horizon h in one
         REPEATABLE READ transaction, read again while S misses a transaction streamed
         before P."""
-        assert spec.position is not None and spec.before is not None
-        since = next_warning = time.monotonic()
-        next_warning += XIP_WAIT_LOG_S
-        while True:
+        before = spec.before
+        assert spec.position is not None and before is not None
+        taken: list[readonly.Snapshot] = []
+
+        def sees_every_streamed_transaction() -> bool:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()
-            snapshot = readonly.Snapshot.parse(row[0])
-            if not spec.before.unseen(snapshot):
-                break
+            taken[:] = [readonly.Snapshot.parse(row[0])]
+            if not before.unseen(taken[0]):
+                return True  # the transaction stays open: the chunk is read in it
             conn.execute("ROLLBACK")  # not ready (`readonly.Chunk.ready`): read again
-            if self._stop.wait(XIP_CHECK_S):
-                raise Stopped()
-            if time.monotonic() >= next_warning:
-                log.warning("incremental snapshot: a transaction the stream delivered is "
-                            "still not visible to a new snapshot after %.0f s (a standby "
-                            "replaying slowly?)", time.monotonic() - since)
-                next_warning += 60
+            return False
+
+        self._wait_until(sees_every_streamed_transaction,
+                         "a transaction the stream delivered is still not visible to a new "
+                         "snapshot (a standby replaying slowly?)")
+        snapshot = taken[0]
         result = _copy(conn, spec, spec.position)
         horizon = conn.execute(HORIZON).fetchone()
         conn.execute("COMMIT")
