@@ -23,7 +23,7 @@ import psycopg
 from psycopg import sql
 
 from connector.names import to_avro_name
-from connector.pgtypes.oids import FLOAT4
+from connector.pgtypes.oids import ARRAY_OF, FLOAT4
 
 from ..rules.names import METADATA_COLUMNS, column_names, q
 
@@ -60,7 +60,8 @@ def pg_rows(dsn: str, schema: str, table: str) -> TableRows:
         key = primary_key(conn, schema, table)
         cur = conn.execute(sql.SQL("SELECT * FROM {}").format(sql.Identifier(schema, table)))
         columns = [d.name for d in cur.description or []]
-        reals = [d.name for d in cur.description or [] if d.type_code == FLOAT4]
+        reals = [d.name for d in cur.description or []
+                 if d.type_code in (FLOAT4, ARRAY_OF[FLOAT4])]
         key = key or columns
         rows = {}
         for values in cur:
@@ -71,9 +72,12 @@ def pg_rows(dsn: str, schema: str, table: str) -> TableRows:
     return TableRows(columns, rows)
 
 
-def _widened(value: float | None) -> float | None:
-    """A `real` as a double, as PostgreSQL's float4::float8 gives it: psycopg reads the
-    shortest decimal text (3.4e+38), the lake holds the float32 (3.3999999521443642e+38)."""
+def _widened(value: Any) -> Any:
+    """A `real` (or each of a `real[]`'s, at any depth) as a double, as PostgreSQL's
+    float4::float8 gives it: psycopg reads the shortest decimal text (3.4e+38), the lake
+    holds the float32 (3.3999999521443642e+38)."""
+    if isinstance(value, list):
+        return [_widened(v) for v in value]
     return None if value is None else struct.unpack("f", struct.pack("f", value))[0]
 
 

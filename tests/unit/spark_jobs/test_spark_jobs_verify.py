@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import struct
 
-from spark_jobs.verify.compare import TableRows, compare, lake_names, normalize
+from spark_jobs.verify.compare import TableRows, _widened, compare, lake_names, normalize
 
 
 def test_a_time_compares_as_the_lakes_microseconds_since_midnight() -> None:
@@ -42,3 +43,11 @@ def test_escaped_lake_names_are_found_through_the_name_mapping() -> None:
         "a_x0020b": "a_x005Fx0020b", "a b": "a b"}
     assert compare("s.t", TableRows(["id", "gone"], {}), TableRows(["id"], {})).differences == [
         "columns missing in the lake: ['gone']"]
+
+
+def test_a_real_and_each_element_of_a_real_array_compare_as_the_lakes_float32() -> None:
+    as_float32 = struct.unpack("f", struct.pack("f", 3.4e38))[0]
+    assert as_float32 != 3.4e38
+    assert _widened(3.4e38) == as_float32
+    assert _widened([[3.4e38, None], [0.5]]) == [[as_float32, None], [0.5]]
+    assert _widened(None) is None
