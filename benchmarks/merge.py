@@ -46,7 +46,7 @@ import threading
 import time
 from array import array
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -448,8 +448,6 @@ def spark_backlog(bootstrap: str, registry_url: str, work: Path, args: argparse.
                   stores: list[str], s3_conf: dict[str, str]) -> None:
     """N new tables holding E events in all, each tree's job in a child process on the same
     topics (its own target), trees alternated per store and repeat."""
-    import subprocess
-
     n, events = args.spark_backlog, args.spark_backlog_events
     prefix = f"sbl{n}x{events}t{int(time.time())}"
     began = time.monotonic()
@@ -460,6 +458,26 @@ def spark_backlog(bootstrap: str, registry_url: str, work: Path, args: argparse.
     print(f"  {n} topics, {events} events produced in {time.monotonic() - began:.1f} s "
           f"[load {load_average()}]", flush=True)
     trees = [str(Path(t).resolve()) for t in (args.spark_backlog_trees or [str(REPO)])]
+    with ExitStack() as stack:
+        if args.spark_backlog_cluster:  # every child's job on one standalone cluster
+            from devstack.spark import standalone_cluster
+
+            url = stack.enter_context(standalone_cluster(work / "cluster",
+                                                         args.spark_backlog_cluster))
+            print(f"  Spark standalone cluster {url}, {args.spark_backlog_cluster} worker(s) "
+                  "of 1 core and 1g", flush=True)
+            s3_conf = {**s3_conf, "spark.master": url}
+        results = _spark_backlog_runs(bootstrap, registry_url, work, args, stores, s3_conf,
+                                      prefix, warm, trees)
+    _spark_backlog_table(results, n, events)
+
+
+def _spark_backlog_runs(bootstrap: str, registry_url: str, work: Path, args: argparse.Namespace,
+                        stores: list[str], s3_conf: dict[str, str], prefix: str, warm: str,
+                        trees: list[str]) -> list[dict[str, object]]:
+    import subprocess
+
+    n, events = args.spark_backlog, args.spark_backlog_events
     results: list[dict[str, object]] = []
     for rep in range(args.spark_backlog_repeat):
         for store in stores:
@@ -471,7 +489,8 @@ def spark_backlog(bootstrap: str, registry_url: str, work: Path, args: argparse.
                         "warm": warm, "target": f"{root}/{label}",
                         "limit": args.spark_backlog_limit,
                         "parallel_tables": args.parallel_tables,
-                        "spark": s3_conf if store == "s3" else {},
+                        "spark": s3_conf if store == "s3" else
+                        {k: v for k, v in s3_conf.items() if k == "spark.master"},
                         "s3_log": str(S3_LOG) if store == "s3" and S3_LOG else None}
                 spec_path = work / f"{label}.json"
                 spec_path.write_text(json.dumps(spec))
@@ -489,6 +508,10 @@ def spark_backlog(bootstrap: str, registry_url: str, work: Path, args: argparse.
                 result = json.loads(found[-1][len("RESULT "):])
                 results.append(result)
                 print("  " + json.dumps(result), flush=True)
+    return results
+
+
+def _spark_backlog_table(results: list[dict[str, object]], n: int, events: int) -> None:
     print("| tree | store | tables | events | finished | seconds | tables done | s/table "
           "| projected s for all | parallel | load (start) |\n"
           "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---|")
@@ -766,6 +789,9 @@ def main() -> None:
                    help="stop a --spark-backlog run after this many seconds")
     p.add_argument("--spark-backlog-repeat", type=int, default=1,
                    help="runs per tree and store (the trees' order alternates)")
+    p.add_argument("--spark-backlog-cluster", type=int, default=0, metavar="WORKERS",
+                   help="run the Spark-path backlog on a standalone cluster of this many "
+                        "workers (1 core, 1g each) instead of local[2]")
     p.add_argument("--spark-backlog-child", metavar="SPEC", help=argparse.SUPPRESS)
     p.add_argument("--bootstrap-servers")
     p.add_argument("--schema-registry-url")
