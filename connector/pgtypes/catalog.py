@@ -39,7 +39,10 @@ from .values import Unknown
 
 __all__ = [
     "CATALOG_QUERY",
+    "COMPOSITE_QUERY",
     "ColumnType",
+    "Composite",
+    "CompositeAttribute",
     "PgType",
     "ResolvedType",
     "RowLoaders",
@@ -136,6 +139,36 @@ JOIN pg_catalog.pg_type t ON t.oid = w.oid
 JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
 """
 
+#: The live attributes of the composite types given as one ``oid[]`` parameter, in order (the
+#: order record_out prints them in; dropped ones are not printed): rows for
+#: :meth:`TypeCatalog.add_composite_rows`.
+COMPOSITE_QUERY = """\
+SELECT t.oid::int8, a.attname::text, a.atttypid::int8, a.atttypmod, a.attndims::int4
+FROM pg_catalog.pg_type t
+JOIN pg_catalog.pg_attribute a ON a.attrelid = t.typrelid
+WHERE t.oid = ANY(%s::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY t.oid, a.attnum
+"""
+
+
+class CompositeAttribute(NamedTuple):
+    """One live attribute of a composite type (a row of ``pg_attribute``)."""
+
+    name: str
+    type_oid: int
+    type_modifier: int
+    dims: int  # attndims: declared array dimensions (0: not declared as an array)
+
+
+class Composite(NamedTuple):
+    """A composite type (its domains peeled off) and its attributes as last read."""
+
+    oid: int
+    name: str
+    namespace: str
+    attributes: tuple[CompositeAttribute, ...] | None  # None: not read yet
+
+
 PgTypeRow = tuple[int, str, str, str, int, int, int, int, int, str, str, bool]
 
 _TEXT_LOADERS: dict[int, TextLoader] = {}
@@ -218,6 +251,7 @@ class TypeCatalog:
         self.generation = 0
         self._types: dict[int, PgType] = dict(_BUILTINS)
         self._by_name = {(t.namespace, t.name): t.oid for t in self._types.values()}
+        self._attributes: dict[int, tuple[CompositeAttribute, ...]] = {}
         self._text_cache: dict[int, TextLoader] = {}
         self._binary_cache: dict[int, BinaryLoader] = {}
         self._text = dict(_TEXT_LOADERS)
@@ -316,11 +350,38 @@ class TypeCatalog:
                 )
             )
 
+    def add_composite_rows(self, type_oids: Iterable[int],
+                           rows: Iterable[Sequence[Any]]) -> None:
+        """Learn (again) the attributes of the composites `type_oids` from
+        :data:`COMPOSITE_QUERY`'s rows for them (a type without rows has none)."""
+        found: dict[int, list[CompositeAttribute]] = {int(oid): [] for oid in type_oids}
+        for oid, name, type_oid, typmod, dims in rows:
+            found.setdefault(int(oid), []).append(
+                CompositeAttribute(str(name), int(type_oid), int(typmod), int(dims)))
+        for oid, attributes in found.items():
+            self._attributes[oid] = tuple(attributes)
+        self.generation += 1
+
     # ------------------------------------------------------------------ resolving
 
     def get(self, oid: int) -> PgType | None:
         """What is known of ``oid``, or None."""
         return self._types.get(oid)
+
+    def composite(self, oid: int) -> Composite | None:
+        """The composite type `oid` is, or is a domain over (None: not a composite, or its
+        ``pg_type`` row is not known yet)."""
+        for _ in range(_MAX_DEPTH):
+            pg_type = self._types.get(oid)
+            if pg_type is None:
+                return None
+            if pg_type.kind == "composite":
+                return Composite(oid, pg_type.name, pg_type.namespace,
+                                 self._attributes.get(oid))
+            if pg_type.kind != "domain":
+                return None
+            oid = pg_type.base_oid
+        return None
 
     def is_known(self, oid: int) -> bool:
         """Whether values of ``oid`` load to real values (not :class:`Unknown`)."""
