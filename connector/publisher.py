@@ -221,11 +221,12 @@ class Publisher:
         where = f"outbox table {relation.namespace}.{relation.name}, column {column.name}"
         dims = 1 if facts is None else facts.array_dims(relation).get(column.name, 1)
 
-        def derive(refresh: bool) -> PayloadCodec:
+        def derive(refresh: bool, attributes: int | None) -> PayloadCodec:
             if facts is not None:
                 facts.prepare_composite(column.type_oid, refresh=refresh)
             return payload_codec(types, column.type_oid, column.type_modifier, dims,
-                                 where=where, value_format=self.codecs.value_format)
+                                 where=where, value_format=self.codecs.value_format,
+                                 attributes=attributes)
 
         return AvroPayload(derive, self.encoder.registry.register_value, where)
 

@@ -20,10 +20,19 @@ Lossless: a value a string-typed attribute's mapping refuses is published as its
 mappings are total over what PostgreSQL stores: a bug to report) stops pgcdc with one line.
 
 Evolution: ``ALTER TYPE ... ADD/DROP ATTRIBUTE`` changes what record_out prints but sends no
-new Relation message. A value whose attribute count (text) or attribute types (binary) differ
-from the attributes known is `ShapeChanged`; `AvroPayload` then reads the type again and
-derives (and registers) the new schema version, whose added fields are nullable with default
-null: BACKWARD and FORWARD compatible with the one before, as table schemas are.
+new Relation message, and the catalog pgcdc can read is today's, not that of the change being
+decoded (which may be older: pgcdc was behind, or restarted). A value whose attribute count
+(text) or attribute types (binary) differ from the attributes known is `ShapeChanged`;
+`AvroPayload` then reads the type again and takes the version with that many attributes: today's,
+or -- a value written before attributes were added -- the first ``n`` of today's, which is
+exactly what the type had then when no attribute was dropped before the ``n``-th
+(`Composite.intact`). A value whose shape cannot be known so (an attribute dropped since, or
+dropped and added between two reads) stops pgcdc with one line. Each version is registered as
+it is first used; added fields are nullable with default null, so each version is BACKWARD
+and FORWARD compatible with the one before, as table schemas are. (An attribute's changed
+type, ``ALTER ATTRIBUTE ... TYPE``, keeps the count: values written before it are read with
+today's type, and one that does not load as that type is published by the fallback rule or
+stops pgcdc as above.) Nested composites are read as they are today.
 """
 
 from __future__ import annotations
@@ -47,7 +56,12 @@ Load = Callable[[Any], Any]  # a value as sent (text or bytes) -> its Avro datum
 
 
 class ShapeChanged(Exception):  # noqa: N818  (a signal, not an error: the caller re-reads)
-    """A composite value's attributes are not those of the type as last read."""
+    """A composite value's attributes are not those of the type as last read; `count`: how
+    many the value has."""
+
+    def __init__(self, count: int, detail: str) -> None:
+        super().__init__(detail)
+        self.count = count
 
 
 class PayloadCodec(NamedTuple):
@@ -56,17 +70,29 @@ class PayloadCodec(NamedTuple):
     schema: dict[str, Any]  # JSON-ready; a primitive is {"type": ...}
     text: Load  # pgoutput tuple kind 't' (str) -> datum
     binary: Load  # kind 'b' (bytes) -> datum
+    attributes: int | None = None  # a composite's: how many (its version)
 
 
 def payload_codec(catalog: TypeCatalog, type_oid: int, typmod: int = -1, dims: int = 1, *,
-                  where: str, value_format: str = "pgcdc") -> PayloadCodec:
+                  where: str, value_format: str = "pgcdc",
+                  attributes: int | None = None) -> PayloadCodec:
     """The codec of a payload column of type `type_oid` (module docstring). `where` names the
     column in errors and fallback reports (``outbox table public.outbox, column payload``).
-    A composite's attributes must have been read (`SourceFacts.prepare_composite`)."""
+    A composite's attributes must have been read (`SourceFacts.prepare_composite`);
+    `attributes`: only its first so many (a value written before the others were added), which
+    `DecodeError` refuses when that is not a version the type had."""
     composite = catalog.composite(type_oid)
     if composite is not None:
-        avro_type, text, binary = _Records(catalog, where, value_format).record(composite)
-        return PayloadCodec(avro_type, text, binary)
+        live = len(composite.attributes or ())
+        if attributes is not None and attributes != live and attributes > composite.intact:
+            raise DecodeError(
+                f"{where}: a payload has {attributes} attributes, type {composite.namespace}."
+                f"{composite.name} has {live} now, and attributes were dropped since it was "
+                "written, so pgcdc cannot tell which they are; set payload_format: stored for "
+                "this outbox until such events are published")
+        avro_type, text, binary = _Records(catalog, where, value_format).record(composite,
+                                                                                attributes)
+        return PayloadCodec(avro_type, text, binary, live if attributes is None else attributes)
     codec = column_codec(catalog, type_oid, typmod, dims, value_format=value_format)
     avro_type = codec.avro_type if isinstance(codec.avro_type, dict) \
         else {"type": codec.avro_type}
@@ -106,14 +132,16 @@ class _Records:
         self.value_format = value_format
         self.defined: set[str] = set()  # full names: Avro defines a name once per schema
 
-    def record(self, composite: Composite) -> tuple[Any, Load, Load]:
-        """(Avro type, text loader, binary loader) of a composite's values."""
+    def record(self, composite: Composite, count: int | None = None
+               ) -> tuple[Any, Load, Load]:
+        """(Avro type, text loader, binary loader) of a composite's values (of its first
+        `count` attributes: None, all)."""
         name = f"{composite.namespace}.{composite.name}"
         if composite.attributes is None:
             raise ConfigError(f"{self.where}: the attributes of composite type {name} were "
                               "not read (pgcdc bug)")
         full = f"{to_avro_name(composite.namespace)}.{to_avro_name(composite.name)}"
-        attributes = composite.attributes
+        attributes = composite.attributes[:count]
         fields: list[dict[str, Any]] = []
         text_loads: list[Load] = []
         binary_loads: list[Load] = []
@@ -173,7 +201,7 @@ def _text_record(names: list[str], loads: list[Load], type_name: str) -> Load:
     def load(raw: str) -> dict[str, Any]:
         texts = parse_record_text(raw, type_name)
         if len(texts) != count and not (count == 0 and texts == [None]):
-            raise ShapeChanged(f"{type_name}: {len(texts)} attributes, {count} known")
+            raise ShapeChanged(len(texts), f"{type_name}: {len(texts)} attributes, {count} known")
         return {name: None if text is None else attribute(text)
                 for (name, attribute), text in zip(pairs, texts, strict=False)}
 
@@ -187,56 +215,76 @@ def _binary_record(names: list[str], loads: list[Load], types: list[int],
     def load(raw: bytes) -> dict[str, Any]:
         values = parse_record_binary(raw, type_name)
         if [oid for oid, _ in values] != types:
-            raise ShapeChanged(f"{type_name}: attribute types {[o for o, _ in values]}, "
-                               f"{types} known")
+            raise ShapeChanged(len(values), f"{type_name}: attribute types "
+                               f"{[o for o, _ in values]}, {types} known")
         return {name: None if data is None else attribute(data)
                 for (name, attribute), (_, data) in zip(pairs, values, strict=True)}
 
     return load
 
 
+class _Version:
+    """One schema version of a payload: its codec, its parsed schema and one writer per
+    routed topic (registered there at the topic's first record)."""
+
+    def __init__(self, codec: PayloadCodec, where: str) -> None:
+        self.codec = codec
+        self.parsed = parse_checked(codec.schema, where)
+        self.json = render(codec.schema)
+        self.writers: dict[str, Callable[[Any], bytes]] = {}
+
+    def datum(self, raw: str | bytes) -> Any:
+        return self.codec.text(raw) if isinstance(raw, str) else self.codec.binary(raw)
+
+
 class AvroPayload:
     """One outbox table version's payload as Confluent-framed Avro: the codec derived by
-    `derive` (``derive(True)``: after re-reading the type's attributes), its schema registered
-    by `register` (topic, schema text -> id; the value subject of that topic, by the registry
-    code every topic uses) once per routed topic and schema version."""
+    ``derive(refresh, attributes)`` (`payload_codec`; `refresh`: read the type's attributes
+    again first), its schema registered by `register` (topic, schema text -> id; the value
+    subject of that topic, by the registry code every topic uses) once per routed topic and
+    schema version. After ALTER TYPE the version a value needs is found as the module
+    docstring says."""
 
-    def __init__(self, derive: Callable[[bool], PayloadCodec],
+    def __init__(self, derive: Callable[[bool, int | None], PayloadCodec],
                  register: Callable[[str, str], int], where: str) -> None:
         self._derive = derive
         self._register = register
         self.where = where
-        self.codec = derive(False)
-        self._parsed = parse_checked(self.codec.schema, where)
-        self._json = render(self.codec.schema)
-        self._writers: dict[str, Callable[[Any], bytes]] = {}
+        self.current = _Version(derive(False, None), where)
+        self._older: dict[int, _Version] = {}  # by attribute count: values written before ADD
 
     def encode(self, topic: str, raw: str | bytes | None) -> bytes | None:
         """The framed value of a payload (`raw`: as pgoutput sent it; None: NULL -> None)."""
         if raw is None:
             return None
+        version = self.current
         try:
-            datum = self._datum(raw)
-        except ShapeChanged:  # ALTER TYPE since the attributes were read: read them again
-            self._renew()
+            datum = version.datum(raw)
+        except ShapeChanged as exc:
+            version = self._version_of(exc.count)
             try:
-                datum = self._datum(raw)
-            except ShapeChanged as exc:
+                datum = version.datum(raw)
+            except ShapeChanged as again:
                 raise DecodeError(
-                    f"{self.where}: a payload's attributes do not match its type's ({exc}): "
-                    "the type was altered again after this event was written; set "
-                    "payload_format: stored for this outbox to publish its text") from None
-        writer = self._writers.get(topic)
+                    f"{self.where}: a payload's attributes match no version of its type pgcdc "
+                    f"can read ({again}): the type was altered since this event was written; "
+                    "set payload_format: stored for this outbox until such events are "
+                    "published") from None
+        writer = version.writers.get(topic)
         if writer is None:
-            writer = self._writers[topic] = framed_writer(
-                self._parsed, self._register(topic, self._json))
+            writer = version.writers[topic] = framed_writer(
+                version.parsed, self._register(topic, version.json))
         return writer(datum)
 
-    def _datum(self, raw: str | bytes) -> Any:
-        return self.codec.text(raw) if isinstance(raw, str) else self.codec.binary(raw)
-
-    def _renew(self) -> None:
-        self.codec = self._derive(True)
-        self._parsed = parse_checked(self.codec.schema, self.where)
-        self._json = render(self.codec.schema)
-        self._writers.clear()  # each topic registers the new version at its next record
+    def _version_of(self, count: int) -> _Version:
+        """The version of a value with `count` attributes: today's (read again), or an older
+        one of the first `count` attributes."""
+        older = self._older.get(count)
+        if older is not None:
+            return older
+        self.current = _Version(self._derive(True, None), self.where)
+        self._older.clear()  # derived from the catalog as read before
+        if self.current.codec.attributes == count:
+            return self.current
+        older = self._older[count] = _Version(self._derive(False, count), self.where)
+        return older

@@ -139,14 +139,15 @@ JOIN pg_catalog.pg_type t ON t.oid = w.oid
 JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
 """
 
-#: The live attributes of the composite types given as one ``oid[]`` parameter, in order (the
-#: order record_out prints them in; dropped ones are not printed): rows for
+#: The attributes of the composite types given as one ``oid[]`` parameter, in order (the order
+#: record_out prints the live ones in), dropped ones flagged: rows for
 #: :meth:`TypeCatalog.add_composite_rows`.
 COMPOSITE_QUERY = """\
-SELECT t.oid::int8, a.attname::text, a.atttypid::int8, a.atttypmod, a.attndims::int4
+SELECT t.oid::int8, a.attname::text, a.atttypid::int8, a.atttypmod, a.attndims::int4,
+       a.attisdropped
 FROM pg_catalog.pg_type t
 JOIN pg_catalog.pg_attribute a ON a.attrelid = t.typrelid
-WHERE t.oid = ANY(%s::oid[]) AND a.attnum > 0 AND NOT a.attisdropped
+WHERE t.oid = ANY(%s::oid[]) AND a.attnum > 0
 ORDER BY t.oid, a.attnum
 """
 
@@ -161,12 +162,19 @@ class CompositeAttribute(NamedTuple):
 
 
 class Composite(NamedTuple):
-    """A composite type (its domains peeled off) and its attributes as last read."""
+    """A composite type (its domains peeled off) and its live attributes as last read.
+
+    ``intact``: how many of them come before the first dropped one. Attributes are only ever
+    appended (``ADD ATTRIBUTE`` takes the next attnum), so a value written when the type had
+    ``n <= intact`` attributes had exactly the first ``n`` of today's: its shape is known
+    without the catalog of its time. Past ``intact`` it is not (a dropped attribute may have
+    been live then)."""
 
     oid: int
     name: str
     namespace: str
     attributes: tuple[CompositeAttribute, ...] | None  # None: not read yet
+    intact: int = 0
 
 
 PgTypeRow = tuple[int, str, str, str, int, int, int, int, int, str, str, bool]
@@ -251,7 +259,7 @@ class TypeCatalog:
         self.generation = 0
         self._types: dict[int, PgType] = dict(_BUILTINS)
         self._by_name = {(t.namespace, t.name): t.oid for t in self._types.values()}
-        self._attributes: dict[int, tuple[CompositeAttribute, ...]] = {}
+        self._attributes: dict[int, tuple[tuple[CompositeAttribute, ...], int]] = {}
         self._text_cache: dict[int, TextLoader] = {}
         self._binary_cache: dict[int, BinaryLoader] = {}
         self._text = dict(_TEXT_LOADERS)
@@ -355,11 +363,16 @@ class TypeCatalog:
         """Learn (again) the attributes of the composites `type_oids` from
         :data:`COMPOSITE_QUERY`'s rows for them (a type without rows has none)."""
         found: dict[int, list[CompositeAttribute]] = {int(oid): [] for oid in type_oids}
-        for oid, name, type_oid, typmod, dims in rows:
-            found.setdefault(int(oid), []).append(
-                CompositeAttribute(str(name), int(type_oid), int(typmod), int(dims)))
+        intact: dict[int, int] = {}
+        for row in rows:  # in attnum order; the 6th column (attisdropped) may be left out
+            oid = int(row[0])
+            live = found.setdefault(oid, [])
+            if len(row) > 5 and row[5]:
+                intact.setdefault(oid, len(live))
+                continue
+            live.append(CompositeAttribute(str(row[1]), int(row[2]), int(row[3]), int(row[4])))
         for oid, attributes in found.items():
-            self._attributes[oid] = tuple(attributes)
+            self._attributes[oid] = (tuple(attributes), intact.get(oid, len(attributes)))
         self.generation += 1
 
     # ------------------------------------------------------------------ resolving
@@ -376,8 +389,8 @@ class TypeCatalog:
             if pg_type is None:
                 return None
             if pg_type.kind == "composite":
-                return Composite(oid, pg_type.name, pg_type.namespace,
-                                 self._attributes.get(oid))
+                attributes, intact = self._attributes.get(oid, (None, 0))
+                return Composite(oid, pg_type.name, pg_type.namespace, attributes, intact)
             if pg_type.kind != "domain":
                 return None
             oid = pg_type.base_oid

@@ -7,9 +7,9 @@ Text format (``record_out``/``record_in``, PostgreSQL docs "Composite Types", 8.
 ``(a,b,...)``; an attribute is NULL when nothing at all stands between its delimiters (``(,)``
 is two NULLs), and ``""`` is an empty string. Double quotes may surround any part of an
 attribute; inside them ``""`` and ``\\"`` are a quote and ``\\\\`` a backslash; outside them
-a backslash takes the next character literally (and ``(`` is plain). Whitespace is part of the value (record_in
-does not trim it; record_out quotes an attribute holding any). Dropped attributes are not
-printed, so the count is that of the type's live attributes at the time of the change.
+a backslash takes the next character literally (and ``(`` is plain). Whitespace is part of
+the value (record_in does not trim it; record_out quotes an attribute holding any). Dropped
+attributes are not printed: the count is that of the type's live attributes at the change.
 
 Binary format (``record_send``): int32 attribute count, then per attribute its type OID
 (int32), its length (int32; -1 for NULL) and that many bytes of the type's send output.
