@@ -57,7 +57,7 @@ Load = Callable[[Any], Any]  # a value as sent (text or bytes) -> its Avro datum
 
 class ShapeChanged(Exception):  # noqa: N818  (a signal, not an error: the caller re-reads)
     """A composite value's attributes are not those of the type as last read; `count`: how
-    many the value has."""
+    many the value has (-1: a nested composite's do not match, read as they are today)."""
 
     def __init__(self, count: int, detail: str) -> None:
         super().__init__(detail)
@@ -152,8 +152,8 @@ class _Records:
             if nested is not None:
                 avro_type, text, binary = self.record(nested)
                 value = _value(avro_type, None, where)
-                text_loads.append(_bind(value, text))
-                binary_loads.append(_bind(value, binary))
+                text_loads.append(_bind(value, _nested(text)))
+                binary_loads.append(_bind(value, _nested(binary)))
             else:
                 self._refuse_composite_arrays(attribute.type_oid, where)
                 codec = column_codec(self.catalog, attribute.type_oid, attribute.type_modifier,
@@ -192,6 +192,18 @@ class _Records:
 
 def _bind(value: Callable[[Load, Any], Any], load: Load) -> Load:
     return lambda raw: value(load, raw)
+
+
+def _nested(load: Load) -> Load:
+    """A nested composite's loader: its shape change is no attribute count of the payload."""
+
+    def nested(raw: Any) -> Any:
+        try:
+            return load(raw)
+        except ShapeChanged as exc:
+            raise ShapeChanged(-1, str(exc)) from None
+
+    return nested
 
 
 def _text_record(names: list[str], loads: list[Load], type_name: str) -> Load:
@@ -284,7 +296,7 @@ class AvroPayload:
             return older
         self.current = _Version(self._derive(True, None), self.where)
         self._older.clear()  # derived from the catalog as read before
-        if self.current.codec.attributes == count:
+        if count < 0 or self.current.codec.attributes == count:
             return self.current
         older = self._older[count] = _Version(self._derive(False, count), self.where)
         return older

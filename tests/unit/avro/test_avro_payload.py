@@ -182,3 +182,23 @@ def test_a_value_older_than_a_dropped_attribute_stops_in_one_line() -> None:
     assert payload.current.datum("(1,x)") == {"id": 1, "note": "x"}
     with pytest.raises(DecodeError, match="attributes were dropped since it was written"):
         payload.encode("t", "(1,y,x)")
+
+
+def test_a_nested_composite_altered_is_read_again() -> None:
+    """ADD ATTRIBUTE to a nested type: the payload's own count is unchanged; the types are
+    read again (as they are today) and the new version used."""
+    types = catalog()
+    attrs = [("id", oids.INT4, -1, 0), ("line", LINE, -1, 0)]
+    types.add_composite_rows([EVENT], [(EVENT, *a) for a in attrs])
+
+    def derive(refresh: bool, attributes: int | None) -> PayloadCodec:
+        if refresh:
+            types.add_composite_rows([LINE], [(LINE, *a) for a in
+                                              [*LINE_ATTRS, ("note", oids.TEXT, -1, 0)]])
+        return payload_codec(types, EVENT, where="p", attributes=attributes)
+
+    registry = Registry()
+    payload = AvroPayload(derive, registry.register, "p")
+    value = payload.encode("t", '(1,"(s1,2,x)")')
+    assert decode(value or b"", registry.schema).value == {
+        "id": 1, "line": {"sku": "s1", "qty": 2, "note": "x"}}
