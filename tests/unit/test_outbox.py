@@ -312,8 +312,11 @@ def composite_publisher(outbox: object) -> tuple[Publisher, HeaderSink, SubjectR
     ({"payload_format": "avro"}, OUTBOX, '{"n": 3}', '{"n": 3}'),  # jsonb's own Avro type
     ({"payload_format": "stored"}, COMPOSITE_OUTBOX, "(4,x)", b"(4,x)"),  # its text
     (True, OUTBOX, '{"n": 5}', b'{"n": 5}'),  # auto: json as stored
+    (True, COMPOSITE_OUTBOX, BinaryValue(  # binary tuples: record_send's form
+        b"\0\0\0\2" b"\0\0\0\x17\0\0\0\4\0\0\0\6" b"\0\0\0\x19\xff\xff\xff\xff"),
+     {"n": 6, "note": None}),
 ])
-def test_the_payload_format(outbox: object, relation: Relation, payload: str,
+def test_the_payload_format(outbox: object, relation: Relation, payload: str | bytes,
                             expected: object) -> None:
     pub, sink, registry = composite_publisher(outbox)
     pub.publish(transaction([(relation, Insert(None, relation.relation_id,
