@@ -7,10 +7,18 @@ connector/replication/published.py) has an ``outbox`` key: ``outbox: true`` for 
 defaults, or a mapping overriding them (`OutboxSetting`). Per row of the table:
 
 * INSERT -> one record: topic ``<topic_prefix><route_by value>`` (``outbox.event.Order``), key
-  the ``key`` column's text (UTF-8; null when the column is null), value the ``payload``
-  column's bytes as stored (json/jsonb/text: their text as UTF-8; bytea: its bytes; any other
-  type: PostgreSQL's text output), headers ``id`` and ``type`` (the columns' text). The value
-  is passed through, not Avro-encoded: no schema is registered for routed topics.
+  the ``key`` column's text (UTF-8; null when the column is null), headers ``id`` and ``type``
+  (the columns' text), value the ``payload`` column by ``payload_format``:
+
+  - ``stored``: its bytes as stored (json/jsonb/text: their text as UTF-8; bytea: its bytes;
+    any other type: PostgreSQL's text output); no schema is registered;
+  - ``avro``: Confluent-framed Avro, the schema derived from the column's type
+    (connector/avro/payload.py: a composite's record, any other type's own Avro type) and
+    registered under the routed topic's value subject, like a table topic's;
+  - ``auto`` (the default): ``avro`` for a composite payload (a ``CREATE TYPE ... AS`` type, a
+    row type, a domain over one), ``stored`` for any other.
+
+  A NULL payload is a null value in every format.
 * DELETE (the usual clean-up of delivered rows) and TRUNCATE -> nothing.
 * UPDATE -> nothing; by ``on_update`` (Debezium's ``table.op.invalid.behavior``) a warning
   (``warn``, the default), an error-level log (``error``) or a stop (``fatal``).
@@ -32,7 +40,7 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
 from connector.errors import ConfigError
 from connector.names import MAX_TOPIC_LENGTH
@@ -40,13 +48,15 @@ from connector.pgoutput.messages import Relation, TupleData
 from connector.pgtypes import RowLoaders
 from connector.replication.published import TableSetting, setting_for
 
-__all__ = ["ON_UPDATE", "OutboxRouter", "OutboxRoutes", "OutboxSetting", "RoutedRecord",
-           "parse_outbox_settings"]
+__all__ = ["ON_UPDATE", "PAYLOAD_FORMATS", "OutboxRouter", "OutboxRoutes", "OutboxSetting",
+           "PayloadEncoder", "RoutedRecord", "parse_outbox_settings"]
 
 log = logging.getLogger(__name__)
 
 #: What an UPDATE of an outbox row does (Debezium's ``table.op.invalid.behavior``).
 ON_UPDATE: Final = ("warn", "error", "fatal")
+#: How the payload becomes the record's value (module docstring).
+PAYLOAD_FORMATS: Final = ("auto", "avro", "stored")
 # Kafka's topic alphabet and its two reserved names (kafka.common.internals.Topic).
 _TOPIC: Final = re.compile(r"[A-Za-z0-9._-]+\Z")
 _COLUMN_KEYS: Final = ("route_by", "key", "id", "type", "payload")
@@ -67,6 +77,17 @@ class OutboxSetting:
     type: str | None = "type"
     payload: str = "payload"
     on_update: str = "warn"
+    payload_format: str = "auto"
+
+    def payload_is_avro(self, composite: bool) -> bool:
+        """Whether the payload is Avro-encoded, given whether its column is a composite."""
+        return self.payload_format == "avro" or (self.payload_format == "auto" and composite)
+
+
+class PayloadEncoder(Protocol):
+    """A payload column's Avro encoder (`connector.avro.payload.AvroPayload`)."""
+
+    def encode(self, topic: str, raw: str | bytes | None) -> bytes | None: ...
 
 
 def parse_outbox_settings(raw: Mapping[str, Any], *, topic_prefix: str
@@ -100,6 +121,9 @@ def parse_outbox_settings(raw: Mapping[str, Any], *, topic_prefix: str
         if given.get("on_update", "warn") not in ON_UPDATE:
             raise ConfigError(f"{where}: on_update must be one of {', '.join(ON_UPDATE)}, not "
                               f"{given['on_update']!r}")
+        if given.get("payload_format", "auto") not in PAYLOAD_FORMATS:
+            raise ConfigError(f"{where}: payload_format must be one of "
+                              f"{', '.join(PAYLOAD_FORMATS)}, not {given['payload_format']!r}")
         prefix = given.get("topic_prefix", OutboxSetting.topic_prefix)
         if not isinstance(prefix, str) or (prefix and not _TOPIC.match(prefix)):
             raise ConfigError(f"{where}: topic_prefix {prefix!r} is not the start of a Kafka "
@@ -134,12 +158,15 @@ class OutboxRoutes:
     def is_outbox(self, schema: str, table: str) -> bool:
         return self.setting_for(schema, table) is not None
 
-    def router(self, relation: Relation, loaders: RowLoaders) -> OutboxRouter | None:
-        """The router of a table version (None: not an outbox)."""
+    def router(self, relation: Relation, loaders: RowLoaders,
+               payload: PayloadEncoder | None = None) -> OutboxRouter | None:
+        """The router of a table version (None: not an outbox); `payload`: its payload's Avro
+        encoder when `OutboxSetting.payload_is_avro` (None: as stored)."""
         setting = self.setting_for(relation.namespace, relation.name)
         if setting is None:
             return None
-        return OutboxRouter(setting, relation, loaders, reserved_prefix=self.reserved_prefix)
+        return OutboxRouter(setting, relation, loaders, reserved_prefix=self.reserved_prefix,
+                            payload=payload)
 
 
 class RoutedRecord(NamedTuple):
@@ -156,8 +183,9 @@ class OutboxRouter:
     loaders chosen once; `route` turns an inserted row into its record."""
 
     def __init__(self, setting: OutboxSetting, relation: Relation, loaders: RowLoaders, *,
-                 reserved_prefix: str) -> None:
+                 reserved_prefix: str, payload: PayloadEncoder | None = None) -> None:
         self.setting = setting
+        self._avro = payload
         self.table = f"{relation.namespace}.{relation.name}"
         self._reserved = f"{reserved_prefix}."
         self._loaders = loaders
@@ -195,8 +223,10 @@ class OutboxRouter:
                 "pgcdc stops rather than drop it. Use such values in "
                 f"{self.setting.route_by} (or another topic_prefix)")
         key = None if self._key is None else self._text(new, self._key)
+        value = self._bytes(new, self._payload) if self._avro is None else \
+            self._avro.encode(topic, _raw(new[self._payload]))
         return RoutedRecord(
-            topic, None if key is None else key.encode(), self._bytes(new, self._payload),
+            topic, None if key is None else key.encode(), value,
             [(header, _utf8(self._text(new, i))) for header, i in self._headers])
 
     def ignored_update(self) -> None:
@@ -255,6 +285,11 @@ class OutboxRouter:
             return "no id column"
         return f"{self.setting.id} {self._text(row, self._headers[0][1])!r}" \
             if self._headers[0][0] == "id" else "no id column"
+
+
+def _raw(value: object) -> str | bytes | None:
+    """A tuple value as sent: text, bytes, or None (null; an insert has no unchanged TOAST)."""
+    return value if isinstance(value, str | bytes) else None
 
 
 def _utf8(text: str | None) -> bytes | None:

@@ -12,7 +12,9 @@ registered or topic made for it (counted, like heartbeats, as pgcdc's own, not a
 An outbox table (connector/outbox.py) has no codec either: its inserts are routed as outbox
 events (`_route`), under the transaction's ticket like every record, so they are confirmed to
 PostgreSQL only once Kafka acknowledged them (with exactly-once: in the same Kafka
-transaction); its updates, deletes and truncates publish nothing.
+transaction); its updates, deletes and truncates publish nothing. Its payload is Avro when
+`OutboxSetting.payload_is_avro` says (`_outbox_payload`): the schema derived from the payload
+column's type and registered by the registry every other topic uses.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ from connector.avro import (
     TableCodec,
     TransactionBlock,
 )
+from connector.avro.payload import AvroPayload, PayloadCodec, payload_codec
 from connector.control import HEARTBEAT_PREFIX, WATERMARK_PREFIX, heartbeat_restart_lsn
 from connector.names import SIGNAL_TABLE
-from connector.outbox import OutboxRouter, OutboxRoutes
+from connector.outbox import OutboxRouter, OutboxRoutes, OutboxSetting
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -201,7 +204,31 @@ class Publisher:
             return None
         if self.codecs.facts is not None:  # the loaders of its types (domains...)
             self.codecs.facts.prepare_types(relation)
-        return outboxes.router(relation, self.codecs.types.row_loaders(relation.columns))
+        setting = outboxes.setting_for(relation.namespace, relation.name)
+        assert setting is not None
+        return outboxes.router(relation, self.codecs.types.row_loaders(relation.columns),
+                               self._outbox_payload(setting, relation))
+
+    def _outbox_payload(self, setting: OutboxSetting, relation: Relation) -> AvroPayload | None:
+        """The Avro encoder of an outbox table version's payload column (None: as stored, or
+        no such column, which the router reports)."""
+        column = next((c for c in relation.columns if c.name == setting.payload), None)
+        if column is None:
+            return None
+        types, facts = self.codecs.types, self.codecs.facts
+        if not setting.payload_is_avro(types.composite(column.type_oid) is not None):
+            return None
+        where = f"outbox table {relation.namespace}.{relation.name}, column {column.name}"
+        dims = 1 if facts is None else facts.array_dims(relation).get(column.name, 1)
+
+        def derive(refresh: bool, attributes: int | None) -> PayloadCodec:
+            if facts is not None:
+                facts.prepare_composite(column.type_oid, refresh=refresh)
+            return payload_codec(types, column.type_oid, column.type_modifier, dims,
+                                 where=where, value_format=self.codecs.value_format,
+                                 attributes=attributes)
+
+        return AvroPayload(derive, self.encoder.registry.register_value, where)
 
     def publish(self, txn: Transaction) -> None:
         """Produce every event of a committed transaction under one delivery ticket."""

@@ -1,6 +1,6 @@
 """Catalog facts the pgoutput stream does not carry, looked up on a SQL connection (IO edge):
-user types (enums, domains, arrays of them), declared array dimensions, primary keys, column
-defaults."""
+user types (enums, domains, arrays of them, composites' attributes), declared array
+dimensions, primary keys, column defaults."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from psycopg import sql
 from connector.avro import ARRAY_DIMS_QUERY
 from connector.errors import SourceError, connection_gone, first_line
 from connector.pgoutput.messages import Relation
-from connector.pgtypes import CATALOG_QUERY, TypeCatalog
+from connector.pgtypes import CATALOG_QUERY, COMPOSITE_QUERY, TypeCatalog
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,32 @@ class PostgresCatalog:
         missing = self.types.needs_lookup(c.type_oid for c in relation.columns)
         if missing:
             self.types.add_rows(self._query(CATALOG_QUERY, [missing]))
+
+    def prepare_composite(self, type_oid: int, *, refresh: bool = False) -> None:
+        """Learn the attributes of the composite `type_oid` is (or is a domain over), the
+        types of its attributes, and so on down nested composites and arrays of them.
+        `refresh`: read the attributes again (after ``ALTER TYPE``), not only unknown ones.
+        The catalog is read as it is now, not as of any change being decoded."""
+        pending, seen = [type_oid], set()
+        while pending:
+            missing = self.types.needs_lookup(pending)
+            if missing:
+                self.types.add_rows(self._query(CATALOG_QUERY, [missing]))
+            composites = []
+            for oid in pending:
+                pg_type = self.types.get(oid)
+                while pg_type is not None and pg_type.kind == "array":  # arrays of composites
+                    pg_type = self.types.get(pg_type.element_oid)
+                composite = None if pg_type is None else self.types.composite(pg_type.oid)
+                if composite is not None and composite.oid not in seen and (
+                        refresh or composite.attributes is None):
+                    seen.add(composite.oid)
+                    composites.append(composite.oid)
+            if not composites:
+                return
+            self.types.add_composite_rows(composites, self._query(COMPOSITE_QUERY, [composites]))
+            pending = sorted({a.type_oid for oid in composites
+                              for a in self.types.composite(oid).attributes or ()})  # type: ignore[union-attr]
 
     def array_dims(self, relation: Relation) -> dict[str, int]:
         return {str(name): int(dims)

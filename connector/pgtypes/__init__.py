@@ -23,7 +23,10 @@ from . import oids
 from ._base import BinaryLoader, TextLoader
 from .catalog import (
     CATALOG_QUERY,
+    COMPOSITE_QUERY,
     ColumnType,
+    Composite,
+    CompositeAttribute,
     PgType,
     ResolvedType,
     RowLoaders,
@@ -45,12 +48,15 @@ from .values import (
 
 __all__ = [
     "CATALOG_QUERY",
+    "COMPOSITE_QUERY",
     "INFINITY",
     "INTERVAL_INFINITY",
     "INTERVAL_NEG_INFINITY",
     "NEG_INFINITY",
     "BinaryLoader",
     "ColumnType",
+    "Composite",
+    "CompositeAttribute",
     "Infinity",
     "Interval",
     "OutOfRange",

@@ -39,7 +39,10 @@ from .values import Unknown
 
 __all__ = [
     "CATALOG_QUERY",
+    "COMPOSITE_QUERY",
     "ColumnType",
+    "Composite",
+    "CompositeAttribute",
     "PgType",
     "ResolvedType",
     "RowLoaders",
@@ -136,6 +139,44 @@ JOIN pg_catalog.pg_type t ON t.oid = w.oid
 JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
 """
 
+#: The attributes of the composite types given as one ``oid[]`` parameter, in order (the order
+#: record_out prints the live ones in), dropped ones flagged: rows for
+#: :meth:`TypeCatalog.add_composite_rows`.
+COMPOSITE_QUERY = """\
+SELECT t.oid::int8, a.attname::text, a.atttypid::int8, a.atttypmod, a.attndims::int4,
+       a.attisdropped
+FROM pg_catalog.pg_type t
+JOIN pg_catalog.pg_attribute a ON a.attrelid = t.typrelid
+WHERE t.oid = ANY(%s::oid[]) AND a.attnum > 0
+ORDER BY t.oid, a.attnum
+"""
+
+
+class CompositeAttribute(NamedTuple):
+    """One live attribute of a composite type (a row of ``pg_attribute``)."""
+
+    name: str
+    type_oid: int
+    type_modifier: int
+    dims: int  # attndims: declared array dimensions (0: not declared as an array)
+
+
+class Composite(NamedTuple):
+    """A composite type (its domains peeled off) and its live attributes as last read.
+
+    ``intact``: how many of them come before the first dropped one. Attributes are only ever
+    appended (``ADD ATTRIBUTE`` takes the next attnum), so a value written when the type had
+    ``n <= intact`` attributes had exactly the first ``n`` of today's: its shape is known
+    without the catalog of its time. Past ``intact`` it is not (a dropped attribute may have
+    been live then)."""
+
+    oid: int
+    name: str
+    namespace: str
+    attributes: tuple[CompositeAttribute, ...] | None  # None: not read yet
+    intact: int = 0
+
+
 PgTypeRow = tuple[int, str, str, str, int, int, int, int, int, str, str, bool]
 
 _TEXT_LOADERS: dict[int, TextLoader] = {}
@@ -218,6 +259,7 @@ class TypeCatalog:
         self.generation = 0
         self._types: dict[int, PgType] = dict(_BUILTINS)
         self._by_name = {(t.namespace, t.name): t.oid for t in self._types.values()}
+        self._attributes: dict[int, tuple[tuple[CompositeAttribute, ...], int]] = {}
         self._text_cache: dict[int, TextLoader] = {}
         self._binary_cache: dict[int, BinaryLoader] = {}
         self._text = dict(_TEXT_LOADERS)
@@ -316,11 +358,43 @@ class TypeCatalog:
                 )
             )
 
+    def add_composite_rows(self, type_oids: Iterable[int],
+                           rows: Iterable[Sequence[Any]]) -> None:
+        """Learn (again) the attributes of the composites `type_oids` from
+        :data:`COMPOSITE_QUERY`'s rows for them (a type without rows has none)."""
+        found: dict[int, list[CompositeAttribute]] = {int(oid): [] for oid in type_oids}
+        intact: dict[int, int] = {}
+        for row in rows:  # in attnum order; the 6th column (attisdropped) may be left out
+            oid = int(row[0])
+            live = found.setdefault(oid, [])
+            if len(row) > 5 and row[5]:
+                intact.setdefault(oid, len(live))
+                continue
+            live.append(CompositeAttribute(str(row[1]), int(row[2]), int(row[3]), int(row[4])))
+        for oid, attributes in found.items():
+            self._attributes[oid] = (tuple(attributes), intact.get(oid, len(attributes)))
+        self.generation += 1
+
     # ------------------------------------------------------------------ resolving
 
     def get(self, oid: int) -> PgType | None:
         """What is known of ``oid``, or None."""
         return self._types.get(oid)
+
+    def composite(self, oid: int) -> Composite | None:
+        """The composite type `oid` is, or is a domain over (None: not a composite, or its
+        ``pg_type`` row is not known yet)."""
+        for _ in range(_MAX_DEPTH):
+            pg_type = self._types.get(oid)
+            if pg_type is None:
+                return None
+            if pg_type.kind == "composite":
+                attributes, intact = self._attributes.get(oid, (None, 0))
+                return Composite(oid, pg_type.name, pg_type.namespace, attributes, intact)
+            if pg_type.kind != "domain":
+                return None
+            oid = pg_type.base_oid
+        return None
 
     def is_known(self, oid: int) -> bool:
         """Whether values of ``oid`` load to real values (not :class:`Unknown`)."""

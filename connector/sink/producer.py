@@ -145,8 +145,8 @@ class Sink(ABC):
     def produce(self, topic: str, key: bytes | None, value: bytes | None, ticket: Ticket, *,
                 partition: int | None = None, headers: Headers | None = None) -> None:
         """Queue one record; its delivery report goes to `ticket`. `headers`: a record that is
-        not an Avro event (a routed outbox event, connector/outbox.py), which the oversized
-        policy leaves as it is."""
+        not a change event (a routed outbox event, connector/outbox.py, Avro or not), which the
+        oversized policy leaves as it is."""
         if topic not in self._ready:
             self._prepare(topic)
         size = len(value or b"") + len(key or b"")

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from connector.assembler import Transaction
 from connector.assembler.transaction import Change, ChangeMessage, Changes
-from connector.avro import AvroEncoder, CodecFactory, registry_ids
+from connector.avro import AvroEncoder, CodecFactory, decode, registry_ids, value_subject
 from connector.config import Config
 from connector.errors import ConfigError
 from connector.outbox import OutboxRoutes, OutboxSetting, RoutedRecord, parse_outbox_settings
@@ -276,3 +276,60 @@ def test_a_routed_record_keeps_its_headers_and_counts_against_its_ticket() -> No
     assert txn.expected == 1 and shrunk == []
     txn.seal()
     assert tracker.delivered_lsn() == 10  # not before Kafka acknowledged it
+
+
+# ---------------------------------------------------------------- payload formats
+
+EVENT_TYPE = 70010
+COMPOSITE_OUTBOX = OUTBOX._replace(columns=(*OUTBOX.columns[:4],
+                                            RelationColumn(0, "payload", EVENT_TYPE, -1)))
+
+
+class SubjectRegistry(MemoryRegistry):
+    def __init__(self) -> None:
+        super().__init__()
+        self.subjects: list[str] = []
+
+    def register_value(self, topic: str, schema: object) -> int:
+        self.subjects.append(value_subject(topic))  # the subject the real registry uses
+        return super().register_value(topic, schema)
+
+
+def composite_publisher(outbox: object) -> tuple[Publisher, HeaderSink, SubjectRegistry]:
+    registry, sink, tracker = SubjectRegistry(), HeaderSink(), RecordingTracker()
+    types = TypeCatalog()
+    types.add_rows([(EVENT_TYPE, "public", "order_event", "c", 0, -1, 0, 0, -1, ",", "C")])
+    types.add_composite_rows([EVENT_TYPE], [(EVENT_TYPE, "n", oids.INT4, -1, 0),
+                                            (EVENT_TYPE, "note", oids.TEXT, -1, 0)])
+    codecs = CodecFactory(types, None, registry_ids(registry), prefix="app", db="shop")
+    return (Publisher(codecs, AvroEncoder(registry, prefix="app", db="shop"), sink, tracker,
+                      outboxes=routes({"public.outbox": {"outbox": outbox}})), sink, registry)
+
+
+@pytest.mark.parametrize("outbox, relation, payload, expected", [
+    (True, COMPOSITE_OUTBOX, '(1,"a, b")', {"n": 1, "note": "a, b"}),  # auto: a composite
+    ({"payload_format": "avro"}, COMPOSITE_OUTBOX, "(2,)", {"n": 2, "note": None}),
+    ({"payload_format": "avro"}, OUTBOX, '{"n": 3}', '{"n": 3}'),  # jsonb's own Avro type
+    ({"payload_format": "stored"}, COMPOSITE_OUTBOX, "(4,x)", b"(4,x)"),  # its text
+    (True, OUTBOX, '{"n": 5}', b'{"n": 5}'),  # auto: json as stored
+    (True, COMPOSITE_OUTBOX, BinaryValue(  # binary tuples: record_send's form
+        b"\0\0\0\2" b"\0\0\0\x17\0\0\0\4\0\0\0\6" b"\0\0\0\x19\xff\xff\xff\xff"),
+     {"n": 6, "note": None}),
+])
+def test_the_payload_format(outbox: object, relation: Relation, payload: str | bytes,
+                            expected: object) -> None:
+    pub, sink, registry = composite_publisher(outbox)
+    pub.publish(transaction([(relation, Insert(None, relation.relation_id,
+                                               (EVENT_ID, "Order", "1", "Created", payload)))]))
+    [(_, topic, key, value, _)] = sink.records
+    assert (topic, key) == ("outbox.event.Order", b"1")
+    if isinstance(expected, bytes):
+        assert value == expected and registry.schemas == []
+        return
+    assert value is not None and decode(value, registry.schema).value == expected
+    assert registry.subjects == ["outbox.event.Order-value"]  # the routed topic's value
+
+
+def test_a_bad_payload_format_is_one_line() -> None:
+    with pytest.raises(ConfigError, match="payload_format must be one of auto, avro, stored"):
+        parse_outbox_settings({"t": {"outbox": {"payload_format": "json"}}}, topic_prefix="a")
