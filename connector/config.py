@@ -94,6 +94,10 @@ class Config:
     # each leaf partition on its own (publish_via_partition_root; docs/publishing.md). None:
     # true for a publication pgcdc creates, an existing one left as it is.
     publish_via_partition_root: bool | None = None
+    # A partition DETACHed from a root published through it: publish a delete for each of its
+    # keys on the root's topic, at the DETACH's position. Installs event triggers in the
+    # database (a superuser, once; connector/replication/detach_trigger.py). Off by default.
+    detach_deletes: bool = False
     binary: bool = False  # pgoutput binary tuples (faster for some types)
     failover_slot: bool | None = None  # None: on where the server is 17+ and a primary
     origin: str | None = None  # PostgreSQL 16+: 'none' publishes only local changes
@@ -188,6 +192,10 @@ class Config:
                               "creates or extends: with create_publication false, set it on "
                               "your publication (ALTER PUBLICATION ... SET "
                               "(publish_via_partition_root = true))")
+        if self.detach_deletes and self.publish_via_partition_root is False:
+            raise ConfigError("detach_deletes deletes a detached partition's rows from its "
+                              "root's topic: it needs publish_via_partition_root (leaf by leaf, "
+                              "the partition keeps its own topic); drop one")
         if sets_publication(published) and self.all_tables_publication:
             raise ConfigError("table_settings (column lists, row filters) cannot apply to a FOR "
                               "ALL TABLES publication (--all-tables-publication): drop one")

@@ -7,12 +7,17 @@
 - `WATERMARK_PREFIX`: an incremental snapshot chunk's low (non-transactional) and high
   (transactional) DBLog watermarks (connector/snapshot/incremental/window.py). The value is written
   into the WAL: changing it would orphan the marks of a running snapshot across an upgrade.
+- `DETACH_PREFIX`: the keys of a partition DETACHed from a root published through it, written
+  by the ``detach_deletes`` event trigger (connector/replication/detach_trigger.py) in the
+  DETACH's transaction; never published as a message, the producer turns them into deletes on
+  the root's topic (or drops them when the option is off). Written into the WAL: keep it.
 """
 
 from connector.pgoutput.lsn import str_to_lsn
 
 HEARTBEAT_PREFIX = "pgcdc.heartbeat"
 WATERMARK_PREFIX = "pgcdc.snapshot"
+DETACH_PREFIX = "pgcdc.detach"
 
 
 def heartbeat_restart_lsn(content: bytes) -> int | None:

@@ -54,6 +54,7 @@ from connector.replication import (
     ReplicationStream,
     StreamOptions,
 )
+from connector.replication.detach_trigger import ensure_detach_trigger, remove_sql
 from connector.replication.failover import check_slot_continuity, ensure_failover
 from connector.replication.health import lag_warning
 from connector.replication.standby import (
@@ -82,6 +83,7 @@ from connector.snapshot.incremental.channel import (
     signal_topic_name,
 )
 from connector.snapshot.incremental.signal_topic import SignalTopic, TopicRequests
+from connector.snapshot.tables import RootRelations
 from connector.source_catalog import PostgresCatalog
 
 log = logging.getLogger(__name__)
@@ -222,6 +224,11 @@ class Pipeline:
                 more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
                 raise ConfigError(refused[0] + more)
         self.admin.warn_about_replica_identity(self.cfg.publication)
+        if self.cfg.detach_deletes:  # a standby: installed on the primary, only checked here
+            done = ensure_detach_trigger(self.admin.conn, read_only=self.standby is not None)
+            log.info("detach_deletes: event triggers %s (a partition detached from a root "
+                     "published through it: its keys are deleted from the root's topic); "
+                     "remove them with: %s", done, remove_sql())
         self.slot_existed = slot is not None
         if self.cfg.snapshot == "initial_only":
             self.needs_snapshot = True
@@ -517,13 +524,18 @@ class Pipeline:
             signal_topic=topic, standby=standby, position=slot.confirmed_flush_lsn or 0)
         outboxes = self.cfg.outbox_routes()
         snapshots.skip = lambda t: outboxes.is_outbox(*t)  # their rows were delivered
+        assembler = Assembler(spill_bytes=self.cfg.spill_bytes)
+        roots = RootRelations(self.admin.conn, self.cfg.publication, self.admin.features,
+                              assembler.relations) if self.cfg.detach_deletes else None
         publisher = Publisher(codecs, encoder, sink, tracker, snapshots=snapshots,
-                              transaction_topic=self.cfg.transaction_topic, outboxes=outboxes)
+                              transaction_topic=self.cfg.transaction_topic, outboxes=outboxes,
+                              detached_roots=roots)
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication and not standby,
                                keyless=self.cfg.keyless_tables,
                                all_tables_publication=self.cfg.all_tables_publication,
-                               resync_partitions=not standby)
+                               resync_partitions=not standby,
+                               detach_deletes=self.cfg.detach_deletes)
         # One for the whole run: what it saw before a reconnect stays its baseline, so DDL
         # made while the stream was reconnecting is still noticed.
         if self.resync is None:
@@ -550,8 +562,7 @@ class Pipeline:
         log.info("streaming slot %s from %s (protocol %d) to %s", self.cfg.slot,
                  lsn_to_str(slot.confirmed_flush_lsn or 0), proto, self.cfg.bootstrap_servers)
         return Session(slot.confirmed_flush_lsn or 0, sink, tracker, types, publisher,
-                       snapshots, watcher, resync, stream, options.decoder(),
-                       Assembler(spill_bytes=self.cfg.spill_bytes))
+                       snapshots, watcher, resync, stream, options.decoder(), assembler)
 
     def _stream(self, session: Session) -> None:
         """The session's loop: read, decode, assemble, publish; confirm what `flow` allows;

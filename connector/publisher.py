@@ -15,6 +15,15 @@ PostgreSQL only once Kafka acknowledged them (with exactly-once: in the same Kaf
 transaction); its updates, deletes and truncates publish nothing. Its payload is Avro when
 `OutboxSetting.payload_is_avro` says (`_outbox_payload`): the schema derived from the payload
 column's type and registered by the registry every other topic uses.
+
+A ``pgcdc.detach`` message (``detach_deletes``: the keys of a partition DETACHed from a root
+published through it, written by the event trigger in the DETACH's transaction;
+connector/replication/detach_trigger.py) is never published as a message. With a `RootLookup`
+each key becomes a delete on the root's topic, at the message's position in the transaction
+(so a later change of the same key in the stream, e.g. re-inserted through a DEFAULT
+partition, comes after it), built exactly as a streamed key-only DELETE: the root's codec
+over a 'K' tuple of text values, the same event for the merge job. Without one (the option
+off, the trigger installed for another pgcdc) the message is dropped.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import builtins
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Protocol, cast
 
 from connector import metrics
@@ -37,9 +47,16 @@ from connector.avro import (
     TransactionBlock,
 )
 from connector.avro.payload import AvroPayload, PayloadCodec, payload_codec
-from connector.control import HEARTBEAT_PREFIX, WATERMARK_PREFIX, heartbeat_restart_lsn
+from connector.control import (
+    DETACH_PREFIX,
+    HEARTBEAT_PREFIX,
+    WATERMARK_PREFIX,
+    heartbeat_restart_lsn,
+)
+from connector.errors import DecodeError
 from connector.names import SIGNAL_TABLE
 from connector.outbox import OutboxRouter, OutboxRoutes, OutboxSetting
+from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.messages import (
     UNCHANGED_TOAST,
     Delete,
@@ -51,6 +68,7 @@ from connector.pgoutput.messages import (
     Update,
 )
 from connector.pgoutput.timestamps import pg_timestamp_to_ms
+from connector.replication.partitions import detach_deletes, parse_detached_keys
 from connector.sink import Ticket
 
 log = logging.getLogger(__name__)
@@ -103,6 +121,11 @@ def fill_unchanged_toast(new: TupleData, old: TupleData | None) -> TupleData:
         return new
     return tuple(o if n is UNCHANGED_TOAST and o is not UNCHANGED_TOAST else n
                  for n, o in zip(new, old, strict=True))
+
+
+#: (root OID, schema, table) -> the root's Relation as this stream publishes it, or None: this
+#: publication does not publish that root through itself (`Publisher` module docstring).
+RootLookup = Callable[[int, str, str], Relation | None]
 
 
 class OpenWindow(Protocol):
@@ -167,11 +190,14 @@ class Publisher:
 
     def __init__(self, codecs: CodecFactory, encoder: AvroEncoder, sink: RecordSink,
                  tracker: TicketIssuer, *, snapshots: SnapshotWindows | None = None,
-                 transaction_topic: bool = False, outboxes: OutboxRoutes | None = None) -> None:
+                 transaction_topic: bool = False, outboxes: OutboxRoutes | None = None,
+                 detached_roots: RootLookup | None = None) -> None:
         """`snapshots`: the incremental snapshots this stream serves (None: none; our
         watermark messages are then not published either). `outboxes`: the tables whose
-        inserts are routed as outbox events (connector/outbox.py)."""
+        inserts are routed as outbox events (connector/outbox.py). `detached_roots`: with
+        detach_deletes, how a ``pgcdc.detach`` message's root is found (None: dropped)."""
         self.outboxes = outboxes
+        self.detached_roots = detached_roots
         self.codecs = codecs
         self.encoder = encoder
         self.sink = sink
@@ -260,8 +286,11 @@ class Publisher:
                                              _SNAPSHOT, _XMIN, _SEQUENCE))
             if relation is None:
                 assert isinstance(msg, Message)
-                if not self._publish_message(msg, source, txn.end_lsn, ticket,
-                                             transactional=True):
+                if msg.prefix == DETACH_PREFIX:
+                    if not self._detach(msg, source, block_id, total, per_table, ticket):
+                        controls += 1
+                elif not self._publish_message(msg, source, txn.end_lsn, ticket,
+                                               transactional=True):
                     controls += 1
                 continue
             entry = by_identity.get(id(relation))
@@ -340,6 +369,41 @@ class Publisher:
             if self._window is not None:
                 self._window.truncated(entry.relation.relation_id)
 
+    def _detach(self, msg: Message, source: SourceInfo, block_id: str, total: int,
+                per_table: dict[str, int], ticket: Ticket) -> bool:
+        """A ``pgcdc.detach`` message: a delete per key on the root's topic, at `source` (the
+        message's position); True when it published any. A message this stream cannot apply
+        stops it (a `DecodeError` naming the partition): skipping would leave the rows."""
+        lookup = self.detached_roots
+        if lookup is None:
+            return False
+        try:
+            detached = parse_detached_keys(msg.content)
+        except ValueError as exc:
+            raise DecodeError(f"{DETACH_PREFIX} message: {exc}", lsn=lsn_to_str(msg.lsn)) from None
+        relation = lookup(detached.root_oid, detached.schema, detached.table)
+        if relation is None:  # not published through its root by this publication
+            return False
+        entry = self._lookup(relation)
+        if entry.dropped:
+            return False
+        try:
+            tuples = detach_deletes(relation, detached)
+        except ValueError as exc:
+            raise DecodeError(f"{exc}: re-read the root (pgcdc snapshot --tables "
+                              f"{entry.name})", lsn=lsn_to_str(msg.lsn)) from None
+        codec = entry.codec
+        count = per_table.get(entry.name, 0)
+        for old in tuples:
+            count += 1
+            block = _new_tuple(TransactionBlock, (block_id, total, count))
+            key, value = codec.change_from_tuples("d", old, None, source, transaction=block)
+            self.sink.produce_delete(entry.topic, key, value, ticket)
+            self._changed(entry, key)
+        per_table[entry.name] = count
+        self._events[entry.deleted] += len(tuples)
+        return bool(tuples)
+
     def _route(self, entry: _TableEntry, msg: ChangeMessage, ticket: Ticket) -> None:
         """An outbox table's change: an insert is an outbox event on its routed topic; an
         update is ignored as its `on_update` says; deletes (the clean-up) and truncates
@@ -389,6 +453,8 @@ class Publisher:
         if msg.prefix == WATERMARK_PREFIX:
             if self.snapshots is not None:
                 self.snapshots.watermark(msg.content, end_lsn, ticket)
+            return False
+        if msg.prefix == DETACH_PREFIX:  # always transactional; never a user's message
             return False
         self._send(self.encoder.message(msg, source), ticket)
         return True

@@ -48,6 +48,7 @@ MORE: dict[str, str] = {
     "mask_salt": "../publishing.md#masking-and-excluding-columns",
     "mask_hash_encoding": "../publishing.md#masking-and-excluding-columns",
     "publish_via_partition_root": "../publishing.md#partitioned-tables",
+    "detach_deletes": "../publishing.md#deleting-a-detached-partitions-rows-detach_deletes",
     "oversized_events": "../configuration.md#settings-in-detail",
     "max_event_bytes": "../configuration.md#settings-in-detail",
     "failover_slot": "../high-availability.md",

@@ -24,18 +24,25 @@ topics they are now published to (the old topics stay, and receive nothing more)
   and filled through the root before the check is re-read too: needless, not wrong (the rows go
   out again as reads with the values they have).
 * A leaf gone from a root was detached (``DETACH PARTITION``) or dropped. PostgreSQL streams no
-  delete for its rows either: they stay in the root's topic (a documented limitation;
-  docs/publishing.md), and the watcher warns naming the partition.
+  delete for its rows either: they stay in the root's topic (docs/publishing.md), and the
+  watcher warns naming the partition -- unless ``detach_deletes`` is on: then the event
+  trigger (connector/replication/detach_trigger.py) wrote the leaf's keys into the DETACH's
+  transaction as ``pgcdc.detach`` messages, and `detach_deletes` turns each message into the
+  key tuples of deletes under the root (a DROP TABLE of a partition stays uncovered).
 * A root new to the publication is the table watcher's new table (its snapshot reads every
   leaf); a root gone from it is a table gone. Neither is a partition change.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
-__all__ = ["leaf_changes", "via_root_change"]
+from connector.pgoutput.messages import Relation, TupleData
+
+__all__ = ["DetachedKeys", "detach_deletes", "leaf_changes", "parse_detached_keys",
+           "via_root_change"]
 
 T = TypeVar("T")
 
@@ -66,3 +73,58 @@ def leaf_changes(before: Mapping[T, frozenset[T]], after: Mapping[T, frozenset[T
         attached += [(root, leaf) for leaf in leaves - before[root]]
         detached += [(root, leaf) for leaf in before[root] - leaves]
     return sorted(attached), sorted(detached)
+
+
+class DetachedKeys(NamedTuple):
+    """One ``pgcdc.detach`` message: a chunk of the keys a detached partition held, as text
+    (each type's output; None for a NULL, possible only under REPLICA IDENTITY FULL)."""
+
+    root_oid: int
+    schema: str
+    table: str
+    partition: str  # schema.table, as PostgreSQL quotes it (for messages)
+    columns: tuple[str, ...]  # the root's replica-identity columns when the trigger ran
+    keys: list[tuple[str | None, ...]]
+
+
+def parse_detached_keys(content: bytes) -> DetachedKeys:
+    """A ``pgcdc.detach`` message's content (JSON, connector/replication/detach_trigger.py);
+    ValueError, naming what is wrong, for anything else."""
+    try:
+        doc = json.loads(content)
+        columns = tuple(doc["columns"])
+        keys = [tuple(k) for k in doc["keys"]]
+        parsed = DetachedKeys(int(doc["root"]), doc["schema"], doc["table"], doc["partition"],
+                              columns, keys)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"not a pgcdc.detach message ({exc})") from None
+    texts = [c for c in columns if isinstance(c, str)]
+    if len(texts) != len(columns) or not columns or not isinstance(parsed.schema, str) \
+            or not isinstance(parsed.table, str):
+        raise ValueError("not a pgcdc.detach message (columns, schema, table)")
+    for key in keys:
+        if len(key) != len(columns) or any(v is not None and not isinstance(v, str)
+                                           for v in key):
+            raise ValueError(f"a key of {len(key)} text values where {len(columns)} "
+                             f"({', '.join(columns)}) are expected")
+    return parsed
+
+
+def detach_deletes(relation: Relation, detached: DetachedKeys) -> list[TupleData]:
+    """The 'K' tuples of the deletes that remove `detached`'s keys from `relation` (the root as
+    pgoutput describes it): each of its replica-identity columns from the message's text, the
+    other columns None -- the tuple a streamed DELETE of that row carries, so its event (and the
+    merge job's handling of it) is the same. ValueError when a key column of the relation is
+    not in the message (the root's key changed in between)."""
+    where = {name: i for i, name in enumerate(detached.columns)}
+    picks: list[int | None] = []
+    for column in relation.columns:
+        if not column.key:
+            picks.append(None)
+        elif column.name in where:
+            picks.append(where[column.name])
+        else:
+            raise ValueError(f"the keys of partition {detached.partition} detached from "
+                             f"{detached.schema}.{detached.table} name columns "
+                             f"{', '.join(detached.columns)}, not its key column {column.name}")
+    return [tuple(None if i is None else key[i] for i in picks) for key in detached.keys]

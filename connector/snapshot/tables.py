@@ -18,7 +18,7 @@ builds it, so the snapshot's events and the stream's share one Avro schema (one 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import psycopg
@@ -29,8 +29,8 @@ from connector.names import SIGNAL_TABLE, TableName
 from connector.pgoutput.messages import COLUMN_KEY, Relation, RelationColumn
 from connector.replication.features import ServerFeatures
 
-__all__ = ["Leaf", "SnapshotTable", "build_relation", "published_table", "published_tables",
-           "query_catalog"]
+__all__ = ["Leaf", "RootRelations", "SnapshotTable", "build_relation", "published_table",
+           "published_tables", "query_catalog"]
 
 Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
 
@@ -213,3 +213,30 @@ def _tables(conn: Conn, publication: str, features: ServerFeatures,
             leaves = (Leaf(oid, schema, name, -(-size[0][0] // block_size), reltuples),)
         tables.append(SnapshotTable(relation, relkind, row_filter, leaves))
     return tables
+
+
+class RootRelations:
+    """The Relation of a partitioned root a ``pgcdc.detach`` message names, as this stream
+    publishes it (the publisher's `RootLookup`, connector/publisher.py): the one the stream
+    sent (`streamed`, the assembler's relation cache), else built from the catalog as pgoutput
+    would (once per root and session); None when `publication` does not publish that root
+    itself (leaf by leaf, or not at all): its deletes are not this stream's."""
+
+    def __init__(self, conn: Conn, publication: str, features: ServerFeatures,
+                 streamed: Mapping[int, Relation]) -> None:
+        self.conn = conn
+        self.publication = publication
+        self.features = features
+        self.streamed = streamed
+        self._read: dict[int, Relation | None] = {}
+
+    def __call__(self, oid: int, schema: str, table: str) -> Relation | None:
+        relation = self.streamed.get(oid)
+        if relation is not None:
+            return relation
+        if oid not in self._read:
+            found = published_table(self.conn, self.publication, self.features,
+                                    [TableName(schema, table)])
+            self._read[oid] = found.relation if found is not None and found.read_from is None \
+                and found.relation.relation_id == oid else None
+        return self._read[oid]

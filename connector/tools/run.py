@@ -69,6 +69,12 @@ def register(subparsers: Any) -> None:
                         "default for a publication pgcdc creates); --no-publish-via-partition-"
                         "root: one topic per leaf partition. Unset, an existing publication is "
                         "left as it is; set, it is changed at start and the tables re-read")
+    p.add_argument("--detach-deletes", action=argparse.BooleanOptionalAction, default=None,
+                   help="a partition DETACHed from a root published through it: publish a "
+                        "delete for each of its keys on the root's topic, at the DETACH's "
+                        "position (default off). Installs two event triggers at start, which "
+                        "needs a superuser once (else: pgcdc grants --detach-deletes-sql prints "
+                        "the SQL for one to run)")
     p.add_argument("--oversized-events", choices=list(config_mod.OVERSIZED_POLICIES),
                    help="an event larger than --max-event-bytes: fail (default) stops the run "
                         "(every restart meets it again); omit publishes it with its largest "
@@ -163,7 +169,7 @@ def register(subparsers: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
              "publication", "tables", "keyless_tables", "all_tables_publication",
-             "publish_via_partition_root", "binary",
+             "publish_via_partition_root", "detach_deletes", "binary",
              "failover_slot", "origin",
              "topic_partitions", "topic_replication_factor", "tombstones", "truncate_records",
              "value_format",

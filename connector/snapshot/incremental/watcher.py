@@ -34,8 +34,10 @@ trigger would need superuser rights to install):
   pgcdc runs: PostgreSQL streams none of the rows it held before, so an incremental snapshot of
   that partition alone reads them into the topic it is published to (the root's with
   publish_via_partition_root); one detached or dropped is a warning, its rows stay in the
-  root's topic (`connector.replication.partitions`). Without a primary to write the request on
-  (a standby), a warning names the `pgcdc snapshot` to run.
+  root's topic (`connector.replication.partitions`), unless ``detach_deletes`` deleted a
+  DETACHed one's keys there (its event trigger; then an INFO line, a DROP TABLE's rows stay).
+  Without a primary to write the request on (a standby), a warning names the `pgcdc snapshot`
+  to run.
 * The signal table (`signals`, `connector.names.SIGNAL_TABLE`) never joins a list pgcdc
   manages: its rows are pgcdc's own. FOR ALL TABLES publishes it; the producer drops its
   changes (connector/publisher.py) and it is not logged as a published table here.
@@ -70,7 +72,8 @@ WATCH_INTERVAL_S = 2.0
 class TableWatcher:
     def __init__(self, admin: ReplicationAdmin, publication: str, patterns: list[str],
                  slot: str, *, manage_publication: bool, keyless: str = "refuse",
-                 all_tables_publication: bool = False, resync_partitions: bool = True) -> None:
+                 all_tables_publication: bool = False, resync_partitions: bool = True,
+                 detach_deletes: bool = False) -> None:
         self.admin = admin
         self.publication = publication
         self.slot = slot
@@ -85,6 +88,7 @@ class TableWatcher:
         self.refused: set[TableName] = set()  # left out for their table_settings, logged
         self.published = self._published()
         self.resync_partitions = resync_partitions
+        self.detach_deletes = detach_deletes
         self.leaves = admin.partition_leaves(publication)  # root -> its leaf partitions
         if self.manage and keyless != "full":  # left out at start (skip): logged there
             self.left_out = self._keyless(self._unlisted(self.published))
@@ -165,6 +169,12 @@ class TableWatcher:
         attached, detached = leaf_changes(self.leaves, leaves)
         self.leaves = leaves
         for root, leaf in detached:
+            if self.detach_deletes:
+                log.info("partition %s left %s: detached, its keys were deleted from the topic "
+                         "of %s at the DETACH (detach_deletes); dropped (DROP TABLE), its rows "
+                         "stay there (docs/publishing.md, Partitioned tables)",
+                         TableName(*leaf), TableName(*root), TableName(*root))
+                continue
             log.warning("partition %s left %s (detached or dropped): PostgreSQL publishes no "
                         "delete for its rows, so they stay in the topic of %s (docs/"
                         "publishing.md, Partitioned tables)", TableName(*leaf), TableName(*root),

@@ -21,11 +21,15 @@ topics), the registry's schemas, the producer's logs or the CLI's output.
 Part 4 in the same run: a range-partitioned table, published through its root (the default of
 a publication pgcdc creates), has one topic that folds to ``SELECT * FROM root`` through the
 initial snapshot, inserts into several partitions, a partition created and filled later, and a
-filled table ATTACHed (its rows arrive by the incremental snapshot the table watcher queues);
-after a DETACH its rows stay in the root's topic (the documented rule) and the detached table,
-matching --tables, becomes a table of its own. No per-partition topic appears before that.
-Restarted with ``publish_via_partition_root: false``, the publication is altered and each
-partition is re-read into its own topic.
+filled table ATTACHed (its rows arrive by the incremental snapshot the table watcher queues).
+With ``detach_deletes`` (refused in one line for a role that is not a superuser until a
+superuser ran the SQL `pgcdc grants --detach-deletes-sql` prints), a filled partition DETACHed
+is a delete of each of its keys in the root's topic, at the DETACH's position: a key
+re-inserted through the DEFAULT partition in the same transaction, after the DETACH, survives.
+That DETACH comes first, before any change of the root in the session, so the root's Relation
+is read from the catalog. The detached table, matching --tables, becomes a table of its own.
+No per-partition topic appears before that. Restarted with ``publish_via_partition_root:
+false``, the publication is altered and each partition is re-read into its own topic.
 
 End to end on 18 (the run with every part): the merge job (in-process, available-now, local
 disk) builds from the run's topics one Delta table per table, each equal to the projection
@@ -54,6 +58,7 @@ from confluent_kafka.admin import AdminClient
 
 from connector.errors import ConfigError
 from connector.replication import ReplicationAdmin
+from connector.replication.detach_trigger import ensure_detach_trigger
 from connector.replication.published import parse_table_settings
 from spark_jobs.rules.names import METADATA_COLUMNS
 from spark_jobs.runtime.config import MergeConfig
@@ -200,28 +205,42 @@ READINGS = "SELECT id, v FROM readings"
 
 
 def _change_partitions(database: str) -> None:
-    """Part 4 while streaming: writes to several partitions, a partition created and filled, a
-    filled table attached, a filled partition detached."""
+    """Part 4 while streaming: a filled partition detached (first: no change of the root was
+    streamed before it in this session) and one of its keys inserted again through the DEFAULT
+    partition in the same transaction, writes to several partitions, a partition created and
+    filled, a filled table attached."""
     _sql(database,
-         "INSERT INTO readings VALUES (5, 'a'), (105, 'b')",
-         "UPDATE readings SET v = 'u' WHERE id = 8",
-         "DELETE FROM readings WHERE id = 15",
+         "BEGIN; ALTER TABLE readings DETACH PARTITION readings_1;"
+         " INSERT INTO readings VALUES (8, 'again'); COMMIT",
+         "INSERT INTO readings VALUES (5, 'a'), (105, 'b'), (22, 'later')",
+         "UPDATE readings SET v = 'u' WHERE id = 106",
+         "DELETE FROM readings WHERE id = 113",
          "CREATE TABLE readings_3 PARTITION OF readings FOR VALUES FROM (200) TO (300)",
          "INSERT INTO readings SELECT i, 'n' || i FROM generate_series(200, 210) i",
-         "ALTER TABLE readings ATTACH PARTITION staged FOR VALUES FROM (300) TO (400)",
-         "ALTER TABLE readings DETACH PARTITION readings_1")
+         "ALTER TABLE readings ATTACH PARTITION staged FOR VALUES FROM (300) TO (400)")
 
 
 def _check_partitions(run: Any, database: str) -> None:
     """The root's topic after `_change_partitions`: the ATTACHed rows arrived (as reads of the
-    incremental snapshot the watcher queued); the DETACHed ones stay (PostgreSQL publishes no
-    delete for them; the documented rule, with a warning); the detached table, matching
+    incremental snapshot the watcher queued); the DETACHed ones are deleted (detach_deletes), in
+    the DETACH's transaction before the key inserted again there; the detached table, matching
     --tables, is a table of its own now; no other per-partition topic."""
     _wait_output(run, "public.staged attached")
-    _wait_output(run, "partition public.readings_1 left public.readings")
-    records = _converges(run, "readings", database,
-                         READINGS + " UNION ALL SELECT id, v FROM readings_1")
+    _wait_output(run, "partition public.readings_1 left public.readings: detached")
+    records = _converges(run, "readings", database, READINGS)
     assert {r.value["op"] for r in records} == {"r", "c", "u", "d"}
+    # The DETACH's transaction: a delete of each key readings_1 held, then 8 inserted again.
+    [again] = [r for r in records if r.key == {"id": 8} and r.value and r.value["op"] == "c"]
+    commit = again.value["source"]["commit_lsn"]
+    detach = [r for r in records if r.value is not None
+              and r.value["source"]["commit_lsn"] == commit]
+    held = [row[0] for row in _rows(database, "SELECT id FROM readings_1")]
+    assert sorted((r.value["op"], r.key["id"]) for r in detach[:-1]) == \
+        [("d", i) for i in sorted(held)], detach
+    assert (detach[-1].value["op"], detach[-1].key["id"]) == ("c", 8)
+    assert {r.value["source"]["txn_index"] for r in detach[:-1]} == {0}
+    assert detach[-1].value["source"]["txn_index"] == 1
+    assert 8 in held and 22 in held and all(r.value["before"]["v"] is None for r in detach[:-1])
     attached = {r.key["id"] for r in records if r.value["op"] == "r" and r.key["id"] >= 300}
     assert attached == set(range(300, 321)), attached
     _converges(run, "readings_1", database, "SELECT id, v FROM readings_1")
@@ -271,11 +290,10 @@ def _lake_equals_projection(spark: Any, run: Any, dsn: str, target: Path) -> Non
         "people": (["ref", "email", "phone", "name", "note"], _people(dsn)),  # ssn: excluded
         "gen": (["id", "a", "g"], _rows(dsn, "SELECT id, a, g FROM gen")),
         # the root's table, as it stood when the restart published leaf by leaf (unchanged
-        # since); the detached partition's rows stay in it (docs/publishing.md)
-        "readings": (["id", "v"], _rows(dsn, READINGS + " UNION ALL SELECT id, v FROM"
-                                             " readings_1")),
+        # since); the detached partition's rows deleted from it (detach_deletes)
+        "readings": (["id", "v"], _rows(dsn, READINGS)),
     }
-    for leaf in ("readings_1", "readings_2", "readings_3", "staged"):
+    for leaf in ("readings_1", "readings_2", "readings_3", "readings_d", "staged"):
         expected[leaf] = (["id", "v"], _rows(dsn, f"SELECT id, v FROM {leaf}"))
     for table, (columns, rows) in expected.items():
         frame = spark.read.format("delta").load(f"{target}/public/{table}")
@@ -283,6 +301,29 @@ def _lake_equals_projection(spark: Any, run: Any, dsn: str, target: Path) -> Non
         got = sorted(tuple(r) for r in frame.select(*columns).collect())
         assert got == rows, (table, got, rows)
     assert sorted(stats.tables) == sorted(f"public/{t}" for t in expected)
+
+
+def _detach_deletes_need_a_superuser(dsn: str) -> None:
+    """detach_deletes' event triggers: a role that is not a superuser is refused in one line
+    naming the SQL to run; once a superuser ran the SQL `pgcdc grants --detach-deletes-sql`
+    prints, that role finds them installed."""
+    role = "detach_plain"
+    _sql(dsn, f"DROP ROLE IF EXISTS {role}", f"CREATE ROLE {role} LOGIN")
+    try:
+        with psycopg.connect(f"{dsn} user={role}", autocommit=True) as conn:
+            with pytest.raises(ConfigError, match="only a superuser may create") as caught:
+                ensure_detach_trigger(conn)
+            line = str(caught.value)
+            assert "pgcdc grants --detach-deletes-sql" in line and "\n" not in line, line
+            assert _rows(dsn, "SELECT evtname FROM pg_event_trigger") == []
+            out = subprocess.run([PGCDC, "grants", "--detach-deletes-sql"], capture_output=True,
+                                 text=True, timeout=60, check=True).stdout
+            _sql(dsn, out)  # as a superuser (a DBA)
+            assert ensure_detach_trigger(conn) == "present"
+    finally:
+        _sql(dsn, f"DROP ROLE {role}")
+    assert _rows(dsn, "SELECT evtname FROM pg_event_trigger") == [
+        ("pgcdc_detach_end",), ("pgcdc_detach_start",)]
 
 
 def _user_publication_masks(dsn: str) -> None:
@@ -321,6 +362,7 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
          "CREATE TABLE readings (id int PRIMARY KEY, v text) PARTITION BY RANGE (id)",
          "CREATE TABLE readings_1 PARTITION OF readings FOR VALUES FROM (0) TO (100)",
          "CREATE TABLE readings_2 PARTITION OF readings FOR VALUES FROM (100) TO (200)",
+         "CREATE TABLE readings_d PARTITION OF readings DEFAULT",
          "INSERT INTO readings SELECT i, 'v' || i FROM generate_series(1, 199, 7) i",
          "CREATE TABLE staged (id int PRIMARY KEY, v text)",  # filled, attached later
          "INSERT INTO staged SELECT i, 's' || i FROM generate_series(300, 320) i",
@@ -353,6 +395,8 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
         "mask_salt": f"file:{salt_file}", "mask_hash_encoding": "base64"}
     if pg18:
         settings["publish_generated_columns"] = True
+    settings["detach_deletes"] = True
+    _detach_deletes_need_a_superuser(database)
     config.write_text(yaml.safe_dump(settings))
     run = producer_run("public.orders,public.gen,public.people,public.readings*",
                        "--config", str(config))
@@ -443,6 +487,7 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     # Partitions leaf by leaf from now on: each re-read into its own topic.
     settings["table_settings"]["public.orders"]["where"] = "id > 2"
     settings["publish_via_partition_root"] = False
+    settings["detach_deletes"] = False  # leaf by leaf: a detached partition keeps its topic
     config.write_text(yaml.safe_dump(settings))
     run.start(log_dir)
     assert "the column list or row filter of public.orders changed" in run.output()

@@ -94,3 +94,38 @@ def test_the_flag_and_the_file_set_it_and_unset_leaves_it_to_the_publication(tmp
     config.write_text("publish_via_partition_root: false\n")
     args = build_parser().parse_args([*flags, "--config", str(config)])
     assert config_from_args(args).publish_via_partition_root is False
+
+
+def test_detach_deletes_is_off_by_default_and_needs_the_root(tmp_path) -> None:
+    from connector.cli import build_parser
+    from connector.tools.run import config_from_args
+
+    base = {"dsn": "host=x", "bootstrap_servers": "k:9092", "schema_registry_url": "http://r"}
+    assert load(None, base, environ={}).detach_deletes is False
+    assert load(None, {**base, "detach_deletes": True}, environ={}).detach_deletes is True
+    with pytest.raises(ConfigError, match="detach_deletes .* needs publish_via_partition_root"):
+        load(None, {**base, "detach_deletes": True, "publish_via_partition_root": False},
+             environ={})
+    flags = ["run", "--dsn", "host=db", "--bootstrap-servers", "k:9092",
+             "--schema-registry-url", "http://r"]
+    assert config_from_args(build_parser().parse_args([*flags, "--detach-deletes"])) \
+        .detach_deletes is True
+    config = tmp_path / "pgcdc.yaml"
+    config.write_text("detach_deletes: true\n")
+    args = build_parser().parse_args([*flags, "--config", str(config), "--no-detach-deletes"])
+    assert config_from_args(args).detach_deletes is False
+
+
+def test_grants_prints_the_trigger_sql_for_a_dba(capsys) -> None:
+    from connector.cli import build_parser
+    from connector.replication.detach_trigger import remove_sql
+
+    args = build_parser().parse_args(["grants", "--detach-deletes-sql"])
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"-- detach_deletes (docs/publishing.md); to remove: {remove_sql()}")
+    assert "CREATE EVENT TRIGGER pgcdc_detach_end ON ddl_command_end" in out
+    assert "pg_logical_emit_message(true, 'pgcdc.detach', content)" in out
+    with pytest.raises(ConfigError, match="needs --role and --tables"):
+        args = build_parser().parse_args(["grants", "--role", "pgcdc"])
+        args.handler(args)
