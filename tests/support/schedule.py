@@ -38,6 +38,7 @@ SECONDS = {
     "tests/e2e/test_flink_debezium.py": 38,
     "tests/unit/spark_jobs/test_spark_jobs_debezium.py": 35,
     "tests/integration/stack/test_stack_cli.py": 30,
+    "tests/unit/test_docs.py": 20,  # three strict mkdocs builds
 }
 
 # Estimated seconds per test of a file not listed, by where it lives (first match).
