@@ -131,3 +131,23 @@ def spark(spark_jar_paths: list[Path]) -> Iterator[Any]:
     session = local_session(spark_jar_paths, extra={"spark.driver.memory": "2g"})
     session.sparkContext.setLogLevel("ERROR")
     yield session
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` handing out the longest files first (tests/support/schedule.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    from tests.support.schedule import longest_first
+
+    class LongestFileFirst(LoadFileScheduling):
+        def schedule(self) -> None:
+            if self.collection is None and self.collection_is_completed:
+                for node, collection in self.registered_collections.items():
+                    self.registered_collections[node] = longest_first(collection)
+                self.config.option.loadscopereorder = False  # keep that order
+            super().schedule()
+
+    return LongestFileFirst(config, log)

@@ -9,8 +9,15 @@ versions of two different cuts breaks the sum (so the check above could fail). T
 the deletes expire once heartbeats carry a restart_lsn past them (spark_jobs/rules/expiry.py), and
 `pgcdc verify` then proves the lake at the job's newest cut equal to PostgreSQL, also when a
 key deleted after verify's position L has its tombstone expired before verify reads the cut
-(verify reads the tombstones at the cut's version). Without --consistent-cuts, tombstones
-expire by the same rule: tests/unit/spark_jobs/test_spark_jobs_cut_batches.py runs the batch
+(verify reads the tombstones at the cut's version); the job's metrics move as changes arrive.
+
+The lake is in a bucket (S3 on moto), the store that adds most (Spark's S3A and delta-rs's
+object store both read and write the cuts, tombstones and tables). The same on local disk:
+cuts and expiry through the batch processor in
+tests/unit/spark_jobs/test_spark_jobs_cut_batches.py and test_spark_jobs_cut_readers.py,
+`pgcdc verify` over local cuts in tests/e2e/test_verify_e2e.py (the job's metrics do not
+depend on the store). Without --consistent-cuts, tombstones expire by the same rule:
+tests/unit/spark_jobs/test_spark_jobs_cut_batches.py runs the batch
 processor both ways, and test_spark_jobs_expiry.py holds which jobs read heartbeats."""
 
 from __future__ import annotations
@@ -42,9 +49,9 @@ pytestmark = pytest.mark.e2e
 SCHEMA = "cuts"
 ROWS, START = 30, 1000
 TOTAL = 2 * ROWS * START
-# (transactions, rounds) per store: the bucket's batches are slower, and what it adds to the
-# local run (cuts, expiry and verify reading a bucket) needs fewer rounds to show.
-WORKLOAD = {"local": (400, 5), "s3": (150, 3)}
+# Transactions of the workload, in rounds (a cut falls between rounds): three rounds give
+# consecutive cuts that differ (the mixed-cuts check) at a bucket's slower batches.
+TRANSACTIONS, ROUNDS = 150, 3
 # The Spark path instead of delta-rs for every batch (slower; run by hand: =off).
 FAST_MERGE = os.environ.get("PGCDC_CUTS_FAST_MERGE", "auto")
 
@@ -184,71 +191,42 @@ def producer(pg18: Any, kafka: Any, registry: Any, tmp_path: Path) -> Iterator[P
     run.drop()
 
 
-@pytest.mark.parametrize("store", ["local", "s3"])
 def test_every_cut_shows_whole_transactions(pg18: Any, kafka: Any, registry: Any,
-                                             tmp_path: Path, producer: ProducerRun, store: str,
-                                             request: pytest.FixtureRequest) -> None:
-    """With the lake on local disk and in a bucket (S3 on moto; Spark's S3A settings on the
-    session, delta-rs's derived from them): cuts, tombstone expiry and verify alike."""
-    if store == "s3":
-        spark = request.getfixturevalue("s3a_spark")
-        target = f"s3a://{request.getfixturevalue('s3_bucket')}/lake"
-    else:
-        spark = request.getfixturevalue("spark")
-        target = str(tmp_path / "lake")
+                                             tmp_path: Path, producer: ProducerRun,
+                                             s3a_spark: Any, s3_bucket: str) -> None:
+    """With the lake in a bucket (S3 on moto; Spark's S3A settings on the session, delta-rs's
+    derived from them): cuts, tombstone expiry, verify and the job's metrics."""
+    spark = s3a_spark
+    target = f"s3a://{s3_bucket}/lake"
     seed = int(os.environ.get("PGCDC_CUTS_SEED") or random.randrange(2**31))
     print(f"\ncuts seed: {seed} (replay with PGCDC_CUTS_SEED={seed})")
     _create(pg18.dsn)
     # initial snapshot of both tables, then streaming with heartbeats
     producer.start(tmp_path, wait=False)
-    port = free_port() if store == "local" else 0  # metrics: the same on any store
+    port = free_port()
     config = MergeConfig(bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
                          target=target, topic_prefix=producer.prefix, trigger="1s",
                          consistent_cuts=True, fast_merge=FAST_MERGE, maintenance_every=5,
                          metrics_port=port, metrics_host="127.0.0.1")
     query, processor = start_merge(spark, config)
     stop, done = threading.Event(), [0]
-    transactions, rounds = WORKLOAD[store]
+    transactions, rounds = TRANSACTIONS, ROUNDS
     worker = threading.Thread(target=_transfers, args=(pg18.dsn, random.Random(seed), stop,
                                                        done, lambda: processor.stats.cuts,
                                                        transactions, rounds))
     try:
         worker.start()
-        deadline = time.monotonic() + 180  # a bound on a hang, not a timing assertion
+        deadline = time.monotonic() + 360  # a bound on a hang (a loaded machine), not a timing
+        # assertion
         early: dict[str, float] = {}
         while processor.stats.cuts < rounds - 1 or worker.is_alive():
-            if port and not early and processor.stats.cuts:
+            if not early and processor.stats.cuts:
                 early = scrape_metrics(port)
             assert query.exception() is None, f"seed {seed}: {query.exception()}"
             assert time.monotonic() < deadline, f"seed {seed}: {processor.stats.cuts} cut(s)"
             time.sleep(0.5)
         stop.set()
         worker.join()
-        if port:  # the job's metrics moved as the changes arrived
-            late = scrape_metrics(port)
-            assert late["pgcdc_merge_batches_total"] > early["pgcdc_merge_batches_total"]
-            for t in ("a", "b"):
-                events = f'pgcdc_merge_events_total{{table="{SCHEMA}/{t}"}}'
-                assert late[events] > early.get(events, 0), (t, early, late)
-                assert late[f'pgcdc_merge_table_lag_seconds{{table="{SCHEMA}/{t}"}}'] == 0
-                applied = f'pgcdc_merge_table_applied_lsn{{table="{SCHEMA}/{t}"}}'
-                assert late[applied] > early.get(applied, 0), (t, early, late)
-                source = ('pgcdc_merge_table_applied_source_timestamp_seconds'
-                          f'{{table="{SCHEMA}/{t}"}}')
-                assert 0 < time.time() - late[source] < 300
-            assert 0 <= late["pgcdc_merge_heartbeat_age_seconds"] < 120
-            assert late["pgcdc_merge_cut_lsn"] > early.get("pgcdc_merge_cut_lsn", 0)
-            assert 0 < time.time() - late["pgcdc_merge_cut_source_timestamp_seconds"] < 300
-            assert late["pgcdc_merge_batch_seconds_count"] == late["pgcdc_merge_batches_total"]
-            for phase in ("read", "decode", "merge", "commit"):  # observed once per batch
-                sample = f'pgcdc_merge_batch_phase_seconds_count{{phase="{phase}"}}'
-                # (a scrape may fall between a batch's count and the end of its phases)
-                assert late[sample] > early[sample], phase
-            for phase in ("read", "merge", "commit"):  # each batch reads, merges, stores its cut
-                sample = f'pgcdc_merge_batch_phase_seconds_sum{{phase="{phase}"}}'
-                assert late[sample] > early[sample], phase
-            assert sum(v for k, v in late.items()
-                       if k.startswith("pgcdc_merge_table_batches_total")) > 0
         assert done[0] == transactions, f"seed {seed}: the workload failed"
         with psycopg.connect(pg18.dsn, autocommit=True) as conn:
             row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
@@ -261,6 +239,31 @@ def test_every_cut_shows_whole_transactions(pg18: Any, kafka: Any, registry: Any
             assert query.exception() is None, f"seed {seed}: {query.exception()}"
             assert time.monotonic() < deadline + 60, f"seed {seed}: no cut reached {end}"
             time.sleep(0.5)
+        # the job's metrics moved as the changes arrived (all of them merged now)
+        late = scrape_metrics(port)
+        assert late["pgcdc_merge_batches_total"] > early["pgcdc_merge_batches_total"]
+        for t in ("a", "b"):
+            events = f'pgcdc_merge_events_total{{table="{SCHEMA}/{t}"}}'
+            assert late[events] > early.get(events, 0), (t, early, late)
+            assert late[f'pgcdc_merge_table_lag_seconds{{table="{SCHEMA}/{t}"}}'] == 0
+            applied = f'pgcdc_merge_table_applied_lsn{{table="{SCHEMA}/{t}"}}'
+            assert late[applied] > early.get(applied, 0), (t, early, late)
+            stamp = ('pgcdc_merge_table_applied_source_timestamp_seconds'
+                     f'{{table="{SCHEMA}/{t}"}}')
+            assert 0 < time.time() - late[stamp] < 300
+        assert 0 <= late["pgcdc_merge_heartbeat_age_seconds"] < 120
+        assert late["pgcdc_merge_cut_lsn"] > early.get("pgcdc_merge_cut_lsn", 0)
+        assert 0 < time.time() - late["pgcdc_merge_cut_source_timestamp_seconds"] < 300
+        assert late["pgcdc_merge_batch_seconds_count"] == late["pgcdc_merge_batches_total"]
+        for phase in ("read", "decode", "merge", "commit"):  # observed once per batch
+            sample = f'pgcdc_merge_batch_phase_seconds_count{{phase="{phase}"}}'
+            # (a scrape may fall between a batch's count and the end of its phases)
+            assert late[sample] > early[sample], phase
+        for phase in ("read", "merge", "commit"):  # each batch reads, merges, stores its cut
+            sample = f'pgcdc_merge_batch_phase_seconds_sum{{phase="{phase}"}}'
+            assert late[sample] > early[sample], phase
+        assert sum(v for k, v in late.items()
+                   if k.startswith("pgcdc_merge_table_batches_total")) > 0
         # Tombstone expiry: a checkpoint logs the running transactions, so the slot's
         # restart_lsn moves past the workload's deletes, and the heartbeats carry it; the
         # checks below then hold with tombstones gone.

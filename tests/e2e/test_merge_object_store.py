@@ -63,7 +63,7 @@ def test_a_lake_in_a_bucket_streams_replays_and_reports_its_status(
 
     port = free_port()
     query, processor = start_merge(spark, _config(kafka, registry, prefix, streamed,
-                                                  trigger="1s", max_offsets_per_trigger=10,
+                                                  trigger="1s", max_offsets_per_trigger=20,
                                                   metrics_port=port, metrics_host="127.0.0.1"))
     try:
         deadline = time.monotonic() + 300  # a bound on a hang, not a timing assertion

@@ -84,12 +84,14 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
          "-w", str(work / "dist"), str(REPO)], cwd=work)
     wheel = next((work / "dist").glob("pgcdc-*.whl"))
-    venv.create(work / "venv", with_pip=True)
+    # Not even pip in it: this pip installs into it (--python), with no byte-compiling of the
+    # dependencies' thousands of modules (CPU time of the suite; nothing here depends on it).
+    venv.create(work / "venv", with_pip=False)
     python = work / "venv" / "bin" / "python"
     # without the checkout on PYTHONPATH, where pip would take the in-tree build's metadata
     # for an installed pgcdc and skip the wheel
-    run([str(python), "-m", "pip", "install", "-q", f"{wheel}[spark]"], cwd=work,
-        env=outside_env())
+    run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-compile",
+         f"{wheel}[spark]"], cwd=work, env=outside_env())
     return work / "venv" / "bin" / "pgcdc"
 
 

@@ -33,6 +33,8 @@ class ProducerRun:
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     proc: subprocess.Popen[str] | None = None
     log: Path | None = None
+    # the "streaming slot" lines of this log that wait_streaming returned on
+    _streams_waited: int = field(default=0, init=False, repr=False)
 
     @property
     def prefix(self) -> str:
@@ -51,6 +53,7 @@ class ProducerRun:
     def start(self, log_dir: Path, *, wait: bool = True) -> None:
         """Start the process (a new log in `log_dir`); with `wait`, until it streams."""
         self.log = log_dir / f"pgcdc-{self.tag}-{time.monotonic_ns()}.log"
+        self._streams_waited = 0
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
                                          text=True)
@@ -67,17 +70,38 @@ class ProducerRun:
                                  f"{self.output()[-4000:]}")
 
     def wait_streaming(self, timeout: float = 60.0, *, on: str | None = None) -> None:
-        """Until the slot exists and a walsender streams it."""
+        """Until this start's process streams its slot: it logged that it streams (after
+        START_REPLICATION; connector/pipeline.py), once more than at the previous wait (a
+        reconnect after a failover logs it again), the slot is active on the server (`on`), and
+        with `--metrics-port` its metrics say `pgcdc_connected 1`. An active slot alone is not
+        enough: the connection that creates the slot holds it before the stream starts."""
         deadline = time.monotonic() + timeout
+        marker = f"streaming slot {self.slot} from "
+        port, host = self._metrics_address()
         with psycopg.connect(on or self.dsn, autocommit=True) as conn:
             while time.monotonic() < deadline:
-                row = conn.execute("SELECT active FROM pg_replication_slots WHERE slot_name=%s",
-                                   (self.slot,)).fetchone()
-                if row and row[0]:
-                    return
+                streams = self.output().count(marker)
+                if streams > self._streams_waited:
+                    row = conn.execute("SELECT active FROM pg_replication_slots WHERE "
+                                       "slot_name=%s", (self.slot,)).fetchone()
+                    if row and row[0] and (
+                            port is None or _connected(port, host)):
+                        self._streams_waited = streams
+                        return
                 self._assert_alive("streaming")
-                time.sleep(0.2)
+                time.sleep(0.1)
         raise AssertionError(f"pgcdc not streaming after {timeout}s: {self.output()[-4000:]}")
+
+    def _metrics_address(self) -> tuple[int | None, str]:
+        """`--metrics-port` and the address to scrape it on (None: metrics are off)."""
+        args = self.command()
+
+        def value(flag: str) -> str | None:
+            return args[args.index(flag) + 1] if flag in args else None
+
+        port, host = value("--metrics-port"), value("--metrics-host")
+        return (int(port) if port and int(port) else None,
+                "127.0.0.1" if host in (None, "0.0.0.0") else str(host))
 
     def output(self) -> str:
         """What the latest start logged so far."""
@@ -133,6 +157,14 @@ class ProducerRun:
                 conn.execute(f"DROP PUBLICATION IF EXISTS pub_{self.tag}")
         except psycopg.OperationalError:
             pass
+
+
+def _connected(port: int, host: str) -> bool:
+    """Whether `pgcdc run`'s metrics say the replication stream is connected."""
+    try:
+        return scrape_metrics(port, host).get("pgcdc_connected") == 1
+    except httpx.HTTPError:  # not serving yet
+        return False
 
 
 def _confirmed(dsn: str, slot: str) -> int | None:
