@@ -10,14 +10,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import venv
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyspark
 import pytest
-from devstack.ports import free_port
+from devstack.spark import standalone_cluster
 from pyspark.sql import SparkSession
 
 from connector import __version__
@@ -26,44 +24,11 @@ from tests.support.merge import CdcPublisher, table_rows
 
 pytestmark = pytest.mark.e2e
 
-SPARK_HOME = Path(pyspark.__file__).resolve().parent
-
-
-def start(cls: str, args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_DAEMON_MEMORY": "256m"}
-    with log.open("wb") as out:
-        return subprocess.Popen([str(SPARK_HOME / "bin" / "spark-class"), cls, *args], env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-
-
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[str]:
     """`spark://127.0.0.1:PORT` of a master with two registered workers."""
-    port = free_port()
-    url = f"spark://127.0.0.1:{port}"
-    master_log = tmp_path / "master.log"
-    procs = [start("org.apache.spark.deploy.master.Master",
-                   ["--host", "127.0.0.1", "--port", str(port), "--webui-port", str(free_port())],
-                   master_log)]
-    try:
-        for n in (1, 2):
-            procs.append(start("org.apache.spark.deploy.worker.Worker",
-                               ["--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-                                "--webui-port", str(free_port()),
-                                "--work-dir", str(tmp_path / f"worker{n}"), url],
-                               tmp_path / f"worker{n}.log"))
-        deadline = time.monotonic() + 180
-        while master_log.read_text(errors="replace").count("Registering worker") < 2:
-            assert all(p.poll() is None for p in procs), master_log.read_text()[-3000:]
-            assert time.monotonic() < deadline, master_log.read_text()[-3000:]
-            time.sleep(0.5)
+    with standalone_cluster(tmp_path, workers=2) as url:
         yield url
-    finally:
-        for p in procs:
-            os.killpg(p.pid, 15)
-        for p in procs:
-            p.wait(30)
 
 
 REPO = Path(__file__).resolve().parents[2]
