@@ -145,7 +145,8 @@ FROM pg_catalog.pg_event_trigger e
 WHERE e.evtname = ANY (%s)"""
 
 
-def _installed(conn: psycopg.Connection[tuple]) -> bool:  # type: ignore[type-arg]
+def installed(conn: psycopg.Connection[tuple]) -> bool:  # type: ignore[type-arg]
+    """Whether this version's event triggers are present and enabled."""
     row = conn.execute(_INSTALLED, (VERSION, list(_TRIGGERS))).fetchone()
     return row is not None and row[0] == len(_TRIGGERS) and bool(row[1])
 
@@ -155,7 +156,7 @@ def ensure_detach_trigger(conn: psycopg.Connection[tuple], *,  # type: ignore[ty
     """Install (re-create) the event triggers when the role is a superuser, else check a DBA
     installed this version; a `ConfigError` naming what to run when neither. `read_only` (a
     standby): only the check. Returns what was done, for the log."""
-    if _installed(conn) and (read_only or not _is_superuser(conn)):
+    if installed(conn) and (read_only or not _is_superuser(conn)):
         return "present"
     if read_only:
         raise ConfigError("detach_deletes: the event triggers are not installed on the primary "

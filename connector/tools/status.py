@@ -15,6 +15,7 @@ from connector.avro.masking import rules_summary
 from connector.errors import ConfigError, SinkError, SourceError, first_line, is_privilege_error
 from connector.pgoutput.lsn import lsn_to_str
 from connector.replication import ReplicationAdmin
+from connector.replication.detach_trigger import installed as detach_triggers_installed
 from connector.replication.failover import failover_state
 from connector.replication.health import size, slot_warnings
 from connector.replication.published import setting_for
@@ -75,8 +76,10 @@ def handle(args: argparse.Namespace) -> int:
             print(f"publication {cfg.publication}: does not exist")
             return 1 if slot is None else 0
         tables = admin.published_tables(cfg.publication)
-        print(f"publication {cfg.publication}: {len(tables)} table(s); "
-              f"{via_root_line(admin.publishes_via_root(cfg.publication))}")
+        via_root = admin.publishes_via_root(cfg.publication)
+        print(f"publication {cfg.publication}: {len(tables)} table(s); {via_root_line(via_root)}")
+        if via_root or cfg.detach_deletes:
+            print(f"  {detach_line(cfg.detach_deletes, detach_triggers_installed(admin.conn))}")
         counts = admin.table_counts([(s, t) for s, t, _, _ in tables])
         published = admin.published_columns(cfg.publication)
         settings = cfg.published_settings()  # the masks are pgcdc's, not the publication's
@@ -101,6 +104,15 @@ def via_root_line(via_root: bool) -> str:
     return "partitions published " + ("through their root (publish_via_partition_root = "
                                       "true)" if via_root else "leaf by leaf "
                                       "(publish_via_partition_root = false)")
+
+
+def detach_line(wanted: bool, present: bool) -> str:
+    """Whether a DETACHed partition's rows are deleted from its root's topic
+    (``detach_deletes``, connector/replication/detach_trigger.py)."""
+    state = "event triggers installed" if present else "event triggers not installed"
+    if wanted:
+        return f"detach_deletes: on, {state}"
+    return f"detach_deletes: off ({state}): a DETACHed partition's rows stay in the root's topic"
 
 
 def published_line(columns: list[str], live: int, row_filter: str | None) -> str:

@@ -478,6 +478,7 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     # gen: its generated column g is published on 18 (asked for), never before.
     assert "partitions published through their root (publish_via_partition_root = true)" in \
         status.stdout, status.stdout
+    assert "detach_deletes: on, event triggers installed" in status.stdout, status.stdout
     assert ("published: all 3 columns; rows: all" if pg18 else
             "published: columns id, a (2 of 3); rows: all") in status.stdout, status.stdout
     assert run.stop() == 0

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from connector.config import load
 from connector.errors import ConfigError
 from connector.replication.partitions import VIA_ROOT_DEFAULT, leaf_changes, via_root_change
-from connector.tools.status import via_root_line
+from connector.tools.status import detach_line, via_root_line
 
 
 def test_a_new_publication_gets_the_option_or_the_root_by_default() -> None:
@@ -77,6 +77,9 @@ def test_status_says_how_partitions_are_published() -> None:
         "partitions published through their root (publish_via_partition_root = true)"
     assert via_root_line(False) == \
         "partitions published leaf by leaf (publish_via_partition_root = false)"
+    assert detach_line(True, True) == "detach_deletes: on, event triggers installed"
+    assert detach_line(False, False) == ("detach_deletes: off (event triggers not installed): a "
+                                         "DETACHed partition's rows stay in the root's topic")
 
 
 def test_the_flag_and_the_file_set_it_and_unset_leaves_it_to_the_publication(tmp_path) -> None:
