@@ -11,7 +11,8 @@ Baseline in the same run: the same events decoded and appended to Delta without 
   each run in a child process on the code of each `--spark-backlog-trees` tree (this one by
   default; give main's worktree and this one for a before/after in one session, alternated),
   with the seconds per phase and per table, and `--spark-backlog-limit` to stop a slow run
-  early (its tables done so far and the rate they went at).
+  early (its tables done so far and the rate they went at); `--spark-backlog-fast-merge auto`
+  runs it with the job's default config instead (delta-rs for what it takes).
 - `--freshness-rate R`: the job streams while a separate process produces R events/s over 10
   tables; another process polls the Delta tables with delta-rs (an independent reader) and
   each event's freshness is (first seen by the reader - sent by the producer). Fast path and
@@ -286,7 +287,7 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: st
     4 changes into each (update, delete, insert, update). Each batch one available-now run;
     the lake under `root` (a local directory or an `s3a://` URL: `store`)."""
     mode = "fast" if fast else "off"
-    prefix = f"many{n}{mode}{store}{int(time.time())}"
+    prefix = f"many{n}{mode}{store}p{parallel_tables}t{int(time.time())}"
     started = time.monotonic()
     tables = make_tables(bootstrap, registry_url, prefix, n, 1)
     print(f"  {n} topics created and registered in {time.monotonic() - started:.1f} s",
@@ -295,7 +296,9 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: st
                          trigger="available-now", fast_merge="auto" if fast else "off",
                          parallel_tables=parallel_tables)
     out: dict[str, object] = {"tables": n, "mode": mode, "store": store, "prefix": prefix,
-                              "path": f"{root}/{prefix}"}
+                              "path": f"{root}/{prefix}",
+                              "parallel": config.tables_at_once(
+                                  spark.sparkContext.defaultParallelism)}
     for round_ in (1, 2):
         events = produce_rounds(bootstrap, tables, round_)
         load = load_average()
@@ -398,8 +401,11 @@ def spark_backlog_child(spec_path: str) -> None:
                 per_table.append((float(record.args[-2]), float(record.args[-1])))  # type: ignore[arg-type]
     spark = local_session(spark_jars(cache_dir()), extra={**SPARK_EXTRA, **spec["spark"]})
     spark.sparkContext.setLogLevel("ERROR")
-    run_merge(spark, MergeConfig(spec["bootstrap"], spec["registry"], spec["target"] + "-warm",
-                                 topic_prefix=spec["warm"], replay=True, fast_merge="off"))
+    fast_merge = spec.get("fast_merge", "off")
+    for mode in dict.fromkeys(("off", fast_merge)):  # warm both paths the run may take
+        run_merge(spark, MergeConfig(spec["bootstrap"], spec["registry"],
+                                     f"{spec['target']}-warm-{mode}", topic_prefix=spec["warm"],
+                                     replay=True, fast_merge=mode))
     logging.getLogger("spark_jobs.runtime.job").addHandler(Lines())  # the measured run's
     logging.getLogger("spark_jobs.runtime.job").setLevel(logging.INFO)
     spent = _time_steps()
@@ -409,7 +415,7 @@ def spark_backlog_child(spec_path: str) -> None:
     CLOCK.take()
     config = MergeConfig(spec["bootstrap"], spec["registry"], spec["target"],
                          topic_prefix=spec["prefix"], trigger="available-now",
-                         fast_merge="off", parallel_tables=spec["parallel_tables"])
+                         fast_merge=fast_merge, parallel_tables=spec["parallel_tables"])
     load = load_average()
     requests = RequestLog(Path(spec["s3_log"])) if spec.get("s3_log") else None
     started = time.monotonic()
@@ -428,6 +434,7 @@ def spark_backlog_child(spec_path: str) -> None:
     done = len(processor.stats.tables)
     done_at += [took] * (done - len(done_at))
     out = {"tree": spec["tree"], "store": spec["store"], "tables": spec["tables"],
+           "fast_merge": fast_merge, "fast_tables": processor.stats.fast_tables,
            "events": spec["events"], "finished": finished, "seconds": took,
            "tables_done": done, "events_done": sum(processor.stats.tables.values()),
            "first_table_at": done_at[0] if done_at else None,
@@ -488,7 +495,8 @@ def _spark_backlog_runs(bootstrap: str, registry_url: str, work: Path, args: arg
                         "bootstrap": bootstrap, "registry": registry_url, "prefix": prefix,
                         "warm": warm, "target": f"{root}/{label}",
                         "limit": args.spark_backlog_limit,
-                        "parallel_tables": args.parallel_tables,
+                        "parallel_tables": args.parallel_tables[0],
+                        "fast_merge": args.spark_backlog_fast_merge,
                         "spark": s3_conf if store == "s3" else
                         {k: v for k, v in s3_conf.items() if k == "spark.master"},
                         "s3_log": str(S3_LOG) if store == "s3" and S3_LOG else None}
@@ -512,17 +520,18 @@ def _spark_backlog_runs(bootstrap: str, registry_url: str, work: Path, args: arg
 
 
 def _spark_backlog_table(results: list[dict[str, object]], n: int, events: int) -> None:
-    print("| tree | store | tables | events | finished | seconds | tables done | s/table "
-          "| projected s for all | parallel | load (start) |\n"
-          "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---|")
+    print("| tree | store | fast merge | tables | events | finished | seconds | tables done "
+          "| by delta-rs | s/table | projected s for all | parallel | load (start) |\n"
+          "|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|")
     for r in results:
         done, secs = int(r["tables_done"]), float(r["seconds"])  # type: ignore[arg-type]
         first = float(r["first_table_at"] or 0.0)  # type: ignore[arg-type]
         # the batch's read before its first table, then the tables at the rate they went
         rate = (secs - first) / max(1, done - 1)
         projected = secs if r["finished"] else first + rate * (n - 1)
-        print(f"| {Path(str(r['tree'])).name} | {r['store']} | {n} | {events} | "
-              f"{'yes' if r['finished'] else 'no (limit)'} | {secs:.1f} | {done} | "
+        print(f"| {Path(str(r['tree'])).name} | {r['store']} | {r['fast_merge']} | {n} | "
+              f"{events} | {'yes' if r['finished'] else 'no (limit)'} | {secs:.1f} | {done} | "
+              f"{r['fast_tables']} | "
               f"{secs / max(1, done):.2f} | {projected:.0f} | {r['parallel_tables']} | "
               f"{r['load_start']} |")
 
@@ -776,8 +785,11 @@ def main() -> None:
     p.add_argument("--off-store", choices=("local", "s3"), default="local",
                    help="where the --fast-merge off baseline of --many-tables writes "
                         "(s3 needs --store s3 or both)")
-    p.add_argument("--parallel-tables", type=int, default=0,
-                   help="the many-tables runs' --parallel-tables (default: the job's own)")
+    p.add_argument("--parallel-tables", type=lambda v: [int(x) for x in v.split(",")],
+                   default=[0], metavar="N[,N...]",
+                   help="the runs' --parallel-tables (default: the job's own); several, "
+                        "comma-separated: --many-tables runs once with each, in that order "
+                        "(e.g. 2,4,8,8,4,2 for an A B B A comparison in one run)")
     p.add_argument("--spark-backlog", type=int, default=0, metavar="N",
                    help="N new tables, one available-now batch through the Spark path; 0 = skip")
     p.add_argument("--spark-backlog-events", type=int, default=150_000,
@@ -792,6 +804,10 @@ def main() -> None:
     p.add_argument("--spark-backlog-cluster", type=int, default=0, metavar="WORKERS",
                    help="run the Spark-path backlog on a standalone cluster of this many "
                         "workers (1 core, 1g each) instead of local[2]")
+    p.add_argument("--spark-backlog-fast-merge", choices=("off", "auto"), default="off",
+                   help="the --spark-backlog runs' --fast-merge: off (default: every table "
+                        "through Spark, as a cluster without delta-rs) or auto (the job's "
+                        "default config: delta-rs for what it takes)")
     p.add_argument("--spark-backlog-child", metavar="SPEC", help=argparse.SUPPRESS)
     p.add_argument("--bootstrap-servers")
     p.add_argument("--schema-registry-url")
@@ -833,7 +849,8 @@ def main() -> None:
         if args.many_tables:
             print(f"\nmany tables [load {load_average()}]:", flush=True)
             runs = [many_tables(spark, bootstrap, registry_url, roots[store], args.many_tables,
-                                True, store, args.parallel_tables) for store in stores]
+                                True, store, parallel)
+                    for store in stores for parallel in args.parallel_tables]
             if args.many_tables_baseline:
                 small = args.many_tables_baseline
                 if small != args.many_tables:
@@ -845,14 +862,16 @@ def main() -> None:
                 differ = same_tables(str(runs[-2]["path"]), str(runs[-1]["path"]), small)
                 print(f"  fast vs off, {small} tables after 2 batches: "
                       f"{'equal' if not differ else f'DIFFER: {differ}'}", flush=True)
-            print("| path | store | tables | batch | events | seconds | tables/s | s/table | "
-                  "fast_tables | load |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
+            print("| path | store | parallel | tables | batch | events | seconds | tables/s | "
+                  "s/table | fast_tables | load |\n"
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
             for r in runs:
                 for round_ in (1, 2):
                     d = r[f"r{round_}"]
                     assert isinstance(d, dict)
                     n = int(r["tables"])  # type: ignore[call-overload]
-                    print(f"| {r['mode']} | {r['store']} | {n} | {round_} | {d['events']} | "
+                    print(f"| {r['mode']} | {r['store']} | {r['parallel']} | {n} | {round_} | "
+                          f"{d['events']} | "
                           f"{d['seconds']:.1f} | {n / d['seconds']:.1f} | "
                           f"{d['seconds'] / n:.3f} | {d['fast_tables']} | {d['load']} |")
         if args.freshness_rate:

@@ -50,8 +50,11 @@ class MergeConfig:
     table_properties: dict[str, str] = field(default_factory=dict)  # of new Delta tables
     column_mapping: bool = False  # new Delta tables: column mapping, PostgreSQL column names
     database: str | None = None  # register each Delta table in this catalog database
-    # Small batches through delta-rs (spark_jobs/sinks/fast_sink.py): auto = for local targets.
+    # Tables' parts of a batch through delta-rs (spark_jobs/sinks/fast_sink.py): auto = when
+    # delta-rs reaches the target (`fast_merge_on`).
     fast_merge: str = "auto"  # auto | off
+    # Records the fast path holds on the driver at once: it takes a batch's tables in rounds of
+    # at most this many events; a table above it alone goes through Spark (runtime/rounds.py).
     fast_merge_max_events: int = 100_000
     # fast batches of a table between compactions, batches between tombstone expiries (0: never)
     maintenance_every: int = 20
@@ -323,10 +326,14 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
                    help="register each Delta table in the Spark catalog as "
                         "NAME.<schema>__<table> (created if missing)")
     p.add_argument("--fast-merge", choices=("auto", "off"), default="auto",
-                   help="apply small batches through delta-rs (auto: when --target is a "
-                        "local path; off: always through Spark)")
+                   help="apply tables' batches through delta-rs (auto: when delta-rs "
+                        "reaches --target: a local path, s3a://, abfss://, gs://; off: always "
+                        "through Spark)")
     p.add_argument("--fast-merge-max-events", type=int, default=100_000, metavar="N",
-                   help="batches of at most N events take the fast path (default 100000)")
+                   help="the fast path collects its tables' records to the driver in rounds "
+                        "of at most N events (a bound on the driver's memory); a table with "
+                        "more than N events of its own in a batch goes through Spark "
+                        "(default 100000)")
     p.add_argument("--maintenance-every", type=int, default=20, metavar="N",
                    help="compact a table and its tombstones every N batches the fast path "
                         "applied to it; expire tombstones every N batches once the "

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -58,6 +58,7 @@ from ..sinks.table_sink import BatchFacts, TableSettings, TableSink
 from . import metrics
 from .config import MergeConfig
 from .history_job import HistoryEvents, HistoryWriter
+from .rounds import BatchSplit, split_batch
 
 log = logging.getLogger(__name__)
 APP_ID_FILE = "pgcdc-app-id"
@@ -454,20 +455,19 @@ class BatchProcessor:
                                                     self.schemas)
                 dead = [d for d in [undecodable(frames, plans)] if d is not None]
                 events = sum(p.events for p in plans.values())
-                records = self._fast_records(frames, plans)
-            jobs = [(topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
-                                                    records.get(topic), cut))
-                    for topic, plan in sorted(plans.items()) if plan.schemas]
+            split = self._split(plans)
+            # Spark's tables start at once (the longest first) beside the fast path's rounds.
+            by_spark = [self._submit(frames, topic, plans[topic], batch_id, None, cut)
+                        for topic in split.spark]
             failed: list[str] = []
-            for topic, plan, job in jobs:
-                try:
-                    dead += job.result()
-                except Exception as exc:  # noqa: BLE001 - one table must not stop the others
-                    if not table_failure(exc):
-                        raise
-                    dead.append(self._not_written(frames, topic, plan, exc, batch_id))
-                    failed.append(table_of(topic).path)
-                    metrics.TABLE_FAILURES.labels(failed[-1]).inc()
+            for topics in split.rounds:
+                with CLOCK.timing("read"):
+                    records = self._fast_records(frames, plans, topics)
+                # popped: a table's records are released once its thread is done with them
+                dead += self._results(
+                    [self._submit(frames, t, plans[t], batch_id, records.pop(t), cut)
+                     for t in topics], frames, batch_id, failed)
+            dead += self._results(by_spark, frames, batch_id, failed)
             dead_counts: dict[tuple[str, str], int] = {}
             for part in dead[1:]:
                 dead[0] = dead[0].unionByName(part)
@@ -551,18 +551,41 @@ class BatchProcessor:
             writable &= ~F.col(SCHEMA_ID).isin(list(plan.rejected))
         return frames.where(writable).select(*DEAD_COLUMNS[:-1], F.lit(reason).alias("reason"))
 
-    def _fast_records(self, frames: DataFrame, plans: dict[str, TopicPlan]
+    def _split(self, plans: dict[str, TopicPlan]) -> BatchSplit:
+        """The batch's topics with events to write between the fast path's rounds and Spark
+        (`rounds.split_batch`): the fast path can take a topic whose events have one key
+        schema, when fast merge is on."""
+        fast = ({t for t, p in plans.items() if len(key_groups(p)) == 1}
+                if self.config.fast_merge_on else set())
+        return split_batch({t: p.events for t, p in plans.items() if p.schemas}, fast,
+                           self.config.fast_merge_max_events)
+
+    def _submit(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
+                records: list[tuple[int, bytes, int, int]] | None, cut: BatchCut | None
+                ) -> tuple[str, TopicPlan, Future[list[DataFrame]]]:
+        return topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
+                                              records, cut)
+
+    def _results(self, jobs: list[tuple[str, TopicPlan, Future[list[DataFrame]]]],
+                 frames: DataFrame, batch_id: int, failed: list[str]) -> list[DataFrame]:
+        """The corrupt events of the tables `jobs` wrote, and the events of those that could
+        not be written (`_not_written`, their paths added to `failed`): dead letters."""
+        dead: list[DataFrame] = []
+        for topic, plan, job in jobs:
+            try:
+                dead += job.result()
+            except Exception as exc:  # noqa: BLE001 - one table must not stop the others
+                if not table_failure(exc):
+                    raise
+                dead.append(self._not_written(frames, topic, plan, exc, batch_id))
+                failed.append(table_of(topic).path)
+                metrics.TABLE_FAILURES.labels(failed[-1]).inc()
+        return dead
+
+    def _fast_records(self, frames: DataFrame, plans: dict[str, TopicPlan], topics: list[str]
                       ) -> dict[str, list[tuple[int, bytes, int, int]]]:
-        """Topic → (schema id, body) of its decodable records, for the topics whose part of
-        the batch the fast path can take (`fast_sink`, `fast_topics`): one Spark job for them
-        all."""
-        if not self.config.fast_merge_on:
-            return {}
-        topics = fast_topics({t: p.events for t, p in plans.items()
-                              if p.schemas and len(key_groups(p)) == 1},
-                             self.config.fast_merge_max_events)
-        if not topics:
-            return {}
+        """Topic → (schema id, body, partition, offset) of its decodable records, for one
+        round of the fast path (`_split`): one Spark job for the round's topics."""
         wanted = F.col("topic").isin(topics) & F.col(PROBLEM).isNull()
         out: dict[str, list[tuple[int, bytes, int, int]]] = {t: [] for t in topics}
         table = frames.where(wanted).select("topic", SCHEMA_ID, BODY, "partition", "offset"
@@ -846,19 +869,6 @@ def _newest_spark(session: SparkSession, path: str) -> int | None:
 
 def _lsn(value: int | None) -> str:
     return "none" if value is None else lsn_to_str(value)
-
-
-def fast_topics(events: dict[str, int], limit: int) -> list[str]:
-    """The topics whose part of a batch the fast path takes, given each one's events: the
-    smallest first, while their records (collected to the driver) add up to at most `limit`.
-    So a backlog's big tables go through Spark and its many small ones through delta-rs."""
-    out, total = [], 0
-    for topic in sorted(events, key=lambda t: (events[t], t)):
-        total += events[topic]
-        if total > limit:
-            break
-        out.append(topic)
-    return out
 
 
 def key_groups(plan: TopicPlan) -> list[int | None]:

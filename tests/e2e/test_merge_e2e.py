@@ -11,7 +11,12 @@ from pyspark.sql import SparkSession
 from connector.names import table_topic
 from spark_jobs.rules.names import table_of
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import ReplayTargetNotEmpty, run_merge, start_merge
+from spark_jobs.runtime.job import (
+    BatchProcessor,
+    ReplayTargetNotEmpty,
+    run_merge,
+    start_merge,
+)
 from tests.support import merge_scenario as scenario
 from tests.support.merge import CdcPublisher, all_tables, table_rows
 
@@ -36,7 +41,7 @@ def _dead_letters(spark: SparkSession, target: Path) -> list[tuple[str, str]]:
 
 def test_streaming_batches_then_replay_give_the_expected_tables(
         spark: SparkSession, kafka, registry,  # type: ignore[no-untyped-def]
-        prefix: str, tmp_path: Path) -> None:
+        prefix: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scenario.publish(CdcPublisher(kafka.bootstrap, registry.url, prefix))
 
     # small micro-batches: changes of one key, and the truncate copies, spread over batches
@@ -61,6 +66,25 @@ def test_streaming_batches_then_replay_give_the_expected_tables(
     assert all_tables(spark, str(replayed), scenario.TABLES) == all_tables(
         spark, str(streamed), scenario.TABLES)
     assert _dead_letters(spark, replayed) == dead
+
+    # the fast path's tables replayed in one batch with a limit of 6 events: through delta-rs
+    # in rounds of at most 6 records on the driver (4, then 6), the same tables
+    rounds: list[int] = []
+    collect = BatchProcessor._fast_records
+
+    def counted(self, frames, plans, topics):  # type: ignore[no-untyped-def]
+        out = collect(self, frames, plans, topics)
+        rounds.append(sum(len(r) for r in out.values()))
+        return out
+    monkeypatch.setattr(BatchProcessor, "_fast_records", counted)
+    fast = ["public/events", "inventory/items"]
+    in_rounds = tmp_path / "in-rounds"
+    stats = run_merge(spark, MergeConfig(
+        kafka.bootstrap, registry.url, str(in_rounds), replay=True, fast_merge_max_events=6,
+        topics=tuple(f"{prefix}.{t.replace('/', '.')}" for t in fast)))
+    assert stats.batches == 1 and stats.fast_tables == 2
+    assert rounds == [4, 6]
+    assert all_tables(spark, str(in_rounds), fast) == all_tables(spark, str(streamed), fast)
 
     # running again over the same topics changes nothing (all already applied)
     again = run_merge(spark, _config(kafka, registry, prefix, streamed, trigger="available-now"))

@@ -128,12 +128,3 @@ def test_tables_written_at_once_follow_the_cores_unless_given() -> None:
     assert given.tables_at_once(16) == 3
     assert MergeConfig("k", "r", "/lake", topic_prefix="p", parallel_tables=40
                        ).tables_at_once(200) == 40  # given: as given
-
-
-def test_the_fast_path_takes_the_smallest_tables_up_to_the_limit() -> None:
-    from spark_jobs.runtime.job import fast_topics
-
-    events = {"p.s.big": 90_000, "p.s.a": 3, "p.s.b": 3, "p.s.mid": 10_000, "p.s.c": 1}
-    assert fast_topics(events, 100_000) == ["p.s.c", "p.s.a", "p.s.b", "p.s.mid"]
-    assert fast_topics(events, 110_000) == sorted(events, key=lambda t: (events[t], t))
-    assert fast_topics(events, 0) == [] and fast_topics({}, 10) == []
