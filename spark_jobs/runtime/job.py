@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -460,13 +460,18 @@ class BatchProcessor:
             by_spark = [self._submit(frames, topic, plans[topic], batch_id, None, cut)
                         for topic in split.spark]
             failed: list[str] = []
-            for topics in split.rounds:
-                with CLOCK.timing("read"):
-                    records = self._fast_records(frames, plans, topics)
-                # popped: a table's records are released once its thread is done with them
-                dead += self._results(
-                    [self._submit(frames, t, plans[t], batch_id, records.pop(t), cut)
-                     for t in topics], frames, batch_id, failed)
+            try:
+                for topics in split.rounds:
+                    with CLOCK.timing("read"):
+                        records = self._fast_records(frames, plans, topics)
+                    # popped: a table's records are released once its thread is done with them
+                    dead += self._results(
+                        [self._submit(frames, t, plans[t], batch_id, records.pop(t), cut)
+                         for t in topics], frames, batch_id, failed)
+            except BaseException:
+                # the batch fails and runs again: not while Spark's tables still write
+                wait([job for _, _, job in by_spark])
+                raise
             dead += self._results(by_spark, frames, batch_id, failed)
             dead_counts: dict[tuple[str, str], int] = {}
             for part in dead[1:]:
