@@ -502,7 +502,6 @@ class Pipeline:
         encoder = AvroEncoder(self.registry, prefix=self.cfg.topic_prefix, db=self.db)
         if self.cfg.heartbeat_interval_s > 0:
             encoder.prepare_heartbeats()
-            sink.prepare(encoder.heartbeat_topic)
         # The incremental snapshots and the publisher need each other only through the
         # stream: the snapshots write to the sink themselves, and the publisher hands them the
         # watermarks and changed keys it meets. So the snapshots come first (they need the

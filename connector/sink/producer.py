@@ -240,13 +240,6 @@ class Sink(ABC):
         self._partitions[topic] = (count, now)
         return count
 
-    def prepare(self, topic: str) -> None:
-        """Create (or check) `topic` now rather than at its first record: for a topic whose
-        first record may come at a bad time (the heartbeat topic: its first heartbeat can fall
-        while Kafka is away, and a metadata timeout there costs the stream a reconnect)."""
-        if topic not in self._ready:
-            self._prepare(topic)
-
     def _prepare(self, topic: str) -> None:
         if self._topics is not None:
             ensured_before = self._topics.known(topic)

@@ -43,7 +43,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from connector.errors import ConfigError, SinkError
 
-from .offsets import TopicLedger, offsets_topic
+from .offsets import TopicLedger
 from .settings import admin_config
 
 __all__ = ["TopicCreator", "TopicSpec", "create_failure_transient", "listed_partitions",
@@ -249,10 +249,7 @@ class TopicCreator:
 
     def topics_with_events(self, prefix: str) -> list[str]:
         """Topics named ``<prefix>.*`` that ever held an event (some partition's end offset is
-        past 0, even if retention removed the events since): the connector published before.
-        Not the ledger ``<prefix>.offsets``: it records every topic pgcdc creates, events or
-        not (the heartbeat topic is created, empty, when a session starts)."""
-        ledger = offsets_topic(prefix)
+        past 0, even if retention removed the events since): the connector published before."""
         try:
             metadata = self._admin.list_topics(timeout=self._timeout)
         except KafkaException as exc:
@@ -260,7 +257,7 @@ class TopicCreator:
         latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
         requests = {TopicPartition(name, partition): latest
                     for name, info in metadata.topics.items()
-                    if name.startswith(prefix + ".") and name != ledger and info.error is None
+                    if name.startswith(prefix + ".") and info.error is None
                     for partition in info.partitions}
         if not requests:
             return []
