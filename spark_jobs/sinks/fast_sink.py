@@ -22,7 +22,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import (
+    CommitProperties,
+    DeltaTable,
+    PostCommitHookProperties,
+    Transaction,
+    write_deltalake,
+)
 from deltalake import Schema as DeltaSchema
 from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
@@ -47,14 +53,14 @@ class Declined(Exception):
     """This table's part of the batch goes the Spark way (the reason is logged)."""
 
 
+# After each commit: a log checkpoint when due, but no expired-log cleanup, which lists the
+# whole log on every commit (one request of ~7 per commit on an object store); `maintain`
+# cleans up instead.
+HOOKS = PostCommitHookProperties(create_checkpoint=True, cleanup_expired_logs=False)
+
+
 def _txn(app_id: str, batch_id: int) -> CommitProperties:
     return CommitProperties(app_transactions=[Transaction(app_id=app_id, version=batch_id)])
-
-
-def _done(table: DeltaTable, app_id: str, batch_id: int) -> bool:
-    """Whether this batch was committed to the table already (a re-run batch)."""
-    version = table.transaction_version(app_id)
-    return version is not None and version >= batch_id
 
 
 def row_types(spark: SparkSession, schema: dict[str, Any], columns: Mapping[str, str]
@@ -105,6 +111,11 @@ class DeltaRsSink:
         delta-rs handle (None: absent)."""
         table = self._open(tombstones)
         return None if table is None else table.version()
+
+    def _done(self, path: str, table: DeltaTable, app_id: str, batch_id: int) -> bool:
+        """Whether this batch was committed to the table already (a re-run batch)."""
+        version = self.state.handles.transaction_version(path, table, app_id)
+        return version is not None and version >= batch_id
 
     def load(self) -> None:
         """Learn an existing table's state through delta-rs (no Spark job), once; nothing if
@@ -174,12 +185,14 @@ class DeltaRsSink:
 
         app = f"{state.app_id}:{state.path}"
         if table is None:
-            table = self._create(batch.columns, types)
+            table = self._create(batch.columns, types, app)
             live = [r for r in latest if r[OP] != "d"]
-            if live and not _done(table, app, batch_id):
+            if live and not self._done(state.path, table, app, batch_id):
                 write_deltalake(table, _arrow(live, pa.schema(table.schema().to_arrow())),
-                                mode="append", commit_properties=_txn(app, batch_id))
-        elif latest and not _done(table, app, batch_id):
+                                mode="append", commit_properties=_txn(app, batch_id),
+                                post_commithook_properties=HOOKS)
+                state.handles.committed(state.path, table, app, batch_id)
+        elif latest and not self._done(state.path, table, app, batch_id):
             assert state.columns is not None
             target = pa.schema(table.schema().to_arrow())
             source = pa.schema([target.field(c) for c in batch.columns]
@@ -188,11 +201,13 @@ class DeltaRsSink:
             plan = merge_plan(merge_key, batch.columns, state.columns, sorted(batch.toast),
                               DATAFUSION)
             (table.merge(_arrow(latest, source), plan.on, source_alias="s", target_alias="t",
-                         streamed_exec=False, commit_properties=_txn(app, batch_id))
+                         streamed_exec=False, commit_properties=_txn(app, batch_id),
+                         post_commithook_properties=HOOKS)
              .when_matched_delete(plan.delete_when)
              .when_matched_update(plan.update_set, plan.update_when)
              .when_not_matched_insert(plan.insert_values, plan.insert_when)
              .execute())
+            state.handles.committed(state.path, table, app, batch_id)
         if deletes:
             self._add_tombstones(table, tombstones, deletes, merge_key, batch_id)
         state.fast_batches += 1
@@ -207,14 +222,17 @@ class DeltaRsSink:
         the filter drops a change when *any* tombstone of its key is at or after it, so the
         newest one alone decides, and a truncate already removed everything at or before its
         cut. Delta log checkpoints are written by the commits themselves
-        (`delta.checkpointInterval`); old files stay for time travel until you VACUUM
-        (docs/merge-internals.md, "Table maintenance")."""
+        (`delta.checkpointInterval`), log entries past the retention
+        (`delta.logRetentionDuration`) are removed here (`HOOKS`); old files stay for time
+        travel until you VACUUM (docs/merge-internals.md, "Table maintenance")."""
         table = self._open()
         if table is not None:
             table.optimize.compact()
+            table.cleanup_metadata()
         tomb = self._open(tombstones=True)
         if tomb is None:
             return
+        tomb.cleanup_metadata()
         rows = tomb.to_pyarrow_table().to_pylist()
         key = [c for c in (rows[0] if rows else {}) if c not in (LSN, IDX)]
         kept = fold.newest_tombstones(fold.after_position(rows, self.state.truncate_cut), key)
@@ -246,8 +264,10 @@ class DeltaRsSink:
             if column_change(have, types[c])[0] != "same":
                 raise Declined(f"column {c} changed type")
 
-    def _create(self, columns: Sequence[str], types: dict[str, DataType]) -> DeltaTable:
-        """The table, as the Spark path creates it: the batch's columns, then the metadata."""
+    def _create(self, columns: Sequence[str], types: dict[str, DataType], app: str
+                ) -> DeltaTable:
+        """The table, as the Spark path creates it: the batch's columns, then the metadata;
+        with every property in its first commit."""
         state = self.state
         missing = [c for c in state.partition_by if c not in columns]
         if missing:
@@ -255,16 +275,14 @@ class DeltaRsSink:
         # The Spark types as Delta's schema JSON (the same format): the table is what Spark
         # would create, nullability of array elements and map values included.
         schema = StructType([StructField(c, types[c]) for c in columns] + META_FIELDS)
-        properties = state.create_properties()
-        delta = {k: v for k, v in properties.items() if k.startswith("delta.")}
         table = state.handles.keep(state.path, DeltaTable.create(
             state.path, DeltaSchema.from_json(schema.json()), mode="ignore",
-            partition_by=state.partition_by or None, configuration=delta or None,
-            storage_options=options_for(state.path)))
-        if len(delta) < len(properties):  # delta-rs creates tables with Delta's own keys only
-            table.alter.set_table_properties(
-                {k: v for k, v in properties.items() if k not in delta},
-                raise_if_not_exists=False)
+            partition_by=state.partition_by or None,
+            configuration=state.create_properties() or None,
+            storage_options=options_for(state.path), post_commithook_properties=HOOKS,
+            raise_if_key_not_exists=False))  # pgcdc's own properties beside Delta's
+        if table.version() == 0:  # the creating commit carries no batch
+            state.handles.committed(state.path, table, app, None)
         self._learn(table)
         return table
 
@@ -272,21 +290,28 @@ class DeltaRsSink:
                         deletes: list[dict[str, Any]], key: Sequence[str],
                         batch_id: int) -> None:
         """`SparkDeltaSink._add_tombstones`: append the winning deletes' keys and
-        positions."""
+        positions; the first ones create the tombstones, in the same commit."""
         state = self.state
+        app = f"{state.app_id}:{state.tomb_path}"
         if tomb is None:
             target = pa.schema(table.schema().to_arrow())
-            fields = [target.field(k) for k in key if k not in (LSN, IDX)]
-            tomb = state.handles.keep(state.tomb_path, DeltaTable.create(
-                state.tomb_path, pa.schema(
-                    fields + [pa.field(LSN, pa.int64()), pa.field(IDX, pa.int64())]),
-                mode="ignore", storage_options=options_for(state.tomb_path)))
-            state.has_tombstones = True
+            schema = pa.schema([target.field(k) for k in key if k not in (LSN, IDX)]
+                               + [pa.field(LSN, pa.int64()), pa.field(IDX, pa.int64())])
+            # Created with their first rows in one commit ("append" to a path with no table).
+            write_deltalake(state.tomb_path, _tombstones(deletes, schema), mode="append",
+                            commit_properties=_txn(app, batch_id),
+                            post_commithook_properties=HOOKS,
+                            storage_options=options_for(state.tomb_path))
+            state.has_tombstones = True  # a re-run of this batch finds them, and its txn
             log.info("%s: tombstones at %s", state.path, state.tomb_path)
-        app = f"{state.app_id}:{state.tomb_path}"
-        if _done(tomb, app, batch_id):
             return
-        schema = pa.schema(tomb.schema().to_arrow())
-        write_deltalake(tomb, _arrow([{c: r.get(c) for c in schema.names} for r in deletes],
-                                     schema),
-                        mode="append", commit_properties=_txn(app, batch_id))
+        if self._done(state.tomb_path, tomb, app, batch_id):
+            return
+        write_deltalake(tomb, _tombstones(deletes, pa.schema(tomb.schema().to_arrow())),
+                        mode="append", commit_properties=_txn(app, batch_id),
+                        post_commithook_properties=HOOKS)
+        state.handles.committed(state.tomb_path, tomb, app, batch_id)
+
+
+def _tombstones(deletes: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    return _arrow([{c: r.get(c) for c in schema.names} for r in deletes], schema)
