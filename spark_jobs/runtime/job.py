@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -58,7 +58,7 @@ from ..sinks.table_sink import BatchFacts, TableSettings, TableSink
 from . import metrics
 from .config import MergeConfig
 from .history_job import HistoryEvents, HistoryWriter
-from .rounds import BatchSplit, split_batch
+from .rounds import BatchSplit, run_rounds, split_batch
 
 log = logging.getLogger(__name__)
 APP_ID_FILE = "pgcdc-app-id"
@@ -460,18 +460,17 @@ class BatchProcessor:
             by_spark = [self._submit(frames, topic, plans[topic], batch_id, None, cut)
                         for topic in split.spark]
             failed: list[str] = []
-            try:
-                for topics in split.rounds:
-                    with CLOCK.timing("read"):
-                        records = self._fast_records(frames, plans, topics)
-                    # popped: a table's records are released once its thread is done with them
-                    dead += self._results(
-                        [self._submit(frames, t, plans[t], batch_id, records.pop(t), cut)
-                         for t in topics], frames, batch_id, failed)
-            except BaseException:
-                # the batch fails and runs again: not while Spark's tables still write
-                wait([job for _, _, job in by_spark])
-                raise
+
+            def fast_round(topics: list[str]) -> None:
+                with CLOCK.timing("read"):
+                    records = self._fast_records(frames, plans, topics)
+                # popped: a table's records are released once its thread is done with them
+                dead.extend(self._results(
+                    [self._submit(frames, t, plans[t], batch_id, records.pop(t), cut)
+                     for t in topics], frames, batch_id, failed))
+
+            # a round that fails fails the batch, once Spark's tables are done writing
+            run_rounds(split.rounds, fast_round, (job for _, _, job in by_spark))
             dead += self._results(by_spark, frames, batch_id, failed)
             dead_counts: dict[tuple[str, str], int] = {}
             for part in dead[1:]:

@@ -16,12 +16,18 @@ Invariants (`tests/unit/spark_jobs/test_spark_jobs_rounds.py`):
   have taken), and two consecutive rounds together exceed the limit (next-fit), so there are
   fewer than 2 x events / limit + 1 rounds;
 - the result depends only on the arguments (ties broken by topic name).
+
+`run_rounds` runs the rounds beside the Spark path's tables, and keeps a failed batch from
+running again while they still write.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Collection, Iterable, Mapping
+from concurrent.futures import Future, wait
+from typing import Any, NamedTuple, TypeVar
+
+Round = TypeVar("Round")
 
 
 class BatchSplit(NamedTuple):
@@ -45,3 +51,19 @@ def split_batch(events: Mapping[str, int], fast: Collection[str], limit: int) ->
     taken = {t for round_ in rounds for t in round_}
     spark = sorted((t for t in events if t not in taken), key=lambda t: (-events[t], t))
     return BatchSplit([sorted(round_) for round_ in rounds], spark)
+
+
+def run_rounds(rounds: Iterable[Round], run: Callable[[Round], None],
+               beside: Iterable[Future[Any]]) -> None:
+    """Run the fast path's `rounds` one after the other (`run`: one round, its tables
+    written), while the Spark path's tables, already started (`beside`), write on: on
+    success it returns without waiting for them. When a round raises, no later round runs,
+    and the error is raised only once every job of `beside` has ended: the batch fails and
+    runs again from the checkpoint, and its next attempt must not write a table the first
+    attempt's Spark thread is still writing."""
+    try:
+        for round_ in rounds:
+            run(round_)
+    except BaseException:
+        wait(list(beside))
+        raise

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from delta.tables import DeltaTable
+from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StructField, StructType
@@ -299,16 +300,27 @@ class SparkDeltaSink:
         return expired
 
     def _create_tombstones(self, spark: SparkSession, key: Sequence[str], deletes: DataFrame,
-                           batch_id: int, part: str) -> None:
-        """Create the tombstone table holding its first `deletes`, in one commit."""
+                           batch_id: int, part: str) -> bool:
+        """Create the tombstone table holding its first `deletes`, in one commit; False, with
+        nothing written, when one is there already (when it may be: the state's
+        `has_tombstones`). The create's own existence check finds it: no separate request."""
         fields = [StructField(deletes.schema[k].name, deletes.schema[k].dataType) for k in key]
         # the key columns have the table's names
         properties = MAPPING_PROPERTIES if self.state.mapped else {}
-        _create_holding(spark, self.tomb_path, deletes,
-                        [*fields, StructField(LSN, LongType()), StructField(IDX, LongType())],
-                        [], properties, f"{self.state.app_id}:{self.tomb_path}{part}", batch_id)
+        try:
+            _create_holding(spark, self.tomb_path, deletes,
+                            [*fields, StructField(LSN, LongType()), StructField(IDX, LongType())],
+                            [], properties, f"{self.state.app_id}:{self.tomb_path}{part}",
+                            batch_id)
+        except AnalysisException as exc:
+            if exc.getCondition() != "TABLE_OR_VIEW_ALREADY_EXISTS":
+                raise
+            self.state.has_tombstones = True
+            log.info("%s: tombstones found at %s", self.path, self.tomb_path)
+            return False
         self.state.has_tombstones = True
         log.info("%s: tombstones at %s", self.path, self.tomb_path)
+        return True
 
     # -- one batch -----------------------------------------------------------------------
     def apply(self, spark: SparkSession, changes: DataFrame, facts: BatchFacts,
@@ -382,14 +394,12 @@ class SparkDeltaSink:
                         batch_id: int, part: str = "") -> None:
         """Append the positions of the batch's winning deletes. An append, not a MERGE (it is
         a third of the cost): the filter drops a change when *any* tombstone of its key is at or
-        after it, so older tombstones of a key may stay and change nothing."""
+        after it, so older tombstones of a key may stay and change nothing. The state says
+        whether the tombstones exist; when it does not know them, creating them finds out."""
         deletes = latest.where(F.col(OP) == "d").select(*[F.col(q(k)) for k in key], LSN, IDX)
-        if not self.state.has_tombstones:
-            # (tombstones left by a table removed from the lake by hand are appended to)
-            if not DeltaTable.isDeltaTable(spark, self.tomb_path):
-                self._create_tombstones(spark, key, deletes, batch_id, part)
-                return
-            self.state.has_tombstones = True
+        if not self.state.has_tombstones and self._create_tombstones(spark, key, deletes,
+                                                                     batch_id, part):
+            return
         _append(deletes, self.tomb_path, f"{self.state.app_id}:{self.tomb_path}{part}",
                 batch_id)
 

@@ -35,6 +35,8 @@ class ProducerRun:
     log: Path | None = None
     # the "streaming slot" lines of this log that wait_streaming returned on
     _streams_waited: int = field(default=0, init=False, repr=False)
+    # where this start's process serves its metrics (port, host to scrape; None: off)
+    _metrics: tuple[int, str] | None = field(default=None, init=False, repr=False)
 
     @property
     def prefix(self) -> str:
@@ -54,8 +56,10 @@ class ProducerRun:
         """Start the process (a new log in `log_dir`); with `wait`, until it streams."""
         self.log = log_dir / f"pgcdc-{self.tag}-{time.monotonic_ns()}.log"
         self._streams_waited = 0
+        command = self.command()
+        self._metrics = _metrics_address(command)
         with open(self.log, "w") as out:
-            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                          text=True)
         if wait:
             self.wait_streaming()
@@ -77,7 +81,6 @@ class ProducerRun:
         enough: the connection that creates the slot holds it before the stream starts."""
         deadline = time.monotonic() + timeout
         marker = f"streaming slot {self.slot} from "
-        port, host = self._metrics_address()
         with psycopg.connect(on or self.dsn, autocommit=True) as conn:
             while time.monotonic() < deadline:
                 streams = self.output().count(marker)
@@ -85,23 +88,12 @@ class ProducerRun:
                     row = conn.execute("SELECT active FROM pg_replication_slots WHERE "
                                        "slot_name=%s", (self.slot,)).fetchone()
                     if row and row[0] and (
-                            port is None or _connected(port, host)):
+                            self._metrics is None or _connected(*self._metrics)):
                         self._streams_waited = streams
                         return
                 self._assert_alive("streaming")
                 time.sleep(0.1)
         raise AssertionError(f"pgcdc not streaming after {timeout}s: {self.output()[-4000:]}")
-
-    def _metrics_address(self) -> tuple[int | None, str]:
-        """`--metrics-port` and the address to scrape it on (None: metrics are off)."""
-        args = self.command()
-
-        def value(flag: str) -> str | None:
-            return args[args.index(flag) + 1] if flag in args else None
-
-        port, host = value("--metrics-port"), value("--metrics-host")
-        return (int(port) if port and int(port) else None,
-                "127.0.0.1" if host in (None, "0.0.0.0") else str(host))
 
     def output(self) -> str:
         """What the latest start logged so far."""
@@ -157,6 +149,18 @@ class ProducerRun:
                 conn.execute(f"DROP PUBLICATION IF EXISTS pub_{self.tag}")
         except psycopg.OperationalError:
             pass
+
+
+def _metrics_address(command: list[str]) -> tuple[int, str] | None:
+    """The `--metrics-port` of a `pgcdc run` command and the address to scrape it on (None:
+    metrics are off)."""
+    def value(flag: str) -> str | None:
+        return command[command.index(flag) + 1] if flag in command else None
+
+    port, host = value("--metrics-port"), value("--metrics-host")
+    if not port or not int(port):
+        return None
+    return int(port), "127.0.0.1" if host in (None, "0.0.0.0") else str(host)
 
 
 def _connected(port: int, host: str) -> bool:

@@ -4,10 +4,12 @@ random histories split into random batches with duplicates."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
@@ -205,3 +207,36 @@ def test_a_new_table_is_created_with_its_first_rows_in_one_commit(spark: SparkSe
     assert rows(spark, new) == {1: ("a", "x")} and tombstones() == [2, 3]
     assert [DeltaTable.forPath(spark, p).history().count() for p in (new.path, new.tomb_path)] \
         == [1, 1]
+
+
+def test_first_deletes_ask_storage_nothing_more_and_keep_tombstones_left_behind(
+        spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new table's first deletes create its tombstones without a separate existence check
+    of them (a request less per table on an object store: `DeltaTableState.has_tombstones`);
+    tombstones left by a table removed from the lake by hand are still found (by the create)
+    and appended to, in place."""
+    from delta.tables import DeltaTable
+
+    real = DeltaTable.isDeltaTable
+    asked: list[str] = []
+
+    def spy(session: SparkSession, path: str) -> bool:
+        asked.append(path)
+        return bool(real(session, path))
+
+    monkeypatch.setattr(DeltaTable, "isDeltaTable", staticmethod(spy))
+    sink = new_sink(tmp_path)
+    apply(spark, sink, 0, [ch(1, "c", 10, 0, "a"), ch(2, "c", 10, 1, "b"), ch(2, "d", 11)])
+    assert asked == [sink.path]  # the table, once; not its tombstones
+    assert rows(spark, sink) == {1: ("a", None)}
+
+    shutil.rmtree(sink.path)  # the table removed by hand; its tombstones stay
+    asked.clear()
+    again = SparkDeltaSink.at(str(tmp_path), sink.path.split("/")[-2] + "/"
+                              + sink.path.split("/")[-1], "test-app")
+    apply(spark, again, 1, [ch(3, "c", 12, 0, "c"), ch(3, "d", 13), ch(4, "c", 14, 0, "d")])
+    assert asked == [again.path]
+    assert rows(spark, again) == {4: ("d", None)}
+    assert sorted(r["id"] for r in spark.read.format("delta").load(again.tomb_path).collect()) \
+        == [2, 3]
+    assert DeltaTable.forPath(spark, again.tomb_path).history().count() == 2  # appended to
