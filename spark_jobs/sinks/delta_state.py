@@ -54,11 +54,11 @@ class DeltaTableState:
         self.types: dict[str, DataType] = {}  # lower-cased row column → its type in the table
         # Whether the tombstone table exists. True: it does (learnt with the table, or created
         # or found by either engine). False: none was there when the table was learnt and
-        # neither engine has made one since; or not known: a table Spark created this run
-        # (tombstones left by a table removed from the lake by hand may be there), or a create
-        # whose commit landed before its batch failed. Storage is not asked again at the first
-        # deletes: each engine's create takes a tombstone table already there (delta-rs:
-        # mode="ignore"; Spark: `SparkDeltaSink._create_tombstones`) and sets this.
+        # neither engine has made one since; or not known: a table either engine created this
+        # run (tombstones left by a table removed from the lake by hand may be there), or a
+        # create whose commit landed before its batch failed. Storage is not asked at the first
+        # deletes: each engine's create takes a tombstone table already there (delta-rs: an
+        # append that creates; Spark: `SparkDeltaSink._create_tombstones`) and sets this.
         self.has_tombstones = False
         self.truncate_cut: Position | None = None
         self.incarnation: Incarnation | None = None  # the upstream table it holds (if known)

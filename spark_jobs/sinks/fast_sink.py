@@ -140,13 +140,15 @@ class DeltaRsSink:
             raise Declined("a table (re-)created upstream")
         self.state.incarnation = incarnation
 
-    def _learn(self, table: DeltaTable) -> None:
+    def _learn(self, table: DeltaTable, created: bool = False) -> None:
+        """Learn the table; its tombstones are looked for unless it was `created` just now
+        (`DeltaTableState.has_tombstones`: the first deletes find any there)."""
         state = self.state
         metadata = table.metadata()
         schema = StructType.fromJson(json.loads(table.schema().to_json()))
         state.learn(metadata.configuration, metadata.partition_columns, schema,
-                    DeltaTable.is_deltatable(state.tomb_path,
-                                             storage_options=options_for(state.tomb_path)))
+                    not created and DeltaTable.is_deltatable(
+                        state.tomb_path, storage_options=options_for(state.tomb_path)))
 
     def apply(self, batch: TopicRows, types: dict[str, DataType], key: Sequence[str] | None,
               batch_id: int, maintain_every: int = 0) -> None:
@@ -281,9 +283,10 @@ class DeltaRsSink:
             configuration=state.create_properties() or None,
             storage_options=options_for(state.path), post_commithook_properties=HOOKS,
             raise_if_key_not_exists=False))  # pgcdc's own properties beside Delta's
-        if table.version() == 0:  # the creating commit carries no batch
+        created = table.version() == 0  # (not an existing table: "ignore")
+        if created:  # the creating commit carries no batch
             state.handles.committed(state.path, table, app, None)
-        self._learn(table)
+        self._learn(table, created)
         return table
 
     def _add_tombstones(self, table: DeltaTable, tomb: DeltaTable | None,
