@@ -14,7 +14,9 @@ first start only (not by `scripts/stack fetch`: only benchmarks use it).
   not s3proxy 3.x, which accepted a conditional put without checking it.
 - Authorization `none`: clients sign with the fixed keys of `S3.env()` and s3proxy does not
   check the signature, like moto (so `create_bucket`'s unsigned PUT works too).
-- Logging at WARN: with no configuration logback logs every request at DEBUG, ~230 lines each.
+- Logging: one line per request (`S3ProxyHandler`'s DEBUG `request: ...{GET@.. http://...}`,
+  which benchmarks/s3_requests.py counts, as moto's request log), the rest at WARN: with no
+  configuration logback logs every request at DEBUG in ~230 lines.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ LOGBACK = """<configuration>
     <encoder><pattern>%d{HH:mm:ss.SSS} %-5level %logger{36} - %msg%n</pattern></encoder>
   </appender>
   <root level="WARN"><appender-ref ref="out"/></root>
-  <logger name="org.gaul.s3proxy.Main" level="INFO"/>
+  <logger name="org.gaul.s3proxy.S3ProxyHandler" level="DEBUG"/>
 </configuration>
 """
 
