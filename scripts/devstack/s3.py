@@ -2,7 +2,8 @@
 
 moto honours conditional puts (`If-None-Match: *`, `If-Match`), which delta-rs commits rely on,
 and does not check request signatures, so any fixed keys work. Everything is held in memory:
-a restart empties every bucket (`up` creates the lake's bucket again).
+a restart empties every bucket (`up` creates the lake's bucket again). The benchmarks'
+alternative, s3proxy on the same terms, is s3proxy.py.
 """
 
 from __future__ import annotations
