@@ -14,7 +14,8 @@ target, in the same invocation.
         [--seconds 600] [--baseline-seconds 90] [--pg 18] [--store local|s3|both]
 
 `--store s3` puts the fast path's lake (and the job's checkpoint) in a bucket of a throwaway
-S3 server (moto, as the tests); `both` runs it on local disk and on S3 in one invocation.
+S3 server (moto, as the tests, or s3proxy with `--s3-server s3proxy`); `both` runs it on local
+disk and on S3 in one invocation.
 
 **Workload.** Ten tables `<schema>.t0..t9` with merge.py's columns (bigint key, text, int,
 numeric(12,2), timestamptz, text), `--seed-rows` rows each before pgcdc starts: they reach
@@ -78,6 +79,7 @@ from merge import (  # noqa: E402
     COLUMNS,
     SPARK_EXTRA,
     TABLES,
+    add_s3_server_option,
     frontier_reader,
     lags_by_time,
     load_average,
@@ -426,7 +428,8 @@ def main() -> None:
     p.add_argument("--pg", type=int, choices=(18, 15), default=18, help="PostgreSQL version")
     p.add_argument("--store", choices=("local", "s3", "both"), default="local",
                    help="the fast path's lake: local disk, a bucket of a throwaway S3 server "
-                        "(moto), or both in the same run (the baseline runs on local disk)")
+                        "(--s3-server), or both in the same run (the baseline runs on local disk)")
+    add_s3_server_option(p)
     args = p.parse_args()
 
     from devstack.spark import spark_jars
@@ -437,7 +440,7 @@ def main() -> None:
     results: list[PathResult] = []
     stores = ["local", "s3"] if args.store == "both" else [args.store]
     with servers(argparse.Namespace(pg18=args.pg == 18)) as stack, \
-            object_store(work, "s3" in stores) as s3:
+            object_store(work, "s3" in stores, args.s3_server) as s3:
         roots = {"local": str(work), "s3": "s3a://bench/e2e"}
         spark = local_session(spark_jars(cache_dir()), extra={**SPARK_EXTRA, **s3})
         spark.sparkContext.setLogLevel("ERROR")

@@ -62,6 +62,7 @@ sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from devstack.stack import S3_SERVERS  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from s3_requests import RequestLog, per_table  # noqa: E402  (benchmarks/, on sys.path)
@@ -109,22 +110,33 @@ def servers(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-S3_LOG: Path | None = None  # moto's request log, while `object_store` runs one
+S3_LOG: Path | None = None  # the S3 server's request log, while `object_store` runs one
+
+
+def add_s3_server_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--s3-server", choices=S3_SERVERS, default="moto",
+                   help="the S3 server of --store s3/both: moto (the tests' server; one Python "
+                        "process, which bounds a big run on 2 cores) or s3proxy (s3proxy 4 on "
+                        "its in-memory transient-nio2 store, a JVM; its jars are resolved from "
+                        "Maven Central into the cache on first use)")
 
 
 @contextmanager
-def object_store(work: Path, wanted: bool) -> Iterator[dict[str, str]]:
-    """A throwaway S3 server (moto) with a bucket `bench` when `wanted`: its AWS variables
-    set in this process (delta-rs here and in the reader child derive their settings from
-    them) and the Spark settings of S3A it needs, returned; else nothing."""
+def object_store(work: Path, wanted: bool, server_name: str = "moto"
+                 ) -> Iterator[dict[str, str]]:
+    """A throwaway S3 server (`server_name`: moto or s3proxy) with a bucket `bench` when
+    `wanted`: its AWS variables set in this process (delta-rs here and in the reader child
+    derive their settings from them) and the Spark settings of S3A it needs, returned; else
+    nothing."""
     if not wanted:
         yield {}
         return
     from devstack.ports import free_port
-    from devstack.s3 import S3, create_bucket
+    from devstack.s3 import create_bucket
+    from devstack.stack import s3_server
 
     global S3_LOG
-    server = S3(work / "s3", free_port())
+    server = s3_server(server_name, work / "s3", free_port())
     server.start()
     S3_LOG = server.log_file
     create_bucket(server.endpoint, "bench")
@@ -779,7 +791,8 @@ def main() -> None:
                    help="also a fast-path freshness run with --history '*' (all 10 tables)")
     p.add_argument("--store", choices=("local", "s3", "both"), default="local",
                    help="where the --many-tables and --freshness lakes live: local disk, a "
-                        "bucket of a throwaway S3 server (moto), or both in the same run")
+                        "bucket of a throwaway S3 server (--s3-server), or both in the same run")
+    add_s3_server_option(p)
     p.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting for every run (repeatable), e.g. an S3A option")
     p.add_argument("--off-store", choices=("local", "s3"), default="local",
@@ -822,7 +835,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="pgcdc-bench-work-"))
     print(f"start [load {load_average()}]", flush=True)
     stores = ["local", "s3"] if args.store == "both" else [args.store]
-    with servers(args) as (bootstrap, registry_url), object_store(work, "s3" in stores) as s3:
+    with servers(args) as (bootstrap, registry_url), object_store(work, "s3" in stores,
+                                                                       args.s3_server) as s3:
         roots = {"local": str(work), "s3": "s3a://bench/work"}
         chosen = dict(kv.split("=", 1) for kv in args.spark_conf)
         if args.spark_backlog:  # its runs are child processes: before this one's Spark

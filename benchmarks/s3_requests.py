@@ -1,6 +1,8 @@
-"""Count the S3 requests a run makes, from the request log of the benchmark's moto server.
+"""Count the S3 requests a run makes, from the request log of the benchmark's S3 server.
 
-moto's server logs one line per request (``"GET /bench/work/...?list-type=2 HTTP/1.1" 200``).
+moto's server logs one line per request (``"GET /bench/work/...?list-type=2 HTTP/1.1" 200``),
+and so does s3proxy as the stack runs it (``request: ...{GET@1a2b http://127.0.0.1:9000/bench/
+work/...?list-type=2 HTTP/1.1}}}``, scripts/devstack/s3proxy.py).
 `RequestLog.since_last()` reads the lines written since its previous call and counts them by
 what they do to a Delta table, so a benchmark can report requests per table per batch: the
 figure that decides the speed of a lake in a bucket (each request is a round trip, tens of ms
@@ -13,7 +15,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
-_LINE = re.compile(r'"(?:\x1b\[[0-9;]*m)*(GET|PUT|HEAD|POST|DELETE) (\S+) HTTP/[0-9.]+')
+_LINE = re.compile(r'(?:"(?:\x1b\[[0-9;]*m)*|\{)(GET|PUT|HEAD|POST|DELETE)'
+                   r'(?: |@[0-9a-f]+ https?://[^/\s]+)(/\S*) HTTP/[0-9.]+')
 
 
 def kind(method: str, target: str) -> str:
@@ -50,7 +53,7 @@ def count(lines: list[str]) -> Counter[str]:
 
 
 class RequestLog:
-    """The requests appended to moto's log file since the previous `since_last()`."""
+    """The requests appended to the server's log file since the previous `since_last()`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

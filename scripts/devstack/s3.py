@@ -2,7 +2,8 @@
 
 moto honours conditional puts (`If-None-Match: *`, `If-Match`), which delta-rs commits rely on,
 and does not check request signatures, so any fixed keys work. Everything is held in memory:
-a restart empties every bucket (`up` creates the lake's bucket again).
+a restart empties every bucket (`up` creates the lake's bucket again). The benchmarks'
+alternative, s3proxy on the same terms, is s3proxy.py.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def _request(url: str, method: str = "GET") -> int:
 
 
 def create_bucket(endpoint: str, bucket: str) -> None:
-    """Create `bucket` (an unsigned path-style PUT; moto does not check signatures)."""
+    """Create `bucket` (an unsigned path-style PUT: neither server here checks signatures)."""
     status = _request(f"{endpoint}/{bucket}", "PUT")
     if status not in (200, 409):  # 409: it exists already (ours)
         raise StackError(f"S3 at {endpoint}: creating bucket {bucket!r} answered HTTP {status}")
@@ -75,16 +76,22 @@ class S3:
     def running(self) -> bool:
         return process.read_pid(self.pid_file) is not None
 
+    #: What the server is, in messages.
+    name = "S3 (moto)"
+
+    def command(self) -> list[str]:
+        """The server's command line, run in `base_dir` (its files made beforehand)."""
+        if importlib.util.find_spec("moto") is None:
+            raise StackError(f"moto is not installed in {sys.executable}: "
+                             "pip install -e '.[dev]' (it brings moto[server])")
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+
     def start(self, timeout: float = 60.0) -> None:
         if not self.running():
-            if importlib.util.find_spec("moto") is None:
-                raise StackError(f"moto is not installed in {sys.executable}: "
-                                 "pip install -e '.[dev]' (it brings moto[server])")
-            ensure_free(self.port, "S3 (moto)", "PGCDC_STACK_S3_PORT")
+            ensure_free(self.port, self.name, "PGCDC_STACK_S3_PORT")
             self.base_dir.mkdir(parents=True, exist_ok=True)
-            cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
-            pid = process.start(cmd, self.pid_file, self.log_file, cwd=self.base_dir)
-            process.wait_until(lambda: s3_ok(self.endpoint), "S3 (moto)", timeout,
+            pid = process.start(self.command(), self.pid_file, self.log_file, cwd=self.base_dir)
+            process.wait_until(lambda: s3_ok(self.endpoint), self.name, timeout,
                                self.log_file, pid)
         for bucket in self.buckets:
             create_bucket(self.endpoint, bucket)

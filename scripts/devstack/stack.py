@@ -13,6 +13,7 @@ from .maven import pom_dir, resolve_archive, resolve_pom
 from .postgres import Postgres, default_bin
 from .registry import Registry
 from .s3 import S3
+from .s3proxy import S3Proxy
 from .spark import spark_jars
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -33,6 +34,20 @@ def _port(name: str, default: int) -> int:
 
 def cache_dir() -> Path:
     return Path(os.environ.get("PGCDC_STACK_CACHE", REPO / ".stack" / "cache"))
+
+
+#: The S3 servers the stack can run: moto (the default, the tests') or s3proxy (benchmarks).
+S3_SERVERS = ("moto", "s3proxy")
+
+
+def s3_server(server: str, base_dir: Path, port: int, buckets: tuple[str, ...] = ()) -> S3:
+    """The S3 server named `server` (one of `S3_SERVERS`; `PGCDC_STACK_S3_SERVER` for `up`)."""
+    if server == "moto":
+        return S3(base_dir, port, buckets)
+    if server == "s3proxy":
+        return S3Proxy(base_dir, port, buckets, cache=cache_dir())
+    raise StackError(f"the S3 server must be one of {', '.join(S3_SERVERS)}, got {server!r} "
+                     "(PGCDC_STACK_S3_SERVER)")
 
 
 @dataclass
@@ -56,7 +71,8 @@ class Stack:
                         kafka_port + 1),
             registry=Registry(cache / "apicurio", root / "registry",
                               _port("PGCDC_STACK_REGISTRY_PORT", 18081)),
-            s3=S3(root / "s3", _port("PGCDC_STACK_S3_PORT", 19000), (LAKE_BUCKET,)),
+            s3=s3_server(os.environ.get("PGCDC_STACK_S3_SERVER", "moto"), root / "s3",
+                         _port("PGCDC_STACK_S3_PORT", 19000), (LAKE_BUCKET,)),
         )
 
     def fetch(self) -> list[Path]:
@@ -98,7 +114,8 @@ class Stack:
             "KAFKA_BOOTSTRAP_SERVERS": self.kafka.bootstrap,
             "SCHEMA_REGISTRY_URL": self.registry.url,
             "PGCDC_SPARK_JARS": ",".join(str(p) for p in spark_jars(cache_dir())),
-            # The object store (moto, in memory): the AWS variables delta-rs and boto3 read.
+            # The object store (moto or s3proxy, in memory): the AWS variables delta-rs and
+            # boto3 read.
             # Spark's S3A takes the keys from them too (its default credentials chain), but
             # not the endpoint: give it fs.s3a.endpoint and path.style.access.
             **self.s3.env(),
