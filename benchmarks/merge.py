@@ -56,9 +56,11 @@ if TYPE_CHECKING:
     from deltalake import DeltaTable
 
 # PGCDC_BENCH_TREE: the code tree (a git worktree) whose product code a `--spark-backlog`
-# child runs: a before/after comparison runs this script's own harness on both trees.
-REPO = Path(os.environ.get("PGCDC_BENCH_TREE") or Path(__file__).resolve().parent.parent)
-sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+# child runs: a before/after comparison runs this script's own harness (and dev stack) on
+# both trees.
+HARNESS = Path(__file__).resolve().parent.parent
+REPO = Path(os.environ.get("PGCDC_BENCH_TREE") or HARNESS)
+sys.path[:0] = [str(REPO), str(HARNESS / "scripts")]
 
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
