@@ -202,6 +202,7 @@ class DeltaRsSink:
                                + [pa.field(TOAST, TOAST_TYPE)])
             plan = merge_plan(merge_key, batch.columns, state.columns, sorted(batch.toast),
                               DATAFUSION)
+            before = table.version()
             (table.merge(_arrow(latest, source), plan.on, source_alias="s", target_alias="t",
                          streamed_exec=False, commit_properties=_txn(app, batch_id),
                          post_commithook_properties=HOOKS)
@@ -209,7 +210,8 @@ class DeltaRsSink:
              .when_matched_update(plan.update_set, plan.update_when)
              .when_not_matched_insert(plan.insert_values, plan.insert_when)
              .execute())
-            state.handles.committed(state.path, table, app, batch_id)
+            if table.version() != before:  # (a MERGE that changes nothing commits nothing)
+                state.handles.committed(state.path, table, app, batch_id)
         if deletes:
             self._add_tombstones(table, tombstones, deletes, merge_key, batch_id)
         state.fast_batches += 1
