@@ -73,3 +73,18 @@ def test_each_publication_has_its_own_trigger_and_settings_in_the_comment() -> N
                   ).table_trigger_settings().patterns is None
     assert TriggerSettings("p", None, "full").comment() != TriggerSettings(
         "p", ["*.*"], "full").comment()
+
+
+def test_status_says_how_new_tables_join() -> None:
+    from connector.tools.status import table_trigger_line
+
+    on = Config(table_trigger=True)
+    ours = on.table_trigger_settings().comment()
+    assert table_trigger_line(on, ours) == "table_trigger: on, event trigger installed"
+    assert table_trigger_line(on, None) == "table_trigger: on, event trigger not installed"
+    assert "other settings" in table_trigger_line(Config(table_trigger=True, tables=["a.*"]),
+                                                  ours)
+    off = Config()
+    assert table_trigger_line(off, None).startswith("table_trigger: off: a new table joins "
+                                                    "within ~2 s")
+    assert "DROP EVENT TRIGGER" in table_trigger_line(off, ours)
