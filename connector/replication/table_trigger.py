@@ -9,7 +9,8 @@ sees the moment a table is created, so one ``ddl_command_end`` event trigger per
 (superuser to create; `install_sql`) does the watcher's work there, before the creating
 transaction commits:
 
-* CREATE TABLE, CREATE TABLE AS, SELECT INTO: each new table (relkind r or p, permanent, outside
+* CREATE TABLE, CREATE TABLE AS, SELECT INTO, CREATE SCHEMA (its CREATE TABLE elements): each
+  new table (relkind r or p, permanent, outside
   ``pg_*`` and ``information_schema``, not the signal table) whose name matches the patterns --
   translated from the ``--tables`` globs by `glob_regex`, which agrees with the Python matcher
   (`connector.names.pattern_matches`, fnmatch) -- is added to the publication. A partition whose
@@ -62,7 +63,7 @@ __all__ = ["LOCK_TIMEOUT", "VERSION", "TriggerSettings", "ensure_table_trigger",
            "install_sql", "installed_comment", "names", "remove_sql"]
 
 #: The function comment starts with it: an older install is re-created (or refused) at start.
-VERSION = "pgcdc table_trigger 1"
+VERSION = "pgcdc table_trigger 2"
 #: How long a CREATE TABLE waits for the publication's lock before the table is left to the
 #: watcher (another transaction that created a table holds it until it commits).
 LOCK_TIMEOUT = "2s"
@@ -281,7 +282,8 @@ BEGIN
 END $pgcdc$;
 COMMENT ON FUNCTION {function} IS {q(settings.comment()).as_string(None)};
 CREATE EVENT TRIGGER {trigger} ON ddl_command_end
-  WHEN TAG IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'ALTER TABLE')
+  WHEN TAG IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'CREATE SCHEMA',
+               'ALTER TABLE')
   EXECUTE FUNCTION {function};
 COMMIT;"""
 

@@ -46,8 +46,8 @@ def _published(dsn: str, run: Any) -> list[str]:
         return _published_in(conn, run)
 
 
-def _ops(run: Any, table: str, count: int) -> list[tuple[str, Any]]:
-    records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
+def _ops(run: Any, table: str, count: int, schema: str = "public") -> list[tuple[str, Any]]:
+    records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.{schema}.{table}",
                            min_count=count)
     return [(r.value["op"], r.key) for r in records]
 
@@ -64,7 +64,7 @@ def test_tables_created_and_written_in_one_transaction_are_streamed_from_their_f
         # the signal table an administrator made for it (docs/operations.md, Least privilege)
         conn.execute(signals.ddl())  # type: ignore[arg-type]
         conn.execute(signal_grant_sql(role, *signals.SIGNAL_TABLE))  # type: ignore[arg-type]
-    full = producer_run("public.f_*", "--table-trigger", "--keyless-tables", "full")
+    full = producer_run("*.f_*", "--table-trigger", "--keyless-tables", "full")
     refuse = producer_run("public.r_*", "--table-trigger")  # refuse: the default
     full.dsn = database
     refuse.dsn = database.replace("user=postgres", f"user={role}")
@@ -105,6 +105,9 @@ def _application_and_checks(database: str, full: Any, refuse: Any) -> None:
                 conn.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")  # type: ignore
                 conn.execute(f"UPDATE {table} SET v = 'c' WHERE id = 1")  # type: ignore
                 conn.execute(f"DELETE FROM {table} WHERE id = 2")  # type: ignore
+        # a schema with its tables in one statement (the command is CREATE SCHEMA)
+        conn.execute("CREATE SCHEMA f_sch CREATE TABLE f_inschema (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO f_sch.f_inschema VALUES (3)")
         conn.commit()
     # Every change is a streamed one, no snapshot row ('r').
     for run, p in ((full, "f"), (refuse, "r")):
@@ -115,7 +118,8 @@ def _application_and_checks(database: str, full: Any, refuse: Any) -> None:
     assert _one(database, "SELECT relreplident FROM pg_class WHERE oid = 'f_nokey'::regclass") \
         == "f"
     assert [op for op, _ in _ops(full, "f_nokey", 5)] == ["c", "c", "d", "c", "d"]
-    assert _published(database, full) == ["f_keyed", "f_nokey", "f_seed"]
+    assert _ops(full, "f_inschema", 1, "f_sch") == [("c", {"id": 3})]
+    assert _published(database, full) == ["f_inschema", "f_keyed", "f_nokey", "f_seed"]
     # refuse: left out (the watcher warns, as without the trigger), its writes accepted.
     wait_for_output(refuse, "new table public.r_nokey matches --tables but has no primary key: "
                             "left out")
@@ -133,7 +137,8 @@ def _application_and_checks(database: str, full: Any, refuse: Any) -> None:
         conn.execute("INSERT INTO other_full VALUES (1)")
         conn.execute("ALTER TABLE other RENAME TO f_renamed")
         conn.execute("ALTER TABLE other_full RENAME TO f_renamed_full")
-        assert _published_in(conn, full) == ["f_keyed", "f_nokey", "f_renamed", "f_seed"]
+        assert _published_in(conn, full) == ["f_inschema", "f_keyed", "f_nokey", "f_renamed",
+                                             "f_seed"]
         conn.execute("INSERT INTO f_renamed VALUES (7)")
         conn.commit()
     assert _ops(full, "f_renamed", 1) == [("c", {"id": 7})]

@@ -63,7 +63,7 @@ def test_each_publication_has_its_own_trigger_and_settings_in_the_comment() -> N
     assert names("pub b") != (function, trigger) and len(trigger) < 63
     sql = install_sql(settings)
     assert f"CREATE EVENT TRIGGER {trigger} ON ddl_command_end" in sql
-    assert settings.comment().startswith("pgcdc table_trigger 1 ") and \
+    assert settings.comment().startswith("pgcdc table_trigger 2 ") and \
         '"keyless": "full"' in settings.comment()
     assert remove_sql("pub a") == (f"DROP EVENT TRIGGER IF EXISTS {trigger}; "
                                    f"DROP FUNCTION IF EXISTS {function};")
