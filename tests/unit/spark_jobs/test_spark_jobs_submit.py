@@ -151,3 +151,20 @@ def test_driver_java_options_keep_the_log4j_setting(monkeypatch: pytest.MonkeyPa
     assert cmd.count("--driver-java-options") == 1
     value = cmd[cmd.index("--driver-java-options") + 1]
     assert value.startswith("-Dlog4j2.configurationFile=file:") and value.endswith(" -Dx=1 -Dy=2")
+
+
+def test_the_executors_code_needs_only_pyspark_and_the_wheel() -> None:
+    """What Spark executors run of pgcdc (the Debezium-format decoders, Python UDFs) imports with
+    pyspark alone, so `--py-files pgcdc.whl` is enough for them: none of the producer's
+    dependencies is needed on the cluster's nodes."""
+    import subprocess
+    import sys
+
+    blocked = ("authlib", "confluent_kafka", "fastavro", "psycopg", "httpx", "yaml",
+               "prometheus_client", "deltalake", "pyarrow", "delta")
+    code = ("import sys\n"
+            f"for name in {blocked!r}: sys.modules[name] = None\n"
+            "import spark_jobs.events.debezium\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
