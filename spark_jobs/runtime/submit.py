@@ -248,19 +248,18 @@ def spark_options_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default=DEFAULT_MASTER,
                    help=f"Spark master (default {DEFAULT_MASTER})")
     p.add_argument("--conf", action="append", type=_conf_pair, default=[], metavar="KEY=VALUE",
-                   help="a Spark property (repeatable)")
+                   help="a Spark property (repeatable); replaces pgcdc's default of the same "
+                        "key (spark.sql.shuffle.partitions=4, ...)")
     p.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY,
                    help=f"driver memory (default {DEFAULT_DRIVER_MEMORY})")
     p.add_argument("--jars", help=f"comma-separated connector jars (offline; or ${JARS_ENV})")
     p.add_argument("--packages", help="Maven coordinates instead of the built-in ones")
     for option in SPARK_SUBMIT_OPTIONS:
         p.add_argument(option, dest="spark_args", action=_PassThrough, default=[],
-                       metavar="VALUE", help=argparse.SUPPRESS)
+                       metavar="VALUE", help="spark-submit's own, passed to it as given")
     for flag in SPARK_SUBMIT_FLAGS:
         p.add_argument(flag, dest="spark_args", action=_PassThrough, nargs=0,
-                       help=argparse.SUPPRESS)
-    p.epilog = ("spark-submit's options " + ", ".join(SPARK_SUBMIT_OPTIONS + SPARK_SUBMIT_FLAGS)
-                + " are passed to spark-submit as given.")
+                       help="spark-submit's own, passed to it as given")
     p.add_argument("-h", "--help", action="store_true")
     return p
 
