@@ -121,7 +121,7 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 @pytest.mark.parametrize("name", ["README.md", "spark_jobs/README.md", "benchmarks/README.md",
-                                  "schemas/README.md",
+                                  "schemas/README.md", "CHANGELOG.md",
                                   *sorted(p.relative_to(ROOT).as_posix() for p in
                                           (ROOT / "benchmarks" / "results").glob("*.md"))])
 def test_markdown_outside_docs_links_to_files_that_exist(name: str) -> None:
