@@ -28,8 +28,9 @@ check: bootstrap      ## the fast tier to iterate with: lint, mypy and the pure-
 
 # The suite checks both (tests/unit/test_docs.py): the reference equals what the parsers give,
 # and the site builds with --strict (a broken link or anchor, a page missing from nav fails).
-docs: bootstrap       ## regenerate docs/reference/options.md from the parsers, build the site in .site/
+docs: bootstrap       ## regenerate docs/reference/options.md and docs/index.md, build the site in .site/
 	.venv/bin/python scripts/docs_options.py
+	.venv/bin/python scripts/docs_index.py
 	.venv/bin/mkdocs build --strict --site-dir .site
 
 demo: bootstrap       ## the local stack and the product end to end (LAKE=s3: the lake in the stack's bucket)
