@@ -15,6 +15,7 @@ from connector.avro import ARRAY_DIMS_QUERY
 from connector.errors import SourceError, connection_gone, first_line
 from connector.pgoutput.messages import Relation
 from connector.pgtypes import CATALOG_QUERY, COMPOSITE_QUERY, TypeCatalog
+from connector.pgtypes.session import OUTPUT_SETTINGS
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,7 @@ IMMUTABLE_QUERY = ("SELECT oid::int FROM pg_catalog.pg_proc"
                    " WHERE oid = ANY(%s) AND provolatile = 'i'")
 #: Settings the default's text is printed with: those of the replication stream, so the
 #: column's own text loader reads it (connector/replication/stream.py).
-_OUTPUT_SETTINGS = ("DateStyle", "ISO"), ("IntervalStyle", "iso_8601"), ("TimeZone", "UTC"), \
-    ("extra_float_digits", "3")
+_OUTPUT_SETTINGS = OUTPUT_SETTINGS
 # Expression nodes of a default that is a constant: literals and immutable conversions of them.
 _CONSTANT_NODES = frozenset({"CONST", "FUNCEXPR", "OPEXPR", "RELABELTYPE", "ARRAYEXPR"})
 _NODE = re.compile(r"\{([A-Z_]+)")

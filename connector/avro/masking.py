@@ -14,8 +14,14 @@ Configured per table in pgcdc.yaml, beside the column list and filter (docs/publ
   user's publication changed while running), the schema derivation refuses it: never published
   in clear.
 * ``null``: the field keeps its Avro type and is always null.
-* ``hash``: HMAC-SHA-256 keyed by the salt over the UTF-8 of the value's PostgreSQL text (what
-  ``col::text`` gives), hex or base64; the field becomes a ``string``.
+* ``hash``: HMAC-SHA-256 keyed by the salt over the UTF-8 of the value's PostgreSQL text, hex
+  or base64; the field becomes a ``string``. That text is the type's output function's (what
+  pgoutput sends, COPY writes and ``format('%s', col)`` gives in SQL), under the settings every
+  connection reading values pins (connector/pgtypes/session.py): not always ``col::text``,
+  whose cast differs for boolean (``true`` for ``t``), char(n) (padding stripped), inet (a
+  host's ``/32``) and xml (its declaration kept). docs/publishing.md gives the SQL that
+  reproduces a hash; tests/integration/producer/test_producer_publication_settings.py checks
+  it against what is published.
 * ``truncate: N``: the first N characters of that text; the field becomes a ``string``.
 
 One step, chosen once per table version: `derive_table_schemas` (schema.py) gives a masked

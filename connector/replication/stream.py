@@ -27,6 +27,7 @@ from connector.pgoutput.framing import (
 )
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.timestamps import unix_to_pg_timestamp
+from connector.pgtypes.session import OUTPUT_STATEMENTS
 
 # Builds a NamedTuple from a tuple of its fields without its Python-level __new__.
 _new_tuple = tuple.__new__
@@ -79,8 +80,7 @@ class ReplicationStream:
             raise _connect_error(exc) from None
         self._pg = self._conn.pgconn
         # Text values are formatted by this walsender session: make them unambiguous.
-        for setting in ("SET TimeZone = 'UTC'", "SET DateStyle = 'ISO'",
-                        "SET IntervalStyle = 'iso_8601'", "SET extra_float_digits = 3"):
+        for setting in OUTPUT_STATEMENTS:  # (bytea_output too: a database may default it)
             self._exec(setting)
         self._start()
         self.last_status_sent = 0.0

@@ -10,6 +10,11 @@ a role that may not write the table, or with ``--signal-channel kafka``
 (`channel.choose_channel`). The producer streaming from the slot picks it up within a second and
 publishes every row of the tables as ``r`` events in key-ordered chunks while it keeps
 streaming. Progress is in the same table (and `pgcdc status`) or topic.
+
+A request over Kafka is sent only under a prefix some producer publishes under (its
+``<prefix>.offsets`` ledger or ``<prefix>.heartbeat`` topic exists, `_check_prefix`): under
+any other (``--topic-prefix`` forgotten, the default ``pgcdc``), no producer would ever read
+it, so it is refused in one line before anything is written.
 """
 
 from __future__ import annotations
@@ -18,11 +23,15 @@ import argparse
 from typing import Any
 
 import psycopg
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from connector import config as config_mod
-from connector.errors import ConfigError, SourceError, first_line, is_privilege_error
+from connector.errors import ConfigError, SinkError, SourceError, first_line, is_privilege_error
 from connector.names import TableName
 from connector.replication import ReplicationAdmin
+from connector.sink.offsets import offsets_topic
+from connector.sink.settings import admin_config
 from connector.snapshot.incremental import signals
 from connector.snapshot.incremental.channel import choose_channel, signal_topic_name
 from connector.snapshot.incremental.signal_topic import SignalTopic, TopicRequests
@@ -118,6 +127,7 @@ def _over_kafka(args: argparse.Namespace, cfg: config_mod.Config,
         raise ConfigError("the request goes over Kafka (a standby, or a role that may not "
                           "write the signal table): give --bootstrap-servers (or "
                           "KAFKA_BOOTSTRAP_SERVERS) and the producer's --topic-prefix")
+    _check_prefix(cfg)
     topic = SignalTopic({"bootstrap.servers": cfg.bootstrap_servers, **cfg.kafka},
                         signal_topic_name(cfg.topic_prefix),
                         replication_factor=cfg.topic_replication_factor,
@@ -135,6 +145,23 @@ def _over_kafka(args: argparse.Namespace, cfg: config_mod.Config,
         return 0
     finally:
         topic.close()
+
+
+def _check_prefix(cfg: config_mod.Config) -> None:
+    """Refuse a prefix no producer publishes under: Kafka holds neither its ``<prefix>.offsets``
+    (the ledger a producer writes as it creates its first topic) nor its ``<prefix>.heartbeat``."""
+    kafka = {"bootstrap.servers": cfg.bootstrap_servers, **cfg.kafka}
+    try:
+        names = AdminClient(admin_config(kafka)).list_topics(timeout=cfg.kafka_timeout_s).topics
+    except KafkaException as exc:
+        raise SinkError(f"cannot list the topics of Kafka at {cfg.bootstrap_servers}: "
+                        f"{exc.args[0].str()}", transient=True) from None
+    prefix = cfg.topic_prefix
+    if offsets_topic(prefix) not in names and f"{prefix}.heartbeat" not in names:
+        raise ConfigError(f"no producer publishes under topic prefix {prefix!r} (Kafka has no "
+                          f"{offsets_topic(prefix)} nor {prefix}.heartbeat), so none would "
+                          f"read {signal_topic_name(prefix)}: give the producer's "
+                          "--topic-prefix")
 
 
 def _signal_write_error(exc: psycopg.Error, role: str) -> Exception:

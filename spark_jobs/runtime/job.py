@@ -51,6 +51,7 @@ from ..rules.cut_policy import (
 )
 from ..rules.incarnation import Incarnation, decide, of_schema
 from ..rules.names import OFFSET, PARTITION, TableId, table_of
+from ..sinks import FAST_MERGE
 from ..sinks.dead_letter import write_dead_letters
 from ..sinks.delta_sink import SparkDeltaSink
 from ..sinks.fast_sink import Declined, row_types
@@ -58,7 +59,7 @@ from ..sinks.table_sink import BatchFacts, TableSettings, TableSink
 from . import metrics
 from .config import MergeConfig
 from .history_job import HistoryEvents, HistoryWriter
-from .rounds import BatchSplit, run_rounds, split_batch
+from .rounds import BatchSplit, run_rounds, spark_reasons, split_batch
 
 log = logging.getLogger(__name__)
 APP_ID_FILE = "pgcdc-app-id"
@@ -561,8 +562,12 @@ class BatchProcessor:
         schema, when fast merge is on."""
         fast = ({t for t, p in plans.items() if len(key_groups(p)) == 1}
                 if self.config.fast_merge_on else set())
-        return split_batch({t: p.events for t, p in plans.items() if p.schemas}, fast,
-                           self.config.fast_merge_max_events)
+        split = split_batch({t: p.events for t, p in plans.items() if p.schemas}, fast,
+                            self.config.fast_merge_max_events)
+        if self.config.supports(FAST_MERGE):  # a Delta lake: each part Spark takes, and why
+            metrics.count_spark_parts({table_of(t).path: why for t, why in spark_reasons(
+                split, fast, self.config.fast_merge_on).items()})
+        return split
 
     def _submit(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
                 records: list[tuple[int, bytes, int, int]] | None, cut: BatchCut | None

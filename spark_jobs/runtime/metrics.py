@@ -39,8 +39,8 @@ TABLE_BATCHES = Counter("pgcdc_merge_table_batches_total",
                         "A table's part of a batch, by the engine that merged it "
                         "(delta-rs, spark, parquet)", ["table", "path"])
 SPARK_PATH = Counter("pgcdc_merge_spark_path_total",
-                     "A table's part of a batch that delta-rs left to Spark, and why",
-                     ["table", "reason"])
+                     "A table's part of a batch that Spark merged into a Delta table, and why "
+                     "not delta-rs", ["table", "reason"])
 TABLE_FAILURES = Counter("pgcdc_merge_table_failures_total",
                          "A table's part of a batch that could not be written (its events went "
                          "to the dead letters)", ["table"])
@@ -83,6 +83,14 @@ _IDENTIFIER = re.compile(r"\b(column|columns?)\s+\S+")
 def reason_label(message: str) -> str:
     """A bounded label of why delta-rs declined (column names taken out)."""
     return _IDENTIFIER.sub(r"\1", message.strip())[:60]
+
+
+def count_spark_parts(reasons: Mapping[str, str]) -> None:
+    """`SPARK_PATH` once for each table part (table path → reason) the batch's split sends to
+    Spark (runtime/rounds.py `spark_reasons`); a part the fast path declines is counted where
+    it declines (runtime/job.py), so each part Spark writes is counted once."""
+    for table, reason in reasons.items():
+        SPARK_PATH.labels(table, reason_label(reason)).inc()
 
 
 @dataclass

@@ -17,6 +17,12 @@ Invariants (`tests/unit/spark_jobs/test_spark_jobs_rounds.py`):
   fewer than 2 x events / limit + 1 rounds;
 - the result depends only on the arguments (ties broken by topic name).
 
+`spark_reasons` says why each Spark topic is one (the ``reason`` of
+``pgcdc_merge_spark_path_total``, counted once per table part where the split is made; a part
+the fast path declines after trying it is counted there instead, with the decline's reason):
+fast merge off, several key schemas (a second key group: the fast path merges on one key), or
+over the limit by itself.
+
 `run_rounds` runs the rounds beside the Spark path's tables, and keeps a failed batch from
 running again while they still write.
 """
@@ -25,9 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import Future, wait
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 Round = TypeVar("Round")
+
+#: Why a topic's part goes to Spark without the fast path trying it (`spark_reasons`).
+FAST_MERGE_OFF: Final = "fast merge off"
+SEVERAL_KEYS: Final = "several key schemas"
+OVER_LIMIT: Final = "over --fast-merge-max-events"
 
 
 class BatchSplit(NamedTuple):
@@ -51,6 +62,15 @@ def split_batch(events: Mapping[str, int], fast: Collection[str], limit: int) ->
     taken = {t for round_ in rounds for t in round_}
     spark = sorted((t for t in events if t not in taken), key=lambda t: (-events[t], t))
     return BatchSplit([sorted(round_) for round_ in rounds], spark)
+
+
+def spark_reasons(split: BatchSplit, fast: Collection[str], fast_merge_on: bool
+                  ) -> dict[str, str]:
+    """Each Spark topic of `split` (made with `fast`) → why: fast merge is off, the fast path
+    cannot take it (several key schemas), or its events are over the limit by itself. The
+    topics of the rounds have none: the fast path tries them."""
+    return {topic: (FAST_MERGE_OFF if not fast_merge_on else
+                    SEVERAL_KEYS if topic not in fast else OVER_LIMIT) for topic in split.spark}
 
 
 def run_rounds(rounds: Iterable[Round], run: Callable[[Round], None],

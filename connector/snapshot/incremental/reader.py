@@ -54,6 +54,7 @@ import psycopg
 from connector.avro import SourceInfo
 from connector.avro.table_codec import CopyEncoder
 from connector.control import WATERMARK_PREFIX
+from connector.pgtypes.session import OUTPUT_STATEMENTS
 
 from ..copytext import parse_copy_text
 from . import readonly
@@ -125,6 +126,8 @@ class ChunkReader:
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self.dsn, autocommit=True,
                                          application_name="pgcdc incremental snapshot reader")
+            for setting in OUTPUT_STATEMENTS:  # the chunks' text as the stream's
+                self._conn.execute(setting)
         return self._conn
 
     @property

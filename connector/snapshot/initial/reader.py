@@ -25,6 +25,7 @@ from psycopg import sql
 
 from connector.avro import SourceInfo, TableCodec
 from connector.errors import SourceError, first_line, is_privilege_error
+from connector.pgtypes.session import OUTPUT_STATEMENTS
 from connector.replication.privileges import lacking
 from connector.sink import DeliveryTracker, KafkaSink, Ticket
 
@@ -39,11 +40,7 @@ Copy = psycopg.Copy
 #: Output formats the loaders expect (as the replication stream sets them), and no server-side
 #: timeout cutting a long COPY or the idle lock-holding transaction short.
 SESSION_SETTINGS = (
-    "SET TimeZone = 'UTC'",
-    "SET DateStyle = 'ISO'",
-    "SET IntervalStyle = 'iso_8601'",
-    "SET extra_float_digits = 3",
-    "SET bytea_output = 'hex'",
+    *OUTPUT_STATEMENTS,
     "SET client_encoding = 'UTF8'",
     "SET statement_timeout = 0",
     "SET idle_in_transaction_session_timeout = 0",

@@ -16,7 +16,14 @@ hashed text key, a hashed, a nulled and a truncated column, and an excluded one;
 the initial snapshot, the stream (insert, update, key change, delete) and the incremental
 snapshot decode to the masked projection, and a byte scan finds none of the clear values
 (distinctive markers), nor the salt, in any topic of the run (table, offsets, heartbeat...
-topics), the registry's schemas, the producer's logs or the CLI's output.
+topics), the registry's schemas, the producer's logs or the CLI's output. Table ``typed`` hashes
+a column of each type whose text is not ``col::text`` (boolean, char(n), inet) or depends on a
+session setting (timestamptz, date, interval, float8, bytea), and numeric and text, in a
+database whose defaults print them otherwise (``ALTER DATABASE ... SET`` TimeZone, DateStyle,
+IntervalStyle, extra_float_digits, bytea_output): in the initial snapshot, the stream and the
+incremental snapshot, each published hash is what the SQL recipe of docs/publishing.md
+(Reproducing a hash) computes, with pgcrypto where the server has it (15; the embedded 18 has
+no contrib: there the recipe's text, HMAC'd here).
 
 Part 4 in the same run: a range-partitioned table, published through its root (the default of
 a publication pgcdc creates), has one topic that folds to ``SELECT * FROM root`` through the
@@ -45,7 +52,7 @@ import hashlib
 import hmac
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +87,40 @@ MARKERS = (b"MKref", b"MKmail", b"MKphone", b"MKname", b"MKssn", SALT.encode())
 def _hash(text: str) -> str:
     return base64.b64encode(hmac.new(SALT.encode(), text.encode(), hashlib.sha256).digest()
                             ).decode()
+
+
+# typed's hashed columns: one of each type whose text is not col::text, or depends on a setting.
+TYPED = ["b", "c", "ip", "ts", "d", "iv", "f", "by", "n", "t"]
+# docs/publishing.md, Reproducing a hash: the session the recipe runs in.
+RECIPE_SETTINGS = ("SET TimeZone = 'UTC'", "SET DateStyle = 'ISO'",
+                   "SET IntervalStyle = 'iso_8601'", "SET extra_float_digits = 3",
+                   "SET bytea_output = 'hex'")
+# The database's own defaults print those types otherwise: pgcdc must pin its sessions.
+DATABASE_DEFAULTS = {"TimeZone": "Asia/Kolkata", "DateStyle": "SQL, DMY",
+                     "IntervalStyle": "postgres_verbose", "extra_float_digits": "0",
+                     "bytea_output": "escape"}
+
+
+def _typed(dsn: str, cast: str = "format('%s', {c})") -> list[tuple[Any, ...]]:
+    """typed's rows as the recipe hashes them (`cast`: the text hashed), sorted: pgcrypto's
+    hmac in SQL where the server has it, else the recipe's text HMAC'd here."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for setting in RECIPE_SETTINGS:
+            conn.execute(setting)  # type: ignore[arg-type]
+        pgcrypto = bool(conn.execute("SELECT count(*) FROM pg_available_extensions"
+                                     " WHERE name = 'pgcrypto'").fetchone()[0])  # type: ignore
+        if pgcrypto:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS pgcrypto")
+            hashed = f"encode(hmac({cast}, '{SALT}', 'sha256'), 'base64')"
+        else:
+            hashed = cast
+        query = "SELECT id, " + ", ".join(
+            f"CASE WHEN {c} IS NOT NULL THEN {hashed.format(c=c)} END" for c in TYPED) + \
+            " FROM typed"
+        rows = conn.execute(query).fetchall()  # type: ignore[arg-type]
+    if not pgcrypto:
+        rows = [(row[0], *(None if v is None else _hash(v) for v in row[1:])) for row in rows]
+    return sorted(rows)
 
 
 def _people(dsn: str) -> list[tuple[Any, ...]]:
@@ -175,14 +216,15 @@ def _live(records: list[Record]) -> list[tuple[Any, ...]]:
     return sorted(live.values())
 
 
-def _converges(run: Any, table: str, dsn: str, query: str, timeout: float = 90
-               ) -> list[Record]:
-    """The records of `table`'s topic once its latest-per-key rows equal `query`'s."""
+def _converges(run: Any, table: str, dsn: str, query: str, timeout: float = 90,
+               rows: Callable[[], list[tuple[Any, ...]]] | None = None) -> list[Record]:
+    """The records of `table`'s topic once its latest-per-key rows equal `query`'s (or
+    `rows()`)."""
     deadline = time.monotonic() + timeout
     while True:
         records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.{table}",
                                min_count=1, timeout=timeout)
-        expected = _rows(dsn, query)
+        expected = rows() if rows is not None else _rows(dsn, query)
         if _live(records) == expected:
             return records
         assert time.monotonic() < deadline, (_live(records), expected, run.output()[-4000:])
@@ -288,6 +330,7 @@ def _lake_equals_projection(spark: Any, run: Any, dsn: str, target: Path) -> Non
         # the filter widened by the restart; -15 and -2 moved out, 30 in, 3..10 re-synced in
         "orders": (COLUMNS, _rows(dsn, "SELECT id, region, total FROM orders WHERE id > 2")),
         "people": (["ref", "email", "phone", "name", "note"], _people(dsn)),  # ssn: excluded
+        "typed": (["id", *TYPED], _typed(dsn)),
         "gen": (["id", "a", "g"], _rows(dsn, "SELECT id, a, g FROM gen")),
         # the root's table, as it stood when the restart published leaf by leaf (unchanged
         # since); the detached partition's rows deleted from it (detach_deletes)
@@ -352,7 +395,15 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
                                                         log_dir, tmp_path: Path,
                                                         request: pytest.FixtureRequest) -> None:
     pg18 = int(_rows(database, "SHOW server_version_num")[0][0]) >= 180000
+    name = _rows(database, "SELECT current_database()")[0][0]
+    _sql(database, *(f"ALTER DATABASE {name} SET {k} = '{v}'" for k, v in
+                     DATABASE_DEFAULTS.items()))
     _sql(database,
+         "CREATE TABLE typed (id int PRIMARY KEY, b boolean, c char(5), ip inet,"
+         " ts timestamptz, d date, iv interval, f float8, by bytea, n numeric, t text)",
+         "INSERT INTO typed VALUES (1, true, 'ab', '10.0.0.1', '2026-01-02 03:04:05.678+00',"
+         " '2026-03-04', '1 day 02:03:04.5', 0.1::float8 + 0.2::float8, '\\x00ff27',"
+         " 12.50, 'Zoë'), (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)",
          "CREATE TABLE orders (id int PRIMARY KEY, region text, total int, secret text)",
          "INSERT INTO orders SELECT i, CASE WHEN i % 2 = 0 THEN 'eu' ELSE 'us' END, i * 10,"
          " 'secret' || i FROM generate_series(1, 20) i",
@@ -391,14 +442,15 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     config = tmp_path / "pgcdc.yaml"
     settings: dict[str, Any] = {"table_settings": {
         "public.orders": {"columns": COLUMNS, "where": "id > 10"},
-        "public.people": {"mask": MASKS}},
+        "public.people": {"mask": MASKS},
+        "public.typed": {"mask": dict.fromkeys(TYPED, "hash")}},
         "mask_salt": f"file:{salt_file}", "mask_hash_encoding": "base64"}
     if pg18:
         settings["publish_generated_columns"] = True
     settings["detach_deletes"] = True
     _detach_deletes_need_a_superuser(database)
     config.write_text(yaml.safe_dump(settings))
-    run = producer_run("public.orders,public.gen,public.people,public.readings*",
+    run = producer_run("public.orders,public.gen,public.people,public.typed,public.readings*",
                        "--config", str(config))
     run.dsn = database
     started = time.monotonic()
@@ -425,6 +477,15 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
                   ("d", _hash("MKref-3"), {"ref": _hash("MKref-3"), "email": None,
                                            "phone": None, "name": None, "note": None})]
     assert streamed == hashed_key, streamed  # the key record and before hash alike
+    # typed: the initial snapshot's hashes, then the stream's, are the recipe's (not ::text's)
+    typed = _converges(run, "typed", database, "", rows=lambda: _typed(database))
+    assert _typed(database) != _typed(database, "{c}::text")  # bool, char(n), inet differ
+    _sql(database,
+         "INSERT INTO typed VALUES (3, false, 'x', '::1', '2026-07-08 09:10:11+05:30',"
+         " '2026-12-31', '-1 mon 3 days', 1e-7, '\\x', -0.5, '')",
+         "UPDATE typed SET ts = ts + interval '1 hour', f = 2.5e300 WHERE id = 1")
+    typed = _converges(run, "typed", database, "", rows=lambda: _typed(database))
+    assert [r.value["op"] for r in typed] == ["r", "r", "c", "u"]
     # One topic for the partitioned table: the initial snapshot read every partition into it.
     readings = _converges(run, "readings", database, READINGS)
     assert {r.value["op"] for r in readings} == {"r"}
@@ -449,7 +510,7 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     count = len(records)
     out = subprocess.run([PGCDC, "snapshot", "--dsn", database, "--slot", run.slot,
                           "--publication", f"pub_{run.tag}", "--tables",
-                          "public.orders,public.people"],
+                          "public.orders,public.people,public.typed"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     _snapshot_done(database, run, "message IS NULL")
@@ -460,6 +521,10 @@ def test_column_lists_row_filters_and_generated_columns(database, postgres, prod
     resnap = [r for r in _people_converges(run, database)[len(people):] if r.value["op"] == "r"]
     assert sorted(tuple(r.value["after"].values()) for r in resnap) == _people(database)
     assert all(r.key == {"ref": r.value["after"]["ref"]} for r in resnap)
+    resnap = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.typed",
+                          min_count=len(typed) + 3, timeout=60)[len(typed):]
+    assert [r.value["op"] for r in resnap] == ["r"] * 3
+    assert sorted(tuple(r.value["after"].values()) for r in resnap) == _typed(database)
 
     if pg18:  # the stored generated column, in the snapshot and the stream
         _sql(database, "INSERT INTO gen VALUES (4, 21)")

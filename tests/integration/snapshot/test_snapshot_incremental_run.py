@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from confluent_kafka.admin import AdminClient
 
 from connector.snapshot.incremental.channel import signal_topic_name
 from connector.snapshot.incremental.signal_topic import SignalTopic
@@ -247,6 +248,21 @@ def test_refusals_are_one_line_and_streaming_goes_on(postgres, producer_run, log
     assert refused.returncode == 1 and refused.stdout == ""
     assert refused.stderr.strip().splitlines() == [
         f"pgcdc snapshot: not in publication pub_{run.tag}: public.other_{run.tag}"]
+    # Over Kafka under a prefix no producer publishes under (--topic-prefix forgotten, e.g. on
+    # a standby): no producer would read the request, so it is refused and nothing is sent.
+    stray = f"{run.prefix}x"
+    over_kafka = [*common, "--signal-channel", "kafka", "--bootstrap-servers", run.bootstrap,
+                  "--topic-prefix", stray]
+    for refused in (_pgcdc("snapshot", *over_kafka, "--tables", f"public.{keyless}"),
+                    _pgcdc("snapshot", *over_kafka, "--cancel")):
+        assert refused.returncode == 1 and refused.stdout == "", refused
+        assert refused.stderr.strip().splitlines() == [
+            f"pgcdc snapshot: no producer publishes under topic prefix {stray!r} (Kafka has "
+            f"no {stray}.offsets nor {stray}.heartbeat), so none would read {stray}.signal: "
+            "give the producer's --topic-prefix"], refused.stderr
+    assert signal_topic_name(stray) not in AdminClient(
+        {"bootstrap.servers": run.bootstrap}).list_topics(timeout=10).topics
+    # (the producer's own prefix is accepted: test_an_open_transaction_delays_...)
 
     request = _request(run, keyless)
     state = _wait_state(run, request, lambda s: s[0] != "pending", timeout=60)
