@@ -5,7 +5,8 @@ again and again, and `pgcdc status` is asked meanwhile: every catalog query of a
 start, the table watcher, the re-sync check and the status meets tables vanishing between two
 of its statements. No traceback, no exit but the one asked for, no reconnect; and the same
 command always starts again (a keyless table the running producer left out does not refuse
-the next start: docs/publishing.md, "Tables without a primary key")."""
+the next start: docs/publishing.md, "Tables without a primary key"). An incremental snapshot
+naming a table dropped before it was read reads the others."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import psycopg
 import pytest
 
 from connector.snapshot.incremental.watcher import WATCH_INTERVAL_S
+from tests.support.cdc_checks import read_records
 from tests.support.databases import empty_database
 from tests.support.producer import PGCDC
 
@@ -106,6 +108,7 @@ def test_concurrent_ddl_never_crashes_or_stalls_the_producer(database, producer_
                                                               log_dir) -> None:
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute("CREATE TABLE stable (id int PRIMARY KEY, v text)")
+        conn.execute("CREATE TABLE other (id int PRIMARY KEY)")
     run = producer_run("*")  # the defaults: a table list pgcdc keeps, keyless ones refused
     run.dsn = database
     run.start(log_dir)  # the first start: the publication is made before the application runs
@@ -147,3 +150,25 @@ def test_concurrent_ddl_never_crashes_or_stalls_the_producer(database, producer_
     assert run.stop() == 0 and "Traceback" not in run.output(), run.output()[-5000:]
     assert failures == []
     assert starts >= 4, starts
+    # A snapshot request naming a table dropped before it is read still reads the others.
+    out = subprocess.run([PGCDC, "snapshot", "--dsn", database, "--slot", run.slot,
+                          "--publication", f"pub_{run.tag}", "--tables",
+                          "public.stable,public.other"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("INSERT INTO other VALUES (1)")
+        conn.execute("DROP TABLE stable")
+    run.start(log_dir)
+    deadline = time.monotonic() + 120
+    with psycopg.connect(database, autocommit=True) as conn:
+        while (state := conn.execute("SELECT state FROM pgcdc_signal WHERE tables = "
+                                     "'{public.stable,public.other}'").fetchone()) != ("done",):
+            assert state != ("failed",) and time.monotonic() < deadline, run.output()[-5000:]
+            time.sleep(0.5)
+    records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.other",
+                           min_count=2)
+    assert [(r.value["op"], r.key["id"]) for r in records] == [("c", 1), ("r", 1)]
+    assert "public.stable was dropped or renamed since it was requested: skipped" in \
+        run.output()
+    assert run.stop() == 0
