@@ -81,6 +81,11 @@ def managed_patterns(patterns: Sequence[str], *, all_tables: bool) -> list[str] 
     return list(patterns)
 
 
+# Times an ALTER PUBLICATION naming tables runs when the application drops or renames them
+# meanwhile (`ReplicationAdmin._alter_publication`).
+ALTER_ATTEMPTS = 3
+
+
 def exact_tables(patterns: Sequence[str]) -> set[tuple[str, str]]:
     """The tables `patterns` name exactly: a pattern without ``*``, ``?`` or ``[`` (no schema
     means ``public``, as `ReplicationAdmin.matching_tables` reads it)."""
@@ -330,10 +335,16 @@ class ReplicationAdmin:
         """ALTER PUBLICATION `name` ADD or DROP `tables`, in a transaction of its own or a
         savepoint of the caller's; the tables it altered. The statement names tables listed
         a moment ago: one the application dropped or renamed since (or that left the
-        publication, for DROP) fails it, so it runs again without those (one INFO line); the
-        next check sees what replaced them."""
+        publication, for DROP) fails it, so it runs again without those, at most
+        `ALTER_ATTEMPTS` times (a name may come back meanwhile: then nothing is altered);
+        one INFO line says which. The next check sees what replaced them."""
         tables = list(tables)
-        while tables:
+        vanished: list[tuple[str, str]] = []
+        done: list[tuple[str, str]] = []
+        detail = ""
+        for _ in range(ALTER_ATTEMPTS):
+            if not tables:
+                break
             if action == "ADD" and self.table_settings:
                 refused = self.setting_refusals(name, tables)
                 if refused:  # a table the watcher found: PostgreSQL would reject its UPDATEs
@@ -344,25 +355,27 @@ class ReplicationAdmin:
             try:
                 with self.conn.transaction():
                     self.conn.execute(statement)
-                return tables
+                done = tables
+                break
             except psycopg.Error as exc:
                 if is_privilege_error(exc):
                     raise lacking(exc, self.role, owner_sql=statement.as_string(self.conn)) \
                         from None
                 if not is_vanished(exc):
                     raise
+                detail = first_line(exc)
                 listed = set(self.listed_tables(name))
                 still = [t for t in tables if (t in listed) == (action == "DROP")]
                 if action == "ADD":
                     still = [t for t in still if self.resolves(t)]
-                if len(still) == len(tables):  # not one of the tables: not a race of ours
-                    raise
-                log.info("publication %s: %s dropped or renamed since listed (%s): the next "
-                         "check sees what replaced them", name, ", ".join(
-                             f"{s}.{t}" for s, t in tables if (s, t) not in still),
-                         first_line(exc))
+                vanished += [t for t in tables if t not in still and t not in vanished]
                 tables = still
-        return []
+        gone = vanished + ([t for t in tables if t not in vanished] if not done else [])
+        if gone:
+            log.info("publication %s: %s dropped or renamed meanwhile (%s): the next check "
+                     "sees what replaced them", name, ", ".join(f"{s}.{t}" for s, t in gone),
+                     detail)
+        return done
 
     def resolves(self, table: tuple[str, str]) -> bool:
         """Whether the qualified name `table` names a relation now."""
