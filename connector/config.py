@@ -16,12 +16,14 @@ from connector.avro.masking import HASH_ENCODINGS, Masking
 from connector.avro.typemap import DEBEZIUM_FORMAT, VALUE_FORMATS
 from connector.errors import ConfigError, first_line
 from connector.outbox import OutboxRoutes, parse_outbox_settings
+from connector.replication.admin import managed_patterns
 from connector.replication.published import (
     TableSetting,
     parse_table_settings,
     sets_publication,
     sets_publication_lists,
 )
+from connector.replication.table_trigger import TriggerSettings
 
 ENV_DEFAULTS = {
     "dsn": "PGCDC_DSN",
@@ -78,6 +80,12 @@ class Config:
     # the application's UPDATE/DELETE on them (refuse: until they get a key; full: until
     # pgcdc's next check, ~2 s). Explicit opt-in only.
     all_tables_publication: bool = False
+    # A new table matching --tables joins the table list publication in the transaction that
+    # creates it (an event trigger pgcdc installs, a superuser once; connector/replication/
+    # table_trigger.py), so every change of it is streamed from its first row. Off: the table
+    # watcher adds it within ~2 s, its earlier rows as an incremental snapshot (changes of its
+    # first seconds, and a table dropped within them, are not in the topics).
+    table_trigger: bool = False
     # Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+;
     # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>",
     # mask: {column: exclude | null | hash | {truncate: N}}} (masks alone also with
@@ -193,6 +201,9 @@ class Config:
                               "creates or extends: with create_publication false, set it on "
                               "your publication (ALTER PUBLICATION ... SET "
                               "(publish_via_partition_root = true))")
+        if self.table_trigger and not self.create_publication:
+            raise ConfigError("table_trigger adds new tables to the publication pgcdc keeps: "
+                              "with create_publication false, add them yourself; drop one")
         if self.detach_deletes and self.publish_via_partition_root is False:
             raise ConfigError("detach_deletes deletes a detached partition's rows from its "
                               "root's topic: it needs publish_via_partition_root (leaf by leaf, "
@@ -221,6 +232,17 @@ class Config:
     def published_settings(self) -> list[TableSetting]:
         """`table_settings` parsed (a malformed one is a `ConfigError`)."""
         return parse_table_settings(self.table_settings)
+
+    def table_trigger_settings(self) -> TriggerSettings:
+        """What the table_trigger event trigger of this publication knows (its patterns; the
+        table_settings patterns that give a column list or a row filter, whose tables the
+        table watcher adds with them)."""
+        return TriggerSettings(
+            self.publication,
+            managed_patterns(self.tables, all_tables=self.all_tables_publication),
+            self.keyless_tables,
+            [(s.pattern, s.columns is not None or s.where is not None or bool(s.excluded))
+             for s in self.published_settings()])
 
     def outbox_routes(self) -> OutboxRoutes:
         """The outbox tables of `table_settings` (connector/outbox.py)."""

@@ -60,6 +60,7 @@ from connector.replication import (
     ReplicationAdmin,
     ReplicationStream,
     StreamOptions,
+    table_trigger,
 )
 from connector.replication.detach_trigger import ensure_detach_trigger, remove_sql
 from connector.replication.failover import check_slot_continuity, ensure_failover
@@ -247,6 +248,7 @@ class Pipeline:
             log.info("detach_deletes: event triggers %s (a partition detached from a root "
                      "published through it: its keys are deleted from the root's topic); "
                      "remove them with: %s", done, remove_sql())
+        self._table_trigger()
         self.slot_existed = slot is not None
         if self.cfg.snapshot == "initial_only":
             self.needs_snapshot = True
@@ -261,6 +263,31 @@ class Pipeline:
         if slot is not None:
             self.admin.check_slot(slot)
         return features.protocol_version
+
+    def _table_trigger(self) -> None:
+        """table_trigger: install (or check) the event trigger adding new tables to the
+        publication in their creating transaction; off, one line says what the table watcher's
+        way loses (connector/replication/table_trigger.py)."""
+        publication = self.cfg.publication
+        if self.cfg.table_trigger:  # a standby: installed on the primary, only checked here
+            done = table_trigger.ensure_table_trigger(
+                self.admin.conn, self.cfg.table_trigger_settings(),
+                read_only=self.standby is not None)
+            log.info("table_trigger: event trigger %s: a new table matching --tables joins "
+                     "publication %s in the transaction that creates it; remove it with: %s",
+                     done, publication, table_trigger.remove_sql(publication))
+            return
+        if table_trigger.installed_comment(self.admin.conn, publication) is not None:
+            log.warning("table_trigger is off but the event trigger of publication %s is "
+                        "installed: it still adds new tables (with the settings it was "
+                        "installed with); remove it with: %s", publication,
+                        table_trigger.remove_sql(publication))
+        elif self.cfg.create_publication and not self.cfg.all_tables_publication:
+            log.info("new tables matching --tables join publication %s through the table "
+                     "watcher, within ~2 s of their creation: their changes before that "
+                     "arrive only as an incremental snapshot of their rows, and a table "
+                     "dropped within that time is not seen (--table-trigger adds them in the "
+                     "transaction that creates them)", publication)
 
     def _resync_resettled(self, tables: list[tuple[str, str]]) -> None:
         """Tables whose column list or row filter table_settings changed while the slot

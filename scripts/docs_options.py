@@ -43,6 +43,7 @@ MORE: dict[str, str] = {
     "tables": "../snapshots.md#adding-tables-and-re-snapshotting",
     "keyless_tables": "../configuration.md#settings-in-detail",
     "all_tables_publication": "../configuration.md#settings-in-detail",
+    "table_trigger": "../publishing.md#new-tables-what-tables-captures-in-each-mode",
     "table_settings": "../publishing.md",
     "publish_generated_columns": "../publishing.md",
     "mask_salt": "../publishing.md#masking-and-excluding-columns",

@@ -17,7 +17,7 @@ In:
 - naming: the topic prefix and the database name (``source.db``), see schemas/README.md;
 - `masking`: the column masks of table_settings (connector/avro/masking.py), applied by every
   codec it makes: the stream's and both snapshots' (so they agree on every masked value).
-- the value format (``pgcdc``, or ``debezium``: typemap's "Debezium format") and, named in a
+- the value format (``pgcdc``, or ``debezium``: connector/avro/debezium_types.py) and, named in a
   Debezium-format Envelope for the merge job, how truncates are written.
 
 Out: the `TableCodec` of that table version (schemas derived by `derive_table_schemas`), with

@@ -5,7 +5,7 @@ A value that its column's loader, converter or Avro encoder refuses (a form pgty
 parse, a number its Avro type cannot hold) is published anyway, losslessly, with one warning
 per column (the first time) and the counter ``pgcdc_values_fallback_total{table,column}``.
 Its **exact text** is what PostgreSQL sent (`exact_text`: a binary tuple's value is ``\\x``
-and the hex of its bytes, as `typemap` writes unknown binary values):
+and the hex of its bytes, as `datums.to_string` writes unknown binary values):
 
 * a column whose Avro type is a plain ``string`` (every type whose mapping can fail on a value
   PostgreSQL stores is one in the first place: unknown, user and string-category types, ranges,

@@ -45,7 +45,7 @@ _KIND_NAMES: Final = {
 }  # fmt: skip
 _MAX_NATIVE_SCALE: Final = 18  # the C decimal works in int64
 #: The logical type each C parser of a date/time/uuid type writes: a column of that type
-#: encoded otherwise (Debezium's format: typemap "Debezium format") takes the Python path.
+#: encoded otherwise (Debezium's format: debezium_types) takes the Python path.
 _LOGICAL_TYPES: Final = {
     oids.DATE: "date", oids.TIME: "time-micros", oids.TIMESTAMP: "local-timestamp-micros",
     oids.TIMESTAMPTZ: "timestamp-micros", oids.UUID: "uuid",

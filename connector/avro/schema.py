@@ -45,15 +45,11 @@ from connector.names import namespace_of, table_topic, to_avro_name
 from connector.pgoutput.messages import Relation
 from connector.pgtypes import TypeCatalog
 
+from .connect import source_column_parameters
+from .datums import ColumnCodec, Converter
 from .fixed import fixed_schema
 from .masking import ColumnMask, check_binary, masked_type
-from .typemap import (
-    DEBEZIUM_FORMAT,
-    ColumnCodec,
-    Converter,
-    column_codec,
-    source_column_parameters,
-)
+from .typemap import DEBEZIUM_FORMAT, column_codec
 
 __all__ = ["ARRAY_DIMS_QUERY", "TRUNCATES", "VALUE_FORMAT", "ColumnSpec", "TableSchemas",
            "derive_table_schemas", "envelope_schema", "render"]
@@ -211,7 +207,7 @@ def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: st
     column name (`ARRAY_DIMS_QUERY`); `key_columns`: column names to key by instead of the
     replica identity flags (must exist in the table); `defaults`: the text of each column's
     constant default by column name (`connector.source_catalog.PostgresCatalog.column_defaults`),
-    carried as the Kafka Connect default where its Avro type allows (`typemap.connect_default`);
+    carried as the Kafka Connect default where its Avro type allows (`connect.connect_default`);
     `masks`: column name -> its mask (connector/avro/masking.py: the masked column's type);
     `excluded`: columns a mask excludes, which the Relation must not carry (refused if it does);
     `binary`: tuples come in binary format (a hash or truncate needing text is refused).

@@ -417,7 +417,7 @@ static int valid_utf8(const unsigned char *s, Py_ssize_t n) {
 #define PG_EPOCH_MICROS 946684800000000LL    /* and in microseconds */
 #define MIN_MICROS (-62135596800000000LL)    /* 0001-01-01 00:00:00 since 1970 */
 #define MAX_MICROS 253402300799999999LL      /* 9999-12-31 23:59:59.999999 */
-/* timestamptz: a day inside (two at the start), as connector/avro/typemap.py clamps it */
+/* timestamptz: a day inside (two at the start), as connector/avro/datums.py clamps it */
 #define MIN_MICROS_TZ (MIN_MICROS + 2 * 86400000000LL)
 #define MAX_MICROS_TZ (MAX_MICROS - 86400000000LL)
 

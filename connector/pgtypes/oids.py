@@ -139,7 +139,7 @@ VECTOR_ARRAY_OF: Final[dict[int, int]] = {INT2VECTOR: 1006, OIDVECTOR: 1013}
 
 #: Built-in types pgtypes does not load (not in :data:`NAMES`: their values are their text, as
 #: any unknown type's); named here for the Debezium value format, which encodes them specially
-#: (connector/avro/typemap.py "Debezium format").
+#: (connector/avro/debezium_types.py).
 POINT: Final = 600
 TSVECTOR: Final = 3614
 

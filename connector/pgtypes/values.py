@@ -52,7 +52,7 @@ class Infinity(Enum):
 
     Dedicated values rather than ``datetime.max``/``min``, which are ordinary PostgreSQL
     timestamps. In Avro they become the last/first instant of 0001-01-01 .. 9999-12-31 (see
-    ``connector.avro.typemap``).
+    ``connector.avro.datums``).
     """
 
     POSITIVE = "infinity"
@@ -130,7 +130,7 @@ class OutOfRange:
     """A date/time value PostgreSQL accepts but Python's :mod:`datetime` cannot represent.
 
     ``value`` is exact (the Avro encoding clamps it to 0001-01-01 .. 9999-12-31, see
-    ``connector.avro.typemap``):
+    ``connector.avro.datums``):
 
     * ``date``: days since 1970-01-01 (proleptic Gregorian, like PostgreSQL)
     * ``timestamp`` / ``timestamptz``: microseconds since 1970-01-01 00:00:00 (UTC for tz)

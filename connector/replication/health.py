@@ -26,8 +26,20 @@ def size(n: int) -> str:
 
 
 def slot_warnings(slot: SlotInfo, threshold: int) -> list[str]:
-    """The warnings `pgcdc status` prints for `slot` (none when it is healthy)."""
+    """The warnings `pgcdc status` prints for `slot` (none when it is healthy).
+
+    A slot whose WAL is gone (`wal_status` lost) gets that one line alone: it holds nothing and
+    no `pgcdc run` can resume it. One past max_slot_wal_keep_size (`unreserved`) is about to
+    lose it at the next checkpoint."""
+    if slot.wal_status == "lost":
+        return [f"slot {slot.name} has lost WAL it needs (wal_status lost: it fell further behind "
+                "than max_slot_wal_keep_size): `pgcdc run` refuses it; drop it and run "
+                "`pgcdc run` again, which takes a new snapshot (docs/lost-slot.md)"]
     out = []
+    if slot.wal_status == "unreserved":
+        out.append(f"slot {slot.name} is past max_slot_wal_keep_size (wal_status unreserved): "
+                   "the next checkpoint may remove WAL it needs; let `pgcdc run` catch up now "
+                   "or raise max_slot_wal_keep_size (docs/lost-slot.md)")
     retained = slot.retained_bytes or 0
     if not slot.active:
         out.append(f"slot {slot.name} is inactive and holds {size(retained)} of WAL, growing "

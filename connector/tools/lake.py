@@ -102,6 +102,8 @@ def handle_status(args: argparse.Namespace) -> int:
     from connector.errors import ConfigError
 
     try:
+        import pyarrow  # noqa: F401  (read_status imports it late: say it here, in one line)
+
         from spark_jobs.lake import storage
         from spark_jobs.lake.status import read_status, render_json, render_text, too_late
     except ImportError as exc:

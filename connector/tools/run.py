@@ -63,6 +63,14 @@ def register(subparsers: Any) -> None:
                         "every new table at once, so PostgreSQL rejects the application's "
                         "UPDATE/DELETE on a new table without a key (until it gets one; with "
                         "--keyless-tables full, until pgcdc sets REPLICA IDENTITY FULL, ~2 s)")
+    p.add_argument("--table-trigger", action=argparse.BooleanOptionalAction, default=None,
+                   help="a new table matching --tables joins the publication in the "
+                        "transaction that creates it, so every change of it is streamed from "
+                        "its first row (default off: the table watcher adds it within ~2 s, "
+                        "its earlier rows as an incremental snapshot; changes of its first "
+                        "seconds, and a table dropped within them, are lost). Installs an "
+                        "event trigger at start, which needs a superuser once (else: pgcdc "
+                        "grants --table-trigger-sql prints the SQL for one to run)")
     p.add_argument("--publish-via-partition-root", action=argparse.BooleanOptionalAction,
                    default=None,
                    help="publish a partitioned table's changes through its root: one topic per "
@@ -170,6 +178,7 @@ def register(subparsers: Any) -> None:
 def config_from_args(args: argparse.Namespace) -> config_mod.Config:
     names = ["dsn", "bootstrap_servers", "schema_registry_url", "topic_prefix", "slot",
              "publication", "tables", "keyless_tables", "all_tables_publication",
+             "table_trigger",
              "publish_via_partition_root", "detach_deletes", "binary",
              "failover_slot", "origin",
              "topic_partitions", "topic_replication_factor", "tombstones", "truncate_records",

@@ -14,7 +14,7 @@ from connector import config as config_mod
 from connector.avro.masking import rules_summary
 from connector.errors import ConfigError, SinkError, SourceError, first_line, is_privilege_error
 from connector.pgoutput.lsn import lsn_to_str
-from connector.replication import ReplicationAdmin
+from connector.replication import ReplicationAdmin, table_trigger
 from connector.replication.detach_trigger import installed as detach_triggers_installed
 from connector.replication.failover import failover_state
 from connector.replication.health import size, slot_warnings
@@ -80,6 +80,9 @@ def handle(args: argparse.Namespace) -> int:
         print(f"publication {cfg.publication}: {len(tables)} table(s); {via_root_line(via_root)}")
         if via_root or cfg.detach_deletes:
             print(f"  {detach_line(cfg.detach_deletes, detach_triggers_installed(admin.conn))}")
+        if cfg.create_publication:
+            comment = table_trigger.installed_comment(admin.conn, cfg.publication)
+            print(f"  {table_trigger_line(cfg, comment)}")
         counts = admin.table_counts([(s, t) for s, t, _, _ in tables])
         published = admin.published_columns(cfg.publication)
         settings = cfg.published_settings()  # the masks are pgcdc's, not the publication's
@@ -113,6 +116,24 @@ def detach_line(wanted: bool, present: bool) -> str:
     if wanted:
         return f"detach_deletes: on, {state}"
     return f"detach_deletes: off ({state}): a DETACHed partition's rows stay in the root's topic"
+
+
+def table_trigger_line(cfg: config_mod.Config, comment: str | None) -> str:
+    """How new tables join the publication (``table_trigger``, docs/publishing.md "New
+    tables"): in their creating transaction, or at the table watcher's next check."""
+    if comment is None:
+        state = "event trigger not installed"
+    elif comment == cfg.table_trigger_settings().comment():
+        state = "event trigger installed"
+    else:
+        state = "event trigger installed with other settings (pgcdc run re-creates it)"
+    if cfg.table_trigger:
+        return f"table_trigger: on, {state}"
+    if comment is not None:
+        return (f"table_trigger: off, but its {state}: it still adds new tables; remove it: "
+                f"{table_trigger.remove_sql(cfg.publication)}")
+    return ("table_trigger: off: a new table joins within ~2 s, the changes of its first "
+            "seconds as an incremental snapshot of its rows")
 
 
 def published_line(columns: list[str], live: int, row_filter: str | None) -> str:

@@ -2,7 +2,7 @@
 
 The producer marks such a topic's Envelope schema (``pgcdc.value_format: debezium``, and
 ``pgcdc.truncate_records``: where truncates are written) and gives each column Debezium's
-encoding, named by its ``connect.name`` (connector/avro/typemap.py "Debezium format"). The
+encoding, named by its ``connect.name`` (connector/avro/debezium_types.py). The
 job decodes those values to the lake column the same column has from a topic in pgcdc's own
 format, so the lake is the same whichever format a topic has, except what the Debezium
 format does not carry (schemas/README.md "Debezium value format": timetz offsets, interval

@@ -1,9 +1,15 @@
 """Build and run the spark-submit command of the merge job, as a well-behaved process.
 
 `pgcdc merge [SPARK OPTIONS] JOB ARGS...` calls `main(ARGS)`; `python -m
-spark_jobs.runtime.submit` does the same. Spark's own options (`--master`, `--conf K=V`
-repeatable, `--driver-memory`, `--jars`, `--packages`) are taken here; everything else belongs
-to the job (spark_jobs/runtime/config.py).
+spark_jobs.runtime.submit` does the same. spark-submit's own options are taken here, in any
+order among the job's: `--master`, `--conf K=V` (repeatable), `--driver-memory`, `--jars`,
+`--packages` with pgcdc's defaults, and the others of `SPARK_SUBMIT_OPTIONS` /
+`SPARK_SUBMIT_FLAGS` (`--deploy-mode`, `--py-files`, `--executor-memory`, ...) handed to
+spark-submit unchanged; everything else belongs to the job (spark_jobs/runtime/config.py, whose
+option names none of these share).
+
+`DEFAULT_CONF` is passed as `--conf`, which wins over spark-defaults.conf: a user's `--conf`
+of the same key replaces it, and so does a key set in the `--properties-file` given here.
 
 Connectors follow Spark's convention: `--packages` with the coordinates below, resolved by Spark's
 Ivy from Maven Central. Offline, `--jars` or `PGCDC_SPARK_JARS` (comma- or path-separated) names
@@ -16,6 +22,7 @@ import argparse
 import fcntl
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import stat
@@ -24,6 +31,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 MERGE_SCRIPT = Path(__file__).resolve().parent.parent / "merge.py"
 LOG4J_CONFIG = Path(__file__).resolve().parent.parent / "log4j2.properties"
@@ -68,7 +76,19 @@ SPARK_EXCLUDE_PACKAGES = (
         "transport", "transport-classes-epoll", "transport-native-unix-common")),
 )
 
-# Modest local defaults; a cluster user passes --master and --conf of their own.
+# spark-submit's options (`spark-submit --help`) that take a value, passed through as given.
+# --driver-java-options is one: pgcdc's own (the log4j configuration) is put before it.
+SPARK_SUBMIT_OPTIONS = (
+    "--deploy-mode", "--py-files", "--files", "--archives", "--properties-file",
+    "--driver-java-options", "--driver-library-path", "--driver-class-path", "--driver-cores",
+    "--executor-memory", "--executor-cores", "--num-executors", "--total-executor-cores",
+    "--queue", "--principal", "--keytab", "--proxy-user", "--repositories",
+)
+# spark-submit's options without a value, passed through as given.
+SPARK_SUBMIT_FLAGS = ("--supervise", "--verbose")
+
+# Modest local defaults; a cluster user passes --master and --conf of their own (a
+# `--conf spark.sql.shuffle.partitions=N` replaces the 4 here: docs/merge-cluster.md).
 DEFAULT_MASTER = "local[2]"
 DEFAULT_DRIVER_MEMORY = "2g"
 DEFAULT_CONF = {
@@ -104,14 +124,47 @@ def spark_submit_binary(env: Mapping[str, str] | None = None) -> str:
     return found
 
 
+def properties_keys(path: str | Path) -> set[str]:
+    """The keys a Spark properties file sets (`key value` or `key=value` lines; `#` and `!`
+    comments), read as spark-submit reads `--properties-file`; empty when unreadable (then
+    spark-submit itself reports it)."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    keys = set()
+    for line in lines:
+        text = line.strip()
+        if text and not text.startswith(("#", "!")):
+            keys.add(re.split(r"[\s=:]", text, maxsplit=1)[0])
+    return keys
+
+
+def _option_value(args: Sequence[str], option: str) -> str | None:
+    """The last value of `option` in a spark-submit argument list (spark-submit's own rule)."""
+    found = None
+    for i, arg in enumerate(args):
+        if arg == option and i + 1 < len(args):
+            found = args[i + 1]
+        elif arg.startswith(option + "="):
+            found = arg.partition("=")[2]
+    return found
+
+
 def spark_submit_command(job_args: Sequence[str], jars: Sequence[str] | None = None,
                          master: str | None = DEFAULT_MASTER,
                          driver_memory: str | None = DEFAULT_DRIVER_MEMORY,
                          conf: Mapping[str, str] | None = None,
                          spark_submit: str | None = None,
-                         packages: Sequence[str] | None = None) -> list[str]:
+                         packages: Sequence[str] | None = None,
+                         spark_args: Sequence[str] = ()) -> list[str]:
     """`spark-submit (--jars J | --packages P --exclude-packages X) [--master M] [--conf k=v]...
-    merge.py ARGS`."""
+    [SPARK_ARGS...] merge.py ARGS`.
+
+    `spark_args` are spark-submit options handed through unchanged (`--py-files F`,
+    `--deploy-mode cluster`, ...). `conf` wins over `DEFAULT_CONF`, and a key that the
+    `--properties-file` among `spark_args` sets is not given a default either. A
+    `--driver-java-options` among them keeps pgcdc's log4j setting in front of its own."""
     cmd = [spark_submit or spark_submit_binary()]
     jars = resolve_jars() if jars is None else jars
     if jars:
@@ -123,11 +176,32 @@ def spark_submit_command(job_args: Sequence[str], jars: Sequence[str] | None = N
         cmd += ["--master", master]
     if driver_memory:
         cmd += ["--driver-memory", driver_memory]
-    # Spark's INFO start-up chatter would bury the job's own lines; WARN unless the user says.
-    cmd += ["--driver-java-options", f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"]
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    # Spark's INFO start-up chatter would bury the job's own lines; WARN unless the user says
+    # (a -Dlog4j2.configurationFile of theirs comes later in the line, and the JVM takes it).
+    java_options = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+    theirs = _option_value(spark_args, "--driver-java-options")
+    cmd += ["--driver-java-options", f"{java_options} {theirs}" if theirs else java_options]
+    properties = _option_value(spark_args, "--properties-file")
+    preset = properties_keys(properties) if properties else set()
+    defaults = {k: v for k, v in DEFAULT_CONF.items() if k not in preset}
+    for key, value in {**defaults, **(conf or {})}.items():
         cmd += ["--conf", f"{key}={value}"]
-    return [*cmd, str(MERGE_SCRIPT), *job_args]
+    rest = _without_option(spark_args, "--driver-java-options")
+    return [*cmd, *rest, str(MERGE_SCRIPT), *job_args]
+
+
+def _without_option(args: Sequence[str], option: str) -> list[str]:
+    """`args` without any `option VALUE` / `option=VALUE` pair."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == option:
+            skip = True
+        elif not arg.startswith(option + "="):
+            out.append(arg)
+    return out
 
 
 def pyspark_home() -> str | None:
@@ -155,6 +229,18 @@ def _conf_pair(text: str) -> tuple[str, str]:
     return key, value
 
 
+class _PassThrough(argparse.Action):
+    """Collects a spark-submit option, with its value if it takes one, in `spark_args`."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        collected = list(getattr(namespace, self.dest) or [])
+        collected.append(str(option_string))
+        if isinstance(values, str):
+            collected.append(values)
+        setattr(namespace, self.dest, collected)
+
+
 def spark_options_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="pgcdc merge", add_help=False,
@@ -162,11 +248,18 @@ def spark_options_parser() -> argparse.ArgumentParser:
     p.add_argument("--master", default=DEFAULT_MASTER,
                    help=f"Spark master (default {DEFAULT_MASTER})")
     p.add_argument("--conf", action="append", type=_conf_pair, default=[], metavar="KEY=VALUE",
-                   help="a Spark property (repeatable)")
+                   help="a Spark property (repeatable); replaces pgcdc's default of the same "
+                        "key (spark.sql.shuffle.partitions=4, ...)")
     p.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY,
                    help=f"driver memory (default {DEFAULT_DRIVER_MEMORY})")
     p.add_argument("--jars", help=f"comma-separated connector jars (offline; or ${JARS_ENV})")
     p.add_argument("--packages", help="Maven coordinates instead of the built-in ones")
+    for option in SPARK_SUBMIT_OPTIONS:
+        p.add_argument(option, dest="spark_args", action=_PassThrough, default=[],
+                       metavar="VALUE", help="spark-submit's own, passed to it as given")
+    for flag in SPARK_SUBMIT_FLAGS:
+        p.add_argument(flag, dest="spark_args", action=_PassThrough, nargs=0,
+                       help="spark-submit's own, passed to it as given")
     p.add_argument("-h", "--help", action="store_true")
     return p
 
@@ -231,7 +324,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         packages = options.packages.split(",") if options.packages else None
         cmd = spark_submit_command(job_args, jars=jars, master=options.master,
                                    driver_memory=options.driver_memory,
-                                   conf=dict(options.conf), packages=packages)
+                                   conf=dict(options.conf), packages=packages,
+                                   spark_args=options.spark_args)
     except SubmitError as exc:
         print(f"pgcdc merge: {exc}", file=sys.stderr)
         return 2

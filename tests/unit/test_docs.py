@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import docs_index
 import docs_options
 import pytest
 
@@ -23,6 +24,15 @@ def test_option_reference_is_generated_from_the_parsers() -> None:
     assert committed == docs_options.render(), (
         f"docs/reference/options.md differs from the parsers and connector.config.Config: "
         f"run {REGENERATE} and commit the result")
+
+
+def test_the_site_home_page_is_generated_from_the_readme() -> None:
+    """docs/index.md repeats README.md's opening and documentation table, from README.md: the
+    two cannot drift apart."""
+    committed = docs_index.OUT.read_text()
+    assert committed == docs_index.render((ROOT / "README.md").read_text()), (
+        f"docs/index.md differs from README.md: run {docs_index.COMMAND} and commit the result")
+    assert "](docs/" not in committed and "[Install](install.md)" in committed
 
 
 def _options(parser: argparse.ArgumentParser) -> list[str]:
@@ -111,7 +121,7 @@ _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 @pytest.mark.parametrize("name", ["README.md", "spark_jobs/README.md", "benchmarks/README.md",
-                                  "schemas/README.md",
+                                  "schemas/README.md", "CHANGELOG.md",
                                   *sorted(p.relative_to(ROOT).as_posix() for p in
                                           (ROOT / "benchmarks" / "results").glob("*.md"))])
 def test_markdown_outside_docs_links_to_files_that_exist(name: str) -> None:

@@ -1,4 +1,4 @@
-"""--value-format debezium (connector/avro/typemap.py "Debezium format"): each type's Avro
+"""--value-format debezium (connector/avro/debezium_types.py): each type's Avro
 type with Debezium's Connect names and parameters, and its values as Debezium writes them,
 through the producer's real codec (events decoded back with fastavro); the default format's
 schemas are unchanged; the C rows writer gives the same bytes."""

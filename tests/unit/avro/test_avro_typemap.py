@@ -15,7 +15,9 @@ from uuid import UUID
 import fastavro
 import pytest
 
-from connector.avro.typemap import JSON_CONNECT_NAME, Converter, column_codec
+from connector.avro.connect import JSON_CONNECT_NAME
+from connector.avro.datums import Converter
+from connector.avro.typemap import column_codec
 from connector.pgtypes import (
     INFINITY,
     NEG_INFINITY,
@@ -333,7 +335,7 @@ def test_every_mapped_type_has_its_connect_attributes() -> None:
     """Every built-in type the mapping knows, its array, and user types: connect.parameters
     naming the source type (a connect.name / connect.type where Connect has one), on the
     column's type and nothing else changed in the encoding."""
-    from connector.avro.typemap import CONNECT_NAMES, CONNECT_TYPES
+    from connector.avro.connect import CONNECT_NAMES, CONNECT_TYPES
 
     cases: list[tuple[int, int, str]] = []
     for oid, name in oids.NAMES.items():

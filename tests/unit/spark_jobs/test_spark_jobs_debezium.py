@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
-from connector.avro.typemap import (
+from connector.avro.debezium_types import (
     _bits,
     _hstore_json,
     _micro_duration,

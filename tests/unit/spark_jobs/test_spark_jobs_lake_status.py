@@ -5,6 +5,7 @@ records behind and lag, the health check's verdict and the renderings. The real 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,18 @@ def test_renderings() -> None:
                                "2026-11-27T19:59:58Z", "1", "2"]
     parsed = json.loads(render_json(status))
     assert parsed["batch"] == 3 and parsed["tables"][0]["lag_s"] == 1.5
+
+
+def test_without_the_spark_extra_lake_status_is_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        tmp_path: Path) -> None:
+    """A producer-only install (no pyarrow) answers `pgcdc lake status` with the extra to
+    install, not a traceback from deep in the lake reader."""
+    import sys
+
+    from connector import cli
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # `import pyarrow` raises ImportError
+    assert cli.main(["lake", "status", "--target", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "pgcdc lake: reading the lake needs the spark extra" in err and "pyarrow" in err

@@ -92,3 +92,79 @@ def test_main_reports_a_missing_spark_submit(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(submit, "spark_submit_binary", fail)
     assert submit.main([*JOB, "--target", "/t"]) == 2
     assert "pgcdc merge: spark-submit not found" in capsys.readouterr().err
+
+
+def submitted(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> list[str]:
+    """The spark-submit command `pgcdc merge ARGS` runs (nothing is started)."""
+    ran: list[list[str]] = []
+    monkeypatch.setattr(submit, "run", lambda cmd, env: ran.append(list(cmd)) or 0)
+    monkeypatch.setenv("PGCDC_SPARK_JARS", "")
+    assert submit.main(args) == 0
+    return ran[0]
+
+
+def test_spark_submit_options_reach_spark_submit_before_the_script(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--py-files`, `--deploy-mode`, `--executor-memory`... are spark-submit's, not the job's
+    (whose parser would refuse them), wherever they stand among the job's arguments."""
+    cmd = submitted(monkeypatch, [
+        "--master", "yarn", "--py-files", "/w/pgcdc.whl", *JOB, "--deploy-mode", "client",
+        "--executor-memory", "4g", "--num-executors=3", "--verbose", "--target", "/t"])
+    script = cmd.index(str(submit.MERGE_SCRIPT))
+    spark, job = cmd[:script], cmd[script + 1:]
+    for pair in (["--py-files", "/w/pgcdc.whl"], ["--deploy-mode", "client"],
+                 ["--executor-memory", "4g"], ["--num-executors", "3"]):
+        assert spark[spark.index(pair[0]) + 1] == pair[1]
+    assert "--verbose" in spark
+    assert job == [*JOB, "--target", "/t"]
+
+
+def test_a_users_conf_replaces_the_default_shuffle_partitions(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    default = submitted(monkeypatch, [*JOB, "--target", "/t"])
+    assert "spark.sql.shuffle.partitions=4" in default
+    cmd = submitted(monkeypatch, ["--conf", "spark.sql.shuffle.partitions=64", *JOB,
+                                  "--target", "/t"])
+    confs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--conf"]
+    assert "spark.sql.shuffle.partitions=64" in confs
+    assert not any(c.startswith("spark.sql.shuffle.partitions=4") for c in confs)
+
+
+def test_a_properties_file_key_is_not_overridden_by_a_default(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`--conf` wins over a properties file in spark-submit: pgcdc gives no default for a key
+    the user's `--properties-file` sets."""
+    props = tmp_path / "cluster.conf"
+    props.write_text("# cluster\nspark.sql.shuffle.partitions 96\n"
+                     "spark.executor.memory=8g\n")
+    assert submit.properties_keys(props) == {"spark.sql.shuffle.partitions",
+                                             "spark.executor.memory"}
+    cmd = submitted(monkeypatch, ["--properties-file", str(props), *JOB, "--target", "/t"])
+    assert cmd[cmd.index("--properties-file") + 1] == str(props)
+    confs = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--conf"]
+    assert not any(c.startswith("spark.sql.shuffle.partitions=") for c in confs)
+    assert "spark.sql.session.timeZone=UTC" in confs
+
+
+def test_driver_java_options_keep_the_log4j_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    cmd = submitted(monkeypatch, ["--driver-java-options=-Dx=1 -Dy=2", *JOB, "--target", "/t"])
+    assert cmd.count("--driver-java-options") == 1
+    value = cmd[cmd.index("--driver-java-options") + 1]
+    assert value.startswith("-Dlog4j2.configurationFile=file:") and value.endswith(" -Dx=1 -Dy=2")
+
+
+def test_the_executors_code_needs_only_pyspark_and_the_wheel() -> None:
+    """What Spark executors run of pgcdc (the Debezium-format decoders, Python UDFs) imports with
+    pyspark alone, so `--py-files pgcdc.whl` is enough for them: none of the producer's
+    dependencies is needed on the cluster's nodes."""
+    import subprocess
+    import sys
+
+    blocked = ("authlib", "confluent_kafka", "fastavro", "psycopg", "httpx", "yaml",
+               "prometheus_client", "deltalake", "pyarrow", "delta")
+    code = ("import sys\n"
+            f"for name in {blocked!r}: sys.modules[name] = None\n"
+            "import spark_jobs.events.debezium\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
