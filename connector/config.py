@@ -33,7 +33,8 @@ ENV_DEFAULTS = {
 
 SNAPSHOT_MODES = ("initial", "never", "initial_only")
 # Tables without a key, when pgcdc creates or extends the publication (ReplicationAdmin.
-# apply_keyless_policy): refuse to start | leave them out | set REPLICA IDENTITY FULL.
+# apply_keyless_policy): refuse the first start (later: tables named exactly; keyless_refused)
+# | leave them out | set REPLICA IDENTITY FULL.
 KEYLESS_POLICIES = ("refuse", "skip", "full")
 # Where incremental snapshot requests travel (connector/snapshot/incremental/channel.py).
 SIGNAL_CHANNELS = ("auto", "kafka", "table")

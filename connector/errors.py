@@ -53,6 +53,26 @@ def is_privilege_error(exc: BaseException) -> bool:
     return getattr(exc, "sqlstate", None) == INSUFFICIENT_PRIVILEGE
 
 
+# SQLSTATEs of a name that no longer resolves: undefined_table ("relation ... does not exist")
+# and undefined_object ("relation ... is not part of the publication", a type or index gone).
+VANISHED = ("42P01", "42704")
+
+
+def is_vanished(exc: BaseException) -> bool:
+    """Whether a psycopg error says an object named in the statement does not exist (any
+    more): an application dropped or renamed it since pgcdc read the catalog. Not an error
+    of pgcdc's: the next look at the catalog sees what replaced it."""
+    return getattr(exc, "sqlstate", None) in VANISHED
+
+
+class CatalogChanged(SourceError):
+    """A statement naming tables listed a moment ago met one the application dropped or renamed
+    since (`is_vanished`): listing them again settles it. Transient."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, transient=True)
+
+
 class PrivilegeError(SourceError):
     """The role lacks a privilege pgcdc needs: one line naming the grant and the SQL that
     gives it (docs/operations.md "Least privilege"). Never transient: retrying cannot grant it."""

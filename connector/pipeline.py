@@ -43,7 +43,14 @@ from connector.avro.oversized import OmitOversized, event_limit
 from connector.avro.sweep_gate import SweepGate
 from connector.config import Config
 from connector.control import HEARTBEAT_PREFIX
-from connector.errors import CdcError, ConfigError, SinkError, SourceError, first_line
+from connector.errors import (
+    CatalogChanged,
+    CdcError,
+    ConfigError,
+    SinkError,
+    SourceError,
+    first_line,
+)
 from connector.flow import RECONNECT_BACKOFF_S, confirmable, reconnect_delay, status_due
 from connector.names import TableName, table_topic
 from connector.pgoutput import Decoder, PrimaryKeepalive, Relation, Type, XLogData, lsn_to_str
@@ -98,6 +105,9 @@ log = logging.getLogger(__name__)
 # loop makes is not cyclic (what is, still goes at the next, rarer, collection).
 GC_GEN0_THRESHOLD = 50_000
 LAG_WARNING_INTERVAL_S = 300.0  # a growing lag is logged at most this often
+# Times the publication is set at start when the application drops or renames a table it
+# listed meanwhile (each time lists them again).
+CATALOG_ATTEMPTS = 5
 
 
 
@@ -207,10 +217,18 @@ class Pipeline:
         if self.cfg.create_publication:
             # Streaming resumes from the slot: tables created meanwhile join through the table
             # watcher, with a snapshot of the rows the slot's stream cannot carry.
-            self.created_publication = self.admin.ensure_publication(
-                self.cfg.publication, self.cfg.tables, keyless=self.cfg.keyless_tables,
-                exclude=[signals.SIGNAL_TABLE], all_tables=self.cfg.all_tables_publication,
-                add_later=slot is not None and self.cfg.snapshot != "initial_only")
+            for attempt in range(1, CATALOG_ATTEMPTS + 1):
+                try:
+                    self.created_publication = self.admin.ensure_publication(
+                        self.cfg.publication, self.cfg.tables, keyless=self.cfg.keyless_tables,
+                        exclude=[signals.SIGNAL_TABLE],
+                        all_tables=self.cfg.all_tables_publication,
+                        add_later=slot is not None and self.cfg.snapshot != "initial_only")
+                    break
+                except CatalogChanged as exc:  # a table dropped or renamed meanwhile
+                    if attempt == CATALOG_ATTEMPTS:
+                        raise
+                    log.info("%s: listing the tables again", exc)
             if slot is not None and self.cfg.snapshot != "initial_only":
                 if self.admin.resettled:
                     self._resync_resettled(self.admin.resettled)

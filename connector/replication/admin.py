@@ -15,11 +15,13 @@ import psycopg
 from psycopg import sql
 
 from connector.errors import (
+    CatalogChanged,
     ConfigError,
     SourceError,
     connection_gone,
     first_line,
     is_privilege_error,
+    is_vanished,
 )
 from connector.pgoutput.lsn import str_to_lsn
 
@@ -79,8 +81,58 @@ def managed_patterns(patterns: Sequence[str], *, all_tables: bool) -> list[str] 
     return list(patterns)
 
 
+# Times an ALTER PUBLICATION naming tables runs when the application drops or renames them
+# meanwhile (`ReplicationAdmin._alter_publication`).
+ALTER_ATTEMPTS = 3
+
+
+def exact_tables(patterns: Sequence[str]) -> set[tuple[str, str]]:
+    """The tables `patterns` name exactly: a pattern without ``*``, ``?`` or ``[`` (no schema
+    means ``public``, as `ReplicationAdmin.matching_tables` reads it)."""
+    exact = set()
+    for pattern in patterns:
+        if not any(c in pattern for c in "*?["):
+            schema, _, table = pattern.rpartition(".")
+            exact.add((schema or "public", table))
+    return exact
+
+
+def keyless_refused(keyless: Sequence[tuple[str, str]], patterns: Sequence[str], *,
+                    first_start: bool) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(refused, left out) of the `keyless` tables `patterns` match, under ``--keyless-tables
+    refuse``. The same command always starts again: what a running producer tolerates (a
+    keyless table created later, left out of the list) its next start tolerates too, so only
+    the `first_start` (the publication does not exist yet) refuses every one; later starts
+    refuse only tables named exactly in `patterns` (`exact_tables`) and leave out the ones a
+    pattern matched (docs/publishing.md, "Tables without a primary key")."""
+    exact = exact_tables(patterns)
+    refused = [t for t in keyless if first_start or t in exact]
+    return refused, [t for t in keyless if t not in refused]
+
+
+def keyless_left_out(table: str, publication: str) -> str:
+    """The warning naming a keyless table left out of the list (at start, and by the table
+    watcher, which says "new table ...")."""
+    return (f"{table} matches --tables but has no primary key: left out of publication "
+            f"{publication} (PostgreSQL would reject UPDATE and DELETE on it); it joins once it "
+            "has one (or REPLICA IDENTITY FULL), or run with --keyless-tables full")
+
+
 def _table_list(tables: Sequence[tuple[str, str]]) -> sql.Composed:
     return sql.SQL(", ").join(sql.Identifier(*t) for t in tables)
+
+
+# The relation ids of the qualified names in a text[] parameter (`_names`) that resolve now:
+# to_regclass gives NULL for a name that no longer does (a table dropped or renamed since it
+# was listed), where a ::regclass cast would fail the whole statement.
+_RELIDS = sql.SQL("SELECT r FROM unnest(%s::text[]) AS x, to_regclass(x) AS r"
+                  " WHERE r IS NOT NULL")
+
+
+def _names(conn: psycopg.Connection[tuple], tables: Sequence[tuple[str, str]]  # type: ignore[type-arg]
+           ) -> list[str]:
+    """`tables` as quoted qualified names, for `_RELIDS`."""
+    return [sql.Identifier(*t).as_string(conn) for t in tables]
 
 
 class ReplicationAdmin:
@@ -250,11 +302,15 @@ class ReplicationAdmin:
             " JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE p.pubname = %s ORDER BY 1, 2", (publication,)).fetchall()]
 
-    def add_to_publication(self, name: str, tables: Sequence[tuple[str, str]]) -> None:
-        self._alter_publication(name, "ADD", tables)
+    def add_to_publication(self, name: str, tables: Sequence[tuple[str, str]]
+                           ) -> list[tuple[str, str]]:
+        """Add `tables` to publication `name`; those added (`_alter_publication`)."""
+        return self._alter_publication(name, "ADD", tables)
 
-    def drop_from_publication(self, name: str, tables: Sequence[tuple[str, str]]) -> None:
-        self._alter_publication(name, "DROP", tables)
+    def drop_from_publication(self, name: str, tables: Sequence[tuple[str, str]]
+                              ) -> list[tuple[str, str]]:
+        """Remove `tables` from publication `name`; those removed (`_alter_publication`)."""
+        return self._alter_publication(name, "DROP", tables)
 
     def _entries(self, tables: Sequence[tuple[str, str]]) -> sql.Composed:
         """A publication's table list: each table with its column list and row filter."""
@@ -267,29 +323,64 @@ class ReplicationAdmin:
         if setting is None or not setting.excluded:
             return setting
         columns = [r[0] for r in self.conn.execute(
-            "SELECT attname::text FROM pg_attribute WHERE attrelid = %s::regclass"
+            "SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass(%s)"
             " AND attnum > 0 AND NOT attisdropped AND (attgenerated = '' OR %s)"
             " ORDER BY attnum",  # generated columns: only where published anyway
             (sql.Identifier(schema, table).as_string(self.conn),
              bool(self.generated_columns))).fetchall()]
         return with_exclusions(setting, columns)
 
-    def _alter_publication(self, name: str, action: str,
-                           tables: Sequence[tuple[str, str]]) -> None:
-        if action == "ADD" and self.table_settings:
-            refused = self.setting_refusals(name, tables)
-            if refused:  # a table the watcher found: PostgreSQL would reject its UPDATEs
-                raise ConfigError(refused[0])
-        statement = sql.SQL("ALTER PUBLICATION {} {} TABLE {}").format(
-            sql.Identifier(name), sql.SQL(action),
-            self._entries(tables) if action == "ADD" else _table_list(tables))
-        try:
-            self.conn.execute(statement)
-        except psycopg.Error as exc:
-            if is_privilege_error(exc):
-                raise lacking(exc, self.role, owner_sql=statement.as_string(self.conn)) \
-                    from None
-            raise
+    def _alter_publication(self, name: str, action: str, tables: Sequence[tuple[str, str]]
+                           ) -> list[tuple[str, str]]:
+        """ALTER PUBLICATION `name` ADD or DROP `tables`, in a transaction of its own or a
+        savepoint of the caller's; the tables it altered. The statement names tables listed
+        a moment ago: one the application dropped or renamed since (or that left the
+        publication, for DROP) fails it, so it runs again without those, at most
+        `ALTER_ATTEMPTS` times (a name may come back meanwhile: then nothing is altered);
+        one INFO line says which. The next check sees what replaced them."""
+        tables = list(tables)
+        vanished: list[tuple[str, str]] = []
+        done: list[tuple[str, str]] = []
+        detail = ""
+        for _ in range(ALTER_ATTEMPTS):
+            if not tables:
+                break
+            if action == "ADD" and self.table_settings:
+                refused = self.setting_refusals(name, tables)
+                if refused:  # a table the watcher found: PostgreSQL would reject its UPDATEs
+                    raise ConfigError(refused[0])
+            statement = sql.SQL("ALTER PUBLICATION {} {} TABLE {}").format(
+                sql.Identifier(name), sql.SQL(action),
+                self._entries(tables) if action == "ADD" else _table_list(tables))
+            try:
+                with self.conn.transaction():
+                    self.conn.execute(statement)
+                done = tables
+                break
+            except psycopg.Error as exc:
+                if is_privilege_error(exc):
+                    raise lacking(exc, self.role, owner_sql=statement.as_string(self.conn)) \
+                        from None
+                if not is_vanished(exc):
+                    raise
+                detail = first_line(exc)
+                listed = set(self.listed_tables(name))
+                still = [t for t in tables if (t in listed) == (action == "DROP")]
+                if action == "ADD":
+                    still = [t for t in still if self.resolves(t)]
+                vanished += [t for t in tables if t not in still and t not in vanished]
+                tables = still
+        gone = vanished + ([t for t in tables if t not in vanished] if not done else [])
+        if gone:
+            log.info("publication %s: %s dropped or renamed meanwhile (%s): the next check "
+                     "sees what replaced them", name, ", ".join(f"{s}.{t}" for s, t in gone),
+                     detail)
+        return done
+
+    def resolves(self, table: tuple[str, str]) -> bool:
+        """Whether the qualified name `table` names a relation now."""
+        return self._one("SELECT to_regclass(%s) IS NOT NULL",
+                         (sql.Identifier(*table).as_string(self.conn),))[0] is True
 
     def ensure_publication(self, name: str, patterns: Sequence[str], *,
                            keyless: str | None = None,
@@ -320,7 +411,10 @@ class ReplicationAdmin:
         exists = self.publication_exists(name)
         self.check_publish_settings(name, listed, exists=exists)
         if keyless is not None:
-            left_out = self.apply_keyless_policy(keyless, listed)
+            # A later start: the publication exists and stays of its kind (`keyless_refused`).
+            later = exists and (listed is not None or self.is_all_tables(name))
+            left_out = self.apply_keyless_policy(keyless, listed, publication=name,
+                                                 patterns=patterns if later else None)
             if listed is not None:
                 listed = [t for t in listed if t not in left_out]
         if exists and self.is_all_tables(name) != (listed is None):
@@ -373,8 +467,10 @@ class ReplicationAdmin:
         return not exists
 
     def _publication_ddl(self, name: str, statements: Sequence[sql.Composed], doing: str) -> None:
-        """Run `statements` in one transaction; a failure is one line naming the fix. On a
-        standby (no DDL) nothing runs: the line names the statements to run on the primary."""
+        """Run `statements` in one transaction; a failure is one line naming the fix (a table
+        dropped or renamed since it was listed: `CatalogChanged`, nothing done; list again).
+        On a standby (no DDL) nothing runs: the line names the statements to run on the
+        primary."""
         if self.in_recovery():
             doing = {"create": "does not exist",
                      "set the tables of": "does not list the tables of --tables",
@@ -392,6 +488,9 @@ class ReplicationAdmin:
                 raise lacking(exc, self.role, owner_sql=statement.as_string(self.conn)) \
                     from None
             detail = first_line(exc)
+            if is_vanished(exc):  # a table listed a moment ago was dropped or renamed since
+                raise CatalogChanged(f"cannot {doing} publication {name!r}: {detail}") \
+                    from None
             raise SourceError(f"cannot {doing} publication {name!r}: {detail}",
                               transient=connection_gone(detail)) from None
 
@@ -480,6 +579,8 @@ class ReplicationAdmin:
             if setting is None:
                 continue
             columns, identity, generated = self._column_facts(schema, table)
+            if not columns:  # dropped or renamed meanwhile: the next look sees what replaced it
+                continue
             found += refusals(schema, table, setting, columns, identity, generated,
                               publishes_update_or_delete=update_or_delete,
                               generated_allowed=generated_allowed)
@@ -488,7 +589,8 @@ class ReplicationAdmin:
     def _column_facts(self, schema: str, table: str
                       ) -> tuple[list[str], list[str], list[str]]:
         """The table's live columns, its replica identity columns (every column for FULL) and
-        its generated columns, in attnum order."""
+        its generated columns, in attnum order (none: dropped or renamed since it was
+        listed)."""
         rows = self.conn.execute(
             "SELECT a.attname::text, c.relreplident = 'f'"
             "  OR coalesce(a.attnum = ANY (ri.indkey::int2[]), false), a.attgenerated <> ''"
@@ -496,7 +598,7 @@ class ReplicationAdmin:
             " LEFT JOIN pg_index ri ON ri.indrelid = c.oid"
             "  AND ((c.relreplident = 'd' AND ri.indisprimary)"
             "       OR (c.relreplident = 'i' AND ri.indisreplident))"
-            " WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped"
+            " WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped"
             " ORDER BY a.attnum",
             (sql.Identifier(schema, table).as_string(self.conn),)).fetchall()
         return ([r[0] for r in rows], [r[0] for r in rows if r[1]],
@@ -651,9 +753,17 @@ class ReplicationAdmin:
         return {root: frozenset(leaves) for root, leaves in out.items()}
 
     def has_rows(self, table: tuple[str, str]) -> bool:
-        """Whether `table` holds a row now."""
-        return bool(self._one(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(
-            sql.Identifier(*table)))[0])
+        """Whether `table` holds a row now (False: dropped or renamed since it was listed; the
+        next look at the catalog sees what replaced it)."""
+        try:
+            with self.conn.transaction():  # a savepoint inside the caller's transaction
+                return bool(self._one(sql.SQL("SELECT EXISTS (SELECT 1 FROM {})").format(
+                    sql.Identifier(*table)))[0])
+        except psycopg.Error as exc:
+            if not is_vanished(exc):
+                raise
+            log.debug("table %s.%s: %s", *table, first_line(exc))
+            return False
 
     def _set_generated(self, name: str) -> list[sql.Composed]:
         """ALTER PUBLICATION ... SET (publish_generated_columns = ...) where it differs from
@@ -674,16 +784,18 @@ class ReplicationAdmin:
         once published: REPLICA IDENTITY DEFAULT without a primary key, or USING INDEX whose
         index is gone. REPLICA IDENTITY NOTHING is an explicit choice (insert-only tables) and
         is left to the warning of `warn_about_replica_identity`."""
-        scope = sql.SQL("n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%%'")
+        scope: sql.Composable = sql.SQL(
+            "n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%%'")
         params: list[object] = []
         if tables is not None:
             if not tables:
                 return []
-            # pg_partition_tree: nothing for a table that is not partitioned.
-            scope = sql.SQL("c.oid IN (SELECT t.r FROM unnest(%s::regclass[]) AS t(r) UNION ALL"
-                            " SELECT p.relid FROM unnest(%s::regclass[]) AS t(r),"
-                            " LATERAL pg_partition_tree(t.r) AS p)")
-            names = [sql.Identifier(*t).as_string(self.conn) for t in tables]
+            # pg_partition_tree: nothing for a table that is not partitioned. to_regclass: a
+            # table dropped or renamed since it was listed is no longer among them.
+            scope = sql.SQL("c.oid IN (SELECT t.r FROM ({0}) AS t(r) UNION ALL"
+                            " SELECT p.relid FROM ({0}) AS t(r),"
+                            " LATERAL pg_partition_tree(t.r) AS p)").format(_RELIDS)
+            names = _names(self.conn, tables)
             params += [names, names]
         rows = self.conn.execute(sql.SQL(
             "SELECT n.nspname::text, c.relname::text FROM pg_class c"
@@ -698,27 +810,44 @@ class ReplicationAdmin:
 
     def full_identity_tables(self, tables: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
         """The tables among `tables` with REPLICA IDENTITY FULL (their events are keyed by the
-        whole row, so an incremental snapshot cannot read them)."""
+        whole row, so an incremental snapshot cannot read them); one dropped or renamed since
+        it was listed is not among them."""
         if not tables:
             return []
-        names = [sql.Identifier(*t).as_string(self.conn) for t in tables]
-        rows = self.conn.execute(
+        rows = self.conn.execute(sql.SQL(
             "SELECT n.nspname::text, c.relname::text FROM pg_class c"
             " JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE c.oid IN (SELECT unnest(%s::regclass[])) AND c.relreplident = 'f'"
-            " ORDER BY 1, 2", (names,)).fetchall()
+            " WHERE c.oid IN ({}) AND c.relreplident = 'f'"
+            " ORDER BY 1, 2").format(_RELIDS), (_names(self.conn, tables),)).fetchall()
         return [(r[0], r[1]) for r in rows]
 
-    def apply_keyless_policy(self, policy: str, tables: Sequence[tuple[str, str]] | None
+    def apply_keyless_policy(self, policy: str, tables: Sequence[tuple[str, str]] | None, *,
+                             publication: str = "", patterns: Sequence[str] | None = None
                              ) -> list[tuple[str, str]]:
         """--keyless-tables, before a publication is created or extended over `tables` (None:
         FOR ALL TABLES). Once a table without a key is published, PostgreSQL rejects the
         application's UPDATE and DELETE on it ("does not have a replica identity"), so:
         ``refuse`` raises naming them and the fix; ``full`` sets REPLICA IDENTITY FULL on them
-        (events keyed by the whole row); ``skip`` returns them, to be left out."""
+        (events keyed by the whole row); ``skip`` returns them, to be left out. `patterns`
+        (--tables) at a later start of `publication` (None: its first): ``refuse`` raises only
+        for the tables they name exactly and leaves the others out, each with the warning the
+        table watcher gives (`keyless_refused`); FOR ALL TABLES has published them already:
+        a warning each."""
         keyless = self.keyless_tables(tables)
         if not keyless:
             return []
+        if policy == "refuse" and patterns is not None:
+            keyless, left_out = keyless_refused(keyless, patterns, first_start=False)
+            for schema, table in left_out:
+                if tables is None:
+                    log.warning("table %s.%s has no primary key and is published FOR ALL "
+                                "TABLES: PostgreSQL rejects UPDATE and DELETE on it until it "
+                                "has one (or ALTER TABLE ... REPLICA IDENTITY FULL; "
+                                "--keyless-tables full does it)", schema, table)
+                else:
+                    log.warning("table %s", keyless_left_out(f"{schema}.{table}", publication))
+            if not keyless:
+                return [] if tables is None else left_out
         names = ", ".join(f"{s}.{t}" for s, t in keyless)
         if policy == "refuse":
             raise ConfigError(
@@ -736,9 +865,14 @@ class ReplicationAdmin:
                         "IDENTITY FULL" for s, t in keyless))
             for schema, table in keyless:
                 try:
-                    self.conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL").format(
-                        sql.Identifier(schema, table)))
+                    with self.conn.transaction():
+                        self.conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL")
+                                          .format(sql.Identifier(schema, table)))
                 except psycopg.Error as exc:
+                    if is_vanished(exc):  # dropped or renamed since listed: nothing to publish
+                        log.info("table %s.%s dropped or renamed since listed (%s)", schema,
+                                 table, first_line(exc))
+                        continue
                     if is_privilege_error(exc):
                         raise lacking(exc, self.role, owner_sql=sql.SQL(
                             "ALTER TABLE {} REPLICA IDENTITY FULL").format(sql.Identifier(

@@ -53,9 +53,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--keyless-tables", choices=list(config_mod.KEYLESS_POLICIES),
                    help="tables without a primary key, when pgcdc creates or extends the "
                         "publication (PostgreSQL rejects UPDATE/DELETE on them once published): "
-                        "refuse (default) to start, naming them, and leave those created later "
-                        "out until they have a key; skip: leave them out; full: set REPLICA "
-                        "IDENTITY FULL on them before publishing them")
+                        "refuse (default): refuse the first start naming them (later starts: "
+                        "those named exactly in --tables), leave the others out until they have "
+                        "a key; skip: leave them out; full: set REPLICA IDENTITY FULL on them "
+                        "before publishing them")
     p.add_argument("--all-tables-publication", action="store_true", default=None,
                    help="with --tables '*': a FOR ALL TABLES publication (needs superuser) "
                         "instead of the table list pgcdc keeps up to date. HAZARD: it publishes "

@@ -6,7 +6,13 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from connector.errors import PrivilegeError, SourceError, connection_gone, is_privilege_error
+from connector.errors import (
+    PrivilegeError,
+    SourceError,
+    connection_gone,
+    is_privilege_error,
+    is_vanished,
+)
 from connector.flow import RECONNECT_BACKOFF_S, reconnect_delay
 from connector.replication.privileges import connect_refusal, lacking
 from connector.replication.stream import _connect_error
@@ -86,6 +92,17 @@ def test_only_transient_failures_are_retried_with_backoff_a_bounded_number_of_ti
 def test_other_server_errors_are_not_privilege_errors() -> None:
     assert not is_privilege_error(psycopg.errors.UndefinedTable("relation x does not exist"))
     assert not is_privilege_error(ValueError("permission denied"))
+
+
+def test_a_name_gone_since_it_was_listed_is_vanished() -> None:
+    """A table dropped or renamed between two statements (issue 46): "dropped since", not an
+    error of pgcdc's; anything else is not."""
+    assert is_vanished(psycopg.errors.UndefinedTable('relation "public.x" does not exist'))
+    assert is_vanished(psycopg.errors.UndefinedObject('relation "x" is not part of the '
+                                                      'publication'))
+    assert not is_vanished(psycopg.errors.DuplicateTable("relation x already exists"))
+    assert not is_vanished(psycopg.errors.InsufficientPrivilege("permission denied"))
+    assert not is_vanished(ValueError("does not exist"))
 
 
 def test_refused_connections_name_the_grant() -> None:

@@ -13,7 +13,10 @@ it meets in a transaction, and keeps `open_window.changed` informed while a wind
 Each chunk looks up its one table in the catalog (`tables.published_table`) on the driver's
 connection; the chunk's own SQL (watermarks, the wait, the COPY) and its row encoding run in
 the reader's thread, on a connection of its own (`reader`: why the hand-over keeps both
-windows' arguments), so the stream never waits for a chunk's read.
+windows' arguments), so the stream never waits for a chunk's read. A table of a request that
+no longer exists under its name (dropped or renamed since it was requested: an application's
+schema changes) is skipped with one INFO line, the request goes on with the next; one that
+exists but is not published fails the request.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import psycopg
+from psycopg import sql
 
 from connector.avro import TableCodec
 from connector.errors import SourceError, first_line, is_privilege_error
@@ -225,6 +229,11 @@ class IncrementalSnapshots:
         name = request.tables[self.table_index]
         table = self._table(name)
         if table is None:
+            if not self._exists(name):  # the others of the request are still read
+                log.info("incremental snapshot %d: %s was dropped or renamed since it was "
+                         "requested: skipped", request.id, name)
+                self.table_index, self.last_key = self.table_index + 1, None
+                return
             self._fail(request.id, f"{name} is not in publication {self.publication}")
             return
         if self.skip is not None and self.skip(table.table_name):
@@ -311,6 +320,14 @@ class IncrementalSnapshots:
         lookup of the tables the text may name, the first in (schema, table) order."""
         return published_table(self.conn, self.publication, self.features,
                                TableName.readings(name))
+
+    def _exists(self, name: str) -> bool:
+        """Whether a relation of the name a request stored exists now (to_regclass: no error
+        for one dropped or renamed since)."""
+        readings = [sql.Identifier(*r).as_string(self.conn) for r in TableName.readings(name)]
+        row = self.conn.execute("SELECT coalesce(bool_or(to_regclass(x) IS NOT NULL), false)"
+                                " FROM unnest(%s::text[]) AS x", (readings,)).fetchone()
+        return bool(row and row[0])
 
     def _key(self, table: SnapshotTable) -> list[tuple[str, str]] | None:
         """(column, type) of the key the chunks are ordered by: the replica identity's columns

@@ -20,6 +20,8 @@ trigger would need superuser rights to install):
   ``skip``: one warning naming it, the gauge ``pgcdc_keyless_tables_left_out``) and adds it,
   with its snapshot, at the first check after it gets a primary key or a replica identity; or
   it sets REPLICA IDENTITY FULL before adding it (``full``): no moment where writes fail.
+  The next start tolerates what this left out, with the same warning (``refuse`` refuses only
+  a first start and tables named exactly: `admin.keyless_refused`).
   A table keyed by the whole row (REPLICA IDENTITY FULL: ``full``, or set by the user) joins
   without a snapshot, which needs a key (`driver`): the rows written before it joined (within
   one check, ~2 s, of its creation for ``full``) are not in its topic, its changes from then on
@@ -41,6 +43,11 @@ trigger would need superuser rights to install):
 * The signal table (`signals`, `connector.names.SIGNAL_TABLE`) never joins a list pgcdc
   manages: its rows are pgcdc's own. FOR ALL TABLES publishes it; the producer drops its
   changes (connector/publisher.py) and it is not logged as a published table here.
+* A table the application drops or renames between two statements of a check (listed, then
+  named in ALTER PUBLICATION, or read) is "dropped since": left out of what the check does,
+  at most one INFO line (`ReplicationAdmin` resolves names with to_regclass, and runs a
+  statement naming tables again without the vanished ones); the next check sees what
+  replaced it. No reconnect.
 * A grant missing (a new table the role does not own, the signal table) stops `pgcdc run` with
   the one line naming it (`PrivilegeError`): retrying cannot grant it, and a table left out
   silently would lose its changes. Catalog reads that fail otherwise are retried.
@@ -57,7 +64,7 @@ from connector import metrics
 from connector.errors import SourceError, first_line, is_privilege_error
 from connector.names import SIGNAL_TABLE, TableName
 from connector.replication import ReplicationAdmin
-from connector.replication.admin import managed_patterns
+from connector.replication.admin import keyless_left_out, managed_patterns
 from connector.replication.partitions import leaf_changes
 
 from . import signals
@@ -90,7 +97,8 @@ class TableWatcher:
         self.resync_partitions = resync_partitions
         self.detach_deletes = detach_deletes
         self.leaves = admin.partition_leaves(publication)  # root -> its leaf partitions
-        if self.manage and keyless != "full":  # left out at start (skip): logged there
+        # Left out at start (skip; refuse at a later start, `keyless_refused`): logged there.
+        if self.manage and keyless != "full":
             self.left_out = self._keyless(self._unlisted(self.published))
         metrics.KEYLESS_LEFT_OUT.set(len(self.left_out))
         self.next_check = time.monotonic() + WATCH_INTERVAL_S
@@ -143,8 +151,8 @@ class TableWatcher:
                 # An incremental snapshot needs a key: a table keyed by the whole row (REPLICA
                 # IDENTITY FULL) joins without one (`_add`).
                 whole_row = {TableName(s, t) for s, t in self.admin.full_identity_tables(new)}
-                self._add(new, [t for t in new if t not in whole_row])
-                for name in sorted(whole_row):
+                added = self._add(new, [t for t in new if t not in whole_row])
+                for name in sorted(whole_row & added):
                     log.warning("new table %s has REPLICA IDENTITY FULL (no key): added to "
                                 "publication %s without an incremental snapshot (which needs "
                                 "a key), so rows written before now are not in its topic, only "
@@ -194,18 +202,21 @@ class TableWatcher:
         log.info("partition(s) %s attached: the rows they held follow as an incremental "
                  "snapshot", names)
 
-    def _add(self, new: list[TableName], snapshot: list[TableName]) -> None:
+    def _add(self, new: list[TableName], snapshot: list[TableName]) -> set[TableName]:
         """Add `new` to the publication and ask for the incremental snapshot of `snapshot`
         (those of them with a key) in one transaction, so a crash cannot leave a table
-        streamed without its earlier rows."""
+        streamed without its earlier rows. One dropped or renamed since it was listed is not
+        added (`add_to_publication`): the next check sees what replaced it."""
         with self.admin.conn.transaction():
-            self.admin.add_to_publication(self.publication, new)
+            added = {TableName(*t) for t in self.admin.add_to_publication(self.publication, new)}
+            snapshot = [t for t in snapshot if t in added]
             if snapshot:
                 signals.ensure_table(self.admin.conn)
                 signals.request(self.admin.conn, self.slot, snapshot)
         if snapshot:
             log.info("new table(s) %s added to publication %s; their existing rows follow as "
                      "an incremental snapshot", ", ".join(map(str, snapshot)), self.publication)
+        return added
 
     def _with_keys(self, new: list[TableName]) -> list[TableName]:
         """The new tables that may join the publication: keyless ones are left out (refuse,
@@ -216,10 +227,7 @@ class TableWatcher:
             self.admin.apply_keyless_policy("full", sorted(keyless))
             keyless = set()
         for name in sorted(keyless - self.left_out):
-            log.warning("new table %s matches --tables but has no primary key: left out of "
-                        "publication %s (PostgreSQL would reject UPDATE and DELETE on it); it "
-                        "joins once it has one (or REPLICA IDENTITY FULL), or run with "
-                        "--keyless-tables full", name, self.publication)
+            log.warning("new table %s", keyless_left_out(str(name), self.publication))
         # Only those still unpublished and keyless: one that got a key joins now, a dropped
         # one is gone.
         self.left_out = keyless

@@ -276,7 +276,8 @@ def _exit_line(run: Any) -> tuple[int, str]:
 
 def test_star_on_an_empty_database_publishes_tables_created_later(database, producer_run,
                                                                   log_dir) -> None:
-    run = producer_run("*")
+    port = free_port()
+    run = producer_run("*", "--metrics-port", str(port))
     run.dsn = database
     run.start(log_dir)  # the initial snapshot of no table, then streaming
     _sql(database, "CREATE TABLE later (id int PRIMARY KEY, v text)",
@@ -305,6 +306,18 @@ def test_star_on_an_empty_database_publishes_tables_created_later(database, prod
     wait_for_output(run, "new table(s) public.last added to publication")
     assert "scratch" not in run.output()
     assert run.stop() == 0
+    # Issue 46: the same command starts again. The keyless table the running producer left
+    # out is left out again, with the same warning and gauge; the keyed tables stream on.
+    run.start(log_dir)
+    assert f"table public.nokey matches --tables but has no primary key: left out of " \
+           f"publication pub_{run.tag}" in run.output()
+    assert scrape_metrics(port)["pgcdc_keyless_tables_left_out"] == 1
+    _sql(database, "UPDATE later SET v = 'e' WHERE id = 1", "UPDATE nokey SET v = 'c'")
+    records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.later",
+                           min_count=4)
+    assert (records[-1].value["op"], records[-1].value["after"]) == ("u", {"id": 1, "v": "e"})
+    assert _publication(database, run) == (False, ["last", "later"])
+    assert run.stop() == 0
 
 
 def test_keyless_tables_are_refused_with_the_fix(database, producer_run, log_dir) -> None:
@@ -321,9 +334,31 @@ def test_keyless_tables_are_refused_with_the_fix(database, producer_run, log_dir
                                "public.log_a, public.log_b; "), line
         assert "--keyless-tables full" in line and "--keyless-tables skip" in line
         assert "chosen" not in line
+    run = producer_run("public.keyed,public.log_a")  # named exactly: refused too
+    run.dsn = database
+    run.start(log_dir, wait=False)
+    code, line = _exit_line(run)
+    assert code == 1 and "would be published: public.log_a; " in line, line
     with psycopg.connect(database, autocommit=True) as conn:  # nothing was created
         assert conn.execute("SELECT count(*) FROM pg_publication").fetchone() == (0,)
         conn.execute("UPDATE log_a SET v = 'x'")  # the application is not broken
+    # Issue 46: at a later start (the publication exists) only a table named exactly in
+    # --tables is refused; those a pattern matches are left out, each with one warning.
+    run = producer_run("public.keyed", "--snapshot", "never")
+    run.dsn = database
+    run.start(log_dir)
+    assert run.stop() == 0
+    run.tables = "public.keyed,public.log_a"
+    run.start(log_dir, wait=False)
+    code, line = _exit_line(run)
+    assert code == 1 and "would be published: public.log_a; " in line, line
+    run.tables = "public.keyed,public.log_*"
+    run.start(log_dir)
+    for table in ("log_a", "log_b"):
+        assert run.output().count(f"table public.{table} matches --tables but has no primary "
+                                  "key: left out") == 1
+    assert _publication(database, run) == (False, ["keyed"])
+    assert run.stop() == 0
 
 
 def test_keyless_full_sets_replica_identity_full(database, producer_run, log_dir) -> None:
