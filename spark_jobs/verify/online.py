@@ -116,7 +116,14 @@ def _verify_table(spark: Any, source: SourceAt, cut: Cut, schema: str, table: st
     report.lake_version = version
     columns = source.columns(schema, table)
     if not columns:
-        report.error = "not found in PostgreSQL"
+        # Dropped upstream: equal when the drop reached the lake (its table emptied).
+        rows = None if version is None else lake.table_at(
+            spark, f"{config.target.rstrip('/')}/{rel}", version).limit(1).count()
+        if rows == 0:
+            report.dropped = True
+        else:
+            report.error = "not found in PostgreSQL" + (
+                "" if rows is None else " (dropped?), but its lake table holds rows")
         return report
     if version is None:
         report.error = "no lake table at the cut (the merge job has not written it)"

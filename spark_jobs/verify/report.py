@@ -91,6 +91,9 @@ class TableReport:
     direct_columns: list[str] = field(default_factory=list)
     examples: list[Example] = field(default_factory=list)
     error: str | None = None
+    # Not in PostgreSQL, and its lake table at the cut is empty (the drop reached the lake:
+    # docs/merge-job.md "Dropped tables"): nothing to compare, nothing differs.
+    dropped: bool = False
 
     @property
     def clean(self) -> bool:
@@ -202,6 +205,10 @@ def render_text(report: Report) -> list[str]:
     for t in report.tables:
         if t.error is not None:
             lines.append(f"{t.table}: ERROR: {t.error}")
+            continue
+        if t.dropped:
+            lines.append(f"{t.table}: equal: dropped upstream, its lake table is empty (lake "
+                         f"version {t.lake_version if t.lake_version is not None else '-'})")
             continue
         verdict = "equal" if t.clean else "DIFFERS"
         lines.append(f"{t.table}: {verdict}: {t.verified} verified, {t.skipped} skipped,"
