@@ -115,7 +115,7 @@ class DropWatch:
     """The relation ids the publication published at the previous check, and the WAL position
     read before it: one per `pgcdc run` (kept across reconnects, so a table dropped while the
     stream reconnected is found at the next session's first check). A table dropped while
-    pgcdc was stopped is not found (docs/publishing.md "Dropped tables")."""
+    pgcdc was stopped is not found (docs/events.md "Dropped tables")."""
 
     def __init__(self, slot: str, publication: str, *, skip: Iterable[tuple[str, str]] = ()
                  ) -> None:

@@ -724,7 +724,7 @@ class BatchProcessor:
         firsts: dict[int | None, Position] = {}
         for label in set(labels.values()):
             part = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
-                                          if labels[sid] == label})
+                                          if sid in labels and labels[sid] == label})
             row = (decode_topic(frames, topic, part, original).where(F.col(OP).isNotNull())
                    .agg(F.min(F.struct(LSN, IDX))).first())
             if row is not None and row[0] is not None:

@@ -101,6 +101,17 @@ class TableReport:
                                            or self.unresolved_ranges)
 
 
+def not_in_postgresql(report: TableReport, lake_has_rows: bool | None) -> None:
+    """The verdict on a table of the cut that PostgreSQL does not have (dropped upstream):
+    equal when its lake table is empty at the cut (the drop reached the lake), an error when
+    it still holds rows or there is no lake table (`lake_has_rows` None)."""
+    if lake_has_rows is False:
+        report.dropped = True
+    else:
+        report.error = "not found in PostgreSQL" + (
+            "" if lake_has_rows is None else " (dropped?), but its lake table holds rows")
+
+
 @dataclass
 class Report:
     snapshot_lsn: str
