@@ -189,8 +189,9 @@ class TableWatcher:
             return
         emit(self.admin.conn, dropped)
         for drop in dropped:
-            log.info("table %s.%s (relation id %d) was dropped: recorded in the stream; its "
-                     "lake table is emptied", drop.schema, drop.table, drop.relation_id)
+            log.info("table %s.%s (relation id %d) was dropped: recorded in the stream (the "
+                     "merge job empties its lake table)", drop.schema, drop.table,
+                     drop.relation_id)
 
     def _check_partitions(self) -> None:
         """Partitions attached to or detached from a published partitioned table since the
