@@ -11,6 +11,10 @@
   by the ``detach_deletes`` event trigger (connector/replication/detach_trigger.py) in the
   DETACH's transaction; never published as a message, the producer turns them into deletes on
   the root's topic (or drops them when the option is off). Written into the WAL: keep it.
+- `DROP_PREFIX`: a published table dropped upstream (its names, relation id, the slot it is
+  for), written by the table watcher through the admin connection
+  (connector/replication/drops.py); never published as a message, the producer turns it into
+  a drop event on the table's topic. Written into the WAL: keep it.
 """
 
 from connector.pgoutput.lsn import str_to_lsn
@@ -18,6 +22,7 @@ from connector.pgoutput.lsn import str_to_lsn
 HEARTBEAT_PREFIX = "pgcdc.heartbeat"
 WATERMARK_PREFIX = "pgcdc.snapshot"
 DETACH_PREFIX = "pgcdc.detach"
+DROP_PREFIX = "pgcdc.drop"
 
 
 def heartbeat_restart_lsn(content: bytes) -> int | None:

@@ -52,7 +52,7 @@ from connector.errors import (
     first_line,
 )
 from connector.flow import RECONNECT_BACKOFF_S, confirmable, reconnect_delay, status_due
-from connector.names import TableName, table_topic
+from connector.names import SIGNAL_TABLE, TableName, table_topic
 from connector.pgoutput import Decoder, PrimaryKeepalive, Relation, Type, XLogData, lsn_to_str
 from connector.pgtypes import TypeCatalog
 from connector.publisher import Publisher
@@ -63,6 +63,7 @@ from connector.replication import (
     table_trigger,
 )
 from connector.replication.detach_trigger import ensure_detach_trigger, remove_sql
+from connector.replication.drops import DropWatch
 from connector.replication.failover import check_slot_continuity, ensure_failover
 from connector.replication.health import lag_warning
 from connector.replication.standby import (
@@ -161,6 +162,8 @@ class Pipeline:
         # Highest flush LSN sent to the server: what every reconnect's slot must not be ahead of.
         self.sent_flush: int | None = None
         self.resync: DdlResync | None = None  # re-sync after DDL, made by the first session
+        # Published tables' relation ids, kept across reconnects (tables dropped meanwhile).
+        self.drops = DropWatch(cfg.slot, cfg.publication, skip=[SIGNAL_TABLE])
         self._heartbeat_failure: str | None = None  # the last heartbeat's error, if it failed
         # A standby at start (None: a primary); the primary's connection of --heartbeat-dsn.
         self.standby: StandbyFacts | None = None
@@ -574,13 +577,14 @@ class Pipeline:
                               assembler.relations) if self.cfg.detach_deletes else None
         publisher = Publisher(codecs, encoder, sink, tracker, snapshots=snapshots,
                               transaction_topic=self.cfg.transaction_topic, outboxes=outboxes,
-                              detached_roots=roots)
+                              detached_roots=roots, slot=self.cfg.slot)
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication and not standby,
                                keyless=self.cfg.keyless_tables,
                                all_tables_publication=self.cfg.all_tables_publication,
                                resync_partitions=not standby,
-                               detach_deletes=self.cfg.detach_deletes)
+                               detach_deletes=self.cfg.detach_deletes,
+                               drops=self.drops, record_drops=not standby)
         # One for the whole run: what it saw before a reconnect stays its baseline, so DDL
         # made while the stream was reconnecting is still noticed.
         if self.resync is None:

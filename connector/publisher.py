@@ -24,6 +24,15 @@ each key becomes a delete on the root's topic, at the message's position in the 
 partition, comes after it), built exactly as a streamed key-only DELETE: the root's codec
 over a 'K' tuple of text values, the same event for the merge job. Without one (the option
 off, the trigger installed for another pgcdc) the message is dropped.
+
+A ``pgcdc.drop`` message (a published table dropped upstream, written by the table watcher:
+connector/replication/drops.py) is never published as a message either. For this producer's
+slot it becomes the table's drop event on its topic, at the message's position: a truncate
+written with a drop schema of its own (`AvroEncoder.drop`: the dropped relation id and the
+position it was last seen at), so the merge job empties the lake table only if it still holds
+that incarnation or an older one (spark_jobs/rules/incarnation.py), and it is producible
+whatever this session knows of the table (no Relation is needed). A topic that never had an
+event gets none. Messages for another slot are dropped.
 """
 
 from __future__ import annotations
@@ -49,12 +58,13 @@ from connector.avro import (
 from connector.avro.payload import AvroPayload, PayloadCodec, payload_codec
 from connector.control import (
     DETACH_PREFIX,
+    DROP_PREFIX,
     HEARTBEAT_PREFIX,
     WATERMARK_PREFIX,
     heartbeat_restart_lsn,
 )
 from connector.errors import DecodeError
-from connector.names import SIGNAL_TABLE
+from connector.names import SIGNAL_TABLE, table_topic
 from connector.outbox import OutboxRouter, OutboxRoutes, OutboxSetting
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.messages import (
@@ -68,6 +78,7 @@ from connector.pgoutput.messages import (
     Update,
 )
 from connector.pgoutput.timestamps import pg_timestamp_to_ms
+from connector.replication.drops import parse_dropped
 from connector.replication.partitions import detach_deletes, parse_detached_keys
 from connector.sink import Ticket
 
@@ -191,11 +202,13 @@ class Publisher:
     def __init__(self, codecs: CodecFactory, encoder: AvroEncoder, sink: RecordSink,
                  tracker: TicketIssuer, *, snapshots: SnapshotWindows | None = None,
                  transaction_topic: bool = False, outboxes: OutboxRoutes | None = None,
-                 detached_roots: RootLookup | None = None) -> None:
+                 detached_roots: RootLookup | None = None, slot: str | None = None) -> None:
         """`snapshots`: the incremental snapshots this stream serves (None: none; our
         watermark messages are then not published either). `outboxes`: the tables whose
         inserts are routed as outbox events (connector/outbox.py). `detached_roots`: with
-        detach_deletes, how a ``pgcdc.detach`` message's root is found (None: dropped)."""
+        detach_deletes, how a ``pgcdc.detach`` message's root is found (None: dropped).
+        `slot`: this stream's slot, whose ``pgcdc.drop`` messages are applied (None: none)."""
+        self.slot = slot
         self.outboxes = outboxes
         self.detached_roots = detached_roots
         self.codecs = codecs
@@ -288,6 +301,9 @@ class Publisher:
                 assert isinstance(msg, Message)
                 if msg.prefix == DETACH_PREFIX:
                     if not self._detach(msg, source, block_id, total, per_table, ticket):
+                        controls += 1
+                elif msg.prefix == DROP_PREFIX:
+                    if not self._dropped(msg, source, ticket):
                         controls += 1
                 elif not self._publish_message(msg, source, txn.end_lsn, ticket,
                                                transactional=True):
@@ -404,6 +420,34 @@ class Publisher:
         self._events[entry.deleted] += len(tuples)
         return bool(tuples)
 
+    def _dropped(self, msg: Message, source: SourceInfo, ticket: Ticket) -> bool:
+        """A ``pgcdc.drop`` message: the table's drop event on its topic, at `source` (the
+        message's position); True when one was published. A message this stream cannot read
+        stops it (a `DecodeError`): skipping would leave the dropped table's rows."""
+        if self.slot is None:
+            return False
+        try:
+            dropped = parse_dropped(msg.content)
+        except ValueError as exc:
+            raise DecodeError(str(exc), lsn=lsn_to_str(msg.lsn)) from None
+        if dropped.slot != self.slot:  # another pgcdc's table
+            return False
+        codecs = self.codecs
+        topic = table_topic(codecs.prefix, dropped.schema, dropped.table)
+        record = self.encoder.drop(topic, dropped.schema, dropped.table, dropped.relation_id,
+                                   dropped.seen_lsn, source, value_format=codecs.value_format,
+                                   truncate_records=codecs.truncate_records)
+        if record is None or record.value is None:
+            log.info("table %s.%s was dropped; its topic %s has no event, so no drop event",
+                     dropped.schema, dropped.table, topic)
+            return False
+        self.sink.produce_truncate(topic, record.value, ticket)
+        self._events[(f"{dropped.schema}.{dropped.table}", "t")] += 1
+        log.info("table %s.%s (relation id %d) was dropped: drop event on %s at %s",
+                 dropped.schema, dropped.table, dropped.relation_id, topic,
+                 lsn_to_str(source.commit_lsn))
+        return True
+
     def _route(self, entry: _TableEntry, msg: ChangeMessage, ticket: Ticket) -> None:
         """An outbox table's change: an insert is an outbox event on its routed topic; an
         update is ignored as its `on_update` says; deletes (the clean-up) and truncates
@@ -454,7 +498,7 @@ class Publisher:
             if self.snapshots is not None:
                 self.snapshots.watermark(msg.content, end_lsn, ticket)
             return False
-        if msg.prefix == DETACH_PREFIX:  # always transactional; never a user's message
+        if msg.prefix in (DETACH_PREFIX, DROP_PREFIX):  # transactional; never a user's message
             return False
         self._send(self.encoder.message(msg, source), ticket)
         return True

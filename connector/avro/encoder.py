@@ -6,6 +6,7 @@ Table events are written by the table codecs of `connector.avro.codecs.CodecFact
     record = encoder.transaction_begin(xid, commit_lsn, ts_ms)
     record = encoder.transaction_end(xid, commit_lsn, ts_ms, {"public.orders": 3})
     record = encoder.heartbeat(delivered_lsn, restart_lsn=slot_restart_lsn)
+    record = encoder.drop(topic, "public", "orders", relation_id, seen_lsn, SourceInfo(...))
 
 Schemas are registered when a record of their kind is first needed. Control topics:
 ``<prefix>.message`` (key: the message prefix, UTF-8), ``<prefix>.transaction`` (key: the
@@ -17,16 +18,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from connector import __version__
 from connector.pgoutput.messages import Message
 
 from .envelope import SourceInfo
+from .fastavro_io import framed_writer, parse_checked
 from .fixed import fixed_schema
 from .fixed_codec import FixedCodec
-from .registry import SchemaRegistry
-from .schema import render
+from .registry import SchemaRegistry, value_subject
+from .schema import CONNECTOR, drop_schema, render
 
 __all__ = ["AvroEncoder", "Encoded", "transaction_id"]
 
@@ -96,6 +98,30 @@ class AvroEncoder:
         }
         value = self._codec(MESSAGE, self.message_topic).encode(record)
         return Encoded(self.message_topic, message.prefix.encode(), value)
+
+    def drop(self, topic: str, schema: str, table: str, relation_id: int, seen_lsn: int,
+             source: SourceInfo, *, value_format: str = "pgcdc",
+             truncate_records: str | None = None) -> Encoded | None:
+        """The drop event of a table dropped upstream, for its table topic (a truncate under
+        `drop_schema`); None when the topic never had an event (no value subject: nothing in
+        it or in the lake to empty). `source`: the ``pgcdc.drop`` message's position."""
+        if not self.registry.has_subject(value_subject(topic)):
+            return None
+        value_schema = drop_schema(self.prefix, schema, table, relation_id, seen_lsn,
+                                   value_format=value_format, truncate_records=truncate_records)
+        schema_id = self.registry.register_value(topic, render(value_schema))
+        write = framed_writer(parse_checked(value_schema, f"drop event of {topic}"), schema_id)
+        record: dict[str, Any] = {
+            "before": None, "after": None, "op": "t", "ts_ms": _now_ms(), "transaction": None,
+            "unchanged_toast": [], "unparsed": None,
+            "source": {
+                "version": __version__, "connector": CONNECTOR, "name": self.prefix,
+                "ts_ms": source.ts_ms, "snapshot": "false", "db": self.db, "sequence": None,
+                "schema": schema, "table": table, "txId": source.xid, "lsn": source.lsn,
+                "xmin": None, "commit_lsn": source.commit_lsn, "txn_index": source.txn_index,
+            },
+        }
+        return Encoded(topic, None, write(record))
 
     def prepare_heartbeats(self) -> None:
         """Register the heartbeat schema now, while the registry is known to answer (the

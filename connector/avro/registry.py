@@ -256,6 +256,17 @@ class SchemaRegistry:
             raise
         return result
 
+    def has_subject(self, subject: str) -> bool:
+        """Whether `subject` has any version registered."""
+        try:
+            self._call(f"list versions of subject {subject}",
+                       lambda: self._client.get_versions(subject),
+                       passthrough=lambda exc: exc.http_status_code == 404)
+        except SchemaRegistryError as exc:  # only what `passthrough` let through: a 404
+            del exc
+            return False
+        return True
+
     def set_compatibility(self, subject: str, level: str) -> None:
         """Set a subject's compatibility level (BACKWARD, FORWARD, FULL, NONE, *_TRANSITIVE)."""
         self._call(f"set compatibility {level} for subject {subject}",

@@ -164,6 +164,9 @@ RELATION_ID = "pgcdc.relation_id"
 #: and where truncates are written (``truncate_records``; ``none`` by default in that format).
 VALUE_FORMAT = "pgcdc.value_format"
 TRUNCATES = "pgcdc.truncate_records"
+#: The Envelope's attribute of a table's drop event (schemas/README.md "Dropped tables"): the
+#: WAL position before which the dropped table was last seen existing.
+DROPPED = "pgcdc.dropped_after_lsn"
 
 
 def envelope_schema(namespace: str, value_fields: list[dict[str, Any]]) -> dict[str, Any]:
@@ -190,6 +193,24 @@ def envelope_schema(namespace: str, value_fields: list[dict[str, Any]]) -> dict[
              "default": None},
         ],
     }
+
+
+def drop_schema(prefix: str, schema: str, table: str, relation_id: int, seen_lsn: int, *,
+                value_format: str = "pgcdc", truncate_records: str | None = None
+                ) -> dict[str, Any]:
+    """The value schema of a dropped table's drop event: the Envelope with a Value record of
+    no fields (the event is a truncate: `before` and `after` null, so no column is needed and
+    none is guessed), the dropped table's relation id (`RELATION_ID`) and the position it was
+    last seen at (`DROPPED`). Every field of a table's Value has a default, so a registry
+    accepts it after the table's schemas and the next incarnation's after it, in every
+    compatibility mode."""
+    value_schema = envelope_schema(namespace_of(prefix, schema, table), [])
+    value_schema[RELATION_ID] = relation_id
+    value_schema[DROPPED] = seen_lsn
+    if value_format == DEBEZIUM_FORMAT:
+        value_schema[VALUE_FORMAT] = value_format
+        value_schema[TRUNCATES] = truncate_records or "every-partition"
+    return value_schema
 
 
 def derive_table_schemas(relation: Relation, catalog: TypeCatalog, *, prefix: str, db: str,

@@ -15,6 +15,7 @@ from pyspark.sql.avro.functions import from_avro
 from pyspark.sql.types import DataType
 
 from ..rules.changes import IDX, LSN, OP, TOAST, TS, q
+from ..rules.incarnation import drop_of
 from ..rules.names import OFFSET, PARTITION, column_names
 from ..rules.widening import batch_type, exact_cast
 from . import debezium
@@ -54,8 +55,10 @@ class TopicPlan:
         if record is None:
             return None
         own = column_names(record, original)
-        row = (column_names(value_record(self.schemas[max(self.schemas)]), original)
-               if self.schemas else {})
+        # A drop event's schema names no column (`rules/incarnation.py`, drops).
+        changes = [sid for sid, schema in self.schemas.items() if drop_of(schema) is None]
+        row = (column_names(value_record(self.schemas[max(changes)]), original)
+               if changes else {})
         return [row.get(avro, name) for avro, name in own.items()]
 
 

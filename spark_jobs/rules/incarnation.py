@@ -27,6 +27,19 @@ Rules (`decide`), for one table's part of a batch:
 * A new relation id can also come from a restore into another cluster (new oids): the table
   is replaced by the new incarnation's events, which a new slot's initial snapshot provides.
 
+Drops (`Drop`, `drop_applies`): a table dropped upstream gets a drop event (a truncate written
+with a schema of its own, which names the dropped relation id and `seen_lsn`, the WAL position
+before the producer last saw the table: connector/replication/drops.py). The producer writes
+it up to one catalog check (~2 s) after the DROP, so it may come after events of a table
+created again under the name: it is the one event of an incarnation that is not before the
+next incarnation's, so it never counts as an incarnation's first change. It empties the table
+(a truncate at its position) only when the table, after the batch's decision, holds the
+dropped incarnation, or an older one (its first change before `seen_lsn`: it was dropped
+before the dropped table was created, its drop unrecorded), or an unknown one (written before
+relation ids were recorded). A table holding a newer incarnation (first change after
+`seen_lsn`: after the DROP) is left alone: the drop event is superseded like any event of a
+dropped table. A table not created yet is not created for a drop alone.
+
 Pure: the job supplies each incarnation's first position in the batch and applies the
 decision (`delta_sink.SparkDeltaSink.take`, `fast_sink.DeltaRsSink.adopt`).
 """
@@ -37,7 +50,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from connector.avro.schema import RELATION_ID
+from connector.avro.schema import DROPPED, RELATION_ID
 
 from .changes import Position
 
@@ -78,6 +91,33 @@ def of_schema(schema: Mapping[str, Any]) -> int | None:
     """The relation id a value schema was written for (None: a schema without one)."""
     value = schema.get(RELATION_ID)
     return value if isinstance(value, int) else None
+
+
+@dataclass(frozen=True)
+class Drop:
+    """A drop event's schema: the dropped incarnation, and the WAL position before which
+    the producer last saw it existing."""
+
+    relation_id: int
+    seen_lsn: int
+
+
+def drop_of(schema: Mapping[str, Any]) -> Drop | None:
+    """The drop a value schema was written for (None: a schema of changes)."""
+    seen, relation_id = schema.get(DROPPED), schema.get(RELATION_ID)
+    if not isinstance(seen, int) or not isinstance(relation_id, int):
+        return None
+    return Drop(relation_id, seen)
+
+
+def drop_applies(table: Incarnation | None, drop: Drop, exists: bool) -> bool:
+    """Whether a drop event empties the table: `table` is the incarnation it holds after the
+    batch's decision (`Decision.table`), `exists` whether there is a table (or the batch
+    creates one)."""
+    if not exists:
+        return False
+    return (table is None or table.relation_id == drop.relation_id
+            or table.since.commit_lsn < drop.seen_lsn)
 
 
 def decide(current: Incarnation | None, firsts: Mapping[int | None, Position]) -> Decision:

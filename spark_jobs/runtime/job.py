@@ -49,7 +49,7 @@ from ..rules.cut_policy import (
     records_cut,
     stale_warning,
 )
-from ..rules.incarnation import Incarnation, decide, of_schema
+from ..rules.incarnation import Incarnation, decide, drop_applies, drop_of, of_schema
 from ..rules.names import OFFSET, PARTITION, TableId, table_of
 from ..sinks import FAST_MERGE
 from ..sinks.dead_letter import write_dead_letters
@@ -658,6 +658,11 @@ class BatchProcessor:
         labels = {label for schema in plan.schemas.values()
                   if (label := of_schema(schema)) is not None}
         current = sink.state.incarnation
+        if any(drop_of(schema) for schema in plan.schemas.values()) and not (
+                current is not None and labels == {current.relation_id}):
+            # A drop of the incarnation the table holds is a truncate like any; the others
+            # (`rules/incarnation.py` drop_applies) are Spark's.
+            raise Declined("a table dropped upstream")
         if labels and not (current is not None and labels == {current.relation_id}):
             # A new table takes its only incarnation when created (`adopt`); anything else
             # (a table re-created upstream, an existing table learning its relation id) is
@@ -688,7 +693,8 @@ class BatchProcessor:
         table does not hold it yet (else None: `_incarnation` decides)."""
         labels = {of_schema(schema) for schema in plan.schemas.values()}
         current = sink.state.incarnation
-        if len(labels) != 1 or None in labels:
+        if len(labels) != 1 or None in labels or any(
+                drop_of(schema) for schema in plan.schemas.values()):
             return None
         label = labels.pop()
         return None if current is not None and current.relation_id == label else label
@@ -712,21 +718,29 @@ class BatchProcessor:
                      sink: SparkDeltaSink, original: bool) -> TopicPlan:
         """The plan of the events the table's upstream incarnation takes
         (`spark_jobs/rules/incarnation.py`), the table replaced or labelled first when needed."""
-        labels = {sid: of_schema(schema) for sid, schema in plan.schemas.items()}
+        drops = {sid: drop for sid, schema in plan.schemas.items()
+                 if (drop := drop_of(schema)) is not None}
+        # A drop event is never an incarnation's first change (it may follow the next one's).
+        labels = {sid: of_schema(schema) for sid, schema in plan.schemas.items()
+                  if sid not in drops}
         current = sink.state.incarnation
-        if set(labels.values()) <= {None, current.relation_id if current else None}:
+        if not drops and set(labels.values()) <= {None, current.relation_id if current else None}:
             return plan
         firsts: dict[int | None, Position] = {}
         for label in set(labels.values()):
             part = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
-                                          if labels[sid] == label})
+                                          if sid in labels and labels[sid] == label})
             row = (decode_topic(frames, topic, part, original).where(F.col(OP).isNotNull())
                    .agg(F.min(F.struct(LSN, IDX))).first())
             if row is not None and row[0] is not None:
                 firsts[label] = Position(*row[0])
         decision = decide(current, firsts)
+        changes = {sid for sid, label in labels.items() if label in decision.keep}
+        exists = bool(changes) or sink.exists(self._session())
+        emptied = {sid for sid, drop in drops.items()
+                   if drop_applies(decision.table, drop, exists)}
         kept = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
-                                      if labels[sid] in decision.keep})
+                                      if sid in changes | emptied})
         if decision.table is not None and decision.changes(current) and kept.schemas:
             if decision.replace and self.history is not None:  # first: a re-run redoes both
                 self.history.replaced(table_of(topic))

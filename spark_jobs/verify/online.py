@@ -38,6 +38,7 @@ from .report import (
     differing_ranges,
     direct_differences,
     drill_plan,
+    not_in_postgresql,
     range_count,
 )
 from .source_side import SourceAt
@@ -116,7 +117,9 @@ def _verify_table(spark: Any, source: SourceAt, cut: Cut, schema: str, table: st
     report.lake_version = version
     columns = source.columns(schema, table)
     if not columns:
-        report.error = "not found in PostgreSQL"
+        # Dropped upstream: equal when the drop reached the lake (its table emptied).
+        not_in_postgresql(report, None if version is None else bool(lake.table_at(
+            spark, f"{config.target.rstrip('/')}/{rel}", version).limit(1).count()))
         return report
     if version is None:
         report.error = "no lake table at the cut (the merge job has not written it)"

@@ -91,11 +91,25 @@ class TableReport:
     direct_columns: list[str] = field(default_factory=list)
     examples: list[Example] = field(default_factory=list)
     error: str | None = None
+    # Not in PostgreSQL, and its lake table at the cut is empty (the drop reached the lake:
+    # docs/merge-job.md "Dropped tables"): nothing to compare, nothing differs.
+    dropped: bool = False
 
     @property
     def clean(self) -> bool:
         return self.error is None and not (self.missing or self.extra or self.differing
                                            or self.unresolved_ranges)
+
+
+def not_in_postgresql(report: TableReport, lake_has_rows: bool | None) -> None:
+    """The verdict on a table of the cut that PostgreSQL does not have (dropped upstream):
+    equal when its lake table is empty at the cut (the drop reached the lake), an error when
+    it still holds rows or there is no lake table (`lake_has_rows` None)."""
+    if lake_has_rows is False:
+        report.dropped = True
+    else:
+        report.error = "not found in PostgreSQL" + (
+            "" if lake_has_rows is None else " (dropped?), but its lake table holds rows")
 
 
 @dataclass
@@ -202,6 +216,10 @@ def render_text(report: Report) -> list[str]:
     for t in report.tables:
         if t.error is not None:
             lines.append(f"{t.table}: ERROR: {t.error}")
+            continue
+        if t.dropped:
+            lines.append(f"{t.table}: equal: dropped upstream, its lake table is empty (lake "
+                         f"version {t.lake_version if t.lake_version is not None else '-'})")
             continue
         verdict = "equal" if t.clean else "DIFFERS"
         lines.append(f"{t.table}: {verdict}: {t.verified} verified, {t.skipped} skipped,"

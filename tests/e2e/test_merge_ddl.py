@@ -8,7 +8,9 @@
 * a primary key dropped (rows inserted without one), then added on other columns;
 * a table dropped and created again with another key and other column types, once after its
   rows were merged and once in the transaction that changed it last;
-* `-0` in a float8 key.
+* `-0` in a float8 key;
+* drops (issue 46): a table dropped, and one dropped and created again empty, after their rows
+  were merged: the lake tables end empty (the drop event), their history closed.
 
 Every Delta table ends equal to its PostgreSQL table, no event is dead-lettered, and a
 `--replay` rebuild is equal too; history tables of the re-created tables start again."""
@@ -35,7 +37,8 @@ pytestmark = pytest.mark.e2e
 SCHEMA = "ddl"
 ODD = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers",
        "_cdc_op", "_kafka_partition"]
-TABLES = ["odd", "retype", "keys", "defaults", "floats", "t", "u"]
+TABLES = ["odd", "retype", "keys", "defaults", "floats", "t", "u", "empty"]
+GONE = "gone"  # dropped: no PostgreSQL table to compare with, its lake table ends empty
 
 CREATE = f"""
 CREATE SCHEMA {SCHEMA};
@@ -49,6 +52,10 @@ CREATE TABLE {SCHEMA}.defaults (id int PRIMARY KEY, m {SCHEMA}.mood,
 CREATE TABLE {SCHEMA}.floats (k float8 PRIMARY KEY, v text);
 CREATE TABLE {SCHEMA}.t (id int PRIMARY KEY, v text);
 CREATE TABLE {SCHEMA}.u (id int PRIMARY KEY, v text);
+CREATE TABLE {SCHEMA}.{GONE} (id int PRIMARY KEY, v text);
+CREATE TABLE {SCHEMA}.empty (id int PRIMARY KEY, v text);
+INSERT INTO {SCHEMA}.{GONE} SELECT i, 'gone' || i FROM generate_series(1, 3) i;
+INSERT INTO {SCHEMA}.empty SELECT i, 'old' || i FROM generate_series(1, 2) i;
 INSERT INTO {SCHEMA}.odd VALUES ('a', {", ".join(str(i) for i in range(1, len(ODD)))});
 INSERT INTO {SCHEMA}.retype SELECT i, i::text FROM generate_series(1, 3) i;
 INSERT INTO {SCHEMA}.keys VALUES (1, 1, 'one');
@@ -75,6 +82,11 @@ DDL = [
     # t: the old table's rows were merged before; the new one, other key and types, alone.
     f"DROP TABLE {SCHEMA}.t",
     f"CREATE TABLE {SCHEMA}.t (k text PRIMARY KEY, v bigint, w text)",
+    # Drops: the lake learns them from the producer's drop events (the old t's too, which
+    # must not empty the new t: its rows may come before the drop event).
+    f"DROP TABLE {SCHEMA}.{GONE}",
+    f"DROP TABLE {SCHEMA}.empty",
+    f"CREATE TABLE {SCHEMA}.empty (id int PRIMARY KEY, v text)",
 ]
 # u: a change of the old table, then the new one, in one transaction (its rows arrive by the
 # snapshot pgcdc takes of a table joining the publication).
@@ -91,7 +103,7 @@ def _merge(spark: SparkSession, kafka: Any, registry: Any, prefix: str, target: 
     stats = run_merge(spark, MergeConfig(
         bootstrap_servers=kafka.bootstrap, schema_registry_url=registry.url,
         target=str(target), topic_prefix=prefix, trigger="available-now",
-        history=(f"{SCHEMA}.t", f"{SCHEMA}.u"), **kw))
+        history=(f"{SCHEMA}.t", f"{SCHEMA}.u", f"{SCHEMA}.{GONE}", f"{SCHEMA}.empty"), **kw))
     assert stats.dead_letters == 0 and not stats.failed_tables, stats.failed_tables
     return stats
 
@@ -104,7 +116,8 @@ def _differences(spark: SparkSession, dsn: str, target: Path) -> list[str]:
         result = compare(table, pg_rows(dsn, SCHEMA, table),
                          lake_rows(spark, str(target / SCHEMA / table), keys[table]))
         out += result.differences
-    return out
+    gone = spark.read.format("delta").load(str(target / SCHEMA / GONE)).count()
+    return out + ([f"{GONE}: {gone} row(s) in the lake after its DROP"] if gone else [])
 
 
 def _history(target: Path, table: str) -> list[tuple[Any, ...]]:
@@ -153,7 +166,7 @@ def test_ddl_heavy_workload_ends_with_equal_tables(
     producer.wait_caught_up()
 
     differences: list[str] = ["not merged yet"]
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 300  # a loaded machine: a merge can take a minute
     while differences and time.monotonic() < deadline:  # until the re-syncs are in
         _merge(spark, kafka, registry, producer.prefix, target)
         differences = _differences(spark, pg18.dsn, target)
@@ -173,7 +186,10 @@ def test_ddl_heavy_workload_ends_with_equal_tables(
     assert not _differences(spark, pg18.dsn, rebuilt)
     # The history of a re-created table starts again with it: its current versions are the
     # table, and streaming and the rebuild agree.
-    for table in ("t", "u"):
+    for table in ("t", "u", "empty"):
         current = [v for v in _history(target, table) if "True" in v]
         assert len(current) == len(pg_rows(pg18.dsn, SCHEMA, table).rows), table
         assert _history(target, table) == _history(rebuilt, table), table
+    # The dropped table's history keeps its versions, every one closed at the drop.
+    history = _history(target, GONE)
+    assert len(history) == 3 and not [v for v in history if "True" in v], history

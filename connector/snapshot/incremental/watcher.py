@@ -32,6 +32,11 @@ trigger would need superuser rights to install):
 * A table that no longer matches ``--tables`` (renamed, moved to another schema) is removed
   from the publication when pgcdc manages it; one that left the publication (dropped, removed
   by hand, or so) is logged. Its topic stays.
+* A published table dropped (its relation id, remembered from the previous check, exists no
+  more; `connector.replication.drops.DropWatch`): a ``pgcdc.drop`` message records it in the
+  WAL, which the producer turns into a drop event on its topic, so the lake table is emptied
+  (docs/events.md "Dropped tables"). A standby cannot write it: a warning names the statement
+  to run on the primary.
 * A partition attached to a published partitioned table (or created as its partition) while
   pgcdc runs: PostgreSQL streams none of the rows it held before, so an incremental snapshot of
   that partition alone reads them into the topic it is published to (the root's with
@@ -65,6 +70,7 @@ from connector.errors import SourceError, first_line, is_privilege_error
 from connector.names import SIGNAL_TABLE, TableName
 from connector.replication import ReplicationAdmin
 from connector.replication.admin import keyless_left_out, managed_patterns
+from connector.replication.drops import DropWatch, emit, standby_hint
 from connector.replication.partitions import leaf_changes
 
 from . import signals
@@ -80,8 +86,13 @@ class TableWatcher:
     def __init__(self, admin: ReplicationAdmin, publication: str, patterns: list[str],
                  slot: str, *, manage_publication: bool, keyless: str = "refuse",
                  all_tables_publication: bool = False, resync_partitions: bool = True,
-                 detach_deletes: bool = False) -> None:
+                 detach_deletes: bool = False, drops: DropWatch | None = None,
+                 record_drops: bool = True) -> None:
+        """`drops`: the run's `DropWatch` (None: drops are not looked for); `record_drops`:
+        False on a standby (it cannot write the message: a warning says what to run)."""
         self.admin = admin
+        self.drops = drops
+        self.record_drops = record_drops
         self.publication = publication
         self.slot = slot
         self.keyless = keyless
@@ -168,6 +179,27 @@ class TableWatcher:
             log.info("table %s is no longer published (dropped, renamed, or removed from "
                      "publication %s); its topic is kept", name, self.publication)
         self.published = published
+        self._check_drops()
+
+    def _check_drops(self) -> None:
+        """Tables published at the previous check and dropped since: recorded in the WAL
+        (``pgcdc.drop``), or, on a standby, a warning with the statement to run."""
+        if self.drops is None:
+            return
+        dropped = self.drops.check(self.admin.conn)
+        if not dropped:
+            return
+        if not self.record_drops:
+            for drop in dropped:
+                log.warning("table %s.%s (relation id %d) was dropped: this standby cannot "
+                            "record it, so its lake table keeps its rows; run on the primary: "
+                            "%s", drop.schema, drop.table, drop.relation_id, standby_hint(drop))
+            return
+        emit(self.admin.conn, dropped)
+        for drop in dropped:
+            log.info("table %s.%s (relation id %d) was dropped: recorded in the stream (the "
+                     "merge job empties its lake table)", drop.schema, drop.table,
+                     drop.relation_id)
 
     def _check_partitions(self) -> None:
         """Partitions attached to or detached from a published partitioned table since the

@@ -3,9 +3,17 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from connector.avro.schema import RELATION_ID
+from connector.avro.schema import DROPPED, RELATION_ID
 from spark_jobs.rules.changes import Position
-from spark_jobs.rules.incarnation import Decision, Incarnation, decide, of_schema
+from spark_jobs.rules.incarnation import (
+    Decision,
+    Drop,
+    Incarnation,
+    decide,
+    drop_applies,
+    drop_of,
+    of_schema,
+)
 
 OLD = Incarnation(100, Position(50, 0))
 
@@ -98,3 +106,42 @@ def test_the_spark_path_decides_one_new_incarnation_from_the_decoded_part():
     sink.state.incarnation = Incarnation(7, Position(1, 0))
     assert one_new(plan(7), sink) is None
     assert one_new(plan(8), sink) == 8
+
+
+# Drops (connector/replication/drops.py): the drop event of relation 100, last seen existing
+# before WAL position 70 (the DROP committed after it).
+DROP_OLD = Drop(100, 70)
+
+
+def test_a_drop_schema_names_the_dropped_incarnation_and_where_it_was_last_seen():
+    assert drop_of({"type": "record", RELATION_ID: 100, DROPPED: 70}) == DROP_OLD
+    assert drop_of({"type": "record", RELATION_ID: 100}) is None  # a schema of changes
+
+
+def test_a_drop_empties_the_table_holding_the_dropped_incarnation():
+    # Alone in the batch, or after the incarnation's own changes: the decision keeps the table.
+    for firsts in ({}, {100: Position(60, 0)}):
+        decision = decide(OLD, firsts)
+        assert drop_applies(decision.table, DROP_OLD, exists=True)
+    # A new table whose first events are in the batch with its drop: created, then emptied.
+    assert drop_applies(decide(None, {100: Position(60, 0)}).table, DROP_OLD, exists=True)
+
+
+def test_a_drop_empties_a_table_holding_an_older_or_an_unknown_incarnation():
+    older = Incarnation(50, Position(20, 0))  # dropped before 100 was created, unrecorded
+    assert drop_applies(decide(older, {}).table, DROP_OLD, exists=True)
+    assert drop_applies(decide(None, {}).table, DROP_OLD, exists=True)  # no relation id
+
+
+def test_a_drop_never_empties_the_incarnation_created_again_after_it():
+    # The re-created table's events (first at 80, after the DROP) precede the drop event in
+    # the stream: in an earlier batch, or in the same one (the decision takes the new table).
+    newer = Incarnation(200, Position(80, 0))
+    assert not drop_applies(decide(newer, {}).table, DROP_OLD, exists=True)
+    same_batch = decide(OLD, {100: Position(60, 0), 200: Position(80, 0)})
+    assert same_batch.table == newer
+    assert not drop_applies(same_batch.table, DROP_OLD, exists=True)
+
+
+def test_a_drop_alone_creates_no_table():
+    assert not drop_applies(decide(None, {}).table, DROP_OLD, exists=False)

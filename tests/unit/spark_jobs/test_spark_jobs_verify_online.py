@@ -28,6 +28,7 @@ from spark_jobs.verify.report import (
     direct_differences,
     drill_plan,
     exit_code,
+    not_in_postgresql,
     range_count,
     render_json,
     render_text,
@@ -183,6 +184,20 @@ def test_exit_codes_and_rendering() -> None:
     report.tables.append(TableReport("s.c", error="columns missing in the lake: ['x']"))
     assert exit_code(report) == 1
     assert "s.c: ERROR: columns missing in the lake" in "\n".join(render_text(report))
+
+
+def test_a_table_dropped_upstream_is_equal_only_when_its_lake_table_is_empty() -> None:
+    emptied, kept, never = TableReport("s.d", lake_version=4), TableReport("s.e"), \
+        TableReport("s.f")
+    not_in_postgresql(emptied, lake_has_rows=False)
+    not_in_postgresql(kept, lake_has_rows=True)
+    not_in_postgresql(never, lake_has_rows=None)
+    assert emptied.clean and exit_code(Report("0/10", "0/20", [emptied])) == 0
+    assert "s.d: equal: dropped upstream, its lake table is empty (lake version 4)" in \
+        render_text(Report("0/10", "0/20", [emptied]))
+    assert kept.error == "not found in PostgreSQL (dropped?), but its lake table holds rows"
+    assert never.error == "not found in PostgreSQL"
+    assert exit_code(Report("0/10", "0/20", [emptied, kept])) == 1
 
 
 def test_unresolved_ranges_are_not_clean() -> None:
