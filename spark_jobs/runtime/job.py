@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -49,6 +50,7 @@ from ..rules.cut_policy import (
     records_cut,
     stale_warning,
 )
+from ..rules.expiry import read_to_listed
 from ..rules.incarnation import Incarnation, decide, of_schema
 from ..rules.names import OFFSET, PARTITION, TableId, table_of
 from ..sinks.dead_letter import write_dead_letters
@@ -217,6 +219,8 @@ class BatchProcessor:
         self._sinks: dict[str, TableSink] = {}
         self.lease: Lease | None = None  # the writer lease of the target (`lake/lease.py`)
         self.lease_lost: str | None = None  # why the job stopped: another job took the lake
+        self.query: StreamingQuery | None = None  # its progress reports (`_read_to_listed`)
+        self._expiry_waits = False  # a due expiry waits for a batch that read all there was
         # Tables of a batch are written concurrently: their Delta commits, log reads and small
         # jobs leave cores idle when run one after another.
         self._pool = ThreadPoolExecutor(
@@ -290,7 +294,7 @@ class BatchProcessor:
         now = time.time_ns() // 1_000_000
         previous = self.beats.latest(batch_id) or initial(None, {}, now)
         heartbeat, restart = self._process(batch, batch_id, None)
-        self._expire(previous.expiry, batch_id)
+        self._expire(previous.expiry, batch_id, lambda: self._read_to_listed(batch_id - 1))
         with CLOCK.timing("commit"):
             self.beats.write_state(after(previous, batch_id, None, heartbeat, None, None, {},
                                          False, now, restart))
@@ -342,15 +346,31 @@ class BatchProcessor:
         if warning:
             log.warning("batch %d: %s", batch_id, warning)
 
+    def _read_to_listed(self, batch_id: int) -> bool:
+        """Whether batch `batch_id` read every partition to the offsets Spark listed, as the
+        expiry argument needs of the batch before the one expiring: always without a batch
+        limit; with one, when Spark's report of that batch says so (`expiry.read_to_listed`)."""
+        if self.config.batch_limit is None:
+            return True
+        query = self.query
+        return read_to_listed(query.lastProgress if query is not None else None, batch_id)
+
     @CLOCK.timed("maintenance")
-    def _expire(self, bound_: int | None, batch_id: int) -> None:
+    def _expire(self, bound_: int | None, batch_id: int,
+                 read_all: Callable[[], bool] = lambda: True) -> None:
         """Tombstone expiry (`expiry`), every --maintenance-every batches: the tombstones of
         the tables this run has met that are below `bound_`, the previous batch's persisted
         `CutState.expiry` (a re-run batch deletes with the same bound: a no-op). With
         --consistent-cuts it runs after the batch's tombstone versions were taken for its cut
-        (`pgcdc verify` reads them)."""
+        (`pgcdc verify` reads them). `read_all`: whether the previous batch read all there was
+        (`_read_to_listed`); if not, the expiry waits for the next batch after one that did."""
         every = self.config.maintenance_every
-        if bound_ is None or not every or batch_id % every:
+        if bound_ is None or not every or (batch_id % every and not self._expiry_waits):
+            return
+        self._expiry_waits = not read_all()
+        if self._expiry_waits:
+            log.info("batch %d: tombstone expiry waits for a batch after one that read all "
+                     "there was (--max-offsets-per-trigger)", batch_id)
             return
         with self._lock:
             sinks = [m for s in self._sinks.values()
@@ -945,8 +965,8 @@ def kafka_stream(spark: SparkSession, config: MergeConfig) -> DataFrame:
               .option("kafka.fetch.max.wait.ms", "10")
               # New table topics are found on the consumer's metadata refresh.
               .option("kafka.metadata.max.age.ms", "10000"))
-    if config.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
+    if config.batch_limit:
+        reader = reader.option("maxOffsetsPerTrigger", str(config.batch_limit))
     for key, val in config.kafka_options.items():
         reader = reader.option(key, val)
     return reader.load()
@@ -999,6 +1019,7 @@ def start_merge(spark: SparkSession, config: MergeConfig,
     except BaseException:
         processor.close()
         raise
+    processor.query = query[0]
     metrics.watch_query(query[0])
     return query[0], processor
 
