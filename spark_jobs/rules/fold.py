@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .changes import IDX, LSN, OP, TOAST, EventId, Position
+from .changes import IDX, LSN, OP, TOAST, EventId, Position, truncate_position
 
 Row = dict[str, Any]
 
@@ -43,6 +43,21 @@ def key_of(row: Row, key: Sequence[str]) -> tuple[Any, ...]:
 def after_position(rows: Iterable[Row], cut: Position | None) -> list[Row]:
     """`changes.after_position`: the changes strictly after a truncate."""
     return [r for r in rows if cut is None or position(r) > cut]
+
+
+def truncate_cut(rows: Iterable[Row], cut: Position | None) -> Position | None:
+    """Where a table stands cut after a batch (`changes.truncate_position`): its cut so far
+    `cut` or the batch's last truncate, whichever is later. A truncate is a cut in the table's
+    events: every row and tombstone before it goes (`changes.before_position`), and of the
+    batch only the changes after it apply (`row_changes`), in order, as after a delete-all at
+    its position; a truncate at or before the cut so far changes nothing."""
+    return truncate_position([cut, *(position(r) for r in rows if r[OP] == "t")])
+
+
+def row_changes(rows: Iterable[Row], cut: Position | None) -> list[Row]:
+    """`changes.row_changes` after `changes.after_position`: the batch's changes the table
+    cut at `cut` still applies (no truncate: they are placed by `truncate_cut`)."""
+    return [r for r in after_position(rows, cut) if r[OP] != "t"]
 
 
 def latest_per_key(rows: Iterable[Row], key: Sequence[str], toast: Iterable[str] = ()

@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, Position
+from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, Position, before_position
 from spark_jobs.rules.fold import (
     after_position,
     latest_per_key,
     newest_tombstones,
     not_deleted_later,
+    row_changes,
+    truncate_cut,
 )
 
 
@@ -70,3 +72,20 @@ def test_truncate_cut_and_newest_tombstones() -> None:
     assert after_position(rows, None) == rows
     tombs = [{"k": 1, LSN: 5, IDX: 0}, {"k": 1, LSN: 9, IDX: 0}, {"k": 2, LSN: 1, IDX: 0}]
     assert sorted((t["k"], t[LSN]) for t in newest_tombstones(tombs, ["k"])) == [(1, 9), (2, 1)]
+
+
+def test_a_truncate_is_a_cut_in_the_tables_events() -> None:
+    """The batch's last truncate cuts the table unless its cut so far is later; of the batch,
+    only the changes after the cut apply, in order, and no truncate itself."""
+    batch = [row(1, "c", 10), row(None, "t", 20), row(2, "c", 25), row(None, "t", 30, 2),
+             row(3, "c", 30, 3), row(4, "u", 30, 1), row(None, "t", 20)]  # a copy of one
+    assert truncate_cut(batch, None) == Position(30, 2)
+    assert truncate_cut(batch, Position(25, 0)) == Position(30, 2)
+    assert truncate_cut(batch, Position(40, 0)) == Position(40, 0)  # an older truncate: none
+    assert truncate_cut([row(1, "c", 10)], Position(5, 0)) == Position(5, 0)
+    assert truncate_cut([row(1, "c", 10)], None) is None
+    assert [r["k"] for r in row_changes(batch, Position(30, 2))] == [3]
+    assert [r["k"] for r in row_changes(batch, None)] == [1, 2, 3, 4]
+    # what the cut deletes from the table and its tombstones (Spark and DataFusion SQL)
+    assert before_position(Position(30, 2)) == (
+        f"{LSN} < 30 OR ({LSN} = 30 AND {IDX} < 2)")
