@@ -281,7 +281,10 @@ class BatchProcessor:
             self._with_expiry(batch, batch_id)
         else:
             self._process(batch, batch_id, None)
-        metrics.observe_phases(CLOCK.take())
+        phases = CLOCK.take()
+        metrics.observe_phases(phases)
+        log.info("batch %d: seconds per phase (summed over table threads): %s", batch_id,
+                 ", ".join(f"{phase} {spent:.2f}" for phase, spent in phases.items()))
 
     def _with_expiry(self, batch: DataFrame, batch_id: int) -> None:
         """A batch of plain streaming with tombstone expiry: applied as any, then expiry with
