@@ -581,14 +581,17 @@ class BatchProcessor:
     def _split(self, plans: dict[str, TopicPlan]) -> BatchSplit:
         """The batch's topics with events to write between the fast path's rounds and Spark
         (`rounds.split_batch`): the fast path can take a topic whose events have one key
-        schema, when fast merge is on."""
-        fast = ({t for t, p in plans.items() if len(key_groups(p)) == 1}
+        schema, when fast merge is on; or one key schema beside events without a key, which
+        may be the table's truncates (a truncate has no key): `_fast` declines the topic when
+        they are not."""
+        fast = ({t for t, p in plans.items() if len(groups := key_groups(p)) == 1
+                 or (len(groups) == 2 and groups[0] is None)}
                 if self.config.fast_merge_on else set())
         return split_batch({t: p.events for t, p in plans.items() if p.schemas}, fast,
                            self.config.fast_merge_max_events)
 
     def _submit(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
-                records: list[tuple[int, bytes, int, int]] | None, cut: BatchCut | None
+                records: list[Record] | None, cut: BatchCut | None
                 ) -> tuple[str, TopicPlan, Future[list[DataFrame]]]:
         return topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
                                               records, cut)
@@ -610,17 +613,17 @@ class BatchProcessor:
         return dead
 
     def _fast_records(self, frames: DataFrame, plans: dict[str, TopicPlan], topics: list[str]
-                      ) -> dict[str, list[tuple[int, bytes, int, int]]]:
-        """Topic → (schema id, body, partition, offset) of its decodable records, for one
-        round of the fast path (`_split`): one Spark job for the round's topics."""
+                      ) -> dict[str, list[Record]]:
+        """Topic → its decodable records (`Record`), for one round of the fast path
+        (`_split`): one Spark job for the round's topics."""
         wanted = F.col("topic").isin(topics) & F.col(PROBLEM).isNull()
-        out: dict[str, list[tuple[int, bytes, int, int]]] = {t: [] for t in topics}
-        table = frames.where(wanted).select("topic", SCHEMA_ID, BODY, "partition", "offset"
-                                            ).toArrow()
-        for topic, sid, body, partition, offset in zip(
-                *(table.column(i).to_pylist() for i in range(5)), strict=True):
+        out: dict[str, list[Record]] = {t: [] for t in topics}
+        table = frames.where(wanted).select("topic", SCHEMA_ID, BODY, "partition", "offset",
+                                            KEY_SCHEMA_ID).toArrow()
+        for topic, sid, body, partition, offset, key_sid in zip(
+                *(table.column(i).to_pylist() for i in range(6)), strict=True):
             if sid in plans[topic].schemas:
-                out[topic].append((sid, body, partition, offset))
+                out[topic].append((sid, body, partition, offset, key_sid))
         return out
 
     def _writer(self, sid: int, schema: dict[str, Any], original: bool
@@ -635,7 +638,7 @@ class BatchProcessor:
         return found
 
     def _by_delta_rs(self, table: TableId, plan: TopicPlan,
-                     records: list[tuple[int, bytes, int, int]], batch_id: int, topic: str,
+                     records: list[Record], batch_id: int, topic: str,
                      cut: BatchCut | None) -> TableApplied | None:
         """The table's part of the batch through delta-rs (`fast_sink`); None when Spark
         must do it (declined before anything was written, or delta-rs failed: Spark finishes
@@ -658,7 +661,7 @@ class BatchProcessor:
         return None
 
     def _fast(self, table: TableId, plan: TopicPlan,
-              records: list[tuple[int, bytes, int, int]], batch_id: int, topic: str,
+              records: list[Record], batch_id: int, topic: str,
               cut: BatchCut | None) -> TableApplied:
         """The table's part of the batch through delta-rs. Raises Declined (or NotForRows)
         before writing anything when Spark must do it."""
@@ -672,7 +675,12 @@ class BatchProcessor:
                 if types.setdefault(column, type_) != type_:
                     raise Declined(f"column {column} has several types in the batch")
         with CLOCK.timing("decode"):
-            batch = decode_rows(((sid, body) for sid, body, _, _ in records), writers)
+            batch = decode_rows(((r[0], r[1]) for r in records), writers)
+        if any(r[4] is None and row[OP] != "t" for r, row in zip(records, batch.rows,
+                                                                  strict=True)) and any(
+                r[4] is not None for r in records):
+            # (events without a key beside keyed ones that are no truncate: `_split`)
+            raise Declined("several key schemas in one batch")
         labels = {label for schema in plan.schemas.values()
                   if (label := of_schema(schema)) is not None}
         current = sink.state.incarnation
@@ -754,7 +762,7 @@ class BatchProcessor:
 
     @CLOCK.timed("merge")
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
-               records: list[tuple[int, bytes, int, int]] | None = None,
+               records: list[Record] | None = None,
                cut: BatchCut | None = None) -> list[DataFrame]:
         """One table's part of the batch: through delta-rs when the fast path takes it
         (`records`: its decodable records), else through Spark; then what was applied goes
@@ -896,6 +904,10 @@ def _newest_spark(session: SparkSession, path: str) -> int | None:
 
 def _lsn(value: int | None) -> str:
     return "none" if value is None else lsn_to_str(value)
+
+
+# A record the fast path decodes: (schema id, Avro body, partition, offset, key schema id).
+Record = tuple[int, bytes, int, int, int | None]
 
 
 def key_groups(plan: TopicPlan) -> list[int | None]:
