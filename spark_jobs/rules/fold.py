@@ -25,8 +25,15 @@ def event_id(row: Row) -> EventId:
     return EventId(row[LSN], row[IDX], 0 if row[OP] == "d" else 1)
 
 
+# Key values that compare in Python as Spark compares them, hashed as they are (the usual
+# keys: tested first, as a batch computes a key per change).
+_AS_IS = frozenset({int, str, bytes, bool, type(None)})
+
+
 def _comparable(value: Any) -> Any:
     """A hashable stand-in for a key value with Spark's equality."""
+    if type(value) in _AS_IS:
+        return value
     if isinstance(value, float):
         return "NaN" if math.isnan(value) else value + 0.0  # -0.0 + 0.0 == 0.0
     if isinstance(value, list):
@@ -37,6 +44,8 @@ def _comparable(value: Any) -> Any:
 
 
 def key_of(row: Row, key: Sequence[str]) -> tuple[Any, ...]:
+    if len(key) == 1:
+        return (_comparable(row[key[0]]),)
     return tuple(_comparable(row[k]) for k in key)
 
 
@@ -65,6 +74,15 @@ def latest_per_key(rows: Iterable[Row], key: Sequence[str], toast: Iterable[str]
     """`changes.latest_per_key`: the last change per key by position; a column in `toast`
     takes its value from the key's last change (up to the winner) that carried it, and stays
     named in `_cdc_toast` only when none did."""
+    toast = [c for c in dict.fromkeys(toast) if c not in key]
+    if not toast:  # the last change per key, in one pass (ties: the last to arrive, as below)
+        last: dict[tuple[Any, ...], Row] = {}
+        for row in rows:
+            k = key_of(row, key)
+            held = last.get(k)
+            if held is None or (row[LSN], row[IDX]) >= (held[LSN], held[IDX]):
+                last[k] = row
+        return list(last.values())
     by_key: dict[tuple[Any, ...], list[Row]] = {}
     for row in rows:
         by_key.setdefault(key_of(row, key), []).append(row)

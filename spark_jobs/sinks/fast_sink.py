@@ -173,8 +173,10 @@ class DeltaRsSink:
         if table is not None:
             self._check_columns(batch.columns, types)
         merge_key = list(key) if key else [LSN, IDX]
-        cut = fold.truncate_cut(batch.rows, state.truncate_cut)
-        rows = fold.row_changes(batch.rows, cut)
+        cut = (fold.truncate_cut(batch.rows, state.truncate_cut) if batch.truncates
+               else state.truncate_cut)
+        rows = (fold.row_changes(batch.rows, cut) if batch.truncates or cut is not None
+                else batch.rows)
         latest = fold.latest_per_key(rows, merge_key, sorted(batch.toast))
         tombstones = self._open(tombstones=True) if state.has_tombstones else None
         if tombstones is not None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, Position, before_position
 from spark_jobs.rules.fold import (
     after_position,
@@ -27,6 +30,19 @@ def test_last_change_per_key_wins_whatever_the_arrival_order() -> None:
             row(1, "u", 20, 1, v="c")]
     got = {r["k"]: r["v"] for r in latest_per_key(rows, ["k"])}
     assert got == {1: "c", 2: "x"}
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 1, -0.0, 0.0, float("nan"), "a", None]),
+                          st.integers(1, 4), st.integers(0, 2), st.integers(0, 9)),
+                max_size=30))
+def test_the_one_pass_without_toast_picks_what_the_sorted_fold_picks(
+        changes: list[tuple[Any, int, int, int]]) -> None:
+    """Without TOAST columns the last change per key is found in one pass; a TOAST column
+    no change holds takes the sorted path, whose winners are the same rows (duplicates at
+    one position: the last to arrive)."""
+    rows = [row(k, "u", lsn, idx, v=v) for k, lsn, idx, v in changes]
+    one_pass = latest_per_key(rows, ["k"])
+    assert [id(r) for r in one_pass] == [id(r) for r in latest_per_key(rows, ["k"], ["absent"])]
 
 
 def test_unchanged_toast_takes_the_last_carried_value_or_stays_unchanged() -> None:
