@@ -776,7 +776,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--events", type=int, default=1_000_000, help="backlog events, 0 = skip")
-    p.add_argument("--max-offsets-per-trigger", type=int, default=None)
+    p.add_argument("--max-offsets-per-trigger", type=int, default=0,
+                   help="bound the backlog's batches (default 0: one batch)")
     p.add_argument("--many-tables", type=int, default=0, metavar="N",
                    help="N tables, a few changes each, one batch (fast path); 0 = skip")
     p.add_argument("--many-tables-baseline", type=int, default=40, metavar="N",

@@ -72,6 +72,13 @@ def after_position(df: DataFrame, position: Position | None) -> DataFrame:
     return df.where((F.col(LSN) > lsn) | ((F.col(LSN) == lsn) & (F.col(IDX) > idx)))
 
 
+def before_position(position: Position) -> str:
+    """The rows (and tombstones) a truncate at `position` removes, as SQL (Spark and
+    DataFusion): those written by a change strictly before it."""
+    lsn, idx = position
+    return f"{LSN} < {int(lsn)} OR ({LSN} = {int(lsn)} AND {IDX} < {int(idx)})"
+
+
 def truncate_position(positions: Iterable[Position | None]) -> Position | None:
     """Where truncates leave a table: only the last one matters, since it removes every row
     older than itself, including rows that earlier truncates kept."""

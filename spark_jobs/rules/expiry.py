@@ -7,13 +7,20 @@ of k with `commit_lsn <= P` can reach the job again. Batch N expires the tombsto
 `commit_lsn < min(W, R)` of the heartbeats read in batches up to N-2 (`expiry_bound`; W the
 producer's delivered LSN, R its slot's restart_lsn, both carried by each heartbeat), a bound
 derived only from state persisted after batch N-1, so a re-run batch computes the same bound.
-Where the argument does not hold (no heartbeats, uneven reads, --format parquet, ...), nothing
+The argument needs batch N-1 to have read every partition to the end offsets Spark listed for
+it: where `--max-offsets-per-trigger` bounds batches, batch N expires only when Spark's report
+of batch N-1 says so (`read_to_listed`; otherwise, and when the report is not there, as after a
+restart, the expiry waits for the next batch that can: expiring later is always safe).
+Where the argument does not hold (no heartbeats, available-now, --format parquet, ...), nothing
 is expired and the job says so at start (`MergeConfig.expiry_off`).
 
 The argument: docs/design/tombstone-expiry.md.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from .changes import LSN
 
@@ -29,3 +36,16 @@ def expiry_bound(heartbeat_lsn: int | None, restart_lsn: int | None) -> int | No
 def expired_predicate(bound: int) -> str:
     """The tombstones bound B expires, as SQL (Spark and delta-rs): commit_lsn < B."""
     return f"{LSN} < {int(bound)}"
+
+
+def read_to_listed(progress: Mapping[str, Any] | None, batch_id: int) -> bool:
+    """Whether Spark's progress report `progress` (a StreamingQueryProgress as a mapping) says
+    batch `batch_id` read every partition to the latest offsets Spark listed when it planned
+    it: the report is that batch's and each Kafka source's `maxOffsetsBehindLatest` is 0.
+    False when unknown: no report, another batch's (an idle trigger's, a restarted query's
+    first batch), or no source metrics."""
+    if not progress or progress.get("batchId") != batch_id:
+        return False
+    sources = progress.get("sources") or []
+    behind = [(s.get("metrics") or {}).get("maxOffsetsBehindLatest") for s in sources]
+    return bool(behind) and all(b is not None and float(b) == 0 for b in behind)

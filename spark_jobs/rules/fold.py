@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .changes import IDX, LSN, OP, TOAST, EventId, Position
+from .changes import IDX, LSN, OP, TOAST, EventId, Position, truncate_position
 
 Row = dict[str, Any]
 
@@ -25,8 +25,15 @@ def event_id(row: Row) -> EventId:
     return EventId(row[LSN], row[IDX], 0 if row[OP] == "d" else 1)
 
 
+# Key values that compare in Python as Spark compares them, hashed as they are (the usual
+# keys: tested first, as a batch computes a key per change).
+_AS_IS = frozenset({int, str, bytes, bool, type(None)})
+
+
 def _comparable(value: Any) -> Any:
     """A hashable stand-in for a key value with Spark's equality."""
+    if type(value) in _AS_IS:
+        return value
     if isinstance(value, float):
         return "NaN" if math.isnan(value) else value + 0.0  # -0.0 + 0.0 == 0.0
     if isinstance(value, list):
@@ -37,6 +44,8 @@ def _comparable(value: Any) -> Any:
 
 
 def key_of(row: Row, key: Sequence[str]) -> tuple[Any, ...]:
+    if len(key) == 1:
+        return (_comparable(row[key[0]]),)
     return tuple(_comparable(row[k]) for k in key)
 
 
@@ -45,11 +54,35 @@ def after_position(rows: Iterable[Row], cut: Position | None) -> list[Row]:
     return [r for r in rows if cut is None or position(r) > cut]
 
 
+def truncate_cut(rows: Iterable[Row], cut: Position | None) -> Position | None:
+    """Where a table stands cut after a batch (`changes.truncate_position`): its cut so far
+    `cut` or the batch's last truncate, whichever is later. A truncate is a cut in the table's
+    events: every row and tombstone before it goes (`changes.before_position`), and of the
+    batch only the changes after it apply (`row_changes`), in order, as after a delete-all at
+    its position; a truncate at or before the cut so far changes nothing."""
+    return truncate_position([cut, *(position(r) for r in rows if r[OP] == "t")])
+
+
+def row_changes(rows: Iterable[Row], cut: Position | None) -> list[Row]:
+    """`changes.row_changes` after `changes.after_position`: the batch's changes the table
+    cut at `cut` still applies (no truncate: they are placed by `truncate_cut`)."""
+    return [r for r in after_position(rows, cut) if r[OP] != "t"]
+
+
 def latest_per_key(rows: Iterable[Row], key: Sequence[str], toast: Iterable[str] = ()
                    ) -> list[Row]:
     """`changes.latest_per_key`: the last change per key by position; a column in `toast`
     takes its value from the key's last change (up to the winner) that carried it, and stays
     named in `_cdc_toast` only when none did."""
+    toast = [c for c in dict.fromkeys(toast) if c not in key]
+    if not toast:  # the last change per key, in one pass (ties: the last to arrive, as below)
+        last: dict[tuple[Any, ...], Row] = {}
+        for row in rows:
+            k = key_of(row, key)
+            held = last.get(k)
+            if held is None or (row[LSN], row[IDX]) >= (held[LSN], held[IDX]):
+                last[k] = row
+        return list(last.values())
     by_key: dict[tuple[Any, ...], list[Row]] = {}
     for row in rows:
         by_key.setdefault(key_of(row, key), []).append(row)

@@ -26,6 +26,9 @@ from ..sinks import (
 
 AVAILABLE_NOW = "available-now"
 MAX_TABLES_AT_ONCE = 16  # the default --parallel-tables on a big cluster (`tables_at_once`)
+# The default bound of a micro-batch, in Kafka records (`batch_limit`): a few triggers' worth at
+# a high rate, so a batch that overran its trigger is not followed by one several times larger.
+BATCH_LIMIT = 250_000
 _INTERVAL = re.compile(r"^(\d+)\s*(ms|s|sec|seconds?|m|min|minutes?)$")
 
 
@@ -40,6 +43,7 @@ class MergeConfig:
     format: str = "delta"  # a registered lake format (spark_jobs/sinks/__init__.py)
     trigger: str = "10s"  # an interval or "available-now"
     replay: bool = False
+    # Kafka records one micro-batch reads at most (None: BATCH_LIMIT; 0: everything there).
     max_offsets_per_trigger: int | None = None
     dead_letter: str | None = None  # default <target>/_pgcdc/dead_letter
     partition_by: tuple[str, ...] = ()
@@ -74,8 +78,8 @@ class MergeConfig:
         lake_format(self.format)  # raises for a format not in the registry
         if self.trigger != AVAILABLE_NOW and not _INTERVAL.match(self.trigger):
             raise ValueError(f"--trigger must be an interval like 10s or {AVAILABLE_NOW}")
-        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 1:
-            raise ValueError("--max-offsets-per-trigger must be positive")
+        if self.max_offsets_per_trigger is not None and self.max_offsets_per_trigger < 0:
+            raise ValueError("--max-offsets-per-trigger must be positive (0: unbounded)")
         if not 0 <= self.metrics_port <= 65535:
             raise ValueError(f"--metrics-port must be 0-65535, not {self.metrics_port}")
         if self.parallel_tables < 0:
@@ -116,7 +120,9 @@ class MergeConfig:
             raise ValueError(f"--consistent-cuts records {supporting(CUTS)} versions: "
                              f"{self.lake_format.about or 'not --format ' + self.format} "
                              "(see docs/merge-job.md)")
-        uneven = self.uneven_reading
+        uneven = self.uneven_reading or (
+            "--max-offsets-per-trigger leaves some partitions behind the offsets listed"
+            if self.max_offsets_per_trigger else None)
         if uneven:
             raise ValueError(f"--consistent-cuts needs batches that read to the latest offsets "
                              f"Spark listed, after a previous batch: {uneven}")
@@ -136,15 +142,25 @@ class MergeConfig:
                                  "abfss:// or gs://")
 
     @property
+    def batch_limit(self) -> int | None:
+        """The Kafka records one micro-batch reads at most (Spark's `maxOffsetsPerTrigger`;
+        None: all there are): `--max-offsets-per-trigger`, by default `BATCH_LIMIT`, so a
+        streaming job that fell behind catches up in batches of a bounded size rather than in
+        ever larger ones; available-now and --replay still read everything, in several batches.
+        None with --consistent-cuts (its argument needs batches that read to the offsets Spark
+        listed, `_check_cuts`) and with 0."""
+        if self.max_offsets_per_trigger is None:
+            return None if self.consistent_cuts else BATCH_LIMIT
+        return self.max_offsets_per_trigger or None
+
+    @property
     def uneven_reading(self) -> str | None:
         """Why batches may not read to the latest offsets Spark listed, one after another
-        (None: they do). The heartbeat arguments (rules/cut_policy.py, rules/expiry.py) need
-        them to."""
+        (None: they do, or a bounded batch says it did not: `expiry.read_to_listed`). The
+        heartbeat arguments (rules/cut_policy.py, rules/expiry.py) need them to."""
         if self.available_now:
             return ("available-now and --replay read what is there and stop: no batch after "
                     "the one that read a heartbeat")
-        if self.max_offsets_per_trigger is not None:
-            return "--max-offsets-per-trigger leaves some partitions behind the offsets listed"
         return None
 
     @property
@@ -295,7 +311,10 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     p.add_argument("--replay", action="store_true",
                    help="read every topic from earliest to latest into an empty target, stop")
     p.add_argument("--max-offsets-per-trigger", type=int, metavar="N",
-                   help="bound a micro-batch to N Kafka records (default: everything there)")
+                   help="bound a micro-batch to N Kafka records, so a job that fell behind "
+                        "catches up in batches of that size (available-now reads everything, "
+                        f"in several batches) (default {BATCH_LIMIT}; 0: everything there; "
+                        "with --consistent-cuts: everything there, and N is refused)")
     p.add_argument("--dead-letter", help="default TARGET/_pgcdc/dead_letter")
     p.add_argument("--partition-by", type=_csv, default=(), help="comma-separated columns")
     p.add_argument("--parallel-tables", type=int, default=0,
@@ -337,8 +356,9 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
     p.add_argument("--maintenance-every", type=int, default=20, metavar="N",
                    help="compact a table and its tombstones every N batches the fast path "
                         "applied to it; expire tombstones every N batches once the "
-                        "producer's heartbeats vouch for them (not with available-now, "
-                        "--replay or --max-offsets-per-trigger) (default 20; 0: never)")
+                        "producer's heartbeats vouch for them (not with available-now or "
+                        "--replay; after a batch that --max-offsets-per-trigger bounded, at "
+                        "the next one that read all there was) (default 20; 0: never)")
     p.add_argument("--consistent-cuts", action="store_true",
                    help="apply only changes the producer's heartbeats vouch for and record "
                         "each transaction-consistent cut in TARGET/_pgcdc/cuts (needs "

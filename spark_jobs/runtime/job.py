@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
@@ -49,6 +50,7 @@ from ..rules.cut_policy import (
     records_cut,
     stale_warning,
 )
+from ..rules.expiry import read_to_listed
 from ..rules.incarnation import Incarnation, decide, drop_applies, drop_of, of_schema
 from ..rules.names import OFFSET, PARTITION, TableId, table_of
 from ..sinks import FAST_MERGE
@@ -218,6 +220,8 @@ class BatchProcessor:
         self._sinks: dict[str, TableSink] = {}
         self.lease: Lease | None = None  # the writer lease of the target (`lake/lease.py`)
         self.lease_lost: str | None = None  # why the job stopped: another job took the lake
+        self.query: StreamingQuery | None = None  # its progress reports (`_read_to_listed`)
+        self._expiry_waits = False  # a due expiry waits for a batch that read all there was
         # Tables of a batch are written concurrently: their Delta commits, log reads and small
         # jobs leave cores idle when run one after another.
         self._pool = ThreadPoolExecutor(
@@ -278,7 +282,10 @@ class BatchProcessor:
             self._with_expiry(batch, batch_id)
         else:
             self._process(batch, batch_id, None)
-        metrics.observe_phases(CLOCK.take())
+        phases = CLOCK.take()
+        metrics.observe_phases(phases)
+        log.info("batch %d: seconds per phase (summed over table threads): %s", batch_id,
+                 ", ".join(f"{phase} {spent:.2f}" for phase, spent in phases.items()))
 
     def _with_expiry(self, batch: DataFrame, batch_id: int) -> None:
         """A batch of plain streaming with tombstone expiry: applied as any, then expiry with
@@ -291,7 +298,7 @@ class BatchProcessor:
         now = time.time_ns() // 1_000_000
         previous = self.beats.latest(batch_id) or initial(None, {}, now)
         heartbeat, restart = self._process(batch, batch_id, None)
-        self._expire(previous.expiry, batch_id)
+        self._expire(previous.expiry, batch_id, lambda: self._read_to_listed(batch_id - 1))
         with CLOCK.timing("commit"):
             self.beats.write_state(after(previous, batch_id, None, heartbeat, None, None, {},
                                          False, now, restart))
@@ -343,15 +350,31 @@ class BatchProcessor:
         if warning:
             log.warning("batch %d: %s", batch_id, warning)
 
+    def _read_to_listed(self, batch_id: int) -> bool:
+        """Whether batch `batch_id` read every partition to the offsets Spark listed, as the
+        expiry argument needs of the batch before the one expiring: always without a batch
+        limit; with one, when Spark's report of that batch says so (`expiry.read_to_listed`)."""
+        if self.config.batch_limit is None:
+            return True
+        query = self.query
+        return read_to_listed(query.lastProgress if query is not None else None, batch_id)
+
     @CLOCK.timed("maintenance")
-    def _expire(self, bound_: int | None, batch_id: int) -> None:
+    def _expire(self, bound_: int | None, batch_id: int,
+                 read_all: Callable[[], bool] = lambda: True) -> None:
         """Tombstone expiry (`expiry`), every --maintenance-every batches: the tombstones of
         the tables this run has met that are below `bound_`, the previous batch's persisted
         `CutState.expiry` (a re-run batch deletes with the same bound: a no-op). With
         --consistent-cuts it runs after the batch's tombstone versions were taken for its cut
-        (`pgcdc verify` reads them)."""
+        (`pgcdc verify` reads them). `read_all`: whether the previous batch read all there was
+        (`_read_to_listed`); if not, the expiry waits for the next batch after one that did."""
         every = self.config.maintenance_every
-        if bound_ is None or not every or batch_id % every:
+        if bound_ is None or not every or (batch_id % every and not self._expiry_waits):
+            return
+        self._expiry_waits = not read_all()
+        if self._expiry_waits:
+            log.info("batch %d: tombstone expiry waits for a batch after one that read all "
+                     "there was (--max-offsets-per-trigger)", batch_id)
             return
         with self._lock:
             sinks = [m for s in self._sinks.values()
@@ -559,8 +582,11 @@ class BatchProcessor:
     def _split(self, plans: dict[str, TopicPlan]) -> BatchSplit:
         """The batch's topics with events to write between the fast path's rounds and Spark
         (`rounds.split_batch`): the fast path can take a topic whose events have one key
-        schema, when fast merge is on."""
-        fast = ({t for t, p in plans.items() if len(key_groups(p)) == 1}
+        schema, when fast merge is on; or one key schema beside events without a key, which
+        may be the table's truncates (a truncate has no key): `_fast` declines the topic when
+        they are not."""
+        fast = ({t for t, p in plans.items() if len(groups := key_groups(p)) == 1
+                 or (len(groups) == 2 and groups[0] is None)}
                 if self.config.fast_merge_on else set())
         split = split_batch({t: p.events for t, p in plans.items() if p.schemas}, fast,
                             self.config.fast_merge_max_events)
@@ -570,7 +596,7 @@ class BatchProcessor:
         return split
 
     def _submit(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
-                records: list[tuple[int, bytes, int, int]] | None, cut: BatchCut | None
+                records: list[Record] | None, cut: BatchCut | None
                 ) -> tuple[str, TopicPlan, Future[list[DataFrame]]]:
         return topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
                                               records, cut)
@@ -592,17 +618,17 @@ class BatchProcessor:
         return dead
 
     def _fast_records(self, frames: DataFrame, plans: dict[str, TopicPlan], topics: list[str]
-                      ) -> dict[str, list[tuple[int, bytes, int, int]]]:
-        """Topic → (schema id, body, partition, offset) of its decodable records, for one
-        round of the fast path (`_split`): one Spark job for the round's topics."""
+                      ) -> dict[str, list[Record]]:
+        """Topic → its decodable records (`Record`), for one round of the fast path
+        (`_split`): one Spark job for the round's topics."""
         wanted = F.col("topic").isin(topics) & F.col(PROBLEM).isNull()
-        out: dict[str, list[tuple[int, bytes, int, int]]] = {t: [] for t in topics}
-        table = frames.where(wanted).select("topic", SCHEMA_ID, BODY, "partition", "offset"
-                                            ).toArrow()
-        for topic, sid, body, partition, offset in zip(
-                *(table.column(i).to_pylist() for i in range(5)), strict=True):
+        out: dict[str, list[Record]] = {t: [] for t in topics}
+        table = frames.where(wanted).select("topic", SCHEMA_ID, BODY, "partition", "offset",
+                                            KEY_SCHEMA_ID).toArrow()
+        for topic, sid, body, partition, offset, key_sid in zip(
+                *(table.column(i).to_pylist() for i in range(6)), strict=True):
             if sid in plans[topic].schemas:
-                out[topic].append((sid, body, partition, offset))
+                out[topic].append((sid, body, partition, offset, key_sid))
         return out
 
     def _writer(self, sid: int, schema: dict[str, Any], original: bool
@@ -617,7 +643,7 @@ class BatchProcessor:
         return found
 
     def _by_delta_rs(self, table: TableId, plan: TopicPlan,
-                     records: list[tuple[int, bytes, int, int]], batch_id: int, topic: str,
+                     records: list[Record], batch_id: int, topic: str,
                      cut: BatchCut | None) -> TableApplied | None:
         """The table's part of the batch through delta-rs (`fast_sink`); None when Spark
         must do it (declined before anything was written, or delta-rs failed: Spark finishes
@@ -640,7 +666,7 @@ class BatchProcessor:
         return None
 
     def _fast(self, table: TableId, plan: TopicPlan,
-              records: list[tuple[int, bytes, int, int]], batch_id: int, topic: str,
+              records: list[Record], batch_id: int, topic: str,
               cut: BatchCut | None) -> TableApplied:
         """The table's part of the batch through delta-rs. Raises Declined (or NotForRows)
         before writing anything when Spark must do it."""
@@ -654,7 +680,12 @@ class BatchProcessor:
                 if types.setdefault(column, type_) != type_:
                     raise Declined(f"column {column} has several types in the batch")
         with CLOCK.timing("decode"):
-            batch = decode_rows(((sid, body) for sid, body, _, _ in records), writers)
+            batch = decode_rows(((r[0], r[1]) for r in records), writers)
+        if any(r[4] is None and row[OP] != "t" for r, row in zip(records, batch.rows,
+                                                                  strict=True)) and any(
+                r[4] is not None for r in records):
+            # (events without a key beside keyed ones that are no truncate: `_split`)
+            raise Declined("several key schemas in one batch")
         labels = {label for schema in plan.schemas.values()
                   if (label := of_schema(schema)) is not None}
         current = sink.state.incarnation
@@ -750,7 +781,7 @@ class BatchProcessor:
 
     @CLOCK.timed("merge")
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
-               records: list[tuple[int, bytes, int, int]] | None = None,
+               records: list[Record] | None = None,
                cut: BatchCut | None = None) -> list[DataFrame]:
         """One table's part of the batch: through delta-rs when the fast path takes it
         (`records`: its decodable records), else through Spark; then what was applied goes
@@ -894,6 +925,10 @@ def _lsn(value: int | None) -> str:
     return "none" if value is None else lsn_to_str(value)
 
 
+# A record the fast path decodes: (schema id, Avro body, partition, offset, key schema id).
+Record = tuple[int, bytes, int, int, int | None]
+
+
 def key_groups(plan: TopicPlan) -> list[int | None]:
     """The key schema ids of a topic's events in a batch, one group each when there are
     several (None: events without a key); one group for all when every event has the same
@@ -964,8 +999,8 @@ def kafka_stream(spark: SparkSession, config: MergeConfig) -> DataFrame:
               .option("kafka.fetch.max.wait.ms", "10")
               # New table topics are found on the consumer's metadata refresh.
               .option("kafka.metadata.max.age.ms", "10000"))
-    if config.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(config.max_offsets_per_trigger))
+    if config.batch_limit:
+        reader = reader.option("maxOffsetsPerTrigger", str(config.batch_limit))
     for key, val in config.kafka_options.items():
         reader = reader.option(key, val)
     return reader.load()
@@ -1018,6 +1053,7 @@ def start_merge(spark: SparkSession, config: MergeConfig,
     except BaseException:
         processor.close()
         raise
+    processor.query = query[0]
     metrics.watch_query(query[0])
     return query[0], processor
 

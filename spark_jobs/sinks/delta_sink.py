@@ -22,6 +22,7 @@ from ..rules.changes import (
     TOAST,
     Position,
     after_position,
+    before_position,
     latest_per_key,
     q,
     row_changes,
@@ -279,7 +280,7 @@ class SparkDeltaSink:
         """Remove rows (and tombstones) older than the truncate and remember its position, so
         a duplicate older change arriving later is dropped too."""
         lsn, idx = position
-        older = f"{LSN} < {lsn} OR ({LSN} = {lsn} AND {IDX} < {idx})"
+        older = before_position(position)
         DeltaTable.forPath(spark, self.path).delete(older)
         if self.state.has_tombstones:
             DeltaTable.forPath(spark, self.tomb_path).delete(older)

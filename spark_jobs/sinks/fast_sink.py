@@ -8,9 +8,12 @@ MERGEs with the same plan (`plan.merge_plan`, rendered for DataFusion), idempote
 with the same Delta application transaction ids (`txn` actions) the Spark path writes.
 
 What stays with Spark (`Declined`, decided before anything is written): backlogs (big
-batches), truncates, new columns and type changes, several key schemas in one batch, new
-tables with column mapping, undecodable events (dead letters) and any table delta-rs cannot
-write. A table may go either way from batch to batch: both paths read and write the same
+batches), new columns and type changes, several key schemas in one batch, new tables with
+column mapping, undecodable events (dead letters) and any table delta-rs cannot write. A
+truncate stays here: a cut in the table's events (`fold.truncate_cut`), applied as the Spark
+path applies it (`SparkDeltaSink._truncate`: rows and tombstones before it deleted, its position
+recorded in the table's properties, last), then the changes after it.
+A table may go either way from batch to batch: both paths read and write the same
 tables and tombstones, and a batch one path committed part of is finished by the other
 without applying anything twice (txn ids, position guards)."""
 
@@ -38,12 +41,18 @@ from ..events.rows import TopicRows
 from ..lake.phases import CLOCK
 from ..lake.storage import options_for
 from ..rules import fold
-from ..rules.changes import IDX, LSN, META, OP, TOAST
+from ..rules.changes import IDX, LSN, META, OP, TOAST, Position, before_position
 from ..rules.expiry import expired_predicate
 from ..rules.incarnation import Incarnation
 from ..rules.plan import DATAFUSION, merge_plan
 from ..rules.widening import column_change
-from .delta_state import META_FIELDS, ConfigurationError, DeltaTableState
+from .delta_state import (
+    META_FIELDS,
+    TRUNCATE_IDX,
+    TRUNCATE_LSN,
+    ConfigurationError,
+    DeltaTableState,
+)
 
 log = logging.getLogger(__name__)
 TOAST_TYPE = pa.list_(pa.string())
@@ -156,8 +165,6 @@ class DeltaRsSink:
         column, as the Spark path would decode it). Raises Declined before writing anything
         when the Spark path must do it."""
         state = self.state
-        if batch.truncates:
-            raise Declined("a truncate")
         table = self._open()
         if table is not None and not state.loaded:
             self._learn(table)
@@ -166,7 +173,10 @@ class DeltaRsSink:
         if table is not None:
             self._check_columns(batch.columns, types)
         merge_key = list(key) if key else [LSN, IDX]
-        rows = fold.after_position(batch.rows, state.truncate_cut)
+        cut = (fold.truncate_cut(batch.rows, state.truncate_cut) if batch.truncates
+               else state.truncate_cut)
+        rows = (fold.row_changes(batch.rows, cut) if batch.truncates or cut is not None
+                else batch.rows)
         latest = fold.latest_per_key(rows, merge_key, sorted(batch.toast))
         tombstones = self._open(tombstones=True) if state.has_tombstones else None
         if tombstones is not None:
@@ -186,37 +196,66 @@ class DeltaRsSink:
             raise Declined("the first tombstones of a table with column mapping")
 
         app = f"{state.app_id}:{state.path}"
-        if table is None:
-            table = self._create(batch.columns, types, app)
+        if table is None:  # created cut: its properties hold the batch's truncate
+            table = self._create(batch.columns, types, app, cut)
             live = [r for r in latest if r[OP] != "d"]
             if live and not self._done(state.path, table, app, batch_id):
                 write_deltalake(table, _arrow(live, pa.schema(table.schema().to_arrow())),
                                 mode="append", commit_properties=_txn(app, batch_id),
                                 post_commithook_properties=HOOKS)
                 state.handles.committed(state.path, table, app, batch_id)
-        elif latest and not self._done(state.path, table, app, batch_id):
-            assert state.columns is not None
-            target = pa.schema(table.schema().to_arrow())
-            source = pa.schema([target.field(c) for c in batch.columns]
-                               + [target.field(m) for m in META]
-                               + [pa.field(TOAST, TOAST_TYPE)])
-            plan = merge_plan(merge_key, batch.columns, state.columns, sorted(batch.toast),
-                              DATAFUSION)
-            before = table.version()
-            (table.merge(_arrow(latest, source), plan.on, source_alias="s", target_alias="t",
-                         streamed_exec=False, commit_properties=_txn(app, batch_id),
-                         post_commithook_properties=HOOKS)
-             .when_matched_delete(plan.delete_when)
-             .when_matched_update(plan.update_set, plan.update_when)
-             .when_not_matched_insert(plan.insert_values, plan.insert_when)
-             .execute())
-            if table.version() != before:  # (a MERGE that changes nothing commits nothing)
-                state.handles.committed(state.path, table, app, batch_id)
+        else:
+            if cut != state.truncate_cut:
+                assert cut is not None
+                self._truncate(table, tombstones, cut)
+            if latest and not self._done(state.path, table, app, batch_id):
+                self._merge(table, batch, latest, merge_key, app, batch_id)
         if deletes:
             self._add_tombstones(table, tombstones, deletes, merge_key, batch_id)
         state.fast_batches += 1
         if maintain_every and state.fast_batches % maintain_every == 0:
             self.maintain()
+
+    def _merge(self, table: DeltaTable, batch: TopicRows, latest: list[dict[str, Any]],
+               merge_key: list[str], app: str, batch_id: int) -> None:
+        """The batch's winning changes MERGEd into the existing table (`plan.merge_plan`)."""
+        state = self.state
+        assert state.columns is not None
+        target = pa.schema(table.schema().to_arrow())
+        source = pa.schema([target.field(c) for c in batch.columns]
+                           + [target.field(m) for m in META]
+                           + [pa.field(TOAST, TOAST_TYPE)])
+        plan = merge_plan(merge_key, batch.columns, state.columns, sorted(batch.toast),
+                          DATAFUSION)
+        before = table.version()
+        (table.merge(_arrow(latest, source), plan.on, source_alias="s", target_alias="t",
+                     streamed_exec=False, commit_properties=_txn(app, batch_id),
+                     post_commithook_properties=HOOKS)
+         .when_matched_delete(plan.delete_when)
+         .when_matched_update(plan.update_set, plan.update_when)
+         .when_not_matched_insert(plan.insert_values, plan.insert_when)
+         .execute())
+        if table.version() != before:  # (a MERGE that changes nothing commits nothing)
+            state.handles.committed(state.path, table, app, batch_id)
+
+    def _truncate(self, table: DeltaTable, tomb: DeltaTable | None, cut: Position) -> None:
+        """`SparkDeltaSink._truncate` through delta-rs: the rows and tombstones before the
+        cut deleted, then the cut recorded in the table's properties (last: a batch re-run
+        after a crash in between finds the old cut and deletes again, which is a no-op)."""
+        state = self.state
+        older = before_position(cut)
+        # These commits carry no batch: the txn versions known stay (no log read to find them).
+        app, tomb_app = f"{state.app_id}:{state.path}", f"{state.app_id}:{state.tomb_path}"
+        txn = state.handles.transaction_version(state.path, table, app)
+        table.delete(older, post_commithook_properties=HOOKS)
+        if tomb is not None:
+            tomb_txn = state.handles.transaction_version(state.tomb_path, tomb, tomb_app)
+            tomb.delete(older, post_commithook_properties=HOOKS)
+            state.handles.committed(state.tomb_path, tomb, tomb_app, tomb_txn)
+        table.alter.set_table_properties(_cut_properties(cut), raise_if_not_exists=False)
+        state.handles.committed(state.path, table, app, txn)
+        state.truncate_cut = cut
+        log.info("%s: truncated before %s", self.state.path, cut)
 
     @CLOCK.timed("maintenance")
     def maintain(self) -> None:
@@ -268,10 +307,11 @@ class DeltaRsSink:
             if column_change(have, types[c])[0] != "same":
                 raise Declined(f"column {c} changed type")
 
-    def _create(self, columns: Sequence[str], types: dict[str, DataType], app: str
-                ) -> DeltaTable:
+    def _create(self, columns: Sequence[str], types: dict[str, DataType], app: str,
+                cut: Position | None = None) -> DeltaTable:
         """The table, as the Spark path creates it: the batch's columns, then the metadata;
-        with every property in its first commit."""
+        with every property in its first commit, the truncate `cut` of its first batch too
+        (an empty table has nothing before it to delete)."""
         state = self.state
         missing = [c for c in state.partition_by if c not in columns]
         if missing:
@@ -282,7 +322,8 @@ class DeltaRsSink:
         table = state.handles.keep(state.path, DeltaTable.create(
             state.path, DeltaSchema.from_json(schema.json()), mode="ignore",
             partition_by=state.partition_by or None,
-            configuration=state.create_properties() or None,
+            configuration={**state.create_properties(),
+                           **(_cut_properties(cut) if cut else {})} or None,
             storage_options=options_for(state.path), post_commithook_properties=HOOKS,
             raise_if_key_not_exists=False))  # pgcdc's own properties beside Delta's
         created = table.version() == 0  # (not an existing table: "ignore")
@@ -316,6 +357,11 @@ class DeltaRsSink:
                         mode="append", commit_properties=_txn(app, batch_id),
                         post_commithook_properties=HOOKS)
         state.handles.committed(state.tomb_path, tomb, app, batch_id)
+
+
+def _cut_properties(cut: Position) -> dict[str, str]:
+    """The table properties recording a truncate cut (`DeltaTableState.learn` reads them)."""
+    return {TRUNCATE_LSN: str(cut.commit_lsn), TRUNCATE_IDX: str(cut.txn_index)}
 
 
 def _tombstones(deletes: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:

@@ -140,16 +140,24 @@ def test_a_target_filled_without_cuts_gets_none_below_what_it_holds(
     assert _at(target, cuts[0].versions["public/t"]) == {10: 2, 60: 1}
 
 
-@pytest.mark.parametrize(("fast_merge", "cuts"), [("off", True), ("auto", True),
-                                                 ("auto", False)])
+class _Progress:
+    """What the job reads of its StreamingQuery: Spark's report of the last batch."""
+    lastProgress: dict[str, Any] | None = None  # noqa: N815 - Spark's name
+
+
+@pytest.mark.parametrize(("fast_merge", "cuts", "limit"), [
+    ("off", True, None), ("auto", True, None), ("auto", False, 0), ("auto", False, None)])
 def test_tombstones_expire_below_heartbeats_two_batches_old(
-        spark: SparkSession, tmp_path: Path, fast_merge: str, cuts: bool,
+        spark: SparkSession, tmp_path: Path, fast_merge: str, cuts: bool, limit: int | None,
         caplog: pytest.LogCaptureFixture) -> None:
     """Batch 2 expires below min(W, R) = min(30, 25) of batch 0's heartbeat: the tombstone at
     20 goes, the one at 27 stays; batch 2 crashes after the expiry and its re-run deletes with
     the same bound (from batch 1's persisted state). Through Spark and through delta-rs, with
     --consistent-cuts (whose cut keeps the tombstones' version from before the expiry, for
-    `pgcdc verify`) and without (the heartbeat state alone, under _pgcdc/heartbeats)."""
+    `pgcdc verify`) and without (the heartbeat state alone, under _pgcdc/heartbeats). Where
+    batches are bounded (the default --max-offsets-per-trigger), batch 2 expires only when
+    Spark's report of batch 1 says it read all there was: the run first reports batch 1 as
+    left behind, and the expiry waits for the re-run, told otherwise."""
     topic, schemas = _setup()
 
     def change(op: str, lsn: int, id_: int) -> tuple[str, bytes | None, bytes]:
@@ -159,8 +167,15 @@ def test_tombstones_expire_below_heartbeats_two_batches_old(
 
     target = tmp_path / "lake"
     config = MergeConfig("unused:9092", "http://unused", str(target), topic_prefix="p",
-                         consistent_cuts=cuts, fast_merge=fast_merge, maintenance_every=1)
+                         consistent_cuts=cuts, fast_merge=fast_merge, maintenance_every=1,
+                         max_offsets_per_trigger=limit)
     processor = BatchProcessor(spark, config, "test-app", schemas)
+    query = _Progress()
+    processor.query = query  # type: ignore[assignment]
+
+    def report(batch_id: int, behind: int) -> None:
+        query.lastProgress = {"batchId": batch_id, "sources": [
+            {"metrics": {"maxOffsetsBehindLatest": str(behind)}}]}
     tombstones = target / "_pgcdc" / "tombstones" / "public" / "t"
 
     def stones(version: int | None = None) -> list[int]:
@@ -183,6 +198,14 @@ def test_tombstones_expire_below_heartbeats_two_batches_old(
                                  change("d", 27, 2), _beat(30, 25)], 0), 0)
         processor(_kafka(spark, [_beat(40, 40)], 5), 1)  # bound 30: all applied
         assert stones() == [20, 27]
+        bounded = config.batch_limit is not None
+        if bounded:  # batch 1 left records behind: its heartbeats vouch for nothing read yet
+            report(1, 7)
+            with pytest.raises(RuntimeError):
+                processor(_kafka(spark, [], 6), 2)
+            assert stones() == [20, 27]
+            crashed.clear()
+            report(1, 0)
         for _ in range(2):  # the crash, then Spark's re-run: bound 25 both times
             try:
                 processor(_kafka(spark, [], 6), 2)
@@ -190,6 +213,7 @@ def test_tombstones_expire_below_heartbeats_two_batches_old(
                 assert stones() == [27]
         assert crashed == [True]
         assert stones() == [27]
+        assert bounded == any("expiry waits" in r.getMessage() for r in caplog.records)
     finally:
         processor.close()
     expired = [r.getMessage() for r in caplog.records if "expired" in r.getMessage()]

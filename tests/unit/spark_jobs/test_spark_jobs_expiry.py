@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_jobs.rules.cut_policy import CutState, after, bound, initial
-from spark_jobs.rules.expiry import expired_predicate, expiry_bound
-from spark_jobs.runtime.config import MergeConfig
+from spark_jobs.rules.expiry import expired_predicate, expiry_bound, read_to_listed
+from spark_jobs.runtime.config import BATCH_LIMIT, MergeConfig
 
 LSNS = st.one_of(st.none(), st.integers(min_value=1, max_value=2**63 - 1))
 
@@ -75,7 +75,6 @@ def _config(**kw: object) -> MergeConfig:
 @pytest.mark.parametrize(("kw", "words"), [
     ({"trigger": "available-now"}, "available-now"),
     ({"replay": True}, "available-now"),
-    ({"max_offsets_per_trigger": 10}, "--max-offsets-per-trigger"),
     ({"maintenance_every": 0}, "--maintenance-every 0"),
     ({"format": "parquet"}, "no tombstones"),
     ({"topic_prefix": None, "topics": ("p.s.a", "p.s.b")}, "--topic-prefix"),
@@ -113,3 +112,46 @@ def test_plain_streaming_keeps_the_bound_of_cuts_without_a_cut_bound() -> None:
         assert plain.expiry == cuts.expiry
     assert [plain.seen, plain.restart, plain.expiry] == [400, 380, 380]  # batch 5: of 0..3
     assert plain.bound is None and plain.pending is None and plain.last_cut is None
+
+
+@pytest.mark.parametrize(("kw", "limit"), [
+    ({}, BATCH_LIMIT),  # streaming, by default
+    ({"trigger": "available-now"}, BATCH_LIMIT),  # reads everything, in several batches
+    ({"max_offsets_per_trigger": 10}, 10),
+    ({"max_offsets_per_trigger": 0}, None),  # everything there
+    ({"consistent_cuts": True}, None),  # its argument needs batches that read all listed
+])
+def test_batches_are_bounded_by_default(kw: dict[str, object], limit: int | None) -> None:
+    assert _config(**kw).batch_limit == limit
+
+
+def test_bounded_streaming_still_expires_and_cuts_refuse_an_explicit_bound() -> None:
+    """A bound does not turn expiry off: the job expires after a batch Spark says read all
+    there was (`read_to_listed`). --consistent-cuts refuses an explicit bound."""
+    assert _config(max_offsets_per_trigger=10).expiry_off is None
+    assert _config(max_offsets_per_trigger=0, consistent_cuts=True).batch_limit is None
+    with pytest.raises(ValueError, match="--max-offsets-per-trigger"):
+        _config(max_offsets_per_trigger=10, consistent_cuts=True)
+    with pytest.raises(ValueError, match="positive"):
+        _config(max_offsets_per_trigger=-1)
+
+
+def _progress(batch_id: int, *behind: str | None) -> dict[str, object]:
+    return {"batchId": batch_id,
+            "sources": [{"metrics": {} if b is None else {"maxOffsetsBehindLatest": b}}
+                        for b in behind]}
+
+
+@pytest.mark.parametrize(("progress", "read_all"), [
+    (_progress(6, "0"), True),
+    (_progress(6, "0", "0"), True),
+    (_progress(6, "12"), False),  # the limit left records behind
+    (_progress(6, "0", "3"), False),
+    (_progress(7, "0"), False),  # another batch's report (an idle trigger's)
+    (_progress(6, None), False),  # no source metrics
+    (_progress(6), False),
+    (None, False),  # no report yet: a restarted query
+])
+def test_expiry_needs_the_report_of_the_previous_batch_to_say_it_read_all(
+        progress: dict[str, object] | None, read_all: bool) -> None:
+    assert read_to_listed(progress, 6) is read_all

@@ -1,6 +1,6 @@
 """The fast path (delta-rs) and the Spark path write the same tables: random histories split
 into random batches with duplicates, each batch applied by a randomly chosen path (a batch
-the fast path declines, e.g. a truncate, goes through Spark as in the job), compared with
+the fast path declines, e.g. a new column, goes through Spark as in the job), compared with
 the model the Spark path is tested against (test_spark_jobs_delta_sink.py), row for row
 including the change metadata of each row's last change."""
 
@@ -106,13 +106,38 @@ def test_fast_path_keeps_deletes_deleted_and_toast_values(spark: SparkSession,
     assert spark.sql(f"DESCRIBE HISTORY delta.`{sink.path}`").first()["version"] == version  # type: ignore[index]
 
 
-@pytest.mark.parametrize("change", [
-    [ch(None, "t", 20, 0)],  # a truncate
-])
-def test_what_the_fast_path_leaves_to_spark(tmp_path: Path, change: list[Change]) -> None:
+def test_a_truncate_goes_through_delta_rs_as_a_cut(spark: SparkSession,
+                                                  tmp_path: Path) -> None:
+    """`test_truncate_removes_older_rows_and_later_duplicates` (the Spark path's semantics)
+    through delta-rs: rows and tombstones before the truncate go, the changes after it in
+    the same batch apply, a late duplicate before it is dropped, also by a restarted job
+    (the cut is read back from the table) and by the Spark path."""
     sink = new_sink(tmp_path)
-    with pytest.raises(Declined):
-        sink.fast.apply(topic_rows(change), TYPES, ["id"], 0)
+    assert apply_either(spark, sink, 0, [ch(1, "c", 10, 0, "a"), ch(2, "c", 10, 1, "b"),
+                                         ch(4, "c", 11, 0, "d"), ch(4, "d", 12, 0)],
+                        fast=True) == "fast"
+    # one partition's copy of the truncate, a change after it and one before it
+    assert apply_either(spark, sink, 1, [ch(5, "c", 18, 0, "gone"), ch(None, "t", 20, 0),
+                                         ch(3, "c", 30, 0, "c"), ch(5, "c", 31, 0, "e"),
+                                         ch(3, "d", 32, 0), ch(6, "c", 33, 0, "f")],
+                        fast=True) == "fast"
+    assert {r[0]: r[1] for r in table(spark, sink)} == {5: "e", 6: "f"}
+    tomb = spark.read.format("delta").load(sink.tomb_path).collect()
+    assert sorted((r["id"], r[LSN]) for r in tomb) == [(3, 32)]  # the one at 12 went
+    # the other copy of the truncate and a late change before it
+    assert apply_either(spark, sink, 2, [ch(2, "u", 15, 0, "late"), ch(None, "t", 20, 0)],
+                        fast=True) == "fast"
+    again = SparkDeltaSink.at(str(tmp_path), sink.path.rsplit("/", 2)[1] + "/"
+                              + sink.path.rsplit("/", 1)[1], "test-app")
+    assert apply_either(spark, again, 3, [ch(1, "c", 10, 0, "a")], fast=True) == "fast"
+    apply_either(spark, again, 4, [ch(2, "c", 10, 1, "b")], fast=False)
+    assert {r[0]: r[1] for r in table(spark, again)} == {5: "e", 6: "f"}
+    # a new table whose first batch holds a truncate: created cut, holding what follows it
+    fresh = new_sink(tmp_path)
+    assert apply_either(spark, fresh, 0, [ch(1, "c", 10, 0, "a"), ch(None, "t", 20, 0),
+                                          ch(2, "c", 21, 0, "b")], fast=True) == "fast"
+    assert apply_either(spark, fresh, 1, [ch(1, "c", 10, 0, "a")], fast=False) == "spark"
+    assert {r[0]: r[1] for r in table(spark, fresh)} == {2: "b"}
 
 
 def test_a_new_column_or_type_goes_through_spark(spark: SparkSession, tmp_path: Path) -> None:

@@ -6,12 +6,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, Position
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, Position, before_position
 from spark_jobs.rules.fold import (
     after_position,
     latest_per_key,
     newest_tombstones,
     not_deleted_later,
+    row_changes,
+    truncate_cut,
 )
 
 
@@ -25,6 +30,19 @@ def test_last_change_per_key_wins_whatever_the_arrival_order() -> None:
             row(1, "u", 20, 1, v="c")]
     got = {r["k"]: r["v"] for r in latest_per_key(rows, ["k"])}
     assert got == {1: "c", 2: "x"}
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 1, -0.0, 0.0, float("nan"), "a", None]),
+                          st.integers(1, 4), st.integers(0, 2), st.integers(0, 9)),
+                max_size=30))
+def test_the_one_pass_without_toast_picks_what_the_sorted_fold_picks(
+        changes: list[tuple[Any, int, int, int]]) -> None:
+    """Without TOAST columns the last change per key is found in one pass; a TOAST column
+    no change holds takes the sorted path, whose winners are the same rows (duplicates at
+    one position: the last to arrive)."""
+    rows = [row(k, "u", lsn, idx, v=v) for k, lsn, idx, v in changes]
+    one_pass = latest_per_key(rows, ["k"])
+    assert [id(r) for r in one_pass] == [id(r) for r in latest_per_key(rows, ["k"], ["absent"])]
 
 
 def test_unchanged_toast_takes_the_last_carried_value_or_stays_unchanged() -> None:
@@ -70,3 +88,20 @@ def test_truncate_cut_and_newest_tombstones() -> None:
     assert after_position(rows, None) == rows
     tombs = [{"k": 1, LSN: 5, IDX: 0}, {"k": 1, LSN: 9, IDX: 0}, {"k": 2, LSN: 1, IDX: 0}]
     assert sorted((t["k"], t[LSN]) for t in newest_tombstones(tombs, ["k"])) == [(1, 9), (2, 1)]
+
+
+def test_a_truncate_is_a_cut_in_the_tables_events() -> None:
+    """The batch's last truncate cuts the table unless its cut so far is later; of the batch,
+    only the changes after the cut apply, in order, and no truncate itself."""
+    batch = [row(1, "c", 10), row(None, "t", 20), row(2, "c", 25), row(None, "t", 30, 2),
+             row(3, "c", 30, 3), row(4, "u", 30, 1), row(None, "t", 20)]  # a copy of one
+    assert truncate_cut(batch, None) == Position(30, 2)
+    assert truncate_cut(batch, Position(25, 0)) == Position(30, 2)
+    assert truncate_cut(batch, Position(40, 0)) == Position(40, 0)  # an older truncate: none
+    assert truncate_cut([row(1, "c", 10)], Position(5, 0)) == Position(5, 0)
+    assert truncate_cut([row(1, "c", 10)], None) is None
+    assert [r["k"] for r in row_changes(batch, Position(30, 2))] == [3]
+    assert [r["k"] for r in row_changes(batch, None)] == [1, 2, 3, 4]
+    # what the cut deletes from the table and its tombstones (Spark and DataFusion SQL)
+    assert before_position(Position(30, 2)) == (
+        f"{LSN} < 30 OR ({LSN} = 30 AND {IDX} < 2)")
