@@ -121,12 +121,17 @@ def add_s3_server_option(p: argparse.ArgumentParser) -> None:
                         "process, which bounds a big run on 2 cores) or s3proxy (s3proxy 4 on "
                         "its in-memory transient-nio2 store, a JVM; its jars are resolved from "
                         "Maven Central into the cache on first use)")
+    p.add_argument("--s3-latency-ms", type=int, default=0, metavar="N",
+                   help="with --s3-server s3proxy: add N ms to every store operation "
+                        "(s3proxy's latency middleware), so requests wait as on a real "
+                        "object store (10: ~15-30 ms per request end to end here); default 0")
 
 
 @contextmanager
-def object_store(work: Path, wanted: bool, server_name: str = "moto"
+def object_store(work: Path, wanted: bool, server_name: str = "moto", latency_ms: int = 0
                  ) -> Iterator[dict[str, str]]:
-    """A throwaway S3 server (`server_name`: moto or s3proxy) with a bucket `bench` when
+    """A throwaway S3 server (`server_name`: moto or s3proxy, each store operation delayed by
+    `latency_ms` on s3proxy) with a bucket `bench` when
     `wanted`: its AWS variables set in this process (delta-rs here and in the reader child
     derive their settings from them) and the Spark settings of S3A it needs, returned; else
     nothing."""
@@ -138,7 +143,7 @@ def object_store(work: Path, wanted: bool, server_name: str = "moto"
     from devstack.stack import s3_server
 
     global S3_LOG
-    server = s3_server(server_name, work / "s3", free_port())
+    server = s3_server(server_name, work / "s3", free_port(), latency_ms=latency_ms)
     server.start()
     S3_LOG = server.log_file
     create_bucket(server.endpoint, "bench")
@@ -838,7 +843,8 @@ def main() -> None:
     print(f"start [load {load_average()}]", flush=True)
     stores = ["local", "s3"] if args.store == "both" else [args.store]
     with servers(args) as (bootstrap, registry_url), object_store(work, "s3" in stores,
-                                                                       args.s3_server) as s3:
+                                                                       args.s3_server,
+                                                                       args.s3_latency_ms) as s3:
         roots = {"local": str(work), "s3": "s3a://bench/work"}
         chosen = dict(kv.split("=", 1) for kv in args.spark_conf)
         if args.spark_backlog:  # its runs are child processes: before this one's Spark

@@ -25,6 +25,28 @@ def test_s3proxy_serves_the_in_memory_store_on_loopback_without_checking_signatu
     assert conf["s3proxy.authorization"] == "none"  # clients sign with S3.env()'s fixed keys
 
 
+def test_s3proxy_adds_no_latency_unless_asked() -> None:
+    assert not any(k.startswith("s3proxy.latency-blobstore")
+                   for k in _java_properties(properties(19123)))
+
+
+def test_s3proxy_delays_every_store_operation_by_the_latency_asked(tmp_path: Path) -> None:
+    conf = _java_properties(properties(19123, latency_ms=10))
+    # s3proxy 4's LatencyBlobStore: `s3proxy.latency-blobstore.<operation>.latency` in ms,
+    # `*` for every operation (a benchmark's stand-in for a real store's round trips)
+    assert conf["s3proxy.latency-blobstore.*.latency"] == "10"
+    assert conf["jclouds.provider"] == "transient-nio2"  # the store behind it is unchanged
+    server = s3_server("s3proxy", tmp_path, 19001, latency_ms=25)
+    assert isinstance(server, S3Proxy) and server.latency_ms == 25
+    with pytest.raises(ValueError, match="must not be negative"):
+        properties(19123, latency_ms=-1)
+
+
+def test_only_s3proxy_takes_a_latency(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match="needs the s3proxy server"):
+        s3_server("moto", tmp_path, 19001, latency_ms=10)
+
+
 def test_s3proxy_command_line_runs_its_main_on_the_resolved_jars() -> None:
     cmd = command("/jdk/bin/java", Path("/cache/s3proxy-abc"), Path("/run/s3proxy.conf"),
                   Path("/run/logback.xml"), "2g")
