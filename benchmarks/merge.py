@@ -328,7 +328,11 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: st
         if requests is not None:
             counted = requests.since_last()
             out[f"r{round_}_requests"] = dict(counted)
+            out[f"r{round_}_phases"] = dict(requests.phases)
             print(f"  {mode} {store} N={n} batch {round_}: {per_table(counted, n)}", flush=True)
+            print(f"  {mode} {store} N={n} batch {round_} by phase: "
+                  f"{per_table(requests.phases, n)}; {sum(counted.values()) / took:.0f} "
+                  f"requests/s", flush=True)
         out[f"r{round_}"] = {"events": events, "seconds": took, "load": load,
                              "batches": stats.batches, "fast_tables": stats.fast_tables,
                              "merged_tables": len(stats.tables),

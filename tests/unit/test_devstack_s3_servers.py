@@ -11,7 +11,7 @@ from devstack.s3 import S3
 from devstack.s3proxy import MAIN_CLASS, S3Proxy, command, properties
 from devstack.stack import cache_dir, s3_server
 
-from benchmarks.s3_requests import count
+from benchmarks.s3_requests import count, count_phases
 
 
 def _java_properties(text: str) -> dict[str, str]:
@@ -82,3 +82,22 @@ def test_requests_are_counted_alike_from_either_servers_log() -> None:
              "09:00:00.000 DEBUG o.gaul.s3proxy.S3ProxyHandler - request: ...{PUT@68f0 "
              "http://127.0.0.1:19000/bench/w/t0/_delta_log/00000000000000000001.json HTTP/1.1}}}"]
     assert count(proxy) == count(moto) == {"LIST _delta_log": 1, "PUT commit": 1}
+
+
+def test_requests_are_counted_by_the_step_of_a_tables_batch_they_serve() -> None:
+    def line(method: str, target: str) -> str:
+        return f'127.0.0.1 - - [28/Nov/2026 09:00:00] "{method} {target} HTTP/1.1" 200 -'
+
+    log = [line("GET", "/bench/w/public/t0/_delta_log/_last_checkpoint"),
+           line("GET", "/bench?list-type=2&prefix=w%2Fpublic%2Ft0%2F_delta_log%2F"),
+           line("GET", "/bench/w/public/t0/_delta_log/00000000000000000001.json"),
+           line("GET", "/bench/w/public/t0/part-0.snappy.parquet"),
+           line("PUT", "/bench/w/public/t0/part-1.snappy.parquet"),
+           line("PUT", "/bench/w/public/t0/_delta_log/00000000000000000002.json"),
+           line("PUT", "/bench/w/_pgcdc/tombstones/public/t0/_delta_log/0000.json"),
+           line("GET", "/bench?list-type=2&prefix=w%2F_pgcdc%2Ftombstones%2Fpublic%2Ft0%2F"),
+           line("HEAD", "/bench/w/_pgcdc/checkpoint/offsets/3"),
+           line("GET", "/bench/w/_pgcdc/writer/_delta_log/00000000000000000001.json"),
+           line("PUT", "/bench/w/public/t0/_delta_log/00000000000000000010.checkpoint.parquet")]
+    assert count_phases(log) == {"open": 3, "read": 1, "write": 1, "commit": 1,
+                                 "tombstones": 2, "checkpoint": 2, "lease": 1}
