@@ -36,6 +36,7 @@ import argparse
 import bisect
 import datetime as dt
 import json
+import logging
 import multiprocessing as mp
 import os
 import pickle
@@ -314,17 +315,23 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: st
     config = MergeConfig(bootstrap, registry_url, f"{root}/{prefix}", topic_prefix=prefix,
                          trigger="available-now", fast_merge="auto" if fast else "off",
                          parallel_tables=parallel_tables)
+    cores = spark.sparkContext.defaultParallelism
+    io_tables = getattr(config, "io_tables_at_once", None)  # (a tree before --io-tables)
     out: dict[str, object] = {"tables": n, "mode": mode, "store": store, "prefix": prefix,
                               "path": f"{root}/{prefix}",
-                              "parallel": config.tables_at_once(
-                                  spark.sparkContext.defaultParallelism)}
+                              "parallel": config.tables_at_once(cores) if io_tables is None
+                              else f"{config.tables_at_once(cores)}/{io_tables(cores)}"}
+    lines = _JobLines()
     for round_ in (1, 2):
         events = produce_rounds(bootstrap, tables, round_)
         load = load_average()
         requests = RequestLog(S3_LOG) if store == "s3" and S3_LOG else None
         started = time.monotonic()
-        stats = run_merge(spark, config)
+        with lines:
+            stats = run_merge(spark, config)
         took = time.monotonic() - started
+        for line in lines.taken():
+            print(f"  job: {line}", flush=True)
         if requests is not None:
             counted = requests.since_last()
             out[f"r{round_}_requests"] = dict(counted)
@@ -344,6 +351,34 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: st
               f"inside foreachBatch {sum(r.seconds for r in stats.reports):.1f} s, "
               f"load {load}", flush=True)
     return out
+
+
+class _JobLines(logging.Handler):
+    """The job's per-batch lines on tables at once and seconds per table per phase, while
+    entered (the job logs them at INFO, which the benchmark does not print)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self._lines: list[str] = []
+        self._logger = logging.getLogger("spark_jobs.runtime.job")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "at once" in message:
+            self._lines.append(message)
+
+    def __enter__(self) -> None:
+        self._level = self._logger.level
+        self._logger.setLevel(logging.INFO)
+        self._logger.addHandler(self)
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)
+
+    def taken(self) -> list[str]:
+        lines, self._lines = self._lines, []
+        return lines
 
 
 def same_tables(a: str, b: str, n: int) -> list[str]:
