@@ -59,9 +59,11 @@ def phase(request_kind: str, target: str) -> str:
     path = target.partition("?")[0]
     if "/_pgcdc/tombstones/" in target or "%2F_pgcdc%2Ftombstones%2F" in target:
         return "tombstones"
-    if request_kind.endswith("_pgcdc/checkpoint") or request_kind.endswith("log other"):
+    listed = target.partition("?")[2].replace("%2F", "/")  # a LIST's prefix
+    if (request_kind.endswith("_pgcdc/checkpoint") or request_kind.endswith("log other")
+            or "/_pgcdc/checkpoint" in listed):
         return "checkpoint"
-    if request_kind.endswith("_pgcdc/writer"):
+    if request_kind.endswith("_pgcdc/writer") or "/_pgcdc/writer" in listed:
         return "lease"
     if "multipart" in request_kind:
         return "write"

@@ -97,7 +97,8 @@ def test_requests_are_counted_by_the_step_of_a_tables_batch_they_serve() -> None
            line("PUT", "/bench/w/_pgcdc/tombstones/public/t0/_delta_log/0000.json"),
            line("GET", "/bench?list-type=2&prefix=w%2F_pgcdc%2Ftombstones%2Fpublic%2Ft0%2F"),
            line("HEAD", "/bench/w/_pgcdc/checkpoint/offsets/3"),
+           line("GET", "/bench?list-type=2&prefix=w%2F_pgcdc%2Fcheckpoint%2Foffsets%2F"),
            line("GET", "/bench/w/_pgcdc/writer/_delta_log/00000000000000000001.json"),
            line("PUT", "/bench/w/public/t0/_delta_log/00000000000000000010.checkpoint.parquet")]
     assert count_phases(log) == {"open": 3, "read": 1, "write": 1, "commit": 1,
-                                 "tombstones": 2, "checkpoint": 2, "lease": 1}
+                                 "tombstones": 2, "checkpoint": 3, "lease": 1}
