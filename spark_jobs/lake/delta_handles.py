@@ -17,11 +17,11 @@ has another version, so a remembered one is exact or not used.
 A handle whose table's newest commit is its own (`committed`) is not brought up to date
 before its next use: nothing was added since that this job did not write itself (no log
 re-read: on an object store a LIST and a GET per handle and batch, ~4 of a table's ~20
-requests per streaming batch). That holds because the writer lease keeps other merge jobs out
-and the job says when its Spark path wrote the table (`changed`). A writer outside the job
-(a user's OPTIMIZE or DELETE) is caught where it matters, at the next commit of the handle:
-its conditional put of the next version fails and delta-rs checks the other commit for
-conflicts; a conflict fails the commit, and the job then forgets the handle
+requests per streaming batch). That holds because the writer lease keeps other merge jobs
+out and the table's Spark engine says when it writes (`changed`, from `SparkDeltaSink`). A
+writer outside the job (a user's OPTIMIZE or DELETE) is caught where it matters, at the next
+commit of the handle: its conditional put of the next version fails and delta-rs checks the
+other commit for conflicts; a conflict fails the commit, and the job then forgets the handle
 (`forget`) and applies that batch through Spark, as for any delta-rs failure."""
 
 from __future__ import annotations

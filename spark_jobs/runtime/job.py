@@ -376,7 +376,6 @@ class BatchProcessor:
         for sink in sinks:
             removed = (sink.fast.expire_tombstones(bound_) if self.config.fast_merge_on
                        else sink.expire_tombstones(self.spark, bound_))
-            sink.state.handles.changed(sink.state.tomb_path)
             if removed:
                 log.info("batch %d: %s: %d tombstone(s) below %s expired", batch_id, sink.path,
                          removed, _lsn(bound_))
@@ -768,22 +767,11 @@ class BatchProcessor:
                        if records is not None else None)
             if applied is None:
                 with self._spark_slots:  # as many Spark tables at once as cores, either pool
-                    try:
-                        applied = self._by_spark(frames, topic, plan, batch_id, cut, cached)
-                    finally:  # the fast path's handles read what Spark wrote at next use
-                        self._spark_wrote(table)
+                    applied = self._by_spark(frames, topic, plan, batch_id, cut, cached)
             if applied is None:
                 return []
             self._finish(table, applied, batch_id, cut, started)
         return applied.dead
-
-    def _spark_wrote(self, table: TableId) -> None:
-        """The Spark path may have written `table` and its tombstones: their delta-rs handles
-        (`lake/delta_handles.py`) read the log at their next use."""
-        mirror = self._sink(table).mirror
-        if mirror is not None:
-            mirror.state.handles.changed(mirror.state.path)
-            mirror.state.handles.changed(mirror.state.tomb_path)
 
     def _finish(self, table: TableId, applied: TableApplied, batch_id: int,
                 cut: BatchCut | None, started: float) -> None:

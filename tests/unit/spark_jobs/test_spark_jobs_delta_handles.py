@@ -50,7 +50,7 @@ def test_txn_versions_are_read_once_per_table_version_and_follow_other_writers(
     assert CountingTable.reads == 1
 
     commit(path, 5)  # another writer (the Spark path, another handle)...
-    handles.changed(path)  # ... which the job says (`job._spark_wrote`)
+    handles.changed(path)  # ... which says so (`SparkDeltaSink._spark_writes`)
     opened = handles.open(path)
     assert opened is table
     assert handles.transaction_version(path, table, APP) == 5
