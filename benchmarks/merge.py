@@ -302,19 +302,21 @@ def produce_rounds(bootstrap: str, tables: list[TableEvents], round_: int) -> in
 
 
 def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: str, n: int,
-                fast: bool, store: str = "local", parallel_tables: int = 0) -> dict[str, object]:
+                fast: bool, store: str = "local", parallel_tables: int = 0,
+                io_tables: int = 0) -> dict[str, object]:
     """N new tables (1 partition each): batch 1 creates them (3 inserts each), batch 2 MERGEs
     4 changes into each (update, delete, insert, update). Each batch one available-now run;
     the lake under `root` (a local directory or an `s3a://` URL: `store`)."""
     mode = "fast" if fast else "off"
-    prefix = f"many{n}{mode}{store}p{parallel_tables}t{int(time.time())}"
+    prefix = f"many{n}{mode}{store}p{parallel_tables}i{io_tables}t{int(time.time())}"
     started = time.monotonic()
     tables = make_tables(bootstrap, registry_url, prefix, n, 1)
     print(f"  {n} topics created and registered in {time.monotonic() - started:.1f} s",
           flush=True)
     config = MergeConfig(bootstrap, registry_url, f"{root}/{prefix}", topic_prefix=prefix,
                          trigger="available-now", fast_merge="auto" if fast else "off",
-                         parallel_tables=parallel_tables)
+                         parallel_tables=parallel_tables,
+                         **({"io_tables": io_tables} if io_tables else {}))
     cores = spark.sparkContext.defaultParallelism
     io_tables = getattr(config, "io_tables_at_once", None)  # (a tree before --io-tables)
     out: dict[str, object] = {"tables": n, "mode": mode, "store": store, "prefix": prefix,
@@ -849,6 +851,10 @@ def main() -> None:
                    help="the runs' --parallel-tables (default: the job's own); several, "
                         "comma-separated: --many-tables runs once with each, in that order "
                         "(e.g. 2,4,8,8,4,2 for an A B B A comparison in one run)")
+    p.add_argument("--io-tables", type=lambda v: [int(x) for x in v.split(",")],
+                   default=[0], metavar="N[,N...]",
+                   help="the --many-tables runs' --io-tables (default: the job's own, by the "
+                        "store); several: once with each, in that order (2,32,32,2: A B B A)")
     p.add_argument("--spark-backlog", type=int, default=0, metavar="N",
                    help="N new tables, one available-now batch through the Spark path; 0 = skip")
     p.add_argument("--spark-backlog-events", type=int, default=150_000,
@@ -910,8 +916,9 @@ def main() -> None:
         if args.many_tables:
             print(f"\nmany tables [load {load_average()}]:", flush=True)
             runs = [many_tables(spark, bootstrap, registry_url, roots[store], args.many_tables,
-                                True, store, parallel)
-                    for store in stores for parallel in args.parallel_tables]
+                                True, store, parallel, io)
+                    for store in stores for parallel in args.parallel_tables
+                    for io in args.io_tables]
             if args.many_tables_baseline:
                 small = args.many_tables_baseline
                 if small != args.many_tables:
