@@ -440,7 +440,7 @@ def main() -> None:
     results: list[PathResult] = []
     stores = ["local", "s3"] if args.store == "both" else [args.store]
     with servers(argparse.Namespace(pg18=args.pg == 18)) as stack, \
-            object_store(work, "s3" in stores, args.s3_server) as s3:
+            object_store(work, "s3" in stores, args.s3_server, args.s3_latency_ms) as s3:
         roots = {"local": str(work), "s3": "s3a://bench/e2e"}
         spark = local_session(spark_jars(cache_dir()), extra={**SPARK_EXTRA, **s3})
         spark.sparkContext.setLogLevel("ERROR")

@@ -36,6 +36,7 @@ import argparse
 import bisect
 import datetime as dt
 import json
+import logging
 import multiprocessing as mp
 import os
 import pickle
@@ -121,12 +122,17 @@ def add_s3_server_option(p: argparse.ArgumentParser) -> None:
                         "process, which bounds a big run on 2 cores) or s3proxy (s3proxy 4 on "
                         "its in-memory transient-nio2 store, a JVM; its jars are resolved from "
                         "Maven Central into the cache on first use)")
+    p.add_argument("--s3-latency-ms", type=int, default=0, metavar="N",
+                   help="with --s3-server s3proxy: add N ms to every store operation "
+                        "(s3proxy's latency middleware), so requests wait as on a real "
+                        "object store (10: ~15-30 ms per request end to end here); default 0")
 
 
 @contextmanager
-def object_store(work: Path, wanted: bool, server_name: str = "moto"
+def object_store(work: Path, wanted: bool, server_name: str = "moto", latency_ms: int = 0
                  ) -> Iterator[dict[str, str]]:
-    """A throwaway S3 server (`server_name`: moto or s3proxy) with a bucket `bench` when
+    """A throwaway S3 server (`server_name`: moto or s3proxy, each store operation delayed by
+    `latency_ms` on s3proxy) with a bucket `bench` when
     `wanted`: its AWS variables set in this process (delta-rs here and in the reader child
     derive their settings from them) and the Spark settings of S3A it needs, returned; else
     nothing."""
@@ -138,7 +144,7 @@ def object_store(work: Path, wanted: bool, server_name: str = "moto"
     from devstack.stack import s3_server
 
     global S3_LOG
-    server = s3_server(server_name, work / "s3", free_port())
+    server = s3_server(server_name, work / "s3", free_port(), latency_ms=latency_ms)
     server.start()
     S3_LOG = server.log_file
     create_bucket(server.endpoint, "bench")
@@ -296,34 +302,46 @@ def produce_rounds(bootstrap: str, tables: list[TableEvents], round_: int) -> in
 
 
 def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: str, n: int,
-                fast: bool, store: str = "local", parallel_tables: int = 0) -> dict[str, object]:
+                fast: bool, store: str = "local", parallel_tables: int = 0,
+                io_tables: int = 0) -> dict[str, object]:
     """N new tables (1 partition each): batch 1 creates them (3 inserts each), batch 2 MERGEs
     4 changes into each (update, delete, insert, update). Each batch one available-now run;
     the lake under `root` (a local directory or an `s3a://` URL: `store`)."""
     mode = "fast" if fast else "off"
-    prefix = f"many{n}{mode}{store}p{parallel_tables}t{int(time.time())}"
+    prefix = f"many{n}{mode}{store}p{parallel_tables}i{io_tables}t{int(time.time())}"
     started = time.monotonic()
     tables = make_tables(bootstrap, registry_url, prefix, n, 1)
     print(f"  {n} topics created and registered in {time.monotonic() - started:.1f} s",
           flush=True)
     config = MergeConfig(bootstrap, registry_url, f"{root}/{prefix}", topic_prefix=prefix,
                          trigger="available-now", fast_merge="auto" if fast else "off",
-                         parallel_tables=parallel_tables)
+                         parallel_tables=parallel_tables,
+                         **({"io_tables": io_tables} if io_tables else {}))
+    cores = spark.sparkContext.defaultParallelism
+    io_tables = getattr(config, "io_tables_at_once", None)  # (a tree before --io-tables)
     out: dict[str, object] = {"tables": n, "mode": mode, "store": store, "prefix": prefix,
                               "path": f"{root}/{prefix}",
-                              "parallel": config.tables_at_once(
-                                  spark.sparkContext.defaultParallelism)}
+                              "parallel": config.tables_at_once(cores) if io_tables is None
+                              else f"{config.tables_at_once(cores)}/{io_tables(cores)}"}
+    lines = _JobLines()
     for round_ in (1, 2):
         events = produce_rounds(bootstrap, tables, round_)
         load = load_average()
         requests = RequestLog(S3_LOG) if store == "s3" and S3_LOG else None
         started = time.monotonic()
-        stats = run_merge(spark, config)
+        with lines:
+            stats = run_merge(spark, config)
         took = time.monotonic() - started
+        for line in lines.taken():
+            print(f"  job: {line}", flush=True)
         if requests is not None:
             counted = requests.since_last()
             out[f"r{round_}_requests"] = dict(counted)
+            out[f"r{round_}_phases"] = dict(requests.phases)
             print(f"  {mode} {store} N={n} batch {round_}: {per_table(counted, n)}", flush=True)
+            print(f"  {mode} {store} N={n} batch {round_} by phase: "
+                  f"{per_table(requests.phases, n)}; {sum(counted.values()) / took:.0f} "
+                  f"requests/s", flush=True)
         out[f"r{round_}"] = {"events": events, "seconds": took, "load": load,
                              "batches": stats.batches, "fast_tables": stats.fast_tables,
                              "merged_tables": len(stats.tables),
@@ -335,6 +353,34 @@ def many_tables(spark: SparkSession, bootstrap: str, registry_url: str, root: st
               f"inside foreachBatch {sum(r.seconds for r in stats.reports):.1f} s, "
               f"load {load}", flush=True)
     return out
+
+
+class _JobLines(logging.Handler):
+    """The job's per-batch lines on tables at once and seconds per table per phase, while
+    entered (the job logs them at INFO, which the benchmark does not print)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self._lines: list[str] = []
+        self._logger = logging.getLogger("spark_jobs.runtime.job")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "at once" in message:
+            self._lines.append(message)
+
+    def __enter__(self) -> None:
+        self._level = self._logger.level
+        self._logger.setLevel(logging.INFO)
+        self._logger.addHandler(self)
+
+    def __exit__(self, *exc: object) -> None:
+        self._logger.removeHandler(self)
+        self._logger.setLevel(self._level)
+
+    def taken(self) -> list[str]:
+        lines, self._lines = self._lines, []
+        return lines
 
 
 def same_tables(a: str, b: str, n: int) -> list[str]:
@@ -806,6 +852,10 @@ def main() -> None:
                    help="the runs' --parallel-tables (default: the job's own); several, "
                         "comma-separated: --many-tables runs once with each, in that order "
                         "(e.g. 2,4,8,8,4,2 for an A B B A comparison in one run)")
+    p.add_argument("--io-tables", type=lambda v: [int(x) for x in v.split(",")],
+                   default=[0], metavar="N[,N...]",
+                   help="the --many-tables runs' --io-tables (default: the job's own, by the "
+                        "store); several: once with each, in that order (2,32,32,2: A B B A)")
     p.add_argument("--spark-backlog", type=int, default=0, metavar="N",
                    help="N new tables, one available-now batch through the Spark path; 0 = skip")
     p.add_argument("--spark-backlog-events", type=int, default=150_000,
@@ -839,7 +889,8 @@ def main() -> None:
     print(f"start [load {load_average()}]", flush=True)
     stores = ["local", "s3"] if args.store == "both" else [args.store]
     with servers(args) as (bootstrap, registry_url), object_store(work, "s3" in stores,
-                                                                       args.s3_server) as s3:
+                                                                       args.s3_server,
+                                                                       args.s3_latency_ms) as s3:
         roots = {"local": str(work), "s3": "s3a://bench/work"}
         chosen = dict(kv.split("=", 1) for kv in args.spark_conf)
         if args.spark_backlog:  # its runs are child processes: before this one's Spark
@@ -866,8 +917,9 @@ def main() -> None:
         if args.many_tables:
             print(f"\nmany tables [load {load_average()}]:", flush=True)
             runs = [many_tables(spark, bootstrap, registry_url, roots[store], args.many_tables,
-                                True, store, parallel)
-                    for store in stores for parallel in args.parallel_tables]
+                                True, store, parallel, io)
+                    for store in stores for parallel in args.parallel_tables
+                    for io in args.io_tables]
             if args.many_tables_baseline:
                 small = args.many_tables_baseline
                 if small != args.many_tables:

@@ -43,6 +43,44 @@ def kind(method: str, target: str) -> str:
     return f"{method} {thing}"
 
 
+# What a request kind is for, by step of a table's batch (`phase`)
+_PHASES = {"LIST _delta_log": "open", "GET last_checkpoint": "open", "GET commit": "open",
+           "HEAD commit": "open", "GET data": "read", "PUT data": "write",
+           "PUT commit": "commit"}
+
+
+def phase(request_kind: str, target: str) -> str:
+    """The step a request belongs to: `open` (a table's log read: opening a handle, bringing
+    it up to date, delta-rs's checks before and reloads after a commit, transaction ids),
+    `read` (data files a MERGE or the tombstone filter reads), `write` (data files), `commit`
+    (the commit's conditional put), `tombstones` (any request of the tombstone tables),
+    `checkpoint` (Spark's streaming checkpoint and Delta's log checkpoints), `lease` (the
+    writer lease), `other`."""
+    path = target.partition("?")[0]
+    if "/_pgcdc/tombstones/" in target or "%2F_pgcdc%2Ftombstones%2F" in target:
+        return "tombstones"
+    listed = target.partition("?")[2].replace("%2F", "/")  # a LIST's prefix
+    if (request_kind.endswith("_pgcdc/checkpoint") or request_kind.endswith("log other")
+            or "/_pgcdc/checkpoint" in listed):
+        return "checkpoint"
+    if request_kind.endswith("_pgcdc/writer") or "/_pgcdc/writer" in listed:
+        return "lease"
+    if "multipart" in request_kind:
+        return "write"
+    return _PHASES.get(request_kind, "other" if "/_pgcdc/" in path else
+                       "open" if request_kind.startswith("HEAD") else "other")
+
+
+def count_phases(lines: list[str]) -> Counter[str]:
+    """Requests by `phase`."""
+    counts: Counter[str] = Counter()
+    for line in lines:
+        match = _LINE.search(line)
+        if match:
+            counts[phase(kind(match.group(1), match.group(2)), match.group(2))] += 1
+    return counts
+
+
 def count(lines: list[str]) -> Counter[str]:
     counts: Counter[str] = Counter()
     for line in lines:
@@ -58,13 +96,17 @@ class RequestLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._offset = path.stat().st_size if path.exists() else 0
+        self.phases: Counter[str] = Counter()  # the last `since_last`'s requests by phase
 
     def since_last(self) -> Counter[str]:
+        """Requests by `kind` since the previous call (by `phase`: `self.phases`)."""
         with self.path.open("rb") as f:
             f.seek(self._offset)
             data = f.read()
         self._offset += len(data)
-        return count(data.decode(errors="replace").splitlines())
+        lines = data.decode(errors="replace").splitlines()
+        self.phases = count_phases(lines)
+        return count(lines)
 
 
 def per_table(counts: Counter[str], tables: int) -> str:

@@ -40,12 +40,16 @@ def cache_dir() -> Path:
 S3_SERVERS = ("moto", "s3proxy")
 
 
-def s3_server(server: str, base_dir: Path, port: int, buckets: tuple[str, ...] = ()) -> S3:
-    """The S3 server named `server` (one of `S3_SERVERS`; `PGCDC_STACK_S3_SERVER` for `up`)."""
+def s3_server(server: str, base_dir: Path, port: int, buckets: tuple[str, ...] = (),
+              latency_ms: int = 0) -> S3:
+    """The S3 server named `server` (one of `S3_SERVERS`; `PGCDC_STACK_S3_SERVER` for `up`),
+    each store operation delayed by `latency_ms` (s3proxy only: moto has no such setting)."""
     if server == "moto":
+        if latency_ms:
+            raise StackError("an S3 latency needs the s3proxy server (moto has none)")
         return S3(base_dir, port, buckets)
     if server == "s3proxy":
-        return S3Proxy(base_dir, port, buckets, cache=cache_dir())
+        return S3Proxy(base_dir, port, buckets, cache=cache_dir(), latency_ms=latency_ms)
     raise StackError(f"the S3 server must be one of {', '.join(S3_SERVERS)}, got {server!r} "
                      "(PGCDC_STACK_S3_SERVER)")
 

@@ -104,6 +104,10 @@ class Lease:
         self.host, self.pid = socket.gethostname(), os.getpid()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # The lease's handle, brought up to date at each read (the commits since, by any job:
+        # 2 requests on an object store) rather than opened again (every commit since the
+        # last log checkpoint, read twice: up to ~200 requests per renewal)
+        self._table: DeltaTable | None = None
 
     @staticmethod
     def applies(target: str) -> bool:
@@ -112,13 +116,20 @@ class Lease:
     def _read(self) -> tuple[DeltaTable, Holder | None]:
         from deltalake import DeltaTable
 
-        options = options_for(self.path)
-        if not DeltaTable.is_deltatable(self.path, storage_options=options):
+        table = self._table
+        if table is not None:
             try:
-                DeltaTable.create(self.path, SCHEMA, mode="ignore", storage_options=options)
-            except Exception:  # noqa: BLE001 - another job created it at the same moment
-                pass
-        table = DeltaTable(self.path, storage_options=options)
+                table.update_incremental()
+            except Exception:  # noqa: BLE001 - removed behind our back: open it again
+                table = None
+        if table is None:
+            options = options_for(self.path)
+            if not DeltaTable.is_deltatable(self.path, storage_options=options):
+                try:
+                    DeltaTable.create(self.path, SCHEMA, mode="ignore", storage_options=options)
+                except Exception:  # noqa: BLE001 - another job created it at the same moment
+                    pass
+            table = self._table = DeltaTable(self.path, storage_options=options)
         rows = table.to_pyarrow_table().to_pylist()
         return table, Holder(**rows[0]) if rows else None
 

@@ -1,7 +1,9 @@
 """Where a micro-batch's time goes, by phase (pure; the job publishes it per batch).
 
 Phases: ``read`` (Kafka records into the batch's cache and the driver), ``decode`` (Avro to
-rows), ``merge`` (a table's MERGE and its Delta commit), ``commit`` (the batch's own records:
+rows), ``open`` (a table's delta-rs handles opened or brought up to date: log reads),
+``merge`` (a table's MERGE and its Delta commit), ``tombstones`` (the fast path's reads and
+appends of a table's tombstones), ``commit`` (the batch's own records:
 dead letters, held-back changes, the cut and heartbeat state), ``maintenance`` (compaction,
 tombstone expiry).
 
@@ -20,7 +22,7 @@ from contextlib import contextmanager
 from functools import wraps
 from typing import Any, TypeVar
 
-PHASES = ("read", "decode", "merge", "commit", "maintenance")
+PHASES = ("read", "decode", "open", "merge", "tombstones", "commit", "maintenance")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,6 +72,36 @@ class PhaseClock:
         """Every phase's seconds since the last take (0 for a phase that did not run)."""
         with self._lock:
             taken, self._seconds = self._seconds, dict.fromkeys(PHASES, 0.0)
+        return taken
+
+
+class InFlight:
+    """Tables being written at once: how many began since the last `take`, and the most in
+    flight together meanwhile (on an object store, what bounds the requests in flight)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.now = 0
+        self._began = 0
+        self._peak = 0
+
+    @contextmanager
+    def table(self) -> Iterator[None]:
+        with self._lock:
+            self.now += 1
+            self._began += 1
+            self._peak = max(self._peak, self.now)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.now -= 1
+
+    def take(self) -> tuple[int, int]:
+        """(tables begun, the most in flight at once) since the last take."""
+        with self._lock:
+            taken = self._began, self._peak
+            self._began, self._peak = 0, self.now
         return taken
 
 

@@ -47,6 +47,8 @@ LOCAL = "file"
 S3_SCHEMES = ("s3a", "s3", "s3n")
 # What delta-rs reaches (HDFS and other Hadoop filesystems: Spark only)
 DELTA_RS_SCHEMES = (LOCAL, *S3_SCHEMES, "abfss", "abfs", "az", "gs")
+# Object stores delta-rs reaches: each request a round trip (tens of ms), not a disk access
+OBJECT_STORE_SCHEMES = tuple(s for s in DELTA_RS_SCHEMES if s != LOCAL)
 # Spark setting (after `fs.s3a.`) -> delta-rs storage option
 _S3_SETTINGS = {
     "access.key": "AWS_ACCESS_KEY_ID",

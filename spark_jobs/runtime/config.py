@@ -29,6 +29,8 @@ MAX_TABLES_AT_ONCE = 16  # the default --parallel-tables on a big cluster (`tabl
 # The default bound of a micro-batch, in Kafka records (`batch_limit`): a few triggers' worth at
 # a high rate, so a batch that overran its trigger is not followed by one several times larger.
 BATCH_LIMIT = 250_000
+# The default --io-tables on an object store (`io_tables_at_once`): requests in flight, not cores
+OBJECT_STORE_IO_TABLES = 32
 _INTERVAL = re.compile(r"^(\d+)\s*(ms|s|sec|seconds?|m|min|minutes?)$")
 
 
@@ -49,6 +51,8 @@ class MergeConfig:
     partition_by: tuple[str, ...] = ()
     kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* passed through
     parallel_tables: int = 0  # tables of a batch written concurrently (0: `tables_at_once`)
+    # tables of a batch the fast path writes concurrently (0: `io_tables_at_once`, by the store)
+    io_tables: int = 0
     metrics_port: int = 0  # >0: Prometheus metrics on this port (spark_jobs/runtime/metrics.py)
     metrics_host: str = "0.0.0.0"  # the address /metrics binds (127.0.0.1: this host only)
     table_properties: dict[str, str] = field(default_factory=dict)  # of new Delta tables
@@ -84,6 +88,8 @@ class MergeConfig:
             raise ValueError(f"--metrics-port must be 0-65535, not {self.metrics_port}")
         if self.parallel_tables < 0:
             raise ValueError("--parallel-tables must be positive (0: the cluster's cores)")
+        if self.io_tables < 0:
+            raise ValueError("--io-tables must be positive (0: chosen by the store)")
         if any(not k.startswith("delta.") for k in self.table_properties):
             raise ValueError("--table-property keys must start with 'delta.': "
                              f"{sorted(self.table_properties)}")
@@ -226,6 +232,23 @@ class MergeConfig:
         driver, one Python process: past that, more threads wait on it, not on the cluster)."""
         return self.parallel_tables or max(2, min(cores, MAX_TABLES_AT_ONCE))
 
+    def io_tables_at_once(self, cores: int) -> int:
+        """How many tables of a batch the fast path (delta-rs) writes concurrently:
+        `--io-tables`, or by the store. On an object store a table's part is mostly waiting:
+        ~25 requests one after another, each a round trip of tens of milliseconds, with the
+        CPU idle meanwhile (delta-rs releases the interpreter while it waits), so requests in
+        flight, not cores, bound a many-table batch: `OBJECT_STORE_IO_TABLES` (at least
+        `tables_at_once`). On local disk a table's part is CPU, as many as `tables_at_once`.
+        What stays bounded by cores: the Spark path's tables (`tables_at_once` of them at
+        once, whichever pool runs them); the driver's memory by the rounds
+        (`--fast-merge-max-events`), whatever the threads."""
+        if self.io_tables:
+            return self.io_tables
+        cpu = self.tables_at_once(cores)
+        if storage.scheme(self.target) in storage.OBJECT_STORE_SCHEMES:
+            return max(cpu, OBJECT_STORE_IO_TABLES)
+        return cpu
+
     def keeps_history(self, table: TableId) -> bool:
         """Whether `table` matches a --history pattern (its PostgreSQL `schema.table`)."""
         return any(fnmatchcase(table.source_name, p) for p in self.history)
@@ -321,6 +344,11 @@ def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
                    help="tables of a micro-batch written concurrently (default: Spark's "
                         "default parallelism, the cluster's cores, at least 2, at most "
                         f"{MAX_TABLES_AT_ONCE})")
+    p.add_argument("--io-tables", type=int, default=0, metavar="N",
+                   help="tables of a micro-batch the fast path (delta-rs) writes concurrently "
+                        "(default: by the store: on an object store "
+                        f"{OBJECT_STORE_IO_TABLES}, as each table waits on requests rather "
+                        "than the CPU; on local disk as --parallel-tables)")
     p.add_argument("--metrics-port", type=int, default=0,
                    help="serve Prometheus metrics (per table events, engine, lag behind the "
                         "producer's heartbeats; per batch time) on this port of the driver "
@@ -396,6 +424,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "merge.py") -> Mer
             partition_by=tuple(args.partition_by),
             kafka_options=dict(args.kafka_option),
             parallel_tables=args.parallel_tables,
+            io_tables=args.io_tables,
             metrics_port=args.metrics_port,
             metrics_host=args.metrics_host,
             table_properties=_table_properties(args.table_property, args.change_data_feed),

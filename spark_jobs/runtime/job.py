@@ -38,7 +38,7 @@ from ..history.sink import HISTORY_DIR, LOG_DIR
 from ..lake import storage
 from ..lake.files import HadoopFs
 from ..lake.lease import LakeBusy, Lease
-from ..lake.phases import CLOCK
+from ..lake.phases import CLOCK, InFlight
 from ..rules.changes import IDX, LSN, OP, TOAST, TS, Position, q
 from ..rules.cut_policy import (
     TRUNCATE_INDEX,
@@ -223,10 +223,20 @@ class BatchProcessor:
         self.query: StreamingQuery | None = None  # its progress reports (`_read_to_listed`)
         self._expiry_waits = False  # a due expiry waits for a batch that read all there was
         # Tables of a batch are written concurrently: their Delta commits, log reads and small
-        # jobs leave cores idle when run one after another.
-        self._pool = ThreadPoolExecutor(
-            config.tables_at_once(spark.sparkContext.defaultParallelism),
-            thread_name_prefix="pgcdc-table")
+        # jobs leave cores idle when run one after another. The fast path's tables on a pool
+        # of their own where the store makes them wait on requests rather than cores
+        # (`io_tables_at_once`); the Spark path's stay bounded by the cores (`_spark_slots`).
+        cores = spark.sparkContext.defaultParallelism
+        spark_tables = config.tables_at_once(cores)
+        io_tables = config.io_tables_at_once(cores) if config.fast_merge_on else spark_tables
+        self._pool = ThreadPoolExecutor(spark_tables, thread_name_prefix="pgcdc-table")
+        self._io_pool = (self._pool if io_tables == spark_tables else
+                         ThreadPoolExecutor(io_tables, thread_name_prefix="pgcdc-io-table"))
+        self._spark_slots = threading.BoundedSemaphore(spark_tables)
+        self.in_flight = InFlight()
+        if io_tables != spark_tables:
+            log.info("tables at once: %d through delta-rs (the store: --io-tables), %d through "
+                     "Spark (--parallel-tables)", io_tables, spark_tables)
         self._local = threading.local()
         self._lock = threading.Lock()
         # (schema id, original names) → decoder and the Spark types of its row columns
@@ -271,6 +281,7 @@ class BatchProcessor:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        self._io_pool.shutdown(wait=True)
         if self.lease is not None:
             self.lease.release()
 
@@ -284,8 +295,12 @@ class BatchProcessor:
             self._process(batch, batch_id, None)
         phases = CLOCK.take()
         metrics.observe_phases(phases)
-        log.info("batch %d: seconds per phase (summed over table threads): %s", batch_id,
-                 ", ".join(f"{phase} {spent:.2f}" for phase, spent in phases.items()))
+        tables, at_once = self.in_flight.take()
+        metrics.TABLES_AT_ONCE.observe(at_once)
+        if tables:  # where a batch's time went, per table, and how many were in flight at once
+            log.info("batch %d: %d table(s), at most %d at once; per table: %s", batch_id,
+                     tables, at_once, ", ".join(f"{phase} {spent / tables:.3f} s"
+                                                for phase, spent in phases.items() if spent))
 
     def _with_expiry(self, batch: DataFrame, batch_id: int) -> None:
         """A batch of plain streaming with tombstone expiry: applied as any, then expiry with
@@ -598,8 +613,9 @@ class BatchProcessor:
     def _submit(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
                 records: list[Record] | None, cut: BatchCut | None
                 ) -> tuple[str, TopicPlan, Future[list[DataFrame]]]:
-        return topic, plan, self._pool.submit(self._table, frames, topic, plan, batch_id,
-                                              records, cut)
+        pool = self._pool if records is None else self._io_pool
+        return topic, plan, pool.submit(self._table, frames, topic, plan, batch_id, records,
+                                        cut)
 
     def _results(self, jobs: list[tuple[str, TopicPlan, Future[list[DataFrame]]]],
                  frames: DataFrame, batch_id: int, failed: list[str]) -> list[DataFrame]:
@@ -658,6 +674,9 @@ class BatchProcessor:
         except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
             if not table_failure(exc):
                 raise
+            state = self._mirror(table).state  # opened again next time (a conflict, ...)
+            state.handles.forget(state.path)
+            state.handles.forget(state.tomb_path)
             log.warning("batch %d: %s: delta-rs failed, through Spark instead: %s",
                         batch_id, table.path, _error_class_line(exc))
             metrics.SPARK_PATH.labels(table.path, "delta-rs failed").inc()
@@ -789,11 +808,13 @@ class BatchProcessor:
         events (for the dead letters)."""
         table = table_of(topic)
         started = time.monotonic()
-        applied = (self._by_delta_rs(table, plan, records, batch_id, topic, cut)
-                   if records is not None else None)
         with ExitStack() as cached:  # the Spark path's decoded frames, kept until _finish
+            cached.enter_context(self.in_flight.table())
+            applied = (self._by_delta_rs(table, plan, records, batch_id, topic, cut)
+                       if records is not None else None)
             if applied is None:
-                applied = self._by_spark(frames, topic, plan, batch_id, cut, cached)
+                with self._spark_slots:  # as many Spark tables at once as cores, either pool
+                    applied = self._by_spark(frames, topic, plan, batch_id, cut, cached)
             if applied is None:
                 return []
             self._finish(table, applied, batch_id, cut, started)

@@ -60,11 +60,16 @@ HEARTBEAT_AGE = Gauge("pgcdc_merge_heartbeat_age_seconds",
 TABLE_CURRENT = Gauge("pgcdc_merge_table_current_timestamp_seconds",
                       "The heartbeat time a table is applied up to", ["table"])
 PHASE_SECONDS = Histogram("pgcdc_merge_batch_phase_seconds",
-                          "Seconds a micro-batch spent in each phase (read, decode, merge, "
-                          "commit, maintenance), summed over the tables merged at once",
+                          "Seconds a micro-batch spent in each phase (read, decode, open, "
+                          "merge, tombstones, commit, maintenance), summed over the tables "
+                          "merged at once",
                           ["phase"], buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300))
 READ_BYTES = Counter("pgcdc_merge_read_bytes_total",
                      "Bytes of Kafka records (key and value) the job read, by topic", ["topic"])
+TABLES_AT_ONCE = Histogram("pgcdc_merge_batch_tables_at_once",
+                           "The most tables a micro-batch wrote at once (threads waiting on "
+                           "their store's requests, or computing)",
+                           buckets=(1, 2, 4, 8, 16, 32, 64, 128))
 KAFKA_BEHIND = Gauge("pgcdc_merge_kafka_offsets_behind",
                      "Records the streaming query is behind Kafka's latest offsets, as Spark "
                      "reports in the last progress of its Kafka source (min, avg, max over "

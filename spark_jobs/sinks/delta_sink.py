@@ -128,6 +128,12 @@ class SparkDeltaSink:
                              DeltaTable.isDeltaTable(spark, self.tomb_path))
         return self.state.columns is not None
 
+    def _spark_writes(self) -> None:
+        """Spark is about to commit to the table or its tombstones: the fast path's delta-rs
+        handles read the log at their next use (`lake/delta_handles.py`)."""
+        self.state.handles.changed(self.path)
+        self.state.handles.changed(self.tomb_path)
+
     def exists(self, spark: SparkSession) -> bool:
         return self._load(spark)
 
@@ -137,6 +143,7 @@ class SparkDeltaSink:
         `replace`: the table held another one, whose rows go; the table takes the columns
         and types of `template` (the new incarnation's decoded changes). A table still to be
         created records it when created."""
+        self._spark_writes()
         if self._load(spark):
             if replace:
                 self._replace(spark, template, incarnation)
@@ -292,6 +299,7 @@ class SparkDeltaSink:
     def expire_tombstones(self, spark: SparkSession, bound: int) -> int:
         """Delete the tombstones `expiry.expired_predicate(bound)` selects, through Spark; how
         many went (no commit when none)."""
+        self._spark_writes()
         if not (self._load(spark) and self.state.has_tombstones):
             return 0
         predicate = expired_predicate(bound)
@@ -328,6 +336,7 @@ class SparkDeltaSink:
               key: Sequence[str] | None, batch_id: int, part: str = "") -> None:
         """Merge `changes` by `key`. `part` tells apart the commits of one batch applied in
         several parts (one per key schema, `job.key_groups`) for Delta's idempotent writes."""
+        self._spark_writes()
         fresh = not self._load(spark)
         # A new table whose first rows come with it: created with them, in one commit; one
         # that a truncate of the batch cuts, or that gets no rows, is created first.

@@ -165,9 +165,10 @@ class DeltaRsSink:
         column, as the Spark path would decode it). Raises Declined before writing anything
         when the Spark path must do it."""
         state = self.state
-        table = self._open()
-        if table is not None and not state.loaded:
-            self._learn(table)
+        with CLOCK.timing("open"):
+            table = self._open()
+            if table is not None and not state.loaded:
+                self._learn(table)
         if table is None and (state.column_mapping or any("." in c for c in state.partition_by)):
             raise Declined("a new table with column mapping or a dotted partition column")
         if table is not None:
@@ -178,18 +179,8 @@ class DeltaRsSink:
         rows = (fold.row_changes(batch.rows, cut) if batch.truncates or cut is not None
                 else batch.rows)
         latest = fold.latest_per_key(rows, merge_key, sorted(batch.toast))
-        tombstones = self._open(tombstones=True) if state.has_tombstones else None
-        if tombstones is not None:
-            have = {f.name for f in StructType.fromJson(
-                json.loads(tombstones.schema().to_json())).fields}
-            if not set(merge_key) <= have:
-                raise Declined("a key the tombstones do not have yet")
-            others = [c for c in have if c not in {*merge_key, LSN, IDX} and c in types]
-            values = [r[merge_key[0]] for r in latest]
-            found = tombstones.to_pyarrow_table(
-                filters=[(merge_key[0], "in", values)]
-                if all(isinstance(v, (int, str)) for v in values) and values else None)
-            latest = fold.not_deleted_later(latest, found.to_pylist(), merge_key, others)
+        with CLOCK.timing("tombstones"):
+            latest, tombstones = self._not_deleted_later(latest, merge_key, types)
         deletes = fold.deletes(latest)
         if deletes and tombstones is None and (
                 state.mapped or table is None and state.column_mapping):
@@ -211,7 +202,8 @@ class DeltaRsSink:
             if latest and not self._done(state.path, table, app, batch_id):
                 self._merge(table, batch, latest, merge_key, app, batch_id)
         if deletes:
-            self._add_tombstones(table, tombstones, deletes, merge_key, batch_id)
+            with CLOCK.timing("tombstones"):
+                self._add_tombstones(table, tombstones, deletes, merge_key, batch_id)
         state.fast_batches += 1
         if maintain_every and state.fast_batches % maintain_every == 0:
             self.maintain()
@@ -256,6 +248,25 @@ class DeltaRsSink:
         state.handles.committed(state.path, table, app, txn)
         state.truncate_cut = cut
         log.info("%s: truncated before %s", self.state.path, cut)
+
+    def _not_deleted_later(self, latest: list[dict[str, Any]], merge_key: list[str],
+                           types: dict[str, DataType]
+                           ) -> tuple[list[dict[str, Any]], DeltaTable | None]:
+        """`latest` without the changes a stored tombstone of their key is at or after
+        (`fold.not_deleted_later`), and the tombstones' handle (None: the table has none)."""
+        tombstones = self._open(tombstones=True) if self.state.has_tombstones else None
+        if tombstones is not None:
+            have = {f.name for f in StructType.fromJson(
+                json.loads(tombstones.schema().to_json())).fields}
+            if not set(merge_key) <= have:
+                raise Declined("a key the tombstones do not have yet")
+            others = [c for c in have if c not in {*merge_key, LSN, IDX} and c in types]
+            values = [r[merge_key[0]] for r in latest]
+            found = tombstones.to_pyarrow_table(
+                filters=[(merge_key[0], "in", values)]
+                if all(isinstance(v, (int, str)) for v in values) and values else None)
+            latest = fold.not_deleted_later(latest, found.to_pylist(), merge_key, others)
+        return latest, tombstones
 
     @CLOCK.timed("maintenance")
     def maintain(self) -> None:

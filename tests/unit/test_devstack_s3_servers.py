@@ -11,7 +11,7 @@ from devstack.s3 import S3
 from devstack.s3proxy import MAIN_CLASS, S3Proxy, command, properties
 from devstack.stack import cache_dir, s3_server
 
-from benchmarks.s3_requests import count
+from benchmarks.s3_requests import count, count_phases
 
 
 def _java_properties(text: str) -> dict[str, str]:
@@ -23,6 +23,28 @@ def test_s3proxy_serves_the_in_memory_store_on_loopback_without_checking_signatu
     assert conf["s3proxy.endpoint"] == "http://127.0.0.1:19123"
     assert conf["jclouds.provider"] == "transient-nio2"  # not filesystem-nio2 (LIST no snapshot)
     assert conf["s3proxy.authorization"] == "none"  # clients sign with S3.env()'s fixed keys
+
+
+def test_s3proxy_adds_no_latency_unless_asked() -> None:
+    assert not any(k.startswith("s3proxy.latency-blobstore")
+                   for k in _java_properties(properties(19123)))
+
+
+def test_s3proxy_delays_every_store_operation_by_the_latency_asked(tmp_path: Path) -> None:
+    conf = _java_properties(properties(19123, latency_ms=10))
+    # s3proxy 4's LatencyBlobStore: `s3proxy.latency-blobstore.<operation>.latency` in ms,
+    # `*` for every operation (a benchmark's stand-in for a real store's round trips)
+    assert conf["s3proxy.latency-blobstore.*.latency"] == "10"
+    assert conf["jclouds.provider"] == "transient-nio2"  # the store behind it is unchanged
+    server = s3_server("s3proxy", tmp_path, 19001, latency_ms=25)
+    assert isinstance(server, S3Proxy) and server.latency_ms == 25
+    with pytest.raises(ValueError, match="must not be negative"):
+        properties(19123, latency_ms=-1)
+
+
+def test_only_s3proxy_takes_a_latency(tmp_path: Path) -> None:
+    with pytest.raises(StackError, match="needs the s3proxy server"):
+        s3_server("moto", tmp_path, 19001, latency_ms=10)
 
 
 def test_s3proxy_command_line_runs_its_main_on_the_resolved_jars() -> None:
@@ -60,3 +82,23 @@ def test_requests_are_counted_alike_from_either_servers_log() -> None:
              "09:00:00.000 DEBUG o.gaul.s3proxy.S3ProxyHandler - request: ...{PUT@68f0 "
              "http://127.0.0.1:19000/bench/w/t0/_delta_log/00000000000000000001.json HTTP/1.1}}}"]
     assert count(proxy) == count(moto) == {"LIST _delta_log": 1, "PUT commit": 1}
+
+
+def test_requests_are_counted_by_the_step_of_a_tables_batch_they_serve() -> None:
+    def line(method: str, target: str) -> str:
+        return f'127.0.0.1 - - [28/Nov/2026 09:00:00] "{method} {target} HTTP/1.1" 200 -'
+
+    log = [line("GET", "/bench/w/public/t0/_delta_log/_last_checkpoint"),
+           line("GET", "/bench?list-type=2&prefix=w%2Fpublic%2Ft0%2F_delta_log%2F"),
+           line("GET", "/bench/w/public/t0/_delta_log/00000000000000000001.json"),
+           line("GET", "/bench/w/public/t0/part-0.snappy.parquet"),
+           line("PUT", "/bench/w/public/t0/part-1.snappy.parquet"),
+           line("PUT", "/bench/w/public/t0/_delta_log/00000000000000000002.json"),
+           line("PUT", "/bench/w/_pgcdc/tombstones/public/t0/_delta_log/0000.json"),
+           line("GET", "/bench?list-type=2&prefix=w%2F_pgcdc%2Ftombstones%2Fpublic%2Ft0%2F"),
+           line("HEAD", "/bench/w/_pgcdc/checkpoint/offsets/3"),
+           line("GET", "/bench?list-type=2&prefix=w%2F_pgcdc%2Fcheckpoint%2Foffsets%2F"),
+           line("GET", "/bench/w/_pgcdc/writer/_delta_log/00000000000000000001.json"),
+           line("PUT", "/bench/w/public/t0/_delta_log/00000000000000000010.checkpoint.parquet")]
+    assert count_phases(log) == {"open": 3, "read": 1, "write": 1, "commit": 1,
+                                 "tombstones": 2, "checkpoint": 3, "lease": 1}

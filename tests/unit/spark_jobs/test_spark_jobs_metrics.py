@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from spark_jobs.lake.phases import PhaseClock
+from spark_jobs.lake.phases import InFlight, PhaseClock
 from spark_jobs.runtime import metrics
 from spark_jobs.runtime.metrics import (
     BatchMetrics,
@@ -133,7 +133,8 @@ def test_phases_nest_and_count_each_second_once() -> None:
         ticks.now += 4
         with clock.timing("maintenance"):
             ticks.now += 5
-    assert clock.take() == {"read": 1, "decode": 3, "merge": 6, "commit": 0, "maintenance": 5}
+    assert clock.take() == {"read": 1, "decode": 3, "open": 0, "merge": 6, "tombstones": 0,
+                            "commit": 0, "maintenance": 5}
     assert set(clock.take().values()) == {0}  # taken: the next batch starts at zero
 
 
@@ -153,6 +154,22 @@ def test_phases_of_threads_add_up_and_do_not_nest_across_threads() -> None:
         thread.join()
     spent = clock.take()
     assert spent["merge"] >= 0.1 and spent["decode"] == 0  # two tables, summed
+
+
+def test_tables_in_flight_count_the_most_at_once_per_batch() -> None:
+    flight = InFlight()
+    with flight.table():
+        with flight.table(), flight.table():
+            assert flight.now == 3
+        with flight.table():
+            pass
+    assert flight.take() == (4, 3)  # four tables began, three at once at most
+    with flight.table():
+        assert flight.take() == (1, 1)
+        with flight.table():
+            pass
+    assert flight.take() == (1, 2)  # a table still writing at the take counts in the next
+    assert flight.now == 0
 
 
 def test_a_decorated_call_counts_even_when_it_raises() -> None:

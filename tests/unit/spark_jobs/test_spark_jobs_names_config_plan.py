@@ -8,7 +8,7 @@ import pytest
 
 from spark_jobs.rules.names import TableId, column_names, subscribe_pattern, table_of
 from spark_jobs.rules.plan import DATAFUSION, merge_plan, newer_expr, not_deleted_later
-from spark_jobs.runtime.config import MergeConfig, parse_args
+from spark_jobs.runtime.config import OBJECT_STORE_IO_TABLES, MergeConfig, parse_args
 
 
 def test_subscribe_pattern_matches_table_topics_only() -> None:
@@ -128,3 +128,23 @@ def test_tables_written_at_once_follow_the_cores_unless_given() -> None:
     assert given.tables_at_once(16) == 3
     assert MergeConfig("k", "r", "/lake", topic_prefix="p", parallel_tables=40
                        ).tables_at_once(200) == 40  # given: as given
+
+
+def test_fast_path_tables_at_once_follow_the_store_unless_given() -> None:
+    """On an object store a table's part waits on requests, not on a core: many at once.
+    On local disk, as many as the cores (as before)."""
+    local = MergeConfig("k", "r", "/lake", topic_prefix="p")
+    assert [local.io_tables_at_once(c) for c in (2, 16)] == [2, 16]
+    for target in ("s3a://b/lake", "abfss://c@a.dfs.core.windows.net/lake", "gs://b/lake"):
+        store = MergeConfig("k", "r", target, topic_prefix="p")
+        assert store.io_tables_at_once(2) == OBJECT_STORE_IO_TABLES == 32
+        assert store.tables_at_once(2) == 2  # the Spark path's stay by the cores
+    assert MergeConfig("k", "r", "s3a://b/lake", topic_prefix="p", parallel_tables=48
+                       ).io_tables_at_once(2) == 48  # never fewer than --parallel-tables
+    given = MergeConfig("k", "r", "/lake", topic_prefix="p", io_tables=8)
+    assert given.io_tables_at_once(2) == 8
+    assert parse_args(["--bootstrap-servers", "k", "--schema-registry-url", "r",
+                       "--topic-prefix", "p", "--target", "s3a://b/l", "--io-tables", "64"]
+                      ).io_tables_at_once(2) == 64
+    with pytest.raises(ValueError, match="--io-tables must be positive"):
+        MergeConfig("k", "r", "/lake", topic_prefix="p", io_tables=-1)
