@@ -320,7 +320,10 @@ def float4_text(value: float) -> str:
 
 
 def _single(value: float) -> float:
-    return float(struct.unpack("<f", struct.pack("<f", value))[0])
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", value))[0])
+    except OverflowError:  # shorter digits of a float4 near its maximum may round past it
+        return math.copysign(math.inf, value)
 
 
 def _pg_float(value: float, digits: str, fixed_below: int) -> str:
