@@ -17,7 +17,9 @@ position read just before the catalog query that last saw the table) bounds the 
 below: the DROP committed after that query's snapshot, so every event of a later incarnation
 is after `seen_lsn`, and every event of an earlier one (dropped before this one was created)
 before it. The merge job applies the drop only to a lake table holding the dropped
-incarnation or an older one.
+incarnation or an older one. So a drop written twice (a connection lost after the message
+committed: `DropWatch` writes what it found again until it is `recorded`) empties nothing
+more.
 
 A message names the slot of the producer it is for (`slot`): every slot of the database
 decodes it, and another pgcdc's publication may not publish the table (or publish it under
@@ -114,7 +116,7 @@ def emit(conn: psycopg.Connection[Any], dropped: Iterable[DroppedTable]) -> None
 class DropWatch:
     """The relation ids the publication published at the previous check, and the WAL position
     read before it: one per `pgcdc run` (kept across reconnects, so a table dropped while the
-    stream reconnected is found at the next session's first check). A table dropped while
+    stream reconnected is found when the next session opens). A table dropped while
     pgcdc was stopped is not found (docs/events.md "Dropped tables")."""
 
     def __init__(self, slot: str, publication: str, *, skip: Iterable[tuple[str, str]] = ()
@@ -124,20 +126,28 @@ class DropWatch:
         self.skip = set(skip)  # pgcdc's own signal table: never a topic
         self.ids: dict[tuple[str, str], int] | None = None
         self.seen_lsn = 0
+        self.pending: list[DroppedTable] = []  # found, not yet `recorded`
 
     def check(self, conn: psycopg.Connection[Any]) -> list[DroppedTable]:
-        """The tables published at the previous check whose relation id exists no more."""
+        """The tables published at the previous check whose relation id exists no more, and
+        those found before that are not `recorded` yet (writing them failed: a lost connection
+        must not lose a drop; one written twice is applied once, module docstring)."""
         lsn = wal_lsn(conn)  # before the catalog query (module docstring)
         ids = {n: i for n, i in published_ids(conn, self.publication).items()
                if n not in self.skip}
         before, seen_lsn = self.ids, self.seen_lsn
         self.ids, self.seen_lsn = ids, lsn
         if before is None:
-            return []
+            return list(self.pending)
         left = {i for i in before.values()} - set(ids.values())
         gone = left - existing(conn, left)
-        return [DroppedTable(s, t, i, self.slot, seen_lsn)
-                for (s, t), i in sorted(before.items()) if i in gone]
+        self.pending += [DroppedTable(s, t, i, self.slot, seen_lsn)
+                         for (s, t), i in sorted(before.items()) if i in gone]
+        return list(self.pending)
+
+    def recorded(self) -> None:
+        """The drops `check` returned are in the WAL (or a warning named them): not again."""
+        self.pending = []
 
 
 def standby_hint(drop: DroppedTable) -> str:

@@ -112,6 +112,10 @@ class TableWatcher:
         if self.manage and keyless != "full":
             self.left_out = self._keyless(self._unlisted(self.published))
         metrics.KEYLESS_LEFT_OUT.set(len(self.left_out))
+        # The first session takes the drops' baseline now, not at its first check: a table
+        # dropped within that first interval would otherwise never be found; a later session
+        # records what was dropped while the stream reconnected.
+        self._check_drops()
         self.next_check = time.monotonic() + WATCH_INTERVAL_S
 
     def _published(self) -> set[TableName]:
@@ -194,8 +198,10 @@ class TableWatcher:
                 log.warning("table %s.%s (relation id %d) was dropped: this standby cannot "
                             "record it, so its lake table keeps its rows; run on the primary: "
                             "%s", drop.schema, drop.table, drop.relation_id, standby_hint(drop))
+            self.drops.recorded()
             return
         emit(self.admin.conn, dropped)
+        self.drops.recorded()
         for drop in dropped:
             log.info("table %s.%s (relation id %d) was dropped: recorded in the stream (the "
                      "merge job empties its lake table)", drop.schema, drop.table,

@@ -93,9 +93,10 @@ def test_each_spark_part_has_one_reason_and_is_counted_once() -> None:
 def test_the_job_counts_each_part_it_sends_to_spark_once_where_it_splits_the_batch(
         tmp_path: Path) -> None:
     """`BatchProcessor._split` (the engine decision, without Spark): a part with a second key
-    group (an unframed key beside framed ones) and a part over --fast-merge-max-events are
-    counted once each with their reason; the parts the fast path tries are not (a decline
-    there is counted where delta-rs declines)."""
+    schema and a part over --fast-merge-max-events are counted once each with their reason;
+    the parts the fast path tries are not (a decline there is counted where delta-rs
+    declines), among them one with events without a key beside keyed ones (they may be its
+    truncates: `_fast` declines the part when they are not)."""
     from spark_jobs.events.decode import TopicPlan
     from spark_jobs.runtime.config import MergeConfig
     from spark_jobs.runtime.job import BatchProcessor
@@ -106,13 +107,15 @@ def test_the_job_counts_each_part_it_sends_to_spark_once_where_it_splits_the_bat
         return TopicPlan(schemas={1: {"type": "record"}}, events=events,
                          keys=dict.fromkeys(key_sids, key))
 
-    plans = {"p.split.keys": plan(5, None, 3), "p.split.big": plan(50, 3),
-             "p.split.small": plan(7, 3), "p.split.none": TopicPlan(events=2)}
+    plans = {"p.split.keys": plan(5, 4, 3), "p.split.big": plan(50, 3),
+             "p.split.small": plan(7, 3), "p.split.keyless": plan(5, None, 3),
+             "p.split.none": TopicPlan(events=2)}
 
     def counts() -> dict[tuple[str, str], float]:
         return {(t, r): REGISTRY.get_sample_value("pgcdc_merge_spark_path_total",
                                                   {"table": t, "reason": r}) or 0.0
-                for t in ("split/keys", "split/big", "split/small", "split/none")
+                for t in ("split/keys", "split/big", "split/small", "split/keyless",
+                          "split/none")
                 for r in (OVER_LIMIT, SEVERAL_KEYS, FAST_MERGE_OFF)}
 
     config = MergeConfig(bootstrap_servers="k:9092", schema_registry_url="http://r",
@@ -120,7 +123,7 @@ def test_the_job_counts_each_part_it_sends_to_spark_once_where_it_splits_the_bat
                          fast_merge_max_events=20)
     before = counts()
     split = BatchProcessor._split(SimpleNamespace(config=config), plans)  # type: ignore[arg-type]
-    assert split == ([["p.split.small"]], ["p.split.big", "p.split.keys"])
+    assert split == ([["p.split.keyless", "p.split.small"]], ["p.split.big", "p.split.keys"])
     after = counts()
     assert {k: n - before[k] for k, n in after.items() if n != before[k]} == {
         ("split/keys", SEVERAL_KEYS): 1, ("split/big", OVER_LIMIT): 1}
@@ -128,7 +131,7 @@ def test_the_job_counts_each_part_it_sends_to_spark_once_where_it_splits_the_bat
     BatchProcessor._split(SimpleNamespace(config=off), plans)  # type: ignore[arg-type]
     assert {k: n - after[k] for k, n in counts().items() if n != after[k]} == {
         ("split/keys", FAST_MERGE_OFF): 1, ("split/big", FAST_MERGE_OFF): 1,
-        ("split/small", FAST_MERGE_OFF): 1}
+        ("split/small", FAST_MERGE_OFF): 1, ("split/keyless", FAST_MERGE_OFF): 1}
 
 
 @given(topics, st.data(), st.integers(0, 700), st.booleans())
