@@ -16,7 +16,7 @@ from connector.avro.masking import HASH_ENCODINGS, Masking
 from connector.avro.typemap import DEBEZIUM_FORMAT, VALUE_FORMATS
 from connector.errors import ConfigError, first_line
 from connector.outbox import OutboxRoutes, parse_outbox_settings
-from connector.replication.admin import managed_patterns
+from connector.replication.admin import KEYLESS_POLICIES, managed_patterns
 from connector.replication.published import (
     TableSetting,
     parse_table_settings,
@@ -32,10 +32,6 @@ ENV_DEFAULTS = {
 }
 
 SNAPSHOT_MODES = ("initial", "never", "initial_only")
-# Tables without a key, when pgcdc creates or extends the publication (ReplicationAdmin.
-# apply_keyless_policy): refuse the first start (later: tables named exactly; keyless_refused)
-# | leave them out | set REPLICA IDENTITY FULL.
-KEYLESS_POLICIES = ("refuse", "skip", "full")
 # Where incremental snapshot requests travel (connector/snapshot/incremental/channel.py).
 SIGNAL_CHANNELS = ("auto", "kafka", "table")
 # An event over max_event_bytes: stop (fail) | publish it with its largest columns null (omit;

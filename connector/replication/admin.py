@@ -56,6 +56,9 @@ class SlotInfo:
     retained_bytes: int | None
 
 
+# --keyless-tables: tables without a key, when pgcdc creates or extends the publication
+# (`apply_keyless_policy`): refuse the first start (later: tables named exactly;
+# `keyless_refused`) | leave them out | set REPLICA IDENTITY FULL.
 KEYLESS_POLICIES = ("refuse", "skip", "full")
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from connector import config as config_mod
 from connector.errors import ConfigError
 from connector.replication import ReplicationAdmin, table_trigger
+from connector.replication.admin import KEYLESS_POLICIES
 from connector.replication.detach_trigger import install_sql, remove_sql
 from connector.replication.privileges import grants_sql
 from connector.snapshot.incremental import signals
@@ -52,7 +53,7 @@ def register(subparsers: Any) -> None:
                         "run in the database (and, as a comment, how to remove it): for the "
                         "publication, --tables and --keyless-tables of --config (or of these "
                         "options; --tables defaults to *), as pgcdc run checks at start")
-    p.add_argument("--keyless-tables", choices=list(config_mod.KEYLESS_POLICIES),
+    p.add_argument("--keyless-tables", choices=list(KEYLESS_POLICIES),
                    help="with --table-trigger-sql: the producer's --keyless-tables")
     p.add_argument("--config", metavar="FILE",
                    help="with --table-trigger-sql: the producer's YAML configuration")

@@ -26,6 +26,7 @@ from connector import speedups
 from connector.avro.typemap import VALUE_FORMATS
 from connector.errors import ConfigError
 from connector.redact import RedactSecrets
+from connector.replication.admin import KEYLESS_POLICIES
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -50,7 +51,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--publication", help="publication name (default pgcdc)")
     p.add_argument("--tables", help="comma-separated schema.table patterns, * allowed "
                                     "(default: all tables)")
-    p.add_argument("--keyless-tables", choices=list(config_mod.KEYLESS_POLICIES),
+    p.add_argument("--keyless-tables", choices=list(KEYLESS_POLICIES),
                    help="tables without a primary key, when pgcdc creates or extends the "
                         "publication (PostgreSQL rejects UPDATE/DELETE on them once published): "
                         "refuse (default): refuse the first start naming them (later starts: "
