@@ -33,6 +33,7 @@ from ..events.decode import (
 )
 from ..events.registry import SchemaCache
 from ..events.rows import NotForRows, WriterSchema, decode_rows, split_held
+from ..events.summary import summarize
 from ..events.wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
 from ..history.sink import HISTORY_DIR, LOG_DIR
 from ..lake import storage
@@ -474,24 +475,13 @@ class BatchProcessor:
         frames = with_frame(batch).coalesce(self.spark.sparkContext.defaultParallelism).persist()
         try:
             with CLOCK.timing("read"):
-                summary = (frames.groupBy("topic", PROBLEM, SCHEMA_ID, KEY_SCHEMA_ID)
-                           .agg(F.count(F.lit(1)).alias("n"),
-                                F.unix_millis(F.min("timestamp")).alias("oldest"),
-                                F.unix_millis(F.max("timestamp")).alias("newest"),
-                                F.sum(F.coalesce(F.octet_length("key"), F.lit(0))
-                                      + F.coalesce(F.octet_length("value"), F.lit(0))
-                                      ).alias("bytes")).collect())
                 beat_topic = (self.config.heartbeat_topic if self.config.subscribes_heartbeats
                               else None)
+                summary, beats = summarize(
+                    frames, beat_topic if self.config.reads_heartbeats else None)
                 plans = plan_batch(summary, self.schemas, (beat_topic,) if beat_topic else ())
-                if (self.config.reads_heartbeats
-                        and any(r["topic"] == beat_topic for r in summary)):
-                    # one more Spark job over the batch: only when it holds heartbeats
-                    beats = frames.where((F.col("topic") == beat_topic)
-                                         & F.col(PROBLEM).isNull()).select(SCHEMA_ID, BODY
-                                                                           ).collect()
-                    heartbeat = heartbeat_positions(((r[0], r[1]) for r in beats),
-                                                    self.schemas)
+                if beats:
+                    heartbeat = heartbeat_positions(beats, self.schemas)
                 dead = [d for d in [undecodable(frames, plans)] if d is not None]
                 events = sum(p.events for p in plans.values())
             split = self._split(plans)
