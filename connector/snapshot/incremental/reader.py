@@ -36,6 +36,11 @@ thread reads, nor when, in wall time, the rows reach the stream's thread:
   both orders, or newer in both" holds as in `readonly`; dropping the keys of a transaction
   past h only leaves their newer state to the stream.
 
+* A table without a key, read whole (`whole`, `start_whole`): the thread takes the table's
+  SHARE lock, writes the transactional cut marker, COPYs every row into a spool file, stores
+  the `WholeRead` and only then commits. The stream decodes the marker at that commit, so
+  when it meets it the read is there to take, as with a DBLog high watermark.
+
 The GIL: the encoding is one C call per row that holds it (~1.5 µs); the stream's thread gets
 it back at the next switch interval (5 ms), and the COPY's network waits release it.
 """
