@@ -49,12 +49,12 @@ from .reader import ChunkRead, ChunkReader, ChunkSpec, PendingRead, Stopped
 from .signal_topic import SignalTopic, TopicRequests
 from .stores import RequestStore, TableRequests
 from .whole import (
-    RETRY_S,
     Busy,
     CutMarker,
     WholeRead,
     WholeSpec,
     lock_statement,
+    retry_delay,
     table_method,
     whole_copy_statement,
 )
@@ -126,6 +126,7 @@ class IncrementalSnapshots:
         # their own
         self.chunk: KeyRangeChunk | None = None  # read, its watermarks not yet streamed
         self.whole: WholeTable | None = None  # a keyless table read whole, not yet published
+        self.busy_attempts = 0  # whole-table reads in a row whose lock was not granted
         self.sequence = 0
         self.request: signals.SnapshotRequest | None = None
         self.table_index = 0
@@ -333,10 +334,12 @@ class IncrementalSnapshots:
         if isinstance(error, Stopped):
             return
         if isinstance(error, Busy):
+            wait = retry_delay(self.busy_attempts)
+            self.busy_attempts += 1
             log.info("incremental snapshot %d: %s is being written by a long transaction (its "
                      "SHARE lock was not granted): trying again in %.0f s", whole.request,
-                     whole.table.name, RETRY_S)
-            self.next_poll = now + RETRY_S
+                     whole.table.name, wait)
+            self.next_poll = now + wait
             return
         raise error
 
@@ -349,6 +352,7 @@ class IncrementalSnapshots:
             raise RuntimeError(f"whole-table read {whole.marker.sequence}: marker before the "
                                "read")
         self.whole = None  # (a failure below: the request takes the table again)
+        self.busy_attempts = 0
         codec = whole.codec
         topic = codec.topic
         produce = self.sink.produce

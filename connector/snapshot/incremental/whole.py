@@ -13,7 +13,7 @@ reader (`reader.ChunkReader`, a thread and connection of its own) runs, in one R
 transaction:
 
 1. ``LOCK TABLE t IN SHARE MODE`` (``lock_timeout`` `LOCK_TIMEOUT_S`: when the lock is not
-   granted by then, the attempt is given up and made again `RETRY_S` later, `Busy`). SHARE
+   granted by then, the attempt is given up and made again later, `Busy`, `retry_delay`). SHARE
    conflicts with the ROW EXCLUSIVE lock every write of t takes (INSERT, UPDATE, DELETE, MERGE,
    COPY FROM, a subscription's apply), and with the locks of TRUNCATE and ALTER TABLE. So when
    it is granted, every transaction that wrote t has ended, and a transaction ends (its commit
@@ -92,12 +92,20 @@ from psycopg import sql
 from connector.avro.table_codec import CopyEncoder
 
 __all__ = ["LOCK_TIMEOUT_S", "Busy", "CutMarker", "Spool", "WholeRead", "WholeSpec",
-           "lock_statement", "table_method", "whole_copy_statement"]
+           "lock_statement", "retry_delay", "table_method", "whole_copy_statement"]
 
 LOCK_TIMEOUT_S = 2.0  # how long a SHARE lock request may hold the table's writers back
-RETRY_S = 5.0  # when the lock was not granted: the next attempt
+RETRY_S = 5.0  # when the lock was not granted: the next attempt, doubling up to RETRY_MAX_S
+RETRY_MAX_S = 60.0
 
 Method = Literal["chunks", "whole"]
+
+
+def retry_delay(attempts: int) -> float:
+    """Seconds before the next attempt after `attempts` earlier ones in a row found the lock
+    busy: `RETRY_S`, doubling up to `RETRY_MAX_S`, so a table written by a long transaction
+    has its writers held back (`LOCK_TIMEOUT_S` per attempt) ever more rarely."""
+    return min(RETRY_MAX_S, RETRY_S * 2.0 ** min(attempts, 16))
 
 
 def table_method(*, replica_identity: str, has_key: bool, read_only: bool,

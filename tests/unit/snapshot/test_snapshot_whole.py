@@ -14,15 +14,16 @@ from connector.avro import SourceInfo
 from connector.pgoutput.messages import Relation
 from connector.replication.features import ServerFeatures
 from connector.sink import AckTracker, Ticket
-from connector.snapshot.incremental import driver as driver_module
 from connector.snapshot.incremental.driver import IncrementalSnapshots, WholeTable
 from connector.snapshot.incremental.reader import PendingRead
 from connector.snapshot.incremental.signals import SnapshotRequest
 from connector.snapshot.incremental.whole import (
+    RETRY_S,
     Busy,
     CutMarker,
     Spool,
     WholeRead,
+    retry_delay,
     table_method,
 )
 from connector.snapshot.incremental.window import Watermark
@@ -218,8 +219,13 @@ def test_a_busy_lock_gives_the_attempt_up_and_tries_again_later() -> None:
     now = time.monotonic()
     snapshots._tick_whole(whole, now)
     assert snapshots.whole is None and snapshots.table_index == 0  # the same table again
-    assert snapshots.next_poll >= now + driver_module.RETRY_S - 0.01
+    assert snapshots.next_poll == now + RETRY_S
     assert sink.records == []
+    for _ in range(2):  # busy again: later each time
+        snapshots.whole = whole
+        snapshots._tick_whole(whole, now)
+    assert snapshots.next_poll == now + 4 * RETRY_S
+    assert [retry_delay(n) for n in (0, 1, 2, 3, 4, 50)] == [5, 10, 20, 40, 60, 60]
 
 
 def test_a_read_that_is_still_running_or_waits_for_its_marker_is_kept() -> None:
