@@ -11,7 +11,9 @@ thread of their own while the stream goes on: `reader`) between a low and a
 high watermark in the WAL, or, read-only (a standby, a request over Kafka), between the
 stream's position and a WAL horizon (`readonly`); the chunk window (`window`) drops the rows
 the stream changes meanwhile, which is why no snapshot row ever overwrites a newer change (the
-arguments are in `window`'s and `readonly`'s docstrings).
+arguments are in `window`'s and `readonly`'s docstrings). A table without a key is read whole,
+under a SHARE lock, and published as a truncate and its rows at one cut in the stream
+(`whole`).
 
 The publisher sees the driver through its `open_window` (a `ChunkWindow`) and `watermark`.
 """

@@ -16,7 +16,10 @@ the reader's thread, on a connection of its own (`reader`: why the hand-over kee
 windows' arguments), so the stream never waits for a chunk's read. A table of a request that
 no longer exists under its name (dropped or renamed since it was requested: an application's
 schema changes) is skipped with one INFO line, the request goes on with the next; one that
-exists but is not published fails the request.
+exists but is not published fails the request. A table without a key (or keyed by the whole
+row) is read whole at a cut instead of in chunks (`whole`: its read in the reader's thread,
+its truncate and rows published here when the stream meets its marker), or, read-only, fails
+the request with the reason (`whole.table_method`).
 """
 
 from __future__ import annotations
@@ -30,9 +33,10 @@ from dataclasses import dataclass
 import psycopg
 from psycopg import sql
 
-from connector.avro import TableCodec
+from connector.avro import SourceInfo, TableCodec
 from connector.errors import SourceError, first_line, is_privilege_error
 from connector.names import TableName
+from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.messages import COLUMN_KEY, Relation
 from connector.replication.features import ServerFeatures
 from connector.sink import DeliveryTracker, Sink, Ticket
@@ -44,6 +48,16 @@ from .chunk_query import chunk_copy_statement
 from .reader import ChunkRead, ChunkReader, ChunkSpec, PendingRead, Stopped
 from .signal_topic import SignalTopic, TopicRequests
 from .stores import RequestStore, TableRequests
+from .whole import (
+    Busy,
+    CutMarker,
+    WholeRead,
+    WholeSpec,
+    lock_statement,
+    retry_delay,
+    table_method,
+    whole_copy_statement,
+)
 from .window import ChunkAcks, ChunkWindow, SentChunk, Watermark
 
 log = logging.getLogger(__name__)
@@ -51,6 +65,7 @@ log = logging.getLogger(__name__)
 __all__ = ["IncrementalSnapshots"]
 
 POLL_INTERVAL_S = 1.0
+TRUNCATE_INDEX = -1  # txn_index of a whole-table read's truncate: before its row 0
 PRUNE_XIDS = 10_000  # streamed xids kept between read-only chunks before they are pruned
 
 
@@ -71,6 +86,20 @@ class KeyRangeChunk:
     # Read-only, after the read: when the window closes (`readonly.Chunk`; its rows and the
     # keys the stream drops from them are the `window`'s).
     policy: readonly.Chunk | None = None
+
+
+@dataclass
+class WholeTable:
+    """A table without a key read whole at a cut (`whole`), from its start on: read by the
+    `ChunkReader`'s thread (`pending`), published on the stream's thread in the transaction
+    of its marker."""
+
+    request: int
+    table_index: int
+    table: SnapshotTable
+    codec: TableCodec
+    marker: CutMarker
+    pending: PendingRead
 
 
 class IncrementalSnapshots:
@@ -96,6 +125,8 @@ class IncrementalSnapshots:
         self.reader = ChunkReader(dsn)  # the chunks' reads, in a thread and connection of
         # their own
         self.chunk: KeyRangeChunk | None = None  # read, its watermarks not yet streamed
+        self.whole: WholeTable | None = None  # a keyless table read whole, not yet published
+        self.busy_attempts = 0  # whole-table reads in a row whose lock was not granted
         self.sequence = 0
         self.request: signals.SnapshotRequest | None = None
         self.table_index = 0
@@ -160,6 +191,9 @@ class IncrementalSnapshots:
                     self._collect(chunk, wal_end)
                 elif chunk.policy is not None and chunk.policy.passed(wal_end):
                     self._send_now(chunk, max(wal_end, self.last_end))
+                return
+            if self.whole is not None:
+                self._tick_whole(self.whole, now)
                 return
             if now < self.next_poll or self.reader.busy:
                 return
@@ -241,21 +275,22 @@ class IncrementalSnapshots:
                      "already routed: not read again", request.id, name)
             self.table_index, self.last_key = self.table_index + 1, None
             return
-        if table.relation.replica_identity == "f":
-            self._fail(request.id, f"{name} has REPLICA IDENTITY FULL: its events are keyed "
-                       "by the whole row, so a snapshot row cannot be told from a changed one")
+        read_only = self._read_only(request)
+        key = None if table.relation.replica_identity == "f" else self._key(table)
+        method, reason = table_method(replica_identity=table.relation.replica_identity,
+                                      has_key=key is not None, read_only=read_only,
+                                      partition_of_root=table.read_from is not None)
+        if method is None:
+            self._fail(request.id, f"{name} {reason}")
             return
-        key = self._key(table)
-        if key is None:
-            self._fail(request.id, f"{name} has no primary key (or replica identity index): "
-                       "an incremental snapshot needs one to tell its rows from newer changes")
+        if method == "whole" or key is None:
+            self._start_whole(request, table)
             return
         self.sequence += 1
         relation = table.relation
         columns = [c.name for c in relation.columns]
         codec = self.codec_for(relation)
         window = ChunkWindow(self.sequence, relation.relation_id)
-        read_only = self._read_only(request)
         if read_only:
             window.low_seen()  # open from P on: every transaction streamed later
         spec = ChunkSpec(
@@ -267,6 +302,79 @@ class IncrementalSnapshots:
             before=self.recent.copy() if read_only else None)
         self.chunk = KeyRangeChunk(request.id, self.table_index, table, codec, window,
                                    self.reader.start(spec))
+
+    def _start_whole(self, request: signals.SnapshotRequest, table: SnapshotTable) -> None:
+        """Read a table without a key whole at a cut (`whole`): the lock, the marker and the
+        COPY in the reader's thread; the stream publishes the rows at the marker."""
+        self.sequence += 1
+        relation = table.relation
+        columns = [c.name for c in relation.columns]
+        codec = self.codec_for(relation)
+        marker = CutMarker(self.run, self.sequence)
+        spec = WholeSpec(lock_statement(relation.namespace, relation.name),
+                         whole_copy_statement(relation.namespace, relation.name, columns,
+                                              table.row_filter),
+                         codec.copy_encoder("r"), marker)
+        log.info("incremental snapshot %d: %s has no key: read whole at one point of the "
+                 "stream (its writes wait while it is read)", request.id, table.name)
+        self.whole = WholeTable(request.id, self.table_index, table, codec, marker,
+                                self.reader.start_whole(spec))
+
+    def _tick_whole(self, whole: WholeTable, now: float) -> None:
+        """A whole-table read whose thread failed is given up (its marker, if its transaction
+        committed after all, is ignored): tried again later when the lock was busy; another
+        error is the tick's. One that succeeded waits for its marker in the stream."""
+        pending = whole.pending
+        if not pending.done.is_set() or pending.error is None:
+            return
+        self.whole = None
+        if pending.result is not None:
+            pending.result.spool.close()
+        error = pending.error
+        if isinstance(error, Stopped):
+            return
+        if isinstance(error, Busy):
+            wait = retry_delay(self.busy_attempts)
+            self.busy_attempts += 1
+            log.info("incremental snapshot %d: %s is being written by a long transaction (its "
+                     "SHARE lock was not granted): trying again in %.0f s", whole.request,
+                     whole.table.name, wait)
+            self.next_poll = now + wait
+            return
+        raise error
+
+    def _send_whole(self, whole: WholeTable, ticket: Ticket) -> None:
+        """Publish a whole-table read (`whole`) under its marker's transaction's `ticket`: a
+        truncate at (m, -1), then every row at (m, n). The request moves past the table once
+        Kafka has them all."""
+        result: WholeRead | None = whole.pending.result
+        if result is None:  # stored before the marker's transaction committed (`reader`)
+            raise RuntimeError(f"whole-table read {whole.marker.sequence}: marker before the "
+                               "read")
+        self.whole = None  # (a failure below: the request takes the table again)
+        self.busy_attempts = 0
+        codec = whole.codec
+        topic = codec.topic
+        produce = self.sink.produce
+        position = result.position
+        spool = result.spool
+        try:
+            self.sink.produce_truncate(topic, codec.truncate(SourceInfo(
+                position, TRUNCATE_INDEX, time.time_ns() // 1_000_000, None, position,
+                "incremental")), ticket)
+            for key, value in spool.events():
+                produce(topic, key, value, ticket)
+        finally:
+            spool.close()
+        if self.on_read is not None:
+            self.on_read(whole.table.relation)
+        self.table_index, self.last_key = whole.table_index + 1, None
+        self.acks.sent(SentChunk(ticket.end_lsn, whole.request, self.table_index, None,
+                                 spool.count))
+        log.info("incremental snapshot %d: %s published whole (a truncate and %d rows at %s); "
+                 "done with it once Kafka acknowledges them", whole.request, whole.table.name,
+                 spool.count, lsn_to_str(position))
+        self.next_poll = 0.0  # the next table at once
 
     def _collect(self, chunk: KeyRangeChunk, wal_end: int) -> None:
         """The reader's thread is done with `chunk`: its error is raised here (handled as the
@@ -380,8 +488,15 @@ class IncrementalSnapshots:
     def watermark(self, content: bytes, end_lsn: int, ticket: Ticket) -> None:
         """One of our watermark messages, met in the stream: the low one (non-transactional)
         opens the chunk's window, the high one (in a transaction ending at `end_lsn`) produces
-        the window's events under that transaction's `ticket`. Watermarks of another run (a
-        killed producer's, replayed after a restart) are ignored."""
+        the window's events under that transaction's `ticket`; a whole-table read's marker
+        (`whole.CutMarker`, transactional) produces its truncate and rows under its
+        transaction's ticket. Marks of another run (a killed producer's, replayed after a
+        restart) or of an attempt given up are ignored."""
+        marker = CutMarker.parse(content)
+        if marker is not None:
+            if self.whole is not None and marker == self.whole.marker:
+                self._send_whole(self.whole, ticket)
+            return
         mark = Watermark.parse(content)
         chunk = self.chunk
         if mark is None or chunk is None or mark.run != self.run or \

@@ -36,6 +36,11 @@ thread reads, nor when, in wall time, the rows reach the stream's thread:
   both orders, or newer in both" holds as in `readonly`; dropping the keys of a transaction
   past h only leaves their newer state to the stream.
 
+* A table without a key, read whole (`whole`, `start_whole`): the thread takes the table's
+  SHARE lock, writes the transactional cut marker, COPYs every row into a spool file, stores
+  the `WholeRead` and only then commits. The stream decodes the marker at that commit, so
+  when it meets it the read is there to take, as with a DBLog high watermark.
+
 The GIL: the encoding is one C call per row that holds it (~1.5 µs); the stream's thread gets
 it back at the next switch interval (5 ms), and the COPY's network waits release it.
 """
@@ -58,6 +63,7 @@ from connector.pgtypes.session import OUTPUT_STATEMENTS
 
 from ..copytext import parse_copy_text
 from . import readonly
+from .whole import LOCK_TIMEOUT_S, Busy, Spool, WholeRead, WholeSpec
 from .window import Watermark
 
 log = logging.getLogger(__name__)
@@ -106,11 +112,12 @@ class ChunkRead:
 
 
 class PendingRead:
-    """A chunk being read. `result` is set before a DBLog chunk's high watermark is emitted;
-    `done` once the thread ended, with `result` or `error`."""
+    """A chunk being read. `result` is set before a DBLog chunk's high watermark is emitted
+    (a whole-table read's before its lock is released: `whole`); `done` once the thread ended,
+    with `result` or `error`."""
 
     def __init__(self) -> None:
-        self.result: ChunkRead | None = None
+        self.result: Any = None  # ChunkRead (a chunk) or WholeRead (`start_whole`)
         self.error: BaseException | None = None
         self.done = threading.Event()
 
@@ -149,6 +156,17 @@ class ChunkReader:
         self._thread.start()
         return pending
 
+    def start_whole(self, spec: WholeSpec) -> PendingRead:
+        """Read a table whole at a cut (`whole`), in a thread of its own (the previous one has
+        ended); its `PendingRead.result` is a `WholeRead`."""
+        if self.busy:
+            raise RuntimeError("a chunk is still being read")
+        pending = PendingRead()
+        self._thread = threading.Thread(target=self._run, args=(_read_whole, spec, pending),
+                                        name="pgcdc-whole-reader", daemon=True)
+        self._thread.start()
+        return pending
+
     def close(self) -> None:
         """Stop a chunk waiting for older transactions; close the connection once no chunk
         uses it (a read in progress closes it when it ends)."""
@@ -161,7 +179,7 @@ class ChunkReader:
         if self._conn is not None:
             self._conn.close()
 
-    def _run(self, read: Callable[[Any, ChunkSpec, PendingRead], ChunkRead], spec: ChunkSpec,
+    def _run(self, read: Callable[[Any, Any, PendingRead], Any], spec: Any,
              pending: PendingRead) -> None:
         try:
             pending.result = read(self._connection(), spec, pending)
@@ -267,3 +285,35 @@ def _copy(conn: Any, spec: ChunkSpec, position: int) -> ChunkRead:
         row = parse_copy_text(last)
         last_key = tuple(str(row[i]) for i in spec.key_columns)
     return ChunkRead(events, last_key)
+
+
+def _read_whole(conn: Any, spec: WholeSpec, pending: PendingRead) -> WholeRead:
+    """`whole` steps 1-4: the SHARE lock, the marker (the snapshot), the COPY into a spool,
+    the hand-over, then the commit that puts the marker in the stream and lets the table's
+    writers go on."""
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    conn.execute(f"SET LOCAL lock_timeout = {int(LOCK_TIMEOUT_S * 1000)}")
+    try:
+        conn.execute(spec.lock)
+    except psycopg.errors.LockNotAvailable:
+        conn.execute("ROLLBACK")
+        raise Busy() from None
+    row = conn.execute("SELECT pg_logical_emit_message(true, %s, %s) - '0/0'",
+                       (WATERMARK_PREFIX, spec.marker.content())).fetchone()
+    position = int(row[0])
+    encode = spec.encode
+    spool = Spool()
+    try:
+        ts_ms = time.time_ns() // 1_000_000
+        with conn.cursor().copy(spec.statement) as copy:
+            for number, data in enumerate(copy):
+                key, value = encode(bytes(data), SourceInfo(
+                    position, number, ts_ms, None, position, "incremental"), None, None)
+                spool.add(key, value)
+    except BaseException:
+        spool.close()
+        raise
+    result = WholeRead(position, spool)
+    pending.result = result  # before the commit: the writers of the table wait until then
+    conn.execute("COMMIT")
+    return result

@@ -43,7 +43,9 @@ A burst of DDL on a table queues one re-sync: the catalog check waits until the 
 still for one check, and no request is added while one for the table is still pending or
 was made for the same column description. The re-sync is an ordinary incremental snapshot:
 chunked by key, watermarked, while streaming goes on (its correctness argument:
-`window`); its rows are read after the DDL committed, so they carry the new values.
+`window`), or for a table without a key read whole and published as a truncate and its rows at
+one cut in the stream (`whole`); its rows are read after the DDL committed, so they carry the
+new values.
 
 Still undetectable (docs/snapshots.md "Re-sync after DDL", Limits): DDL whose effect on values
 leaves the published columns and the catalog alike (a ``USING`` conversion to the same type); ``DROP

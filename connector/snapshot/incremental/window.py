@@ -62,8 +62,10 @@ stays at the last acknowledged chunk. A request is marked done only when its tab
 before Kafka acknowledged the last chunk finds the request running and reads that chunk again,
 and the progress counts every chunk, the last one included.
 
-Tables without a primary key (or replica identity index) are refused: without a key neither
-the window nor a consumer can tell a snapshot row from a changed one.
+Tables without a primary key (or replica identity index), or keyed by the whole row (REPLICA
+IDENTITY FULL), are not chunked: without a key neither the window nor a consumer can tell a
+snapshot row from a changed one. They are read whole at one cut in the stream instead
+(`whole`).
 """
 
 from __future__ import annotations

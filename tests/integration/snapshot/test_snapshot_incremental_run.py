@@ -229,6 +229,11 @@ def test_a_table_created_while_streaming_is_published_with_all_its_rows(
     assert sum(e.value["op"] == "r" for e in events) <= 3000
 
 
+def _in_position_order(events: list[Any]) -> list[dict[str, Any]]:
+    return sorted((e.value for e in events),
+                  key=lambda v: (v["source"]["commit_lsn"], v["source"]["txn_index"]))
+
+
 def _pgcdc(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([PGCDC, *args], capture_output=True, text=True, timeout=60)
 
@@ -240,6 +245,7 @@ def test_refusals_are_one_line_and_streaming_goes_on(postgres, producer_run, log
         conn.execute(f"CREATE TABLE {keyless} (v int)")
         # Insert-only by choice (--keyless-tables refuses DEFAULT without a primary key).
         conn.execute(f"ALTER TABLE {keyless} REPLICA IDENTITY NOTHING")
+        conn.execute(f"INSERT INTO {keyless} VALUES (0)")  # before the stream: not in it
         conn.execute(f"CREATE TABLE other_{run.tag} (id int PRIMARY KEY)")
     run.start(log_dir)
     common = ["--dsn", run.dsn, "--slot", run.slot, "--publication", f"pub_{run.tag}"]
@@ -264,26 +270,36 @@ def test_refusals_are_one_line_and_streaming_goes_on(postgres, producer_run, log
         {"bootstrap.servers": run.bootstrap}).list_topics(timeout=10).topics
     # (the producer's own prefix is accepted: test_an_open_transaction_delays_...)
 
+    # Without a key: read whole (connector/snapshot/incremental/whole.py) over the signal
+    # table; over Kafka (no write on the source: neither its lock nor its marker) refused.
     request = _request(run, keyless)
-    state = _wait_state(run, request, lambda s: s[0] != "pending", timeout=60)
-    deadline = time.monotonic() + 30
-    while state[0] == "running" and time.monotonic() < deadline:
-        time.sleep(0.2)
-        state = _request_state(run.dsn, request)
-    assert state[0] == "failed"
-    status = _pgcdc("status", *common)
-    assert f"incremental snapshot {request}: failed, public.{keyless}" in status.stdout
-    assert "has no primary key" in status.stdout
+    _wait_state(run, request, lambda s: s[0] == "done", timeout=60)
+    over_kafka = _request(run, keyless, "--signal-channel", "kafka", "--bootstrap-servers",
+                          run.bootstrap, "--topic-prefix", run.prefix)
+    topic = SignalTopic({"bootstrap.servers": run.bootstrap}, signal_topic_name(run.prefix))
+    deadline = time.monotonic() + 60
+    try:
+        while not ((found := topic.log.get(over_kafka)) and found.state == "failed"):
+            assert run.proc.poll() is None and time.monotonic() < deadline, run.output()
+            time.sleep(0.2)
+            topic.catch_up(10)
+    finally:
+        topic.close()
+    assert "has no primary key" in (found.message or ""), found
+    assert "signal table" in (found.message or ""), found
 
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:  # the stream goes on
         conn.execute(f"INSERT INTO {keyless} VALUES (1)")
     events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{keyless}",
-                         min_count=1)
-    assert [e.value["op"] for e in events] == ["c"]
+                         min_count=2)
+    values = _in_position_order(events)  # (null keys: any partition)
+    ops = [v["op"] for v in values]
+    assert set(ops[:-2]) == {"t"} and ops[-2:] == ["r", "c"], ops  # a truncate per partition
+    assert [v["after"]["v"] for v in values[-2:]] == [0, 1]
     assert run.proc.poll() is None
 
-    # Paused, the producer cannot fail the request (no key) before the cancel reaches it: the
-    # cancel alone decides the state, which must then stay cancelled once the producer resumes.
+    # Paused, the producer cannot run the request before the cancel reaches it: the cancel
+    # alone decides the state, which must then stay cancelled once the producer resumes.
     run.proc.send_signal(signal.SIGSTOP)
     try:
         second = _request(run, keyless)
@@ -295,8 +311,8 @@ def test_refusals_are_one_line_and_streaming_goes_on(postgres, producer_run, log
     with psycopg.connect(postgres.dsn, autocommit=True) as conn:
         conn.execute(f"INSERT INTO {keyless} VALUES (2)")
     events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.{keyless}",
-                         min_count=2)
-    assert [e.value["op"] for e in events] == ["c", "c"]
+                         min_count=3)
+    assert [v["op"] for v in _in_position_order(events)][-3:] == ["r", "c", "c"]
     assert _request_state(run.dsn, second)[0] == "cancelled"
     assert run.proc.poll() is None, run.output()
 

@@ -1,13 +1,16 @@
 """Re-sync after DDL (`resync_on_ddl`): DDL that changes existing rows without row events
 (ADD COLUMN ... DEFAULT, ALTER COLUMN ... TYPE ... USING) makes the producer re-publish the
-table through an incremental snapshot, so the topic ends with every row's new values; with the
-setting off, only a warning."""
+table through an incremental snapshot, so the topic ends with every row's new values (a table
+without a key too: re-published whole at one cut, while it is written); with the setting off,
+only a warning."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -199,6 +202,37 @@ MIGRATION = {
     "renamed": "ALTER TABLE renamed RENAME COLUMN n TO m",
 }
 MIGRATION_ROWS = 60
+# A table without a key (FOR ALL TABLES publishes it as it is: inserts only), filled, then
+# altered while a writer keeps inserting: re-published whole (connector/snapshot/incremental/
+# whole.py), its writes waiting while it is read.
+KEYLESS_ROWS = 200
+
+
+def _keep_inserting(dsn: str, stop: threading.Event, errors: list[BaseException]) -> None:
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            n = KEYLESS_ROWS
+            while not stop.is_set():
+                n += 1
+                conn.execute("INSERT INTO keyless VALUES (%s, 'w')", (n,))
+                time.sleep(0.01)
+    except BaseException as exc:  # noqa: BLE001 -- reported by the test
+        errors.append(exc)
+
+
+def _keyless_rows(values: list[dict[str, Any]]) -> Counter[tuple[Any, ...]]:
+    """The multiset of rows a consumer of a keyless table's topic holds: events applied in
+    the contract's order, inserts and snapshot reads add a row, a truncate empties it."""
+    rows: Counter[tuple[Any, ...]] = Counter()
+    for value in sorted(values, key=lambda v: (v["source"]["commit_lsn"],
+                                               v["source"]["txn_index"])):
+        if value["op"] == "t":
+            rows.clear()
+        elif value["op"] in ("c", "r"):
+            rows[tuple(sorted(value["after"].items()))] += 1
+        else:
+            raise AssertionError(f"a {value['op']} event on an insert-only table")
+    return rows
 
 
 @pytest.fixture
@@ -244,14 +278,29 @@ def test_ddl_right_after_creation_resyncs(database, producer_run, log_dir) -> No
             conn.execute(ddl)
         conn.execute("CREATE TABLE fresh (id int PRIMARY KEY, n int)")
         conn.execute("INSERT INTO fresh VALUES (1, 1)")
+        conn.execute("CREATE TABLE keyless (n int, s text)")
+        conn.execute(f"INSERT INTO keyless SELECT i, 'a' FROM generate_series(1, "
+                     f"{KEYLESS_ROWS}) i")
+    stop, errors = threading.Event(), []
+    writer = threading.Thread(target=_keep_inserting, args=(database, stop, errors))
+    writer.start()
+    try:
+        time.sleep(0.3)
+        with psycopg.connect(database, autocommit=True) as conn:
+            conn.execute("ALTER TABLE keyless ADD COLUMN c int DEFAULT 7")
+        deadline = time.monotonic() + 120
+        while True:  # the writer goes on until every re-sync is done
+            found = _resyncs(database, run.slot)
+            if all(found.get(f"public.{t}", [("", "")])[0][0] == "done"
+                   for t in (*MIGRATION, "keyless")):
+                break
+            assert time.monotonic() < deadline, (found, run.output())
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        writer.join()
+    assert not errors, errors
     run.wait_confirmed(current_lsn(database), timeout=120)  # every Relation was received
-    deadline = time.monotonic() + 120
-    while True:
-        found = _resyncs(database, run.slot)
-        if all(found.get(f"public.{t}", [("", "")])[0][0] == "done" for t in MIGRATION):
-            break
-        assert time.monotonic() < deadline, (found, run.output())
-        time.sleep(0.2)
     # Two more catalog checks (the probe's DDL queued once it held still for one): they
     # compared every table's Relation with its catalog, and re-synced nothing else.
     with psycopg.connect(database, autocommit=True) as conn:
@@ -262,7 +311,8 @@ def test_ddl_right_after_creation_resyncs(database, producer_run, log_dir) -> No
     while "public.probe" not in (found := _resyncs(database, run.slot)):
         assert time.monotonic() < deadline + 60, (found, run.output())
         time.sleep(0.2)
-    assert sorted(found) == sorted([f"public.{t}" for t in (*MIGRATION, "probe")]), found
+    assert sorted(found) == sorted([f"public.{t}" for t in (*MIGRATION, "keyless", "probe")]), \
+        found
     assert all(len(requests) == 1 for requests in found.values()), found
     assert "column c added" in found["public.added"][0][1]
     assert "column n changed type" in found["public.retyped"][0][1]
@@ -274,3 +324,18 @@ def test_ddl_right_after_creation_resyncs(database, producer_run, log_dir) -> No
                              min_count=2 * MIGRATION_ROWS)
         assert final_state([e.value for e in events]) == table_rows(
             database, f"SELECT * FROM {table}"), table
+    events = read_events(run.bootstrap, run.registry_url, f"{run.prefix}.public.keyless",
+                         min_count=2 * KEYLESS_ROWS)
+    values = [e.value for e in events]
+    assert "column c added" in found["public.keyless"][0][1]
+    with psycopg.connect(database, autocommit=True) as conn:
+        table = Counter(tuple(sorted(zip(("n", "s", "c"), row, strict=True)))
+                        for row in conn.execute("SELECT n, s, c FROM keyless"))
+    written = sum(table.values()) - KEYLESS_ROWS
+    assert written > 0 and all(dict(row)["c"] == 7 for row in table)
+    assert _keyless_rows(values) == table, (written, run.output()[-3000:])
+    # Published whole: one truncate per partition at the cut, then every row at the cut.
+    cut = [v for v in values if v["op"] == "t"]
+    assert cut and len({v["source"]["commit_lsn"] for v in cut}) == 1, cut
+    reads = [v for v in values if v["op"] == "r"]
+    assert {v["source"]["commit_lsn"] for v in reads} == {cut[0]["source"]["commit_lsn"]}

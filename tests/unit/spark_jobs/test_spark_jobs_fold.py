@@ -105,3 +105,26 @@ def test_a_truncate_is_a_cut_in_the_tables_events() -> None:
     # what the cut deletes from the table and its tombstones (Spark and DataFusion SQL)
     assert before_position(Position(30, 2)) == (
         f"{LSN} < 30 OR ({LSN} = 30 AND {IDX} < 2)")
+
+
+def test_a_keyless_table_published_whole_keeps_only_the_cut_and_what_follows() -> None:
+    """A table without a key re-published whole at m = 20 (connector/snapshot/incremental/
+    whole.py): a truncate at (20, -1) in every partition, its rows as `r` at (20, n), then the
+    stream. Keyed by position (no key), each row is one lake row; an older insert that a
+    lagging partition delivers in a later batch is before the cut and stays out."""
+    def keyless(op: str, lsn: int, idx: int, v: str | None = None) -> dict[str, Any]:
+        return {"v": v, OP: op, LSN: lsn, IDX: idx, TOAST: []}
+
+    batch = [keyless("c", 10, 0, "a"), keyless("c", 10, 1, "a"),  # the old values, twice
+             *[keyless("t", 20, -1)] * 3,
+             keyless("r", 20, 0, "a'"), keyless("r", 20, 1, "a'"), keyless("c", 30, 0, "b")]
+    cut = truncate_cut(batch, None)
+    assert cut == Position(20, -1)
+    rows = latest_per_key(row_changes(batch, cut), [LSN, IDX])
+    assert sorted((r["v"], r[LSN], r[IDX]) for r in rows) == [
+        ("a'", 20, 0), ("a'", 20, 1), ("b", 30, 0)]
+    late = [keyless("c", 15, 0, "x"), keyless("c", 40, 0, "y")]
+    assert truncate_cut(late, cut) == cut
+    assert [r["v"] for r in row_changes(late, cut)] == ["y"]
+    # the lake's rows before it go; its rows at (20, n) stay
+    assert before_position(cut) == f"{LSN} < 20 OR ({LSN} = 20 AND {IDX} < -1)"
