@@ -484,6 +484,7 @@ typedef struct {
     PyObject *keys;          /* tuple of the NKEYS metadata column names */
     PyObject *toast_names;   /* dict or None */
     PyObject *decimal_type, *decimal_of;
+    PyObject *template;      /* {column: None, ..., key: None, ...}: each row is a copy */
 } RowDecoder;
 
 static PyTypeObject RowDecoderType;
@@ -498,6 +499,7 @@ static void RowDecoder_dealloc(RowDecoder *self) {
     Py_XDECREF(self->toast_names);
     Py_XDECREF(self->decimal_type);
     Py_XDECREF(self->decimal_of);
+    Py_XDECREF(self->template);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -566,6 +568,13 @@ static PyObject *RowDecoder_new(PyTypeObject *type, PyObject *args, PyObject *kw
     self->toast_names = Py_NewRef(toast_names);
     self->decimal_type = Py_NewRef(decimal_type);
     self->decimal_of = Py_NewRef(decimal_of);
+    /* the keys in the order `flatten` inserts them (a copy of a dict keeps its order) */
+    self->template = PyDict_New();
+    if (self->template == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(columns); i++)
+        if (PyDict_SetItem(self->template, PyTuple_GET_ITEM(columns, i), Py_None) < 0) goto fail;
+    for (Py_ssize_t i = 0; i < NKEYS; i++)
+        if (PyDict_SetItem(self->template, PyTuple_GET_ITEM(keys, i), Py_None) < 0) goto fail;
     self->program = compile_node(program, 0);
     if (self->program == NULL) goto fail;
     const Node *env = self->program, *source = NULL, *value = NULL;
@@ -714,13 +723,13 @@ static PyObject *decode_row(RowDecoder *d, const unsigned char *body, Py_ssize_t
     }
     if (r.p != r.end) goto done; /* trailing bytes: fastavro ignores them; it decides */
     if (meta[KEY_TOAST] == NULL && (meta[KEY_TOAST] = PyList_New(0)) == NULL) goto done;
-    row = PyDict_New();
+    row = PyDict_Copy(d->template);
     if (row == NULL) goto done;
     PyObject **image = has_after ? after : has_before ? before : NULL;
-    for (Py_ssize_t c = 0; c < ncols; c++) {
-        PyObject *value = image != NULL && image[c] != NULL ? image[c] : Py_None;
-        if (PyDict_SetItem(row, PyTuple_GET_ITEM(d->columns, c), value) < 0) goto fail;
-    }
+    for (Py_ssize_t c = 0; image != NULL && c < ncols; c++)
+        if (image[c] != NULL && image[c] != Py_None &&
+            PyDict_SetItem(row, PyTuple_GET_ITEM(d->columns, c), image[c]) < 0)
+            goto fail;
     for (int k = 0; k < NKEYS; k++)
         if (PyDict_SetItem(row, PyTuple_GET_ITEM(d->keys, k), meta[k]) < 0) goto fail;
     *op_code = 0;
@@ -750,6 +759,9 @@ static PyObject *decode_envelopes(PyObject *module, PyObject *const *args, Py_ss
     PyObject **values = NULL;
     Py_ssize_t nvalues = 0;
     long truncates = 0, deletes = 0;
+    /* No collection while the rows pile up (all of them live on): one afterwards instead of
+     * many over the growing list. The GIL is held throughout (but for `decimal_of`). */
+    int gc_was_enabled = PyGC_Disable();
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *record = PyList_GET_ITEM(records, i);
         if (!PyTuple_Check(record) || PyTuple_GET_SIZE(record) != 2) goto declined;
@@ -775,10 +787,12 @@ static PyObject *decode_envelopes(PyObject *module, PyObject *const *args, Py_ss
         deletes += op_code == 'd';
     }
     PyMem_Free(values);
+    if (gc_was_enabled) PyGC_Enable();
     PyObject *out = Py_BuildValue("(Nll)", rows, truncates, deletes);
     if (out == NULL) PyErr_Clear(), out = Py_NewRef(Py_None);
     return out;
 declined:
+    if (gc_was_enabled) PyGC_Enable();
     PyErr_Clear();
     PyMem_Free(values);
     Py_DECREF(rows);
