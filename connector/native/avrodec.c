@@ -4,7 +4,7 @@
  *
  *     decoder = RowDecoder(program, roles, source_roles, slots, columns, keys, toast_names,
  *                          decimal_type, decimal_of)
- *     decode_envelopes(records, decoders) -> (rows, truncates, deletes) | None
+ *     decode_envelopes(records, decoders) -> (rows, truncates, deletes, toast) | None
  *
  * `program` is the writer schema compiled by spark_jobs/events/row_program.py into nested
  * tuples (one per Avro type: ("long",), ("record", names, fields), ("union", branches), ...);
@@ -756,9 +756,13 @@ static PyObject *decode_envelopes(PyObject *module, PyObject *const *args, Py_ss
     Py_ssize_t n = PyList_GET_SIZE(records);
     PyObject *rows = PyList_New(n);
     if (rows == NULL) return NULL;
-    PyObject **values = NULL;
+    PyObject **values = NULL, *toast = PySet_New(NULL);
     Py_ssize_t nvalues = 0;
     long truncates = 0, deletes = 0;
+    if (toast == NULL) {
+        Py_DECREF(rows);
+        return NULL;
+    }
     /* No collection while the rows pile up (all of them live on): one afterwards instead of
      * many over the growing list. The GIL is held throughout (but for `decimal_of`). */
     int gc_was_enabled = PyGC_Disable();
@@ -783,12 +787,16 @@ static PyObject *decode_envelopes(PyObject *module, PyObject *const *args, Py_ss
                                    PyBytes_GET_SIZE(body), values, values + nvalues, &op_code);
         if (row == NULL) goto declined;
         PyList_SET_ITEM(rows, i, row);
+        PyObject *names = PyDict_GetItemWithError(row, PyTuple_GET_ITEM(d->keys, KEY_TOAST));
+        if (names == NULL || !PyList_Check(names)) goto declined;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(names); k++)
+            if (PySet_Add(toast, PyList_GET_ITEM(names, k)) < 0) goto declined;
         truncates += op_code == 't';
         deletes += op_code == 'd';
     }
     PyMem_Free(values);
     if (gc_was_enabled) PyGC_Enable();
-    PyObject *out = Py_BuildValue("(Nll)", rows, truncates, deletes);
+    PyObject *out = Py_BuildValue("(NllN)", rows, truncates, deletes, toast);
     if (out == NULL) PyErr_Clear(), out = Py_NewRef(Py_None);
     return out;
 declined:
@@ -796,13 +804,15 @@ declined:
     PyErr_Clear();
     PyMem_Free(values);
     Py_DECREF(rows);
+    Py_DECREF(toast);
     Py_RETURN_NONE;
 }
 
 static PyMethodDef avrodec_functions[] = {
     {"decode_envelopes", (PyCFunction)(void (*)(void))decode_envelopes, METH_FASTCALL,
-     "decode_envelopes(records, decoders) -> (rows, truncates, deletes) | None: the flattened "
-     "rows of (schema id, Avro body) records (see connector/native/avrodec.c)."},
+     "decode_envelopes(records, decoders) -> (rows, truncates, deletes, toast) | None: the "
+     "flattened rows of (schema id, Avro body) records, the columns they name unchanged (see "
+     "connector/native/avrodec.c)."},
     {NULL, NULL, 0, NULL},
 };
 

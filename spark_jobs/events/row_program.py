@@ -10,10 +10,11 @@ that are columns); None when the extension is not in use (`connector.speedups`:
 logical type other than decimal on bytes/fixed, an Envelope without the fields `flatten`
 reads, ...): then fastavro decodes it.
 
-`decode` returns the batch's (rows, truncates, deletes) through C, or None when a schema of the
-batch has no decoder or the C side declines a body (truncated, corrupt, anything it does not
-decode exactly as fastavro does): the caller then decodes the whole batch with fastavro, so the
-rows are the same either way and an undecodable body still raises fastavro's error.
+`decode` returns the batch's (rows, truncates, deletes, toast columns) through C, or None when
+a schema of the batch has no decoder or the C side declines a body (truncated, corrupt,
+anything it does not decode exactly as fastavro does): the caller then decodes the whole batch
+with fastavro, so the rows are the same either way and an undecodable body still raises
+fastavro's error.
 """
 
 from __future__ import annotations
@@ -159,10 +160,11 @@ def _image_record(field: tuple[Any, ...]) -> tuple[Any, ...] | None:
 
 
 def decode(records: Sequence[tuple[int, bytes]], decoders: Mapping[int, RowDecoder | None]
-           ) -> tuple[list[dict[str, Any]], int, int] | None:
-    """(rows, truncates, deletes) of the records through C; None: decode them with fastavro."""
+           ) -> tuple[list[dict[str, Any]], int, int, set[str]] | None:
+    """(rows, truncates, deletes, the columns rows name unchanged TOAST) of the records
+    through C; None: decode them with fastavro."""
     if native is None:
         return None
-    out: tuple[list[dict[str, Any]], int, int] | None = native.decode_envelopes(
+    out: tuple[list[dict[str, Any]], int, int, set[str]] | None = native.decode_envelopes(
         records if isinstance(records, list) else list(records), dict(decoders))
     return out

@@ -90,13 +90,11 @@ def decode_rows(records: Iterable[tuple[int, bytes]], schemas: Mapping[int, Writ
     used = dict.fromkeys(sid for sid, _ in batch)  # the schema ids seen, first seen first
     fast = row_program.decode(batch, {sid: schemas[sid].decoder for sid in used})
     if fast is not None:
-        out.rows, out.truncates, out.deletes = fast
+        out.rows, out.truncates, out.deletes, out.toast = fast
     else:
         _decode_python(batch, schemas, out)
     # Per schema id, not per record: the row columns, first seen first.
     out.columns = list(dict.fromkeys(c for sid in used for c in schemas[sid].columns.values()))
-    for row in out.rows:
-        out.toast.update(row[TOAST])
     return out
 
 
@@ -114,6 +112,8 @@ def _decode_python(records: Iterable[tuple[int, bytes]], schemas: Mapping[int, W
         op = event["op"]
         out.truncates += op == "t"
         out.deletes += op == "d"
+    for row in out.rows:
+        out.toast.update(row[TOAST])
 
 
 def flatten(event: dict[str, Any], writer: WriterSchema) -> dict[str, Any]:

@@ -150,13 +150,13 @@ def python_rows(records: list[tuple[int, bytes]], writers: dict[int, WriterSchem
     return out
 
 
-def same(c: tuple[list[dict[str, Any]], int, int], reference: TopicRows) -> None:
+def same(c: tuple[list[dict[str, Any]], int, int, set[str]], reference: TopicRows) -> None:
     """The C result is the reference's, to the types and keys' order (repr: Decimal exponents,
     bool against int, bytes against str, -0.0, nan)."""
-    rows, truncates, deletes = c
+    rows, truncates, deletes, toast = c
     assert repr(rows) == repr(reference.rows)
     assert [list(r) for r in rows] == [list(r) for r in reference.rows]
-    assert (truncates, deletes) == (reference.truncates, reference.deletes)
+    assert (truncates, deletes, toast) == (reference.truncates, reference.deletes, reference.toast)
 
 
 WRITER = WriterSchema.of(SCHEMA, False)
