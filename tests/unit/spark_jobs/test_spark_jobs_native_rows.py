@@ -204,10 +204,10 @@ BODIES = [write({"before": _NULLS, "after": _FULL, "source": _SOURCE, "op": "u",
                  "transaction": None, "unchanged_toast": [], "unparsed": None})]
 
 
-def _outcome(records: list[tuple[int, bytes]]) -> str:
+def _outcome(records: list[tuple[int, bytes]], writer: WriterSchema = WRITER) -> str:
     """repr of fastavro's rows, or the error it raises."""
     try:
-        return repr(python_rows(records, {1: WRITER}).rows)
+        return repr(python_rows(records, {1: writer}).rows)
     except NotForRows:
         return "NotForRows"
 
@@ -358,3 +358,28 @@ def test_no_memory_is_leaked() -> None:
     finally:
         tracemalloc.stop()
     assert after - before < 50_000
+
+
+@needs_native
+@pytest.mark.parametrize("varint, decoded", [
+    ("fefefefefefefefefe01", True), ("ffffffffffffffffff01", True),
+    ("80808080808080808001", True), ("ffffffffffffffffff00", True), ("8100", True),
+    ("ffffffffffffffff7f", True), ("ffffffffffffffffff7f", False),
+    ("ffffffffffffffffffff01", False)])
+def test_long_varints_at_the_edges_of_64_bits(varint: str, decoded: bool) -> None:
+    """Ten-byte varints, over-long spellings (0x81 0x00 is -1) and beyond 64 bits (fastavro
+    wraps them: the C side declines, so the rows are fastavro's)."""
+    schema = envelope([("id", "long")])
+    writer = WriterSchema.of(schema, False)
+    good = write({"before": None, "after": {"id": 1}, "source": _SOURCE, "op": "c",
+                  "ts_ms": None, "transaction": None, "unchanged_toast": [], "unparsed": None},
+                 parse_schema(schema))
+    assert good[:3] == b"\x00\x02\x02"  # before null, after's record branch, id 1
+    records = [(1, good[:2] + bytes.fromhex(varint) + good[3:])]
+    got = row_program.decode(records, {1: writer.decoder})
+    if decoded:
+        assert got is not None
+        same(got, python_rows(records, {1: writer}))
+    else:
+        assert got is None
+    assert repr(decode_rows(records, {1: writer}).rows) == _outcome(records, writer)
