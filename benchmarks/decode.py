@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""pgoutput decode throughput: connector.pgoutput vs pypgoutput, on a real PostgreSQL capture.
+"""pgoutput decode throughput: connector.pgoutput vs pypgoutput, on a real PostgreSQL capture;
+with --merge-rows, the merge job's decoding of change events into rows instead.
 
     .venv/bin/python benchmarks/decode.py                 # throwaway PostgreSQL 15
     .venv/bin/python benchmarks/decode.py --dsn "..."     # an existing server (superuser)
+    .venv/bin/python benchmarks/decode.py --merge-rows    # no server (needs pyspark installed)
 
 Workload: a table of 11 mixed-type columns; 1000 transactions of 50 inserts, 30 updates and 20
 deletes (about 102k messages), captured with pg_logical_slot_peek_binary_changes in protocol 1
@@ -19,6 +21,13 @@ Relation). Ours runs twice: "native" with the C fast path of connector._native (
 and Delete decoded in C; what the product runs when the extension is built) and "pure Python"
 with only the Python readers (the fallback: PGCDC_NO_NATIVE=1 or no C compiler). Ratios are
 against pypgoutput's row of the same kind, best of --rounds.
+
+--merge-rows: `spark_jobs.events.rows.decode_rows` (the merge job's fast path: Avro bodies ->
+flattened rows) over --events change events of benchmarks/merge.py's table (id int8, name text,
+qty int4, price numeric(12,2), updated timestamptz, note text), written by the producer's own
+codec (tests/support/events.py) in freshness.py's steady mix (10 inserts, 30 updates, 10
+deletes per 50 changes), one writer schema: the C decoder (connector/native/avrodec.c) against
+fastavro's `schemaless_reader` + `flatten` (the fallback), interleaved rounds, best of --rounds.
 """
 
 from __future__ import annotations
@@ -219,6 +228,68 @@ def best_times(fns: Sequence[tuple[Callable[[Sequence[bytes]], int], Sequence[by
     return best
 
 
+def merge_rows(events: int, rounds: int) -> int:
+    """--merge-rows: decode_rows through C and through fastavro over the same events."""
+    import random
+    from decimal import Decimal
+
+    from spark_jobs.events import row_program
+    from spark_jobs.events.rows import WriterSchema, decode_rows
+    from tests.support.events import LocalRegistry, table_events
+
+    columns = [("id", "int8"), ("name", "text"), ("qty", "int4"), ("price", "numeric(12,2)"),
+               ("updated", "timestamptz"), ("note", "text")]  # benchmarks/merge.py's COLUMNS
+    registry = LocalRegistry()
+    table = table_events(registry, "bench", "public", "t0", columns, ["id"])
+    rnd = random.Random(0)
+    records: list[tuple[int, bytes]] = []
+    for i in range(events):
+        key = rnd.randrange(1_000_000)
+        kind = i % 50
+        if kind >= 40:
+            _, value = table.change("d", 1000 + i // 50, kind, before={"id": key})
+        else:
+            row = {"id": key, "name": f"customer {key}", "qty": rnd.randrange(1000),
+                   "price": Decimal(rnd.randrange(10**7)) / 100,
+                   "updated": "2026-11-29 03:00:00.123456+00", "note": f"note {i}"}
+            _, value = table.change("c" if kind < 10 else "u", 1000 + i // 50, kind, after=row)
+        records.append((table.value_id, value[5:]))  # the body: after the 5-byte header
+    schema = registry.schemas[table.value_id]
+    fast = {table.value_id: WriterSchema.of(schema, False)}
+    saved, row_program.native = row_program.native, None
+    slow = {table.value_id: WriterSchema.of(schema, False)}
+    row_program.native = saved
+    if fast[table.value_id].decoder is None:
+        print("connector._native is not built (or PGCDC_NATIVE=off): no C decoder to time",
+              file=sys.stderr)
+        return 2
+    if decode_rows(records, fast).rows != decode_rows(records, slow).rows:
+        print("the C rows differ from fastavro's", file=sys.stderr)
+        return 1
+    cases = [("C decoder (connector/native/avrodec.c)", fast),
+             ("fastavro schemaless_reader + flatten", slow)]
+    # Wall and CPU time (this process's: the decoding is one thread's work, so CPU time is
+    # the steadier figure on a loaded machine), best of the interleaved rounds.
+    wall, cpu = [float("inf")] * len(cases), [float("inf")] * len(cases)
+    for _ in range(rounds):
+        for i, (_, writers) in enumerate(cases):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            decode_rows(records, writers)
+            wall[i] = min(wall[i], time.perf_counter() - start)
+            cpu[i] = min(cpu[i], time.process_time() - start_cpu)
+    size = sum(len(b) for _, b in records)
+    print(f"decode_rows: {events:,} events of benchmarks/merge.py's table "
+          f"({size / events:.0f} bytes each), best of {rounds}")
+    print(f"{'decoder':<40} {'events/s':>10} {'us/event':>9} {'CPU us/event':>13} "
+          f"{'vs fastavro (CPU)':>18}")
+    for (name, _), seconds, used in zip(cases, wall, cpu, strict=True):
+        print(f"{name:<40} {events / seconds:>10,.0f} {seconds / events * 1e6:>9.2f} "
+              f"{used / events * 1e6:>13.2f} {cpu[1] / used:>17.1f}x")
+    print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}"
+          if Path("/proc/loadavg").exists() else "")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -226,7 +297,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--transactions", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
+    parser.add_argument("--merge-rows", action="store_true",
+                        help="time the merge job's decode_rows, C against fastavro (no server)")
+    parser.add_argument("--events", type=int, default=50_000,
+                        help="--merge-rows: change events to decode (default: 50,000)")
     args = parser.parse_args(argv)
+    if args.merge_rows:
+        return merge_rows(args.events, args.rounds)
 
     pyp = load_pypgoutput()
     if pyp is None:

@@ -45,3 +45,13 @@ class EnvelopeFrame:
               source: SourceInfo, ts_ms: int | None,
               transaction: TransactionBlock | None,
               unparsed: dict[str, str] | None = None) -> bytes | None: ...
+
+# avrodec.c: change events (Avro Envelopes) -> the merge job's flattened rows
+class RowDecoder:
+    def __init__(self, program: tuple[Any, ...], roles: tuple[int, ...],
+                 source_roles: tuple[int, ...], slots: tuple[int, ...],
+                 columns: tuple[str, ...], keys: tuple[str, str, str, str, str],
+                 toast_names: dict[str, str] | None, decimal_type: Callable[[str], Any],
+                 decimal_of: Callable[[bytes, int, int], Any]) -> None: ...
+def decode_envelopes(records: list[tuple[int, bytes]], decoders: dict[int, RowDecoder | None]
+                     ) -> tuple[list[dict[str, Any]], int, int, set[str]] | None: ...

@@ -12,7 +12,7 @@
 
 static struct PyModuleDef native_module = {
     PyModuleDef_HEAD_INIT, "connector._native",
-    "C hot paths of pgcdc (pgoutput tuples, Avro rows); see connector/native/module.c.",
+    "C hot paths of pgcdc (pgoutput tuples, Avro rows, change events to rows); see connector/native/module.c.",
     -1, NULL, NULL, NULL, NULL, NULL,
 };
 
@@ -20,7 +20,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *module = PyModule_Create(&native_module);
     if (module == NULL) return NULL;
     if (pgcdc_add_rowenc(module) < 0 || pgcdc_add_tuple(module) < 0 ||
-        pgcdc_add_envelope(module) < 0) {
+        pgcdc_add_envelope(module) < 0 || pgcdc_add_avrodec(module) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -4,8 +4,9 @@
 
 /* Each part adds its functions and types to the module; -1 with an exception on failure. */
 int pgcdc_add_rowenc(PyObject *module);  /* rowenc.c: pgoutput text values -> Avro row bytes */
-int pgcdc_add_tuple(PyObject *module);
-int pgcdc_add_envelope(PyObject *module); /* envelope.c: the Envelope around encoded rows */   /* tuple.c: pgoutput Insert/Update/Delete decoding */
+int pgcdc_add_tuple(PyObject *module);    /* tuple.c: pgoutput Insert/Update/Delete decoding */
+int pgcdc_add_envelope(PyObject *module); /* envelope.c: the Envelope around encoded rows */
+int pgcdc_add_avrodec(PyObject *module);  /* avrodec.c: change events -> the merge job's rows */
 
 /* EnvelopeFrame.write(op, before, after, toast, source, ts_ms, transaction[, unparsed]) from
  * C */

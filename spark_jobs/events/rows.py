@@ -7,7 +7,11 @@ lake stores, in the form pyarrow builds the lake's Arrow types from: temporal va
 the integers Avro carries (microseconds, days: `timestamp[us]` and `date32` take them
 as they are, whatever the year), decimals are `Decimal`, uuids strings, time of day
 microseconds (`lake_types`). The fast path (`fast_sink`) uses these; the Spark path decodes
-with `from_avro`; a test runs both over the same events."""
+with `from_avro`; a test runs both over the same events.
+
+`decode_rows` decodes through the C extension when it is built and every writer schema of
+the batch compiled for it (`row_program`), else with fastavro (the reference): the same rows
+either way (tests run both)."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from fastavro import parse_schema, schemaless_reader
 from ..rules.changes import IDX, LSN, OP, TOAST, TS
 from ..rules.cut_policy import held, snapshot_row
 from ..rules.names import column_names
+from . import row_program
 from .debezium import is_debezium
 from .decode import value_record
 from .lake_types import without_logical_types
@@ -46,20 +51,23 @@ def raw_schema(schema: Any) -> Any:
 
 @dataclass
 class WriterSchema:
-    """One writer schema of a topic, ready to decode: its parsed raw form and Avro field →
-    column names."""
+    """One writer schema of a topic, ready to decode: its parsed raw form, Avro field →
+    column names, and its C decoder (None: fastavro decodes it)."""
 
     parsed: Any
     columns: dict[str, str]
     has_toast: bool
+    decoder: row_program.RowDecoder | None = None
 
     @classmethod
     def of(cls, schema: dict[str, Any], original: bool) -> WriterSchema:
         if is_debezium(schema):  # its values need decoding back (debezium.py, Spark path)
             raise NotForRows("--value-format debezium")
-        return cls(parse_schema(raw_schema(schema)),
-                   column_names(value_record(schema), original),
-                   any(f["name"] == "unchanged_toast" for f in schema["fields"]))
+        parsed = parse_schema(raw_schema(schema))
+        columns = column_names(value_record(schema), original)
+        has_toast = any(f["name"] == "unchanged_toast" for f in schema["fields"])
+        return cls(parsed, columns, has_toast,
+                   row_program.row_decoder(parsed, columns, has_toast))
 
 
 @dataclass
@@ -77,11 +85,24 @@ def decode_rows(records: Iterable[tuple[int, bytes]], schemas: Mapping[int, Writ
                 ) -> TopicRows:
     """(schema id, Avro body) of each decodable record → TopicRows. Raises NotForRows for a
     body its schema cannot read (the Spark path dead-letters it)."""
+    batch = list(records)
     out = TopicRows()
-    used: dict[int, None] = {}  # the schema ids seen, first seen first
+    used = dict.fromkeys(sid for sid, _ in batch)  # the schema ids seen, first seen first
+    fast = row_program.decode(batch, {sid: schemas[sid].decoder for sid in used})
+    if fast is not None:
+        out.rows, out.truncates, out.deletes, out.toast = fast
+    else:
+        _decode_python(batch, schemas, out)
+    # Per schema id, not per record: the row columns, first seen first.
+    out.columns = list(dict.fromkeys(c for sid in used for c in schemas[sid].columns.values()))
+    return out
+
+
+def _decode_python(records: Iterable[tuple[int, bytes]], schemas: Mapping[int, WriterSchema],
+                   out: TopicRows) -> None:
+    """`decode_rows` with fastavro, the reference: the rows into `out`."""
     for sid, body in records:
         writer = schemas[sid]
-        used.setdefault(sid)
         try:
             event = schemaless_reader(io.BytesIO(body), writer.parsed, None)
         except Exception as exc:  # noqa: BLE001 - any decoding failure: leave it to Spark
@@ -91,11 +112,8 @@ def decode_rows(records: Iterable[tuple[int, bytes]], schemas: Mapping[int, Writ
         op = event["op"]
         out.truncates += op == "t"
         out.deletes += op == "d"
-    # Per schema id, not per record: the row columns, first seen first.
-    out.columns = list(dict.fromkeys(c for sid in used for c in schemas[sid].columns.values()))
     for row in out.rows:
         out.toast.update(row[TOAST])
-    return out
 
 
 def flatten(event: dict[str, Any], writer: WriterSchema) -> dict[str, Any]:
