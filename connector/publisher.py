@@ -60,6 +60,7 @@ from connector.control import (
     DETACH_PREFIX,
     DROP_PREFIX,
     HEARTBEAT_PREFIX,
+    ROWS_PREFIX,
     WATERMARK_PREFIX,
     heartbeat_restart_lsn,
 )
@@ -498,7 +499,7 @@ class Publisher:
             if self.snapshots is not None:
                 self.snapshots.watermark(msg.content, end_lsn, ticket)
             return False
-        if msg.prefix in (DETACH_PREFIX, DROP_PREFIX):  # transactional; never a user's message
+        if msg.prefix in (DETACH_PREFIX, DROP_PREFIX, ROWS_PREFIX):  # never a user's message
             return False
         self._send(self.encoder.message(msg, source), ticket)
         return True

@@ -4,7 +4,8 @@ streamed from its first row, and the application's statements never fail under a
 `--keyless-tables` policy. Two producers with their own publications run at once on one
 database (their triggers must not clash): one with `full`, installing its trigger as a
 superuser; one with `refuse`, as a role that is not, whose trigger a superuser installs from
-`pgcdc grants --table-trigger-sql`."""
+`pgcdc grants --table-trigger-sql`. The rows a CREATE TABLE AS or SELECT INTO writes itself
+are the new table's first events (the trigger's ``pgcdc.rows`` messages)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import fnmatch
 import subprocess
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -20,7 +23,7 @@ import pytest
 from connector.replication.privileges import signal_grant_sql
 from connector.replication.table_trigger import glob_regex
 from connector.snapshot.incremental import signals
-from tests.support.cdc_checks import read_records
+from tests.support.cdc_checks import in_order, read_records
 from tests.support.databases import empty_database
 from tests.support.producer import PGCDC
 from tests.support.snapshot import wait_for_output
@@ -142,6 +145,7 @@ def _application_and_checks(database: str, full: Any, refuse: Any) -> None:
         conn.execute("INSERT INTO f_renamed VALUES (7)")
         conn.commit()
     assert _ops(full, "f_renamed", 1) == [("c", {"id": 7})]
+    _created_with_rows(database, full)
     # The patterns as the trigger matches them: PostgreSQL's regular expressions agree with the
     # Python matcher on the unit test's cases.
     with psycopg.connect(database, autocommit=True) as conn:
@@ -150,6 +154,54 @@ def _application_and_checks(database: str, full: Any, refuse: Any) -> None:
                 "SELECT n ~ %s FROM unnest(%s::text[]) WITH ORDINALITY AS u(n, i) ORDER BY i",
                 (glob_regex(glob), NAMES)).fetchall()]
             assert got == [fnmatch.fnmatchcase(n, glob) for n in NAMES], glob
+
+
+def _created_with_rows(database: str, full: Any) -> None:
+    """CREATE TABLE AS and SELECT INTO: the rows the statement wrote are the table's first
+    events (the trigger's pgcdc.rows messages), before its later changes in the same
+    transaction, with the values the stream itself would carry, whatever the session's
+    settings, under one schema."""
+    with psycopg.connect(database) as conn:
+        # text output that depends on the session: the trigger pins pgcdc's settings
+        conn.execute("SET TimeZone = 'Asia/Kolkata'")
+        conn.execute("SET DateStyle = 'SQL, DMY'")
+        conn.execute("SET IntervalStyle = 'sql_standard'")
+        conn.execute("SET extra_float_digits = 0")
+        conn.execute("CREATE TYPE f_mood AS ENUM ('happy', 'sad')")
+        conn.execute("CREATE TABLE f_ctas AS SELECT * FROM (VALUES "
+                     "(1, 1.5::numeric(10, 2), 0.1::float8, "
+                     "'2026-01-02 03:04:05.123456+00'::timestamptz, "
+                     "'1 day 02:03:04'::interval, ARRAY['a', 'b c', NULL], ''::text, "
+                     "'happy'::f_mood), "
+                     "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL)) "
+                     "v(id, n, f, ts, iv, tags, note, mood)")
+        # the same values streamed (the stream's own Relation and tuple), then changes
+        conn.execute("INSERT INTO f_ctas SELECT 3, n, f, ts, iv, tags, note, mood FROM f_ctas "
+                     "WHERE id = 1")
+        conn.execute("UPDATE f_ctas SET note = 'later' WHERE id = 2")
+        conn.execute("SELECT 10 AS id, 'z'::text AS v INTO f_selinto")
+        conn.execute("INSERT INTO f_selinto VALUES (11, 'y')")
+        conn.execute("CREATE TABLE f_nodata AS SELECT 1 AS id WITH NO DATA")
+        conn.execute("INSERT INTO f_nodata VALUES (5)")
+        conn.commit()
+    topic = f"{full.prefix}.public.f_ctas"
+    records = in_order(read_records(full.bootstrap, full.registry_url, topic, min_count=5))
+    # FULL: keyed by the whole row, an update is a delete and a create
+    assert [(r.value["op"], (r.value["after"] or r.value["before"])["id"]) for r in records] \
+        == [("c", 1), ("c", 2), ("c", 3), ("d", 2), ("c", 2)]
+    assert len({r.value["source"]["commit_lsn"] for r in records}) == 1
+    assert [r.value["source"]["txn_index"] for r in records] == sorted(
+        r.value["source"]["txn_index"] for r in records)
+    first, second, streamed = (r.value["after"] for r in records[:3])
+    assert {**first, "id": 3} == streamed  # the message's text reads as the stream's value
+    assert first["ts"] == datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+    assert (first["n"], first["f"], first["tags"], first["note"], first["mood"]) == (
+        Decimal("1.50"), 0.1, ["a", "b c", None], "", "happy")
+    assert second == {"id": 2, "n": None, "f": None, "ts": None, "iv": None, "tags": None,
+                      "note": None, "mood": None}
+    assert len({r.value_schema_id for r in records}) == 1  # the stream's Relation agrees
+    assert [(op, key["id"]) for op, key in _ops(full, "f_selinto", 2)] == [("c", 10), ("c", 11)]
+    assert [(op, key["id"]) for op, key in _ops(full, "f_nodata", 1)] == [("c", 5)]
 
 
 def _published_in(conn: psycopg.Connection[Any], run: Any) -> list[str]:
