@@ -580,7 +580,8 @@ class Pipeline:
                               assembler.relations) if self.cfg.detach_deletes else None
         publisher = Publisher(codecs, encoder, sink, tracker, snapshots=snapshots,
                               transaction_topic=self.cfg.transaction_topic, outboxes=outboxes,
-                              detached_roots=roots, slot=self.cfg.slot)
+                              detached_roots=roots, slot=self.cfg.slot,
+                              publication=self.cfg.publication)
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication and not standby,
                                keyless=self.cfg.keyless_tables,

@@ -40,6 +40,10 @@ transaction commits:
   leaves the rows published when no other change of it reached the stream: pgoutput sends a
   streamed transaction's messages under its top-level xid (connector/assembler/assembler.py),
   so the Stream Abort of the savepoint cannot be told to cover them (docs/publishing.md).
+* DROP TABLE (DROP SCHEMA ... CASCADE, DROP OWNED ...) of a table the publication lists: a second
+  event trigger, on ``sql_drop`` (`drop_names`), writes its ``pgcdc.drop`` message in the DROP's
+  transaction, naming the publication (connector/replication/drops.py), so its drop event sits
+  exactly at the DROP, also for a table dropped before the watcher ever saw it.
 * ALTER TABLE (RENAME, SET SCHEMA, SET LOGGED, ADD PRIMARY KEY ...) making an unpublished table
   match: added only while it is empty (nothing written before is missing); one holding rows is
   left to the watcher, which adds it with an incremental snapshot of them.
@@ -77,7 +81,7 @@ from collections.abc import Sequence
 import psycopg
 from psycopg import sql
 
-from connector.control import ROWS_PREFIX
+from connector.control import DROP_PREFIX, ROWS_PREFIX
 from connector.errors import ConfigError, first_line
 from connector.names import SIGNAL_TABLE
 from connector.pgoutput.messages import (
@@ -91,7 +95,7 @@ from connector.pgoutput.messages import (
 from connector.pgtypes.session import OUTPUT_SETTINGS
 
 __all__ = ["LOCK_TIMEOUT", "ROWS_MESSAGE_BYTES", "ROWS_PER_MESSAGE", "VERSION", "TriggerSettings",
-           "created_rows", "ensure_table_trigger", "glob_regex", "install_sql",
+           "created_rows", "drop_names", "ensure_table_trigger", "glob_regex", "install_sql",
            "installed_comment", "names", "remove_sql"]
 
 #: The function comment starts with it: an older install is re-created (or refused) at start.
@@ -201,6 +205,12 @@ def names(publication: str) -> tuple[str, str]:
     return f"public.pgcdc_tables_{digest}()", f"pgcdc_tables_{digest}"
 
 
+def drop_names(publication: str) -> tuple[str, str]:
+    """(function, event trigger) of `publication`'s ``sql_drop`` trigger (`names`' hash)."""
+    digest = hashlib.sha256(publication.encode()).hexdigest()[:16]
+    return f"public.pgcdc_drops_{digest}()", f"pgcdc_drops_{digest}"
+
+
 def _text_array(values: Sequence[str]) -> str:
     return sql.SQL("ARRAY[{}]::text[]").format(
         sql.SQL(", ").join(sql.Literal(v) for v in values)).as_string(None)
@@ -210,6 +220,7 @@ def install_sql(settings: TriggerSettings) -> str:
     """The SQL creating the function and event trigger of one publication (run as a
     superuser; idempotent)."""
     function, trigger = names(settings.publication)
+    drop_function, drop_trigger = drop_names(settings.publication)
     all_tables = settings.patterns is None
     regexes = pattern_regexes(settings.patterns or [])
     set_regexes = pattern_regexes([p for p, _ in settings.settings])
@@ -220,6 +231,8 @@ def install_sql(settings: TriggerSettings) -> str:
 BEGIN;
 DROP EVENT TRIGGER IF EXISTS {trigger};
 DROP FUNCTION IF EXISTS {function};
+DROP EVENT TRIGGER IF EXISTS {drop_trigger};
+DROP FUNCTION IF EXISTS {drop_function};
 CREATE FUNCTION {function} RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
 SET lock_timeout = {q(LOCK_TIMEOUT).as_string(None)}
@@ -391,6 +404,34 @@ CREATE EVENT TRIGGER {trigger} ON ddl_command_end
   WHEN TAG IN ('CREATE TABLE', 'CREATE TABLE AS', 'SELECT INTO', 'CREATE SCHEMA',
                'ALTER TABLE')
   EXECUTE FUNCTION {function};
+CREATE FUNCTION {drop_function} RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $pgcdc$
+DECLARE
+  pub text := {q(settings.publication).as_string(None)};
+  d record;
+BEGIN
+  -- each table this publication listed, dropped: its pgcdc.drop message in the DROP's
+  -- transaction (connector/replication/drops.py)
+  FOR d IN
+    SELECT DISTINCT t.objid, t.address_names[1] AS nspname, t.address_names[2] AS relname
+    FROM pg_event_trigger_dropped_objects() m
+    JOIN pg_event_trigger_dropped_objects() t
+      ON t.classid = 'pg_class'::regclass AND t.object_type = 'table'
+     AND t.address_names = m.address_names
+    WHERE m.object_type = 'publication relation' AND m.address_args = ARRAY[pub]
+  LOOP
+    BEGIN
+      PERFORM pg_logical_emit_message(true, {q(DROP_PREFIX).as_string(None)},
+        json_build_object('schema', d.nspname, 'table', d.relname,
+                          'relation_id', d.objid::bigint, 'slot', '', 'publication', pub,
+                          'seen_lsn', (pg_current_wal_insert_lsn() - '0/0')::bigint)::text);
+    EXCEPTION WHEN OTHERS THEN
+      RAISE WARNING 'pgcdc: drop of table %.% not recorded for publication % (left to pgcdc''s '
+                    'table watcher): %', d.nspname, d.relname, pub, SQLERRM;
+    END;
+  END LOOP;
+END $pgcdc$;
+CREATE EVENT TRIGGER {drop_trigger} ON sql_drop EXECUTE FUNCTION {drop_function};
 COMMIT;"""
 
 
@@ -433,7 +474,10 @@ def _text(value: object) -> str:
 def remove_sql(publication: str) -> str:
     """The SQL removing the trigger of `publication` (a superuser)."""
     function, trigger = names(publication)
-    return f"DROP EVENT TRIGGER IF EXISTS {trigger}; DROP FUNCTION IF EXISTS {function};"
+    drop_function, drop_trigger = drop_names(publication)
+    return (f"DROP EVENT TRIGGER IF EXISTS {trigger}; DROP FUNCTION IF EXISTS {function}; "
+            f"DROP EVENT TRIGGER IF EXISTS {drop_trigger}; "
+            f"DROP FUNCTION IF EXISTS {drop_function};")
 
 
 _INSTALLED = """\

@@ -145,6 +145,7 @@ def _application_and_checks(database: str, full: Any, refuse: Any) -> None:
         conn.commit()
     assert _ops(full, "f_renamed", 1) == [("c", {"id": 7})]
     _created_with_rows(database, full)
+    _dropped_at_the_drop(database, full)
     # The patterns as the trigger matches them: PostgreSQL's regular expressions agree with the
     # Python matcher on the unit test's cases.
     with psycopg.connect(database, autocommit=True) as conn:
@@ -201,6 +202,32 @@ def _created_with_rows(database: str, full: Any) -> None:
     assert len({r.value_schema_id for r in records}) == 1  # the stream's Relation agrees
     assert [(op, key["id"]) for op, key in _ops(full, "f_selinto", 2)] == [("c", 10), ("c", 11)]
     assert [(op, key["id"]) for op, key in _ops(full, "f_nodata", 1)] == [("c", 5)]
+
+
+def _dropped_at_the_drop(database: str, full: Any) -> None:
+    """DROP TABLE: the sql_drop trigger's drop event, in the DROP's transaction, also for a
+    table dropped before the watcher ever saw it; one drop event when the watcher saw it too."""
+    with psycopg.connect(database) as conn:
+        conn.execute("CREATE TABLE f_brief (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO f_brief VALUES (1)")
+        conn.commit()
+        xid = conn.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
+        conn.execute("DROP TABLE f_brief")
+        conn.commit()
+        keyed = conn.execute("SELECT 'f_keyed'::regclass::oid::bigint").fetchone()[0]
+        conn.execute("DROP TABLE f_keyed")  # published at the watcher's checks since
+        conn.commit()
+    records = read_records(full.bootstrap, full.registry_url, f"{full.prefix}.public.f_brief",
+                           min_count=2)
+    assert [r.value["op"] for r in records] == ["c", "t"]
+    assert records[1].value["source"]["txId"] == xid  # the DROP's own transaction
+    # the watcher's message too, then a change after it: once that is in Kafka, the
+    # watcher's message has been decoded (the stream is in order)
+    wait_for_output(full, f"table public.f_keyed (relation id {keyed}) was dropped: recorded")
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("INSERT INTO f_renamed VALUES (8)")
+    assert _ops(full, "f_renamed", 2)[-1] == ("c", {"id": 8})
+    assert [op for op, _ in _ops(full, "f_keyed", 5)] == ["c", "c", "u", "d", "t"]
 
 
 def _published_in(conn: psycopg.Connection[Any], run: Any) -> list[str]:

@@ -16,6 +16,7 @@ from connector.pgoutput.messages import Insert, Message, Relation, RelationColum
 from connector.replication.table_trigger import (
     TriggerSettings,
     created_rows,
+    drop_names,
     glob_regex,
     install_sql,
     names,
@@ -68,8 +69,12 @@ def test_each_publication_has_its_own_trigger_and_settings_in_the_comment() -> N
     assert f"CREATE EVENT TRIGGER {trigger} ON ddl_command_end" in sql
     assert settings.comment().startswith("pgcdc table_trigger 3 ") and \
         '"keyless": "full"' in settings.comment()
+    drop_function, drop_trigger = drop_names("pub a")
+    assert f"CREATE EVENT TRIGGER {drop_trigger} ON sql_drop" in sql
     assert remove_sql("pub a") == (f"DROP EVENT TRIGGER IF EXISTS {trigger}; "
-                                   f"DROP FUNCTION IF EXISTS {function};")
+                                   f"DROP FUNCTION IF EXISTS {function}; "
+                                   f"DROP EVENT TRIGGER IF EXISTS {drop_trigger}; "
+                                   f"DROP FUNCTION IF EXISTS {drop_function};")
     # `*` is the list of every table; with --all-tables-publication no pattern at all
     assert Config().table_trigger_settings().patterns == ["*.*"]
     assert Config(all_tables_publication=True, keyless_tables="full"
