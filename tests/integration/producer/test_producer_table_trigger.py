@@ -182,6 +182,8 @@ def _created_with_rows(database: str, full: Any) -> None:
         conn.execute("SELECT 10 AS id, 'z'::text AS v INTO f_selinto")
         conn.execute("INSERT INTO f_selinto VALUES (11, 'y')")
         conn.execute("CREATE TABLE f_nodata AS SELECT 1 AS id WITH NO DATA")
+        # more rows than one message holds (ROWS_PER_MESSAGE): three messages, in order
+        conn.execute("CREATE TABLE f_many AS SELECT g AS id FROM generate_series(1, 2500) g")
         conn.execute("INSERT INTO f_nodata VALUES (5)")
         conn.commit()
     topic = f"{full.prefix}.public.f_ctas"
@@ -202,6 +204,9 @@ def _created_with_rows(database: str, full: Any) -> None:
     assert len({r.value_schema_id for r in records}) == 1  # the stream's Relation agrees
     assert [(op, key["id"]) for op, key in _ops(full, "f_selinto", 2)] == [("c", 10), ("c", 11)]
     assert [(op, key["id"]) for op, key in _ops(full, "f_nodata", 1)] == [("c", 5)]
+    many = in_order(read_records(full.bootstrap, full.registry_url,
+                                 f"{full.prefix}.public.f_many", min_count=2500))
+    assert [r.value["after"]["id"] for r in many] == list(range(1, 2501))
 
 
 def _dropped_at_the_drop(database: str, full: Any) -> None:
