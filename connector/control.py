@@ -15,6 +15,11 @@
   for), written by the table watcher through the admin connection
   (connector/replication/drops.py); never published as a message, the producer turns it into
   a drop event on the table's topic. Written into the WAL: keep it.
+- `ROWS_PREFIX`: the rows a CREATE TABLE AS / SELECT INTO wrote before the ``table_trigger``
+  event trigger added its table to the publication, written by that trigger in the creating
+  transaction (connector/replication/table_trigger.py); never published as a message, the
+  producer of that publication feeds them to the assembler as the table's inserts. Written into
+  the WAL: keep it.
 """
 
 from connector.pgoutput.lsn import str_to_lsn
@@ -23,6 +28,7 @@ HEARTBEAT_PREFIX = "pgcdc.heartbeat"
 WATERMARK_PREFIX = "pgcdc.snapshot"
 DETACH_PREFIX = "pgcdc.detach"
 DROP_PREFIX = "pgcdc.drop"
+ROWS_PREFIX = "pgcdc.rows"
 
 
 def heartbeat_restart_lsn(content: bytes) -> int | None:

@@ -30,6 +30,7 @@ import gc
 import logging
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import FrameType
 
@@ -42,7 +43,7 @@ from connector.avro import AvroEncoder, CodecFactory, SchemaRegistry, registry_i
 from connector.avro.oversized import OmitOversized, event_limit
 from connector.avro.sweep_gate import SweepGate
 from connector.config import Config
-from connector.control import HEARTBEAT_PREFIX
+from connector.control import HEARTBEAT_PREFIX, ROWS_PREFIX
 from connector.errors import (
     CatalogChanged,
     CdcError,
@@ -54,6 +55,7 @@ from connector.errors import (
 from connector.flow import RECONNECT_BACKOFF_S, confirmable, reconnect_delay, status_due
 from connector.names import SIGNAL_TABLE, TableName, table_topic
 from connector.pgoutput import Decoder, PrimaryKeepalive, Relation, Type, XLogData, lsn_to_str
+from connector.pgoutput.messages import Message, PgOutputMessage
 from connector.pgtypes import TypeCatalog
 from connector.publisher import Publisher
 from connector.replication import (
@@ -572,12 +574,14 @@ class Pipeline:
             signal_topic=topic, standby=standby, position=slot.confirmed_flush_lsn or 0)
         outboxes = self.cfg.outbox_routes()
         snapshots.skip = lambda t: outboxes.is_outbox(*t)  # their rows were delivered
-        assembler = Assembler(spill_bytes=self.cfg.spill_bytes)
+        assembler = Assembler(spill_bytes=self.cfg.spill_bytes,
+                              expanders={ROWS_PREFIX: self._created_rows(types)})
         roots = RootRelations(self.admin.conn, self.cfg.publication, self.admin.features,
                               assembler.relations) if self.cfg.detach_deletes else None
         publisher = Publisher(codecs, encoder, sink, tracker, snapshots=snapshots,
                               transaction_topic=self.cfg.transaction_topic, outboxes=outboxes,
-                              detached_roots=roots, slot=self.cfg.slot)
+                              detached_roots=roots, slot=self.cfg.slot,
+                              publication=self.cfg.publication)
         watcher = TableWatcher(self.admin, self.cfg.publication, self.cfg.tables, self.cfg.slot,
                                manage_publication=self.cfg.create_publication and not standby,
                                keyless=self.cfg.keyless_tables,
@@ -612,6 +616,23 @@ class Pipeline:
                  lsn_to_str(slot.confirmed_flush_lsn or 0), proto, self.cfg.bootstrap_servers)
         return Session(slot.confirmed_flush_lsn or 0, sink, tracker, types, publisher,
                        snapshots, watcher, resync, stream, options.decoder(), assembler)
+
+    def _created_rows(self, types: TypeCatalog) -> Callable[[Message], list[PgOutputMessage]]:
+        """The expander of ``pgcdc.rows`` messages (the rows a CREATE TABLE AS wrote before
+        the table_trigger added its table: connector/replication/table_trigger.py): their Type
+        and Relation messages reach the type catalog and the re-sync check as the stream's do."""
+        publication = self.cfg.publication
+
+        def expand(msg: Message) -> list[PgOutputMessage]:
+            out = table_trigger.created_rows(msg, publication)
+            for m in out:
+                if type(m) is Type:
+                    types.register_type_message(m.type_oid, m.namespace, m.name)
+                elif type(m) is Relation and self.resync is not None:
+                    self.resync.relation(m)
+            return list(out)
+
+        return expand
 
     def _stream(self, session: Session) -> None:
         """The session's loop: read, decode, assemble, publish; confirm what `flow` allows;

@@ -32,7 +32,10 @@ written with a drop schema of its own (`AvroEncoder.drop`: the dropped relation 
 position it was last seen at), so the merge job empties the lake table only if it still holds
 that incarnation or an older one (spark_jobs/rules/incarnation.py), and it is producible
 whatever this session knows of the table (no Relation is needed). A topic that never had an
-event gets none. Messages for another slot are dropped.
+event gets none. Messages for another slot are dropped (but those naming this publication,
+written by the table_trigger's sql_drop trigger in the DROP's transaction), and so is a second
+message for a relation id this session already published the drop of (the watcher's, after the
+trigger's: connector/replication/drops.py).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ from connector.control import (
     DETACH_PREFIX,
     DROP_PREFIX,
     HEARTBEAT_PREFIX,
+    ROWS_PREFIX,
     WATERMARK_PREFIX,
     heartbeat_restart_lsn,
 )
@@ -202,13 +206,17 @@ class Publisher:
     def __init__(self, codecs: CodecFactory, encoder: AvroEncoder, sink: RecordSink,
                  tracker: TicketIssuer, *, snapshots: SnapshotWindows | None = None,
                  transaction_topic: bool = False, outboxes: OutboxRoutes | None = None,
-                 detached_roots: RootLookup | None = None, slot: str | None = None) -> None:
+                 detached_roots: RootLookup | None = None, slot: str | None = None,
+                 publication: str | None = None) -> None:
         """`snapshots`: the incremental snapshots this stream serves (None: none; our
         watermark messages are then not published either). `outboxes`: the tables whose
         inserts are routed as outbox events (connector/outbox.py). `detached_roots`: with
         detach_deletes, how a ``pgcdc.detach`` message's root is found (None: dropped).
-        `slot`: this stream's slot, whose ``pgcdc.drop`` messages are applied (None: none)."""
+        `slot`: this stream's slot, whose ``pgcdc.drop`` messages are applied (None: none),
+        as are those naming `publication` (the table_trigger's)."""
         self.slot = slot
+        self.publication = publication
+        self._drops: set[tuple[int, str, str]] = set()  # drop events published this session
         self.outboxes = outboxes
         self.detached_roots = detached_roots
         self.codecs = codecs
@@ -430,8 +438,13 @@ class Publisher:
             dropped = parse_dropped(msg.content)
         except ValueError as exc:
             raise DecodeError(str(exc), lsn=lsn_to_str(msg.lsn)) from None
-        if dropped.slot != self.slot:  # another pgcdc's table
+        if dropped.slot != self.slot and not (dropped.publication and
+                                              dropped.publication == self.publication):
+            return False  # another pgcdc's table
+        seen = (dropped.relation_id, dropped.schema, dropped.table)
+        if seen in self._drops:  # the trigger's, then the watcher's: one drop event
             return False
+        self._drops.add(seen)
         codecs = self.codecs
         topic = table_topic(codecs.prefix, dropped.schema, dropped.table)
         record = self.encoder.drop(topic, dropped.schema, dropped.table, dropped.relation_id,
@@ -498,7 +511,7 @@ class Publisher:
             if self.snapshots is not None:
                 self.snapshots.watermark(msg.content, end_lsn, ticket)
             return False
-        if msg.prefix in (DETACH_PREFIX, DROP_PREFIX):  # transactional; never a user's message
+        if msg.prefix in (DETACH_PREFIX, DROP_PREFIX, ROWS_PREFIX):  # never a user's message
             return False
         self._send(self.encoder.message(msg, source), ticket)
         return True

@@ -24,7 +24,10 @@ What arrives, and how it is put together:
   transactions whose PREPARE it did not decode.
 - Relation, Type: update the relation cache at once (see relations.py).
 - Message with the transactional flag: a change of its transaction; without: emitted at once as
-  a `LogicalMessage`.
+  a `LogicalMessage`. A transactional one whose prefix has an expander (`expanders`) is not
+  kept: the messages the expander returns for it (Type, Relation, row changes, with the
+  message's xid) are fed in its place, at its WAL position, as if the stream had sent them
+  (pgcdc's ``pgcdc.rows``: connector/replication/table_trigger.py).
 - Origin: recorded on the transaction it arrives in.
 
 Memory is bounded: a buffered transaction whose estimated size passes `spill_bytes` (or whose
@@ -42,7 +45,7 @@ state is then unspecified and it should be closed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 from weakref import WeakSet
@@ -86,6 +89,9 @@ _MAX_CHUNK_ENTRIES: Final = 4096
 _SAMPLE_MASK: Final = 15
 _SAMPLE: Final = _SAMPLE_MASK + 1
 
+# What an expander may stand a message for.
+_EXPANDED: Final = (Type, Relation, Insert, Update, Delete, Truncate)
+
 # Transaction kinds.
 _PLAIN: Final = 0  # Begin .. Commit
 _STREAMED: Final = 1  # Stream Start/Stop blocks
@@ -99,6 +105,8 @@ _new_change: Final = tuple.__new__
 
 # A buffered entry: (relation or None for a Message, message, wal_lsn).
 _Entry = tuple[Relation | None, ChangeMessage, int]
+#: A transactional message -> the messages fed in its place (ValueError: it is unreadable).
+Expander = Callable[[Message], Sequence[PgOutputMessage]]
 
 
 def _tuple_size(values: TupleData | None) -> int:
@@ -170,10 +178,12 @@ class Assembler:
 
     def __init__(self, *, spill_bytes: int = DEFAULT_SPILL_BYTES,
                  spill_changes: int | None = None,
-                 spill_dir: str | Path | None = None) -> None:
+                 spill_dir: str | Path | None = None,
+                 expanders: Mapping[str, Expander] | None = None) -> None:
         """spill_bytes / spill_changes: a buffered transaction estimated larger than this many
         bytes, or with more than this many changes, moves its changes to a temporary file in
-        spill_dir (default: the system temp directory)."""
+        spill_dir (default: the system temp directory). `expanders`: prefix -> what a
+        transactional message of that prefix stands for (module docstring)."""
         if spill_bytes < 0 or (spill_changes is not None and spill_changes < 0):
             raise ValueError("spill limits must not be negative")
         self._spill_bytes = spill_bytes
@@ -181,6 +191,7 @@ class Assembler:
         self._chunk_bytes = max(1, min(spill_bytes, _MAX_CHUNK_BYTES))
         self._chunk_entries = max(1, min(self._spill_changes, _MAX_CHUNK_ENTRIES))
         self._spill_dir = spill_dir
+        self._expanders: dict[str, Expander] = dict(expanders or {})
         self._cache = RelationCache()
         self._relations = self._cache.by_id  # the hot path reads the dict directly
         self._open: _Txn | None = None  # Begin/Begin Prepare .. or the current stream block
@@ -378,7 +389,20 @@ class Assembler:
         if not msg.flags & MESSAGE_TRANSACTIONAL:
             return LogicalMessage(msg, wal_lsn)
         txn = self._change_target(msg, wal_lsn)
-        self._add(txn, None, msg, wal_lsn)
+        expand = self._expanders.get(msg.prefix)
+        if expand is None:
+            self._add(txn, None, msg, wal_lsn)
+            return None
+        try:
+            messages = expand(msg)
+        except ValueError as exc:
+            raise self._error(str(exc), wal_lsn) from None
+        for message in messages:
+            if isinstance(message, _EXPANDED):
+                self.feed(wal_lsn, message)
+            else:
+                raise self._error(f"the {msg.prefix} message stands for a "
+                                  f"{type(message).__name__}, not a change", wal_lsn)
         return None
 
     def _change_target(self, msg: ChangeMessage, wal_lsn: int) -> _Txn:

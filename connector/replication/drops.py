@@ -24,6 +24,13 @@ more.
 A message names the slot of the producer it is for (`slot`): every slot of the database
 decodes it, and another pgcdc's publication may not publish the table (or publish it under
 another topic prefix). Written into the WAL: keep the prefix and the fields.
+
+With ``table_trigger``, an ``sql_drop`` event trigger (connector/replication/table_trigger.py)
+writes the message in the DROP's own transaction, for every table the publication lists: its
+position is the DROP's, `seen_lsn` the WAL insert position inside that transaction, and it
+names the `publication` (the trigger knows no slot) instead. The watcher still writes its own
+for a table it saw published; the producer publishes one drop event per dropped relation id
+(connector/publisher.py), so the trigger's, the first in the stream, is the one applied.
 """
 
 from __future__ import annotations
@@ -52,11 +59,17 @@ class DroppedTable:
     relation_id: int
     slot: str
     seen_lsn: int
+    #: Written by the table_trigger's sql_drop trigger (connector/replication/table_trigger.py):
+    #: for the producers of this publication, `slot` empty.
+    publication: str = ""
 
     def content(self) -> str:
-        return json.dumps({"schema": self.schema, "table": self.table,
-                           "relation_id": self.relation_id, "slot": self.slot,
-                           "seen_lsn": self.seen_lsn}, separators=(",", ":"))
+        doc: dict[str, object] = {"schema": self.schema, "table": self.table,
+                                  "relation_id": self.relation_id, "slot": self.slot,
+                                  "seen_lsn": self.seen_lsn}
+        if self.publication:
+            doc["publication"] = self.publication
+        return json.dumps(doc, separators=(",", ":"))
 
 
 def parse_dropped(content: bytes) -> DroppedTable:
@@ -65,11 +78,12 @@ def parse_dropped(content: bytes) -> DroppedTable:
     try:
         doc = json.loads(content)
         parsed = DroppedTable(doc["schema"], doc["table"], int(doc["relation_id"]),
-                              doc["slot"], int(doc["seen_lsn"]))
+                              doc["slot"], int(doc["seen_lsn"]), doc.get("publication", ""))
     except (ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"not a {DROP_PREFIX} message ({exc})") from None
-    if not all(isinstance(v, str) for v in (parsed.schema, parsed.table, parsed.slot)):
-        raise ValueError(f"not a {DROP_PREFIX} message (schema, table, slot)")
+    if not all(isinstance(v, str) for v in (parsed.schema, parsed.table, parsed.slot,
+                                            parsed.publication)):
+        raise ValueError(f"not a {DROP_PREFIX} message (schema, table, slot, publication)")
     return parsed
 
 

@@ -47,7 +47,8 @@ class SubjectRegistry(MemoryRegistry):
         return subject in self.subjects
 
 
-def setup(slot: str | None = "slot_a", registry: SubjectRegistry | None = None) -> Setup:
+def setup(slot: str | None = "slot_a", registry: SubjectRegistry | None = None,
+          publication: str | None = None) -> Setup:
     """`tests.unit.test_publisher.Setup` over a `SubjectRegistry` (shared: another session)."""
     s = Setup()
     s.registry = registry = registry or SubjectRegistry()
@@ -55,7 +56,7 @@ def setup(slot: str | None = "slot_a", registry: SubjectRegistry | None = None) 
                           prefix="app", db="shop")
     encoder = AvroEncoder(registry, prefix="app", db="shop")  # type: ignore[arg-type]
     s.publisher = Publisher(codecs, encoder, s.sink, s.tracker, snapshots=s.snapshots,
-                            slot=slot)
+                            slot=slot, publication=publication)
     return s
 
 
@@ -113,3 +114,22 @@ def test_a_message_that_cannot_be_read_stops_the_stream() -> None:
     s = setup()
     with pytest.raises(DecodeError, match="not a pgcdc.drop message"):
         s.publisher.publish(transaction([Message(XID, 1, COMMIT_LSN, DROP_PREFIX, b"{")]))
+
+
+def test_the_table_triggers_drop_names_the_publication_and_is_published_once() -> None:
+    """table_trigger's sql_drop trigger writes the drop in the DROP's transaction for the
+    publication's producers; the watcher's own message for it, later, adds nothing."""
+    known = SubjectRegistry()
+    known.subjects.add(value_subject(TOPIC))
+    by_trigger = DroppedTable("public", "items", ITEMS.relation_id, "", 0x5_0000_0900, "pub_a")
+    assert parse_dropped(by_trigger.content().encode()) == by_trigger
+    assert "publication" not in DROPPED_ITEMS.content()  # the watcher's, as before
+    s = setup(registry=known, publication="pub_a")
+    s.publisher.publish(transaction([drop_message(by_trigger)]))
+    s.publisher.publish(transaction([drop_message(DROPPED_ITEMS)]))  # the watcher's
+    [(kind, topic, _, value, _)] = s.sink.records
+    assert (kind, topic) == ("truncate", TOPIC)
+    assert s.registry.schema(int.from_bytes(value[1:5], "big"))[DROPPED] == by_trigger.seen_lsn
+    other = setup(registry=known, publication="pub_b")  # another publication's producer
+    other.publisher.publish(transaction([drop_message(by_trigger)]))
+    assert other.sink.records == []

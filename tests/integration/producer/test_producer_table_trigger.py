@@ -4,7 +4,8 @@ streamed from its first row, and the application's statements never fail under a
 `--keyless-tables` policy. Two producers with their own publications run at once on one
 database (their triggers must not clash): one with `full`, installing its trigger as a
 superuser; one with `refuse`, as a role that is not, whose trigger a superuser installs from
-`pgcdc grants --table-trigger-sql`."""
+`pgcdc grants --table-trigger-sql`. The rows a CREATE TABLE AS or SELECT INTO writes itself
+are the new table's first events (the trigger's ``pgcdc.rows`` messages)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import fnmatch
 import subprocess
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -20,7 +22,7 @@ import pytest
 from connector.replication.privileges import signal_grant_sql
 from connector.replication.table_trigger import glob_regex
 from connector.snapshot.incremental import signals
-from tests.support.cdc_checks import read_records
+from tests.support.cdc_checks import in_order, read_records
 from tests.support.databases import empty_database
 from tests.support.producer import PGCDC
 from tests.support.snapshot import wait_for_output
@@ -142,6 +144,8 @@ def _application_and_checks(database: str, full: Any, refuse: Any) -> None:
         conn.execute("INSERT INTO f_renamed VALUES (7)")
         conn.commit()
     assert _ops(full, "f_renamed", 1) == [("c", {"id": 7})]
+    _created_with_rows(database, full)
+    _dropped_at_the_drop(database, full)
     # The patterns as the trigger matches them: PostgreSQL's regular expressions agree with the
     # Python matcher on the unit test's cases.
     with psycopg.connect(database, autocommit=True) as conn:
@@ -150,6 +154,85 @@ def _application_and_checks(database: str, full: Any, refuse: Any) -> None:
                 "SELECT n ~ %s FROM unnest(%s::text[]) WITH ORDINALITY AS u(n, i) ORDER BY i",
                 (glob_regex(glob), NAMES)).fetchall()]
             assert got == [fnmatch.fnmatchcase(n, glob) for n in NAMES], glob
+
+
+def _created_with_rows(database: str, full: Any) -> None:
+    """CREATE TABLE AS and SELECT INTO: the rows the statement wrote are the table's first
+    events (the trigger's pgcdc.rows messages), before its later changes in the same
+    transaction, with the values the stream itself would carry, whatever the session's
+    settings, under one schema."""
+    with psycopg.connect(database) as conn:
+        # text output that depends on the session: the trigger pins pgcdc's settings
+        conn.execute("SET TimeZone = 'Asia/Kolkata'")
+        conn.execute("SET DateStyle = 'SQL, DMY'")
+        conn.execute("SET IntervalStyle = 'sql_standard'")
+        conn.execute("SET extra_float_digits = 0")
+        conn.execute("CREATE TYPE f_mood AS ENUM ('happy', 'sad')")
+        conn.execute("CREATE TABLE f_ctas AS SELECT * FROM (VALUES "
+                     "(1, 1.5::numeric(10, 2), 0.1::float8, "
+                     "'2026-01-02 03:04:05.123456+00'::timestamptz, "
+                     "'1 day 02:03:04'::interval, ARRAY['a', 'b c', NULL], ''::text, "
+                     "'happy'::f_mood), "
+                     "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL)) "
+                     "v(id, n, f, ts, iv, tags, note, mood)")
+        # the same values streamed (the stream's own Relation and tuple), then changes
+        conn.execute("INSERT INTO f_ctas SELECT 3, n, f, ts, iv, tags, note, mood FROM f_ctas "
+                     "WHERE id = 1")
+        conn.execute("UPDATE f_ctas SET note = 'later' WHERE id = 2")
+        conn.execute("SELECT 10 AS id, 'z'::text AS v INTO f_selinto")
+        conn.execute("INSERT INTO f_selinto VALUES (11, 'y')")
+        conn.execute("CREATE TABLE f_nodata AS SELECT 1 AS id WITH NO DATA")
+        # more rows than one message holds (ROWS_PER_MESSAGE): three messages, in order
+        conn.execute("CREATE TABLE f_many AS SELECT g AS id FROM generate_series(1, 2500) g")
+        conn.execute("INSERT INTO f_nodata VALUES (5)")
+        conn.commit()
+    topic = f"{full.prefix}.public.f_ctas"
+    records = in_order(read_records(full.bootstrap, full.registry_url, topic, min_count=5))
+    # FULL: keyed by the whole row, an update is a delete and a create
+    assert [(r.value["op"], (r.value["after"] or r.value["before"])["id"]) for r in records] \
+        == [("c", 1), ("c", 2), ("c", 3), ("d", 2), ("c", 2)]
+    assert len({r.value["source"]["commit_lsn"] for r in records}) == 1
+    assert [r.value["source"]["txn_index"] for r in records] == sorted(
+        r.value["source"]["txn_index"] for r in records)
+    first, second, streamed = (r.value["after"] for r in records[:3])
+    assert {**first, "id": 3} == streamed  # the message's text reads as the stream's value
+    assert first["ts"] == datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+    assert (first["n"], first["f"], first["tags"], first["note"], first["mood"]) == (
+        "1.50", 0.1, ["a", "b c", None], "", "happy")  # numeric without a scale: text
+    assert second == {"id": 2, "n": None, "f": None, "ts": None, "iv": None, "tags": None,
+                      "note": None, "mood": None}
+    assert len({r.value_schema_id for r in records}) == 1  # the stream's Relation agrees
+    assert [(op, key["id"]) for op, key in _ops(full, "f_selinto", 2)] == [("c", 10), ("c", 11)]
+    assert [(op, key["id"]) for op, key in _ops(full, "f_nodata", 1)] == [("c", 5)]
+    many = in_order(read_records(full.bootstrap, full.registry_url,
+                                 f"{full.prefix}.public.f_many", min_count=2500))
+    assert [r.value["after"]["id"] for r in many] == list(range(1, 2501))
+
+
+def _dropped_at_the_drop(database: str, full: Any) -> None:
+    """DROP TABLE: the sql_drop trigger's drop event, in the DROP's transaction, also for a
+    table dropped before the watcher ever saw it; one drop event when the watcher saw it too."""
+    with psycopg.connect(database) as conn:
+        conn.execute("CREATE TABLE f_brief (id int PRIMARY KEY)")
+        conn.execute("INSERT INTO f_brief VALUES (1)")
+        conn.commit()
+        xid = conn.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
+        conn.execute("DROP TABLE f_brief")
+        conn.commit()
+        keyed = conn.execute("SELECT 'f_keyed'::regclass::oid::bigint").fetchone()[0]
+        conn.execute("DROP TABLE f_keyed")  # published at the watcher's checks since
+        conn.commit()
+    records = read_records(full.bootstrap, full.registry_url, f"{full.prefix}.public.f_brief",
+                           min_count=2)
+    assert [r.value["op"] for r in records] == ["c", "t"]
+    assert records[1].value["source"]["txId"] == xid  # the DROP's own transaction
+    # the watcher's message too, then a change after it: once that is in Kafka, the
+    # watcher's message has been decoded (the stream is in order)
+    wait_for_output(full, f"table public.f_keyed (relation id {keyed}) was dropped: recorded")
+    with psycopg.connect(database, autocommit=True) as conn:
+        conn.execute("INSERT INTO f_renamed VALUES (8)")
+    assert _ops(full, "f_renamed", 2)[-1] == ("c", {"id": 8})
+    assert [op for op, _ in _ops(full, "f_keyed", 5)] == ["c", "c", "u", "d", "t"]
 
 
 def _published_in(conn: psycopg.Connection[Any], run: Any) -> list[str]:

@@ -6,14 +6,17 @@ from __future__ import annotations
 import pytest
 
 from connector.assembler import Assembler, Change, LogicalMessage, Transaction
+from connector.errors import DecodeError
 from connector.pgoutput import (
     Begin,
     Commit,
     Insert,
+    Message,
     Origin,
     Truncate,
     Type,
 )
+from connector.pgoutput.messages import PgOutputMessage
 from tests.support.assembler_script import (
     TS,
     Script,
@@ -166,3 +169,37 @@ def test_many_changes_hot_path() -> None:
     (txn,) = run(s.pairs)
     assert [c.position for c in txn.changes] == list(range(10_000))
     assert summary(txn)[-1][0] == 10
+
+
+def _expand(msg: Message) -> list[PgOutputMessage]:
+    """A stand-in for pgcdc.rows (connector/replication/table_trigger.py): the content is the
+    rows' ids; the messages carry the message's xid."""
+    rel = relation(20, "ctas", xid=msg.xid)
+    if msg.content == b"bad":
+        raise ValueError("not a rows message (bad)")
+    return [rel, *(ins(20, v.decode(), None, xid=msg.xid) for v in msg.content.split())]
+
+
+def test_an_expanded_message_is_replaced_by_its_changes_at_its_position() -> None:
+    s = Script().begin(5, 0x5000).add(tmsg("other", b"m"), tmsg("rows", b"1 2"),
+                                      ins(20, "3", "c"), ntmsg("rows", b"9")).commit(0x5000)
+    asm = Assembler(expanders={"rows": _expand})
+    out = run(s.pairs, asm)
+    non_transactional, txn = out  # a message without the flag is never expanded
+    assert isinstance(non_transactional, LogicalMessage) and non_transactional.prefix == "rows"
+    assert isinstance(txn, Transaction)
+    changes = list(txn.changes)
+    assert [(c.op, c.position) for c in changes] == [("m", 0), ("c", 1), ("c", 2), ("c", 3)]
+    assert [c.message.new[0] for c in changes[1:]] == ["1", "2", "3"]  # type: ignore[union-attr]
+    # the expanded changes sit at the message's WAL position, under its Relation
+    assert changes[1].wal_lsn == changes[2].wal_lsn == s.pairs[2][0]
+    assert changes[1].relation == relation(20, "ctas") and asm.relations[20] == relation(20,
+                                                                                          "ctas")
+    # streamed: the changes carry the stream's xid, and commit with it
+    st = Script().block(9, tmsg("rows", b"4", xid=9), first=True).stream_commit(9)
+    (streamed,) = run(st.pairs, Assembler(expanders={"rows": _expand}))
+    assert [(c.op, c.message.new[0]) for c in streamed.changes] == [  # type: ignore[union-attr]
+        ("c", "4")]
+    with pytest.raises(DecodeError, match="not a rows message"):
+        run(Script().begin(6, 0x6000).add(tmsg("rows", b"bad")).commit(0x6000).pairs,
+            Assembler(expanders={"rows": _expand}))
