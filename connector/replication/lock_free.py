@@ -124,9 +124,12 @@ def lock_wait_bounded(conn: psycopg.Connection[Any]) -> Iterator[None]:
                  (f"{LOCK_WAIT_MS}ms",))
     try:
         yield
-    finally:
-        if not conn.closed:
-            conn.execute("RESET lock_timeout")
+    except psycopg.OperationalError:
+        raise  # the connection is gone: nothing to reset
+    except BaseException:
+        conn.execute("RESET lock_timeout")
+        raise
+    conn.execute("RESET lock_timeout")
 
 
 def is_lock_timeout(exc: BaseException) -> bool:

@@ -72,7 +72,6 @@ from connector.errors import PrivilegeError, SourceError, first_line, is_privile
 from connector.names import TableName
 from connector.pgoutput.messages import Relation
 from connector.replication.features import ServerFeatures
-from connector.replication.lock_free import is_lock_timeout, lock_wait_bounded
 
 from . import signals
 from .catalog import Conn, catalog_columns, catalog_digests
@@ -133,21 +132,15 @@ class DdlResync:
             return
         self.next_check = now + CHECK_INTERVAL_S
         try:
-            with lock_wait_bounded(self.conn):  # (reads no relation: a guard, lock_free.py)
-                digests, enums = catalog_digests(self.conn, self.publication, self.features)
-                changed = [oid for oid, digest in digests.items()
-                           if self.digests.get(oid) != digest
-                           or enums != self.enums]  # an enum renamed: every table, once
-                fetched = catalog_columns(self.conn, self.publication, self.features,
-                                          changed) if changed else {}
+            digests, enums = catalog_digests(self.conn, self.publication, self.features)
+            changed = [oid for oid, digest in digests.items() if self.digests.get(oid) != digest
+                       or enums != self.enums]  # an enum renamed: every table, once
+            fetched = catalog_columns(self.conn, self.publication, self.features, changed) \
+                if changed else {}
         except psycopg.OperationalError as exc:  # the connection: the session reconnects
             raise SourceError(f"checking the catalog for DDL: {first_line(exc)}",
                               transient=True) from None
         except psycopg.Error as exc:  # retried at the next check; the stream goes on
-            if is_lock_timeout(exc):  # a migration's lock: the next check sees its DDL
-                log.debug("re-sync after DDL: %s; checking again in %gs", first_line(exc),
-                          CHECK_INTERVAL_S)
-                return
             log.warning("re-sync after DDL: cannot read the catalog: %s", first_line(exc))
             return
         self.settle.forget(digests)
