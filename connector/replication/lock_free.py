@@ -124,15 +124,13 @@ def lock_wait_bounded(conn: psycopg.Connection[Any]) -> Iterator[None]:
                  (f"{LOCK_WAIT_MS}ms",))
     try:
         yield
-    except psycopg.OperationalError:
-        raise  # the connection is gone: nothing to reset
-    except BaseException:
-        conn.execute("RESET lock_timeout")
-        raise
-    conn.execute("RESET lock_timeout")
+    finally:
+        if not conn.closed:  # (a connection lost: nothing to reset)
+            conn.execute("RESET lock_timeout")
 
 
 def is_lock_timeout(exc: BaseException) -> bool:
     """Whether a psycopg error is a lock wait given up (`lock_wait_bounded`: lock_not_available):
-    another session holds a lock on a relation the statement needs; retry later."""
+    another session holds a lock on a relation the statement needs; retry later. (An
+    `OperationalError` subclass, but the connection is fine.)"""
     return getattr(exc, "sqlstate", None) == "55P03"

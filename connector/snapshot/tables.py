@@ -28,7 +28,7 @@ from connector.errors import SourceError, first_line
 from connector.names import SIGNAL_TABLE, TableName
 from connector.pgoutput.messages import COLUMN_KEY, Relation, RelationColumn
 from connector.replication.features import ServerFeatures
-from connector.replication.lock_free import published_tables_sql
+from connector.replication.lock_free import is_lock_timeout, published_tables_sql
 
 __all__ = ["Leaf", "RootRelations", "SnapshotTable", "build_relation", "published_table",
            "published_tables", "query_catalog"]
@@ -140,6 +140,8 @@ def query_catalog(conn: Conn, query: str | sql.Composed, params: Sequence[object
     try:
         return conn.execute(query, params).fetchall()
     except psycopg.Error as exc:
+        if is_lock_timeout(exc):  # a table locked (lock_wait_bounded): the caller retries
+            raise
         raise SourceError(f"snapshot catalog query failed: {first_line(exc)}") from None
 
 

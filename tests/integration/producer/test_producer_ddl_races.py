@@ -206,6 +206,11 @@ def test_a_migration_holding_a_lock_stalls_no_other_table(database, producer_run
         migration.execute("INSERT INTO big (id) VALUES (2)")
         creator.execute("CREATE TABLE fresh (id int PRIMARY KEY)")
         creator.execute("INSERT INTO fresh VALUES (1)")
+        # an incremental snapshot of the locked table: its chunk waits, the stream does not
+        requested = subprocess.run([PGCDC, "snapshot", "--dsn", database, "--slot", run.slot,
+                                    "--publication", f"pub_{run.tag}", "--tables", "public.big"],
+                                   capture_output=True, text=True, timeout=60)
+        assert requested.returncode == 0, requested.stderr
         time.sleep(WATCH_INTERVAL_S + 0.5)  # every catalog check had a turn (each 2 s)
         app.execute("INSERT INTO busy VALUES (1)")
         lsn = app.execute("SELECT (pg_current_wal_lsn() - '0/0')::bigint").fetchone()
@@ -227,8 +232,9 @@ def test_a_migration_holding_a_lock_stalls_no_other_table(database, producer_run
         migration.commit()
         creator.commit()
     records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.big",
-                           min_count=2, timeout=60)
-    assert [(r.key["id"], r.value["after"].get("c")) for r in records][-1] == (2, 7)
+                           min_count=4, timeout=60)
+    after = [(r.value["op"], r.key["id"], r.value["after"].get("c")) for r in records]
+    assert after[1:] == [("c", 2, 7), ("r", 1, 7), ("r", 2, 7)], after  # then the snapshot
     fresh = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.fresh",
                          min_count=1, timeout=60)
     assert [r.key["id"] for r in fresh] == [1]
