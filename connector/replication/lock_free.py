@@ -6,18 +6,22 @@ TABLE`` take ACCESS EXCLUSIVE, ``CREATE INDEX`` SHARE. Reading the system catalo
 they describe, but functions that open a relation do, and wait for it: on PostgreSQL 16+
 ``pg_get_publication_tables`` (behind the view ``pg_publication_tables``) opens every
 published table without a column list to list its columns; ``pg_partition_tree`` locks every
-partition; ``pg_get_expr`` of a table's default or row filter opens the table. The producer
-reads the catalog between reads of the stream (the table watcher, the drop watch, the re-sync
-check), so one such wait stopped reading WAL, sending feedback and producing to Kafka for
-every table until the migration committed.
+partition; ``pg_get_expr`` of a table's default or row filter and ``pg_relation_size`` open
+the table (checked on 18 and 15; on 15 the view waits only for its ``rowfilter``). The
+producer reads the catalog between reads of the stream (the table watcher, the drop watch, the
+re-sync check, an incremental snapshot's table lookup), so one such wait stopped reading WAL,
+sending feedback and producing to Kafka for every table until the migration committed.
 
 Two rules keep the stream going while a lock is held:
 
-* The published tables are read from the catalogs (`PUBLISHED_TABLES`), not from the view:
+* The published tables are read from the catalogs (`published_tables_sql`), not the view:
   the same rows as ``pg_publication_tables`` (pubname, schemaname, tablename, attnames,
   rowfilter, plus relid), for every kind of publication (a table list, schemas, FOR ALL
   TABLES, partitions through their root or leaf by leaf, column lists, generated columns).
-  Before 16 the view reads the catalogs itself and is used as it is.
+  Before 16 the view reads the catalogs itself and is used as it is. (Checked against the
+  view on 18: tests/integration/replication/test_lock_free_catalog.py; 16 and 17 compute it
+  as 18 does, but for generated columns, which they never publish.) A partitioned table's
+  partitions come from ``pg_inherits``.
 * Whatever must still open a relation on that path runs under ``lock_timeout`` = `LOCK_WAIT_MS`
   on the connection (`lock_wait_bounded`): a statement meeting a held lock fails at once with
   ``lock_not_available`` (`is_lock_timeout`), and the check it belongs to is tried again at its
