@@ -190,8 +190,11 @@ def test_a_migration_holding_a_lock_stalls_no_other_table(database, producer_run
     """A migration holding ACCESS EXCLUSIVE on a published table (ALTER TABLE in an open
     transaction), and a table created in a transaction still open: the other tables' changes
     reach Kafka and are confirmed to PostgreSQL while the locks are held (the table watcher,
-    the drop watch and the re-sync check had their turns meanwhile), `pgcdc status` answers;
-    the locked tables' changes follow their commit (docs/schema-changes.md)."""
+    the drop watch and the re-sync check had their turns meanwhile), an incremental snapshot of
+    the locked table waits without holding the stream up, `pgcdc status` answers, a restart
+    starts; the locked table's changes follow its commit, then its snapshot (docs/
+    publishing.md "Migrations that hold locks"). (The new table joining after its commit is the
+    table watcher's tests' business.)"""
     with psycopg.connect(database, autocommit=True) as conn:
         conn.execute("CREATE TABLE big (id int PRIMARY KEY, v text DEFAULT 'x')")
         conn.execute("CREATE TABLE busy (id int PRIMARY KEY)")
@@ -228,6 +231,13 @@ def test_a_migration_holding_a_lock_stalls_no_other_table(database, producer_run
                                 text=True, timeout=60)
         assert status.returncode == 0 and "public.busy" in status.stdout, status.stderr
         assert _waiting_on_locks(database) == []  # (the producer does not queue behind them)
+        # A restart meanwhile (a deploy during a long migration) starts and streams too.
+        assert run.stop() == 0
+        run.start(log_dir)
+        app.execute("INSERT INTO busy VALUES (2)")
+        records = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.busy",
+                               min_count=2, timeout=45)
+        assert [r.key["id"] for r in records] == [1, 2]
         assert migration.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
         migration.commit()
         creator.commit()
@@ -235,8 +245,5 @@ def test_a_migration_holding_a_lock_stalls_no_other_table(database, producer_run
                            min_count=4, timeout=60)
     after = [(r.value["op"], r.key["id"], r.value["after"].get("c")) for r in records]
     assert after[1:] == [("c", 2, 7), ("r", 1, 7), ("r", 2, 7)], after  # then the snapshot
-    fresh = read_records(run.bootstrap, run.registry_url, f"{run.prefix}.public.fresh",
-                         min_count=1, timeout=60)
-    assert [r.key["id"] for r in fresh] == [1]
     assert run.alive() and "reconnecting" not in run.output(), run.output()[-5000:]
     assert run.stop() == 0 and "Traceback" not in run.output(), run.output()[-5000:]
