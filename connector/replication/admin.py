@@ -26,6 +26,7 @@ from connector.errors import (
 from connector.pgoutput.lsn import str_to_lsn
 
 from .features import ServerFeatures
+from .lock_free import is_lock_timeout, published_tables_sql
 from .partitions import VIA_ROOT_DEFAULT, via_root_change
 from .privileges import connect_refusal, dsn_role, lacking
 from .published import (
@@ -721,32 +722,34 @@ class ReplicationAdmin:
         """The tables `publication` publishes that are partitioned tables or partitions: the
         ones publish_via_partition_root decides the topic of."""
         return [(r[0], r[1]) for r in self.conn.execute(
-            "SELECT p.schemaname::text, p.tablename::text FROM pg_publication_tables p"
-            " JOIN pg_namespace n ON n.nspname = p.schemaname"
-            " JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename"
+            "SELECT p.schemaname::text, p.tablename::text"
+            f" FROM {self._published()} p JOIN pg_class c ON c.oid = p.relid"
             " WHERE p.pubname = %s AND (c.relkind = 'p' OR c.relispartition) ORDER BY 1, 2",
             (publication,)).fetchall()]
 
     def partition_leaves(self, publication: str
                          ) -> dict[tuple[str, str], frozenset[tuple[str, str]]]:
         """Each partitioned table `publication` names or publishes -> its leaf partitions
-        now (partitions.leaf_changes compares two of these)."""
+        now (partitions.leaf_changes compares two of these). Read from the catalogs (the
+        partitions through pg_inherits: pg_partition_tree locks each), so a lock a migration
+        holds on one of them makes it wait for nothing (lock_free.py)."""
         rows = self.conn.execute(
-            "WITH roots AS ("
-            " SELECT c.oid FROM pg_publication_tables p"
-            "  JOIN pg_namespace n ON n.nspname = p.schemaname"
-            "  JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename"
+            "WITH RECURSIVE roots AS ("
+            f" SELECT c.oid FROM {self._published()} p JOIN pg_class c ON c.oid = p.relid"
             "  WHERE p.pubname = %s AND c.relkind = 'p'"
             " UNION SELECT pr.prrelid FROM pg_publication_rel pr"
             "  JOIN pg_publication b ON b.oid = pr.prpubid"
-            "  JOIN pg_class c ON c.oid = pr.prrelid WHERE b.pubname = %s AND c.relkind = 'p')"
+            "  JOIN pg_class c ON c.oid = pr.prrelid WHERE b.pubname = %s AND c.relkind = 'p'),"
+            " tree AS (SELECT r.oid AS root, r.oid AS relid FROM roots r"
+            "  UNION SELECT t.root, i.inhrelid FROM tree t"
+            "  JOIN pg_inherits i ON i.inhparent = t.relid)"
             " SELECT rn.nspname::text, rc.relname::text, l.nspname::text, l.relname::text"
             " FROM roots r JOIN pg_class rc ON rc.oid = r.oid"
             " JOIN pg_namespace rn ON rn.oid = rc.relnamespace"
-            " LEFT JOIN LATERAL (SELECT ln.nspname, lc.relname FROM pg_partition_tree(r.oid) t"
+            " LEFT JOIN LATERAL (SELECT ln.nspname, lc.relname FROM tree t"
             "  JOIN pg_class lc ON lc.oid = t.relid"
             "  JOIN pg_namespace ln ON ln.oid = lc.relnamespace"
-            "  WHERE t.isleaf AND lc.relkind = 'r') l ON true",
+            "  WHERE t.root = r.oid AND lc.relkind = 'r') l ON true",
             (publication, publication)).fetchall()
         out: dict[tuple[str, str], set[tuple[str, str]]] = {}
         for root_schema, root, leaf_schema, leaf in rows:
@@ -872,6 +875,8 @@ class ReplicationAdmin:
                         self.conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL")
                                           .format(sql.Identifier(schema, table)))
                 except psycopg.Error as exc:
+                    if is_lock_timeout(exc):  # the table watcher's check: again next time
+                        raise
                     if is_vanished(exc):  # dropped or renamed since listed: nothing to publish
                         log.info("table %s.%s dropped or renamed since listed (%s)", schema,
                                  table, first_line(exc))
@@ -892,6 +897,10 @@ class ReplicationAdmin:
                     "(--keyless-tables skip): %s", names)
         return list(keyless)
 
+    def _published(self) -> str:
+        """pg_publication_tables without its locks (lock_free.py), for after FROM."""
+        return published_tables_sql(ServerFeatures(self.conn.info.server_version))
+
     def is_all_tables(self, name: str) -> bool:
         return bool(self._one("SELECT puballtables FROM pg_publication WHERE pubname = %s",
                               (name,))[0])
@@ -899,11 +908,9 @@ class ReplicationAdmin:
     def published_tables(self, publication: str) -> list[tuple[str, str, str, bool]]:
         """(schema, table, relreplident, has a primary key) of each published table."""
         rows = self.conn.execute(
-            "SELECT p.schemaname, p.tablename, c.relreplident,"
+            "SELECT p.schemaname::text, p.tablename::text, c.relreplident,"
             " EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisprimary)"
-            " FROM pg_publication_tables p"
-            " JOIN pg_namespace n ON n.nspname = p.schemaname"
-            " JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename"
+            f" FROM {self._published()} p JOIN pg_class c ON c.oid = p.relid"
             " WHERE p.pubname = %s ORDER BY 1, 2",
             (publication,),
         ).fetchall()
@@ -923,9 +930,7 @@ class ReplicationAdmin:
             "   AND g.attgenerated <> '')), p.rowfilter,"
             " (SELECT count(*) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0"
             "   AND NOT a.attisdropped)::int"
-            " FROM pg_publication_tables p"
-            " JOIN pg_namespace n ON n.nspname = p.schemaname"
-            " JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename"
+            f" FROM {self._published()} p JOIN pg_class c ON c.oid = p.relid"
             " WHERE p.pubname = %s",
             (self.features.publishes_generated_columns, publication)).fetchall()
         return {(r[0], r[1]): (list(r[2] or []), r[4], r[3]) for r in rows}

@@ -44,6 +44,9 @@ import psycopg
 
 from connector.control import DROP_PREFIX
 
+from .features import ServerFeatures
+from .lock_free import published_tables_sql
+
 __all__ = ["DropWatch", "DroppedTable", "emit", "existing", "parse_dropped", "published_ids",
            "standby_hint", "wal_lsn"]
 
@@ -100,12 +103,11 @@ def published_ids(conn: psycopg.Connection[Any], publication: str
                   ) -> dict[tuple[str, str], int]:
     """(schema, table) -> relation id of each table the publication publishes, in one
     statement (one catalog snapshot)."""
+    published = published_tables_sql(ServerFeatures(conn.info.server_version))
     rows = conn.execute(
-        "SELECT p.schemaname::text, p.tablename::text, c.oid::bigint"
-        " FROM pg_publication_tables p"
-        " JOIN pg_namespace n ON n.nspname = p.schemaname"
-        " JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename"
-        " WHERE p.pubname = %s", (publication,)).fetchall()
+        "SELECT p.schemaname::text, p.tablename::text, p.relid::bigint"
+        f" FROM {published} p WHERE p.pubname = %s",  # (no lock waited for: lock_free.py)
+        (publication,)).fetchall()
     return {(r[0], r[1]): int(r[2]) for r in rows}
 
 

@@ -28,6 +28,7 @@ from connector.errors import SourceError, first_line
 from connector.names import SIGNAL_TABLE, TableName
 from connector.pgoutput.messages import COLUMN_KEY, Relation, RelationColumn
 from connector.replication.features import ServerFeatures
+from connector.replication.lock_free import is_lock_timeout, published_tables_sql
 
 __all__ = ["Leaf", "RootRelations", "SnapshotTable", "build_relation", "published_table",
            "published_tables", "query_catalog"]
@@ -37,9 +38,9 @@ Conn = psycopg.Connection[tuple]  # type: ignore[type-arg]
 _TABLES_QUERY = """\
 SELECT c.oid::int8, n.nspname::text, c.relname::text, c.relkind::text, c.relreplident::text,
        {attnames}, {rowfilter}, c.reltuples::float8
-FROM pg_catalog.pg_publication_tables p
-JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
-JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+FROM {published} p  -- pg_publication_tables without its locks (replication/lock_free.py)
+JOIN pg_catalog.pg_class c ON c.oid = p.relid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE p.pubname = %s{only}
 ORDER BY 2, 3"""
 # `published_table`: only the tables among the (schema, table) pairs of two arrays.
@@ -139,6 +140,8 @@ def query_catalog(conn: Conn, query: str | sql.Composed, params: Sequence[object
     try:
         return conn.execute(query, params).fetchall()
     except psycopg.Error as exc:
+        if is_lock_timeout(exc):  # a table locked (lock_wait_bounded): the caller retries
+            raise
         raise SourceError(f"snapshot catalog query failed: {first_line(exc)}") from None
 
 
@@ -196,7 +199,8 @@ def _tables(conn: Conn, publication: str, features: ServerFeatures,
     modern = features.publication_column_lists
     query = _TABLES_QUERY.format(attnames="p.attnames::text[]" if modern else "NULL::text[]",
                                  rowfilter="p.rowfilter" if modern else "NULL::text",
-                                 only="" if only is None else _ONE_OF)
+                                 only="" if only is None else _ONE_OF,
+                                 published=published_tables_sql(features))
     params: tuple[object, ...] = (publication,) if only is None else (
         publication, [n.schema for n in only], [n.table for n in only])
     block_size = int(query_catalog(conn, "SELECT current_setting('block_size')::int", ())[0][0])

@@ -18,6 +18,7 @@ from connector.replication import ReplicationAdmin, table_trigger
 from connector.replication.detach_trigger import installed as detach_triggers_installed
 from connector.replication.failover import failover_state
 from connector.replication.health import size, slot_warnings
+from connector.replication.lock_free import is_lock_timeout, lock_wait_bounded
 from connector.replication.published import setting_for
 from connector.snapshot.incremental import signals
 from connector.snapshot.incremental.channel import signal_topic_name
@@ -84,7 +85,7 @@ def handle(args: argparse.Namespace) -> int:
             comment = table_trigger.installed_comment(admin.conn, cfg.publication)
             print(f"  {table_trigger_line(cfg, comment)}")
         counts = admin.table_counts([(s, t) for s, t, _, _ in tables])
-        published = admin.published_columns(cfg.publication)
+        published = _published_columns(admin, cfg.publication)
         settings = cfg.published_settings()  # the masks are pgcdc's, not the publication's
         for (schema, table, ident, has_pk), (inserts, updates, deletes, live) in zip(
                 tables, counts, strict=True):
@@ -100,6 +101,22 @@ def handle(args: argparse.Namespace) -> int:
     finally:
         admin.close()
     return 0 if slot is not None else 1
+
+
+def _published_columns(admin: ReplicationAdmin, publication: str
+                       ) -> dict[tuple[str, str], tuple[list[str], int, str | None]]:
+    """`ReplicationAdmin.published_columns`, or none while a table with a row filter is locked
+    (PostgreSQL opens the table to print its filter; a migration may hold it for minutes):
+    status answers without them, saying so."""
+    try:
+        with lock_wait_bounded(admin.conn):
+            return admin.published_columns(publication)
+    except psycopg.Error as exc:
+        if not is_lock_timeout(exc):
+            raise
+        print("  (column lists and row filters not shown: a published table is locked by "
+              "another session, a migration's?)")
+        return {}
 
 
 def via_root_line(via_root: bool) -> str:

@@ -10,6 +10,7 @@ import psycopg
 
 from connector.names import TableName
 from connector.replication.features import ServerFeatures
+from connector.replication.lock_free import published_tables_sql
 
 from .rewrites import Column
 
@@ -31,9 +32,9 @@ SELECT c.oid::int8, n.nspname::text, c.relname::text, a.attnum::int4, a.attname:
          (SELECT array_agg(ARRAY[e.oid::text, e.enumlabel::text] ORDER BY e.oid)
             FROM pg_catalog.pg_enum e
            WHERE e.enumtypid = CASE WHEN t.typtype = 'e' THEN t.oid ELSE et.oid END) END
-FROM pg_catalog.pg_publication_tables p
-JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
-JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+FROM {published} p  -- pg_publication_tables without its locks (lock_free.py)
+JOIN pg_catalog.pg_class c ON c.oid = p.relid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
 LEFT JOIN pg_catalog.pg_type et ON et.oid = t.typelem AND t.typcategory = 'A'
@@ -48,9 +49,9 @@ ORDER BY c.oid, a.attnum"""
 _DIGEST_QUERY = """
 SELECT c.oid::int8, c.xmin::text || ':' || coalesce(({attnames})::text, '') || ':'
        || string_agg(a.xmin::text, ',' ORDER BY a.attnum)
-FROM pg_catalog.pg_publication_tables p
-JOIN pg_catalog.pg_namespace n ON n.nspname = p.schemaname
-JOIN pg_catalog.pg_class c ON c.relnamespace = n.oid AND c.relname = p.tablename
+FROM {published} p  -- pg_publication_tables without its locks (lock_free.py)
+JOIN pg_catalog.pg_class c ON c.oid = p.relid
+JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0
 WHERE p.pubname = %(publication)s
 GROUP BY c.oid, c.xmin, ({attnames})::text"""
@@ -60,7 +61,7 @@ _ENUMS_QUERY = "SELECT string_agg(xmin::text, ',' ORDER BY oid) FROM pg_catalog.
 def _columns_query(features: ServerFeatures, only: str = "") -> str:
     return _COLUMNS_QUERY.format(
         attnames="p.attnames::text[]" if features.publication_column_lists else "NULL::text[]",
-        only=only)
+        only=only, published=published_tables_sql(features))
 
 
 def catalog_digests(conn: Conn, publication: str, features: ServerFeatures
@@ -68,7 +69,8 @@ def catalog_digests(conn: Conn, publication: str, features: ServerFeatures
     """relation id -> a digest that changes with its `catalog_columns`, for every published
     table; and one of every enum's labels."""
     attnames = "p.attnames::text[]" if features.publication_column_lists else "NULL::text[]"
-    rows = conn.execute(_DIGEST_QUERY.format(attnames=attnames),
+    rows = conn.execute(_DIGEST_QUERY.format(attnames=attnames,
+                                             published=published_tables_sql(features)),
                         {"publication": publication}).fetchall()
     enums = conn.execute(_ENUMS_QUERY).fetchone()
     return {int(oid): str(digest) for oid, digest in rows}, str(enums[0] if enums else "")

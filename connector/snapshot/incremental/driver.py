@@ -39,6 +39,7 @@ from connector.names import TableName
 from connector.pgoutput.lsn import lsn_to_str
 from connector.pgoutput.messages import COLUMN_KEY, Relation
 from connector.replication.features import ServerFeatures
+from connector.replication.lock_free import lock_wait_bounded
 from connector.sink import DeliveryTracker, Sink, Ticket
 
 from ..tables import SnapshotTable, published_table
@@ -133,6 +134,7 @@ class IncrementalSnapshots:
         self.last_key: tuple[str, ...] | None = None
         self.acks = ChunkAcks()  # chunks produced, not yet acknowledged by Kafka
         self.next_poll = 0.0
+        self.waited = False  # the last chunk's start gave up on a lock (said once)
         # Told each chunk's table as its rows are published (`DdlResync.published`).
         self.on_read: Callable[[Relation], None] | None = None
         # Tables whose rows no snapshot re-publishes (outbox tables: connector/outbox.py).
@@ -202,7 +204,17 @@ class IncrementalSnapshots:
                 self._prune_xids()
             if not self._current_request():
                 return
-            self._start_chunk()
+            # Its table's lookup opens the table (pg_relation_size): on the stream's thread,
+            # it must not wait on a migration's lock (replication/lock_free.py).
+            with lock_wait_bounded(self.conn):
+                self._start_chunk()
+            self.waited = False
+        except psycopg.errors.LockNotAvailable as exc:  # its table is locked: a later poll
+            (log.debug if self.waited else log.info)(
+                "incremental snapshot %d: %s (its table is locked by another session, a "
+                "migration's?); trying again", self.request.id if self.request else 0,
+                first_line(exc))
+            self.waited = True
         except psycopg.OperationalError as exc:  # the connection: the session reconnects
             raise SourceError(f"incremental snapshot: {first_line(exc)}",
                               transient=True) from None

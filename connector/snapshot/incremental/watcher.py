@@ -53,6 +53,11 @@ trigger would need superuser rights to install):
   at most one INFO line (`ReplicationAdmin` resolves names with to_regclass, and runs a
   statement naming tables again without the vanished ones); the next check sees what
   replaced it. No reconnect.
+* A migration holding a lock (ALTER TABLE, LOCK TABLE, CREATE INDEX in an open transaction)
+  stalls nothing: the catalog reads here open no relation (the published tables come from the
+  catalogs, `connector.replication.lock_free`), and what must (ALTER PUBLICATION of a new
+  table, a partition's rows) gives up after `lock_free.LOCK_WAIT_MS`: the check runs again at
+  the next interval (one INFO line while the lock is held), and the stream goes on meanwhile.
 * A grant missing (a new table the role does not own, the signal table) stops `pgcdc run` with
   the one line naming it (`PrivilegeError`): retrying cannot grant it, and a table left out
   silently would lose its changes. Catalog reads that fail otherwise are retried.
@@ -71,6 +76,7 @@ from connector.names import SIGNAL_TABLE, TableName
 from connector.replication import ReplicationAdmin
 from connector.replication.admin import keyless_left_out, managed_patterns
 from connector.replication.drops import DropWatch, emit, standby_hint
+from connector.replication.lock_free import is_lock_timeout, lock_wait_bounded
 from connector.replication.partitions import leaf_changes
 
 from . import signals
@@ -117,6 +123,7 @@ class TableWatcher:
         # records what was dropped while the stream reconnected.
         self._check_drops()
         self.next_check = time.monotonic() + WATCH_INTERVAL_S
+        self.waited = False  # the last check gave up on a lock (said once: INFO, then DEBUG)
 
     def _published(self) -> set[TableName]:
         """The tables the publication publishes, pgcdc's signal table aside (FOR ALL TABLES
@@ -141,8 +148,17 @@ class TableWatcher:
             return
         self.next_check = now + WATCH_INTERVAL_S
         try:
-            self._check()
+            with lock_wait_bounded(self.admin.conn):  # a migration's lock: next time
+                self._check()
+            self.waited = False
         except psycopg.Error as exc:
+            if is_lock_timeout(exc):
+                (log.debug if self.waited else log.info)(
+                    "watching the catalog for new tables: %s (a lock another session holds, "
+                    "a migration's?); the stream goes on, the check runs again in %gs",
+                    first_line(exc), WATCH_INTERVAL_S)
+                self.waited = True
+                return
             if is_privilege_error(exc):  # a grant is missing: retrying cannot help
                 raise signals.lacking_grant(exc, self.admin.role) from None
             raise SourceError(f"watching the catalog for new tables: "
