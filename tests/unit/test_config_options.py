@@ -215,3 +215,17 @@ def test_merge_needs_kafka_and_the_registry_without_the_environment(
         parse_args(["--topic-prefix", "p", "--target", "/lake"])
     assert _merge(["--bootstrap-servers", "k", "--schema-registry-url", "r",
                    "--topic-prefix", "p", "--target", "/lake"])["bootstrap_servers"] == "k"
+
+
+def test_every_setting_is_declared_with_its_meaning() -> None:
+    """A field without its option would have no flag and no line in the reference."""
+    from dataclasses import fields
+
+    from connector.config import Config
+    from connector.options import option_of
+    from spark_jobs.runtime.config import MergeConfig
+
+    for cls in (Config, MergeConfig):
+        for f in fields(cls):
+            declared = option_of(f)
+            assert declared is not None and declared.help, f"{cls.__name__}.{f.name}"
