@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, fields
 from typing import Any
 
@@ -93,12 +93,16 @@ def field_default(f: Field[Any]) -> Any:
 
 
 def add_options(parser: argparse.ArgumentParser, cls: type, *, layered: bool,
+                names: Sequence[str] | None = None, helps: Mapping[str, str] | None = None,
                 environ: Mapping[str, str] | None = None) -> None:
     """A flag for each declared field of `cls` that has one, in field order (see the module
-    docstring for `layered`)."""
+    docstring for `layered`); or for the fields `names`, in that order, as a command that
+    reads a few settings does (`pgcdc status`). `helps`: a field's help as this command says
+    it, where its meaning there is narrower (printed as given)."""
     environ = os.environ if environ is None else environ
+    helps = helps or {}
     groups: dict[str, argparse._MutuallyExclusiveGroup] = {}
-    for f, opt in declared(cls):
+    for f, opt in _chosen(cls, names):
         flag = flag_of(f, opt)
         if flag is None:
             continue
@@ -108,7 +112,7 @@ def add_options(parser: argparse.ArgumentParser, cls: type, *, layered: bool,
                 groups[opt.group] = parser.add_mutually_exclusive_group(
                     required=opt.group_required)
             target = groups[opt.group]
-        kwargs: dict[str, Any] = {"dest": f.name, "help": describe(opt)}
+        kwargs: dict[str, Any] = {"dest": f.name, "help": helps.get(f.name, describe(opt))}
         annotation = str(f.type)
         if annotation.startswith("bool"):
             kwargs["action"] = (argparse.BooleanOptionalAction if opt.negatable
@@ -138,12 +142,18 @@ def add_options(parser: argparse.ArgumentParser, cls: type, *, layered: bool,
         target.add_argument(flag, **kwargs)
 
 
-def parsed(args: argparse.Namespace, cls: type) -> dict[str, Any]:
-    """The value of each declared field with a flag, by field name: as parsed (None: not given,
-    from a layered parser), a repeated `KEY=VALUE` flag's pairs as a mapping and a sequence as
-    a tuple where the field's default is one."""
+def _chosen(cls: type, names: Sequence[str] | None) -> list[tuple[Field[Any], Option]]:
+    every = dict((f.name, (f, opt)) for f, opt in declared(cls))
+    return list(every.values()) if names is None else [every[name] for name in names]
+
+
+def parsed(args: argparse.Namespace, cls: type, names: Sequence[str] | None = None
+           ) -> dict[str, Any]:
+    """The value of each declared field with a flag (or of the fields `names`), by field name:
+    as parsed (None: not given, from a layered parser), a repeated `KEY=VALUE` flag's pairs as
+    a mapping and a sequence as a tuple where the field's default is one."""
     out: dict[str, Any] = {}
-    for f, opt in declared(cls):
+    for f, opt in _chosen(cls, names):
         if flag_of(f, opt) is None:
             continue
         value, default = getattr(args, f.name), field_default(f)

@@ -229,3 +229,24 @@ def test_every_setting_is_declared_with_its_meaning() -> None:
         for f in fields(cls):
             declared = option_of(f)
             assert declared is not None and declared.help, f"{cls.__name__}.{f.name}"
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["status", "--dsn", "host=db", "--slot", "s1", "--wal-warn-bytes", "4096",
+      "--bootstrap-servers", "k:9092"],
+     {"dsn": "host=db", "slot": "s1", "publication": None, "wal_warn_bytes": 4096,
+      "bootstrap_servers": "k:9092", "topic_prefix": None}),
+    (["snapshot", "--tables", "public.a", "--publication", "p1", "--signal-channel", "kafka",
+      "--topic-prefix", "shop"],
+     {"dsn": None, "slot": None, "publication": "p1", "signal_channel": "kafka",
+      "bootstrap_servers": None, "topic_prefix": "shop"}),
+    (["verify", "--target", "/lake", "--dsn", "host=db"], {"dsn": "host=db"}),
+])
+def test_the_commands_reading_a_few_run_settings(argv: list[str],
+                                                 expected: dict[str, Any]) -> None:
+    """`pgcdc status`, `snapshot` and `verify` take a few of `pgcdc run`'s settings as flags
+    (None: not given, the YAML file's or the default applies)."""
+    from connector.config import Config
+    from connector.options import parsed
+
+    assert parsed(build_parser().parse_args(argv), Config, list(expected)) == expected
