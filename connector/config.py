@@ -116,22 +116,22 @@ class Config:
         "--table-trigger-sql prints the SQL for one to run)",
         negatable=True, more="publishing.md#new-tables-what-tables-captures-in-each-mode"))
     table_settings: dict[str, Any] = field(default_factory=dict, metadata=option(
-        "Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+; "
+        "per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+; "
         "docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "
         "\"<filter>\", mask: {column: exclude | null | hash | {truncate: N}}} (masks alone "
         "also with create_publication false); and `outbox:` to route the table's inserts as "
-        "outbox events (any server; \"Outbox\" there).", flag=False, more="publishing.md"))
+        "outbox events (any server; \"Outbox\" there)", flag=False, more="publishing.md"))
     mask_salt: str = field(default="", repr=False, metadata=option(
-        "The HMAC-SHA-256 key of `hash` masks (table_settings' mask; "
+        "the HMAC-SHA-256 key of `hash` masks (table_settings' mask; "
         "connector/avro/masking.py): give it as env:NAME or file:/path. Never shown (repr, "
-        "logs, status).", flag=False, more="publishing.md#masking-and-excluding-columns"))
+        "logs, status)", flag=False, more="publishing.md#masking-and-excluding-columns"))
     mask_hash_encoding: str = field(default="hex", metadata=option(
         "hash masks' output: hex | base64", flag=False,
         more="publishing.md#masking-and-excluding-columns"))
     publish_generated_columns: bool = field(default=False, metadata=option(
         "PostgreSQL 18: publish the stored generated columns of every table (the "
         "publication's publish_generated_columns = stored); per table: name them in "
-        "table_settings' columns.", flag=False, more="publishing.md"))
+        "table_settings' columns", flag=False, more="publishing.md"))
     # None: true for a publication pgcdc creates, an existing one left as it is.
     publish_via_partition_root: bool | None = field(default=None, metadata=option(
         "publish a partitioned table's changes through its root: one topic per partitioned "
@@ -167,7 +167,8 @@ class Config:
         "partitions of new topics (default 1)"))
     topic_replication_factor: int = field(default=1, metadata=option("default 1"))
     topic_retention_ms: int = field(default=-1, metadata=option(
-        "unlimited: topics are the replayable log", flag=False))
+        "retention.ms of the topics pgcdc creates (default -1, unlimited: topics are the "
+        "replayable log)", flag=False))
     tombstones: bool = field(default=False, metadata=option(
         "write a tombstone (null value) after each delete"))
     # connector.sink.producer.truncate_partitions; schemas/README.md "Truncate"
@@ -186,7 +187,8 @@ class Config:
     transaction_topic: bool = field(default=False, metadata=option(
         "publish BEGIN/END markers to <prefix>.transaction"))
     status_interval_s: float = field(default=10.0, metadata=option(
-        "standby status update period", flag=False))
+        "how often a standby status update reports progress to PostgreSQL, in seconds "
+        "(default 10)", flag=False))
     heartbeat_interval_s: float = field(default=HEARTBEAT_INTERVAL_S, metadata=option(
         "emit a heartbeat this often (default 10; 0: off): idle slots advance, the merge job's "
         "consistent cuts and tombstone expiry use them", more="consistent-reads.md"))
