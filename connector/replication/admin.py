@@ -2,6 +2,7 @@
 
 Checks what must hold before streaming (wal_level, the slot's plugin and WAL status) and
 creates the slot and publication when asked. Identifiers are always quoted by psycopg's `sql`.
+The slot's own functions are in slots.py; `ReplicationAdmin` calls them for its callers.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
@@ -23,8 +23,8 @@ from connector.errors import (
     is_privilege_error,
     is_vanished,
 )
-from connector.pgoutput.lsn import str_to_lsn
 
+from . import slots
 from .features import ServerFeatures
 from .partitions import VIA_ROOT_DEFAULT, via_root_change
 from .privileges import connect_refusal, dsn_role, lacking
@@ -38,22 +38,10 @@ from .published import (
     user_publication_refusals,
     with_exclusions,
 )
-from .standby import SLOT_WAIT, publication_refusal, slot_refusal
+from .slots import SlotInfo
+from .standby import publication_refusal
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SlotInfo:
-    name: str
-    plugin: str
-    database: str
-    active: bool
-    active_pid: int | None
-    restart_lsn: int | None
-    confirmed_flush_lsn: int | None
-    wal_status: str | None
-    retained_bytes: int | None
 
 
 # --keyless-tables: tables without a key, when pgcdc creates or extends the publication
@@ -203,56 +191,16 @@ class ReplicationAdmin:
             )
 
     def slot(self, name: str) -> SlotInfo | None:
-        row = self.conn.execute(
-            "SELECT slot_name, coalesce(plugin, ''), coalesce(database, ''), active, active_pid,"
-            " restart_lsn::text, confirmed_flush_lsn::text, wal_status,"
-            " pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
-            " ELSE pg_current_wal_lsn() END, restart_lsn)::bigint"  # a standby has no current
-            " FROM pg_replication_slots WHERE slot_name = %s",
-            (name,),
-        ).fetchone()
-        if row is None:
-            return None
-        return SlotInfo(row[0], row[1], row[2], row[3], row[4],
-                        str_to_lsn(row[5]) if row[5] else None,
-                        str_to_lsn(row[6]) if row[6] else None, row[7], row[8])
+        return slots.read_slot(self.conn, name)
 
     def check_slot(self, info: SlotInfo) -> None:
-        if info.plugin != "pgoutput":
-            raise SourceError(f"replication slot {info.name!r} uses plugin {info.plugin!r}, "
-                              "not pgoutput; drop it or choose another --slot")
-        if info.wal_status == "lost":
-            raise SourceError(
-                f"replication slot {info.name!r} has lost required WAL (wal_status = lost); "
-                "changes are missing: drop the slot and take a new snapshot"
-            )
-        current_db = self._one("SELECT current_database()")[0]
-        if info.database and info.database != current_db:
-            raise SourceError(f"replication slot {info.name!r} belongs to database "
-                              f"{info.database!r}, not {current_db!r}")
+        slots.check_slot(self.conn, info)
 
     def create_slot(self, name: str) -> SlotInfo:
-        if self.in_recovery():
-            log.info(SLOT_WAIT.format(slot=name))
-        try:
-            self.conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
-        except psycopg.Error as exc:
-            if is_privilege_error(exc):
-                raise lacking(exc, self.role) from None
-            detail = first_line(exc)
-            refusal = slot_refusal(detail)
-            if refusal is not None:
-                raise SourceError(f"cannot create replication slot {name!r}: {refusal}") \
-                    from None
-            raise SourceError(f"cannot create replication slot {name!r}: {detail}",
-                              transient=connection_gone(detail)) from None
-        info = self.slot(name)
-        assert info is not None
-        log.info("created replication slot %s", name)
-        return info
+        return slots.create_slot(self.conn, name, role=self.role, standby=self.in_recovery())
 
     def drop_slot(self, name: str) -> None:
-        self.conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+        slots.drop_slot(self.conn, name)
 
     def drop_publication(self, name: str) -> None:
         self.conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(name)))
