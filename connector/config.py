@@ -25,7 +25,8 @@ from connector.avro.typemap import DEBEZIUM_FORMAT, VALUE_FORMATS
 from connector.errors import ConfigError, first_line
 from connector.options import declared, option
 from connector.outbox import OutboxRoutes, parse_outbox_settings
-from connector.replication.admin import KEYLESS_POLICIES, managed_patterns
+from connector.replication.admin import managed_patterns
+from connector.replication.keyless import KEYLESS_POLICIES
 from connector.replication.published import (
     TableSetting,
     parse_table_settings,
