@@ -1,7 +1,14 @@
-"""`pgcdc run` configuration: defaults < environment < YAML file < command-line flags."""
+"""`pgcdc run` configuration: defaults < environment < YAML file < command-line flags.
+
+Each setting is declared once, as a field of `Config` with its `option(...)`
+(connector/options.py): its YAML key, type and default from the field, its flag, help,
+choices and environment variable from the option. `pgcdc run`'s parser (tools/run.py), the YAML
+keys `load` accepts and docs/reference/options.md (scripts/docs_options.py) are derived from it.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from dataclasses import dataclass, field, fields
@@ -13,10 +20,13 @@ import yaml
 from psycopg.conninfo import conninfo_to_dict
 
 from connector.avro.masking import HASH_ENCODINGS, Masking
+from connector.avro.oversized import OVERSIZED_POLICIES
 from connector.avro.typemap import DEBEZIUM_FORMAT, VALUE_FORMATS
 from connector.errors import ConfigError, first_line
+from connector.options import declared, option
 from connector.outbox import OutboxRoutes, parse_outbox_settings
-from connector.replication.admin import KEYLESS_POLICIES, managed_patterns
+from connector.replication.admin import managed_patterns
+from connector.replication.keyless import KEYLESS_POLICIES
 from connector.replication.published import (
     TableSetting,
     parse_table_settings,
@@ -25,18 +35,9 @@ from connector.replication.published import (
 )
 from connector.replication.table_trigger import TriggerSettings
 
-ENV_DEFAULTS = {
-    "dsn": "PGCDC_DSN",
-    "bootstrap_servers": "KAFKA_BOOTSTRAP_SERVERS",
-    "schema_registry_url": "SCHEMA_REGISTRY_URL",
-}
-
 SNAPSHOT_MODES = ("initial", "never", "initial_only")
 # Where incremental snapshot requests travel (connector/snapshot/incremental/channel.py).
 SIGNAL_CHANNELS = ("auto", "kafka", "table")
-# An event over max_event_bytes: stop (fail) | publish it with its largest columns null (omit;
-# connector/avro/oversized.py).
-OVERSIZED_POLICIES = ("fail", "omit")
 #: How a truncate is written into a table topic (`connector.sink.producer.truncate_partitions`;
 #: schemas/README.md "Truncate": what a consumer sees with each).
 TRUNCATE_RECORDS = ("every-partition", "one", "none")
@@ -58,101 +59,208 @@ _TOPIC_PREFIX = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\Z")
 _MAX_PREFIX_LENGTH = 200
 
 
+def key_value(text: str) -> tuple[str, str]:
+    """`--kafka KEY=VALUE`'s value parser."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key, value
+
+
 @dataclass
 class Config:
-    dsn: str = ""
-    bootstrap_servers: str = ""
-    schema_registry_url: str = ""
-    topic_prefix: str = "pgcdc"
-    slot: str = "pgcdc"
-    publication: str = "pgcdc"
-    tables: list[str] = field(default_factory=lambda: ["*"])
-    create_slot: bool = True  # create the slot if missing
-    create_publication: bool = True  # create the publication if missing / set its tables
-    keyless_tables: str = "refuse"  # tables without a key: refuse | skip | full
-    # --tables '*': False (default) = a table list pgcdc keeps up to date (TableWatcher), which
-    # never publishes a table without a key before the policy allows it; True = FOR ALL TABLES,
-    # which publishes every table from its creation, keyless ones too: PostgreSQL then rejects
-    # the application's UPDATE/DELETE on them (refuse: until they get a key; full: until
-    # pgcdc's next check, ~2 s). Explicit opt-in only.
-    all_tables_publication: bool = False
-    # A new table matching --tables joins the table list publication in the transaction that
-    # creates it (an event trigger pgcdc installs, a superuser once; connector/replication/
-    # table_trigger.py), so every change of it is streamed from its first row. Off: the table
-    # watcher adds it within ~2 s, its earlier rows as an incremental snapshot (changes of its
-    # first seconds, and a table dropped within them, are not in the topics).
-    table_trigger: bool = False
-    # Per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+;
-    # docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "<filter>",
-    # mask: {column: exclude | null | hash | {truncate: N}}} (masks alone also with
-    # create_publication false); and `outbox:` to route the table's inserts as outbox events
-    # (any server; "Outbox" there).
-    table_settings: dict[str, Any] = field(default_factory=dict)
-    # The HMAC-SHA-256 key of `hash` masks (table_settings' mask; connector/avro/masking.py):
-    # give it as env:NAME or file:/path. Never shown (repr, logs, status).
-    mask_salt: str = field(default="", repr=False)
-    mask_hash_encoding: str = "hex"  # hash masks' output: hex | base64
-    # PostgreSQL 18: publish the stored generated columns of every table (the publication's
-    # publish_generated_columns = stored); per table: name them in table_settings' columns.
-    publish_generated_columns: bool = False
-    # Partitioned tables published through their root (one topic per partitioned table) or
-    # each leaf partition on its own (publish_via_partition_root; docs/publishing.md). None:
-    # true for a publication pgcdc creates, an existing one left as it is.
-    publish_via_partition_root: bool | None = None
-    # A partition DETACHed from a root published through it: publish a delete for each of its
-    # keys on the root's topic, at the DETACH's position. Installs event triggers in the
-    # database (a superuser, once; connector/replication/detach_trigger.py). Off by default.
-    detach_deletes: bool = False
-    binary: bool = False  # pgoutput binary tuples (faster for some types)
-    failover_slot: bool | None = None  # None: on where the server is 17+ and a primary
-    origin: str | None = None  # PostgreSQL 16+: 'none' publishes only local changes
-    topic_partitions: int = 1
-    topic_replication_factor: int = 1
-    topic_retention_ms: int = -1  # unlimited: topics are the replayable log
-    tombstones: bool = False  # a null-value record after each delete (Debezium-style)
-    # truncates: a copy in every partition (the merge job applies it in order with each key)
-    # | one record (partition 0) | none; see TRUNCATE_RECORDS
-    truncate_records: str = "every-partition"  # "none" by default under value_format debezium
-    # pgcdc (lossless, typed) | debezium: every column as Debezium's PostgreSQL connector
-    # encodes it by default, a drop-in for Debezium consumers (docs/debezium-compatibility.md)
-    value_format: str = "pgcdc"
-    transaction_topic: bool = False  # BEGIN/END markers to <prefix>.transaction
-    status_interval_s: float = 10.0  # standby status update period
-    # A heartbeat (one logical message, one Kafka record) this often: idle slots advance, and
-    # the merge job's consistent cuts and tombstone expiry rest on them. 0: off.
-    heartbeat_interval_s: float = HEARTBEAT_INTERVAL_S
-    # Capturing from a standby (which cannot write a logical message): the primary's DSN, where
-    # the heartbeats are emitted; '' on a standby: heartbeats off (docs/standby.md).
-    heartbeat_dsn: str = ""
-    spill_bytes: int = 64 * 1024 * 1024  # buffered transaction size before spilling to disk
-    # How often the schema ids in use are checked against the registry; WAL is confirmed to
-    # PostgreSQL only up to what the last passing check vouched for (sweep_gate.py).
-    schema_check_interval_s: float = 5.0
-    wal_warn_bytes: int = 1 << 30  # warn (status, run) when a slot holds more WAL
-    metrics_port: int = 0  # >0: Prometheus metrics on this port
-    metrics_host: str = "0.0.0.0"  # the address /metrics binds (127.0.0.1: this host only)
-    snapshot: str = "initial"  # initial (when the slot is new) | never | initial_only
-    snapshot_workers: int = 2  # parallel snapshot readers (connections)
-    snapshot_chunk_rows: int = 250_000  # rows per snapshot chunk (ctid range), about
-    incremental_chunk_rows: int = 10_000  # rows per incremental snapshot chunk (by key)
-    # DDL that changes existing rows without row events (ALTER COLUMN TYPE, ADD COLUMN with a
-    # default, ...): re-read the table by an incremental snapshot
-    # (connector/snapshot/incremental/resync.py).
-    resync_on_ddl: bool = True
-    # Where incremental snapshot requests travel (connector/snapshot/incremental/channel.py):
-    # auto (the signal table on a primary the role may write, <prefix>.signal otherwise, e.g.
-    # on a standby) | kafka (never a write on the source) | table (the signal table only).
-    signal_channel: str = "auto"
-    exactly_once: bool = False  # transactional producer + <prefix>.offsets (sink/transactional.py)
-    exactly_once_batch_transactions: int = 1000  # PostgreSQL transactions per Kafka transaction
-    exactly_once_batch_bytes: int = 16 * 1024 * 1024  # ... or this many event bytes
-    exactly_once_batch_ms: int = 100  # ... or a Kafka transaction this old, whichever first
-    oversized_events: str = "fail"  # an event over max_event_bytes: fail | omit
-    max_event_bytes: int = 0  # 0: the producer's message.max.bytes (librdkafka: 1,000,000)
-    kafka_timeout_s: float = 30.0  # how long a Kafka metadata/admin request may go unanswered
-    schema_registry_attempts: int = 5  # tries of a registry request (backoff 0.5 s, doubling)
-    kafka: dict[str, Any] = field(default_factory=dict)  # librdkafka settings (TLS/SASL ...)
-    schema_registry: dict[str, Any] = field(default_factory=dict)  # registry client settings
+    """`pgcdc run`'s settings, each declared once (connector/options.py): its field gives the
+    YAML key, type and default, its `option(...)` the flag, help and environment variable.
+    Flags come in the order `--help` shows them; a YAML-only key (`flag=False`) sits with the
+    flags it belongs with."""
+
+    dsn: str = field(default="", metadata=option(
+        "libpq connection string", env="PGCDC_DSN"))
+    bootstrap_servers: str = field(default="", metadata=option(
+        "Kafka bootstrap servers", env="KAFKA_BOOTSTRAP_SERVERS"))
+    schema_registry_url: str = field(default="", metadata=option(
+        "Confluent-compatible registry URL", env="SCHEMA_REGISTRY_URL"))
+    topic_prefix: str = field(default="pgcdc", metadata=option("topic prefix (default pgcdc)"))
+    slot: str = field(default="pgcdc", metadata=option("replication slot name (default pgcdc)"))
+    publication: str = field(default="pgcdc", metadata=option(
+        "publication name (default pgcdc)"))
+    tables: list[str] = field(default_factory=lambda: ["*"], metadata=option(
+        "comma-separated schema.table patterns, * allowed (default: all tables)",
+        more="snapshots.md#adding-tables-and-re-snapshotting"))
+    create_slot: bool = field(default=True, metadata=option(
+        "create the slot if missing", flag=False))
+    create_publication: bool = field(default=True, metadata=option(
+        "create the publication if missing / set its tables", flag=False))
+    keyless_tables: str = field(default="refuse", metadata=option(
+        "tables without a primary key, when pgcdc creates or extends the publication "
+        "(PostgreSQL rejects UPDATE/DELETE on them once published): refuse (default): refuse "
+        "the first start naming them (later starts: those named exactly in --tables), leave "
+        "the others out until they have a key; skip: leave them out; full: set REPLICA "
+        "IDENTITY FULL on them before publishing them",
+        choices=KEYLESS_POLICIES, more="configuration.md#settings-in-detail"))
+    # False (default) with --tables '*': a table list pgcdc keeps up to date (TableWatcher),
+    # which never publishes a table without a key before the policy allows it; FOR ALL TABLES
+    # publishes every table from its creation, keyless ones too. Explicit opt-in only.
+    all_tables_publication: bool = field(default=False, metadata=option(
+        "with --tables '*': a FOR ALL TABLES publication (needs superuser) instead of the "
+        "table list pgcdc keeps up to date. HAZARD: it publishes every new table at once, so "
+        "PostgreSQL rejects the application's UPDATE/DELETE on a new table without a key "
+        "(until it gets one; with --keyless-tables full, until pgcdc sets REPLICA IDENTITY "
+        "FULL, ~2 s)", more="configuration.md#settings-in-detail"))
+    # An event trigger pgcdc installs (connector/replication/table_trigger.py).
+    table_trigger: bool = field(default=False, metadata=option(
+        "a new table matching --tables joins the publication in the transaction that creates "
+        "it, so every change of it is streamed from its first row (default off: the table "
+        "watcher adds it within ~2 s, its earlier rows as an incremental snapshot; changes of "
+        "its first seconds, and a table dropped within them, are lost). Installs an event "
+        "trigger at start, which needs a superuser once (else: pgcdc grants "
+        "--table-trigger-sql prints the SQL for one to run)",
+        negatable=True, more="publishing.md#new-tables-what-tables-captures-in-each-mode"))
+    table_settings: dict[str, Any] = field(default_factory=dict, metadata=option(
+        "per table, what the publication pgcdc creates or extends publishes (PostgreSQL 15+; "
+        "docs/publishing.md): `schema.table` pattern -> {columns: [...], where: "
+        "\"<filter>\", mask: {column: exclude | null | hash | {truncate: N}}} (masks alone "
+        "also with create_publication false); and `outbox:` to route the table's inserts as "
+        "outbox events (any server; \"Outbox\" there)", flag=False, more="publishing.md"))
+    mask_salt: str = field(default="", repr=False, metadata=option(
+        "the HMAC-SHA-256 key of `hash` masks (table_settings' mask; "
+        "connector/avro/masking.py): give it as env:NAME or file:/path. Never shown (repr, "
+        "logs, status)", flag=False, more="publishing.md#masking-and-excluding-columns"))
+    mask_hash_encoding: str = field(default="hex", metadata=option(
+        "hash masks' output: hex | base64", flag=False,
+        more="publishing.md#masking-and-excluding-columns"))
+    publish_generated_columns: bool = field(default=False, metadata=option(
+        "PostgreSQL 18: publish the stored generated columns of every table (the "
+        "publication's publish_generated_columns = stored); per table: name them in "
+        "table_settings' columns", flag=False, more="publishing.md"))
+    # None: true for a publication pgcdc creates, an existing one left as it is.
+    publish_via_partition_root: bool | None = field(default=None, metadata=option(
+        "publish a partitioned table's changes through its root: one topic per partitioned "
+        "table, whatever partitions are attached or detached (the default for a publication "
+        "pgcdc creates); --no-publish-via-partition-root: one topic per leaf partition. Unset, "
+        "an existing publication is left as it is; set, it is changed at start and the tables "
+        "re-read", negatable=True, more="publishing.md#partitioned-tables"))
+    # Event triggers pgcdc installs (connector/replication/detach_trigger.py).
+    detach_deletes: bool = field(default=False, metadata=option(
+        "a partition DETACHed from a root published through it: publish a delete for each of "
+        "its keys on the root's topic, at the DETACH's position (default off). Installs two "
+        "event triggers at start, which needs a superuser once (else: pgcdc grants "
+        "--detach-deletes-sql prints the SQL for one to run)", negatable=True,
+        more="publishing.md#deleting-a-detached-partitions-rows-detach_deletes"))
+    # connector/avro/oversized.py
+    oversized_events: str = field(default="fail", metadata=option(
+        "an event larger than --max-event-bytes: fail (default) stops the run (every restart "
+        "meets it again); omit publishes it with its largest non-key column values null, "
+        "named in the record header pgcdc.omitted", choices=OVERSIZED_POLICIES,
+        more="configuration.md#settings-in-detail"))
+    max_event_bytes: int = field(default=0, metadata=option(
+        "the event size --oversized-events omit keeps under (key + value; default: --kafka "
+        "message.max.bytes, else 1000000); the topics' max.message.bytes must be at least this",
+        more="configuration.md#settings-in-detail"))
+    binary: bool = field(default=False, metadata=option("ask pgoutput for binary tuples"))
+    # None: on where the server is 17+ and a primary.
+    failover_slot: bool | None = field(default=None, metadata=option(
+        "PostgreSQL 17+: sync the slot to standbys (default: on where possible)",
+        negatable=True, more="high-availability.md"))
+    origin: str | None = field(default=None, metadata=option(
+        "PostgreSQL 16+ origin filter", choices=("none", "any")))
+    topic_partitions: int = field(default=1, metadata=option(
+        "partitions of new topics (default 1)"))
+    topic_replication_factor: int = field(default=1, metadata=option("default 1"))
+    topic_retention_ms: int = field(default=-1, metadata=option(
+        "retention.ms of the topics pgcdc creates (default -1, unlimited: topics are the "
+        "replayable log)", flag=False))
+    tombstones: bool = field(default=False, metadata=option(
+        "write a tombstone (null value) after each delete"))
+    # connector.sink.producer.truncate_partitions; schemas/README.md "Truncate"
+    truncate_records: str = field(default="every-partition", metadata=option(
+        "how a TRUNCATE (and a re-snapshot's truncate marker) is written to a table topic: "
+        "every-partition (default; the merge job needs it on topics of several partitions), "
+        "one (a single record in partition 0, like Debezium), none (not written: consumers "
+        "keep the rows; the default under --value-format debezium)",
+        choices=TRUNCATE_RECORDS, more="configuration.md#settings-in-detail"))
+    value_format: str = field(default="pgcdc", metadata=option(
+        "how column values are encoded: pgcdc (default; lossless, typed) or debezium (as "
+        "Debezium's PostgreSQL connector with its defaults, a drop-in for Flink SQL's "
+        "debezium-avro-confluent and Kafka Connect sinks; truncates not written unless "
+        "--truncate-records; what it loses: docs/debezium-compatibility.md)",
+        choices=VALUE_FORMATS))
+    transaction_topic: bool = field(default=False, metadata=option(
+        "publish BEGIN/END markers to <prefix>.transaction"))
+    status_interval_s: float = field(default=10.0, metadata=option(
+        "how often a standby status update reports progress to PostgreSQL, in seconds "
+        "(default 10)", flag=False))
+    heartbeat_interval_s: float = field(default=HEARTBEAT_INTERVAL_S, metadata=option(
+        "emit a heartbeat this often (default 10; 0: off): idle slots advance, the merge job's "
+        "consistent cuts and tombstone expiry use them", more="consistent-reads.md"))
+    # docs/standby.md
+    heartbeat_dsn: str = field(default="", metadata=option(
+        "capturing from a standby (--dsn), which cannot write: the primary's libpq connection "
+        "string, where the heartbeats are emitted (they reach the standby's slot by "
+        "replication); env:NAME / file:PATH allowed. Without it heartbeats are off while the "
+        "server is a standby"))
+    spill_bytes: int = field(default=64 * 1024 * 1024, metadata=option(
+        "buffered transaction size before spilling to disk", flag=False))
+    snapshot: str = field(default="initial", metadata=option(
+        "initial (default): snapshot the published tables when the slot is new, then stream; "
+        "never: stream only (a missing slot is an error once the topics hold events); "
+        "initial_only: snapshot, then exit", choices=SNAPSHOT_MODES,
+        more="snapshots.md#initial-snapshot"))
+    snapshot_workers: int = field(default=2, metadata=option(
+        "parallel snapshot readers, one connection each (default 2)",
+        more="snapshots.md#initial-snapshot"))
+    snapshot_chunk_rows: int = field(default=250_000, metadata=option(
+        "rows per snapshot chunk, about (default 250000)"))
+    incremental_chunk_rows: int = field(default=10_000, metadata=option(
+        "rows per incremental snapshot chunk (`pgcdc snapshot`; default 10000)",
+        more="snapshots.md#adding-tables-and-re-snapshotting"))
+    # connector/snapshot/incremental/resync.py
+    resync_on_ddl: bool = field(default=True, metadata=option(
+        "re-read a table by an incremental snapshot after DDL that changed its existing rows "
+        "without row events (ALTER COLUMN TYPE, ADD COLUMN with a default, DROP EXPRESSION, "
+        "RENAME COLUMN, enum RENAME VALUE; default on; off: a warning only)", negatable=True,
+        more="snapshots.md#re-sync-after-ddl-resync_on_ddl-on-by-default"))
+    # connector/snapshot/incremental/channel.py
+    signal_channel: str = field(default="auto", metadata=option(
+        "where incremental snapshot requests (pgcdc snapshot, re-syncs after DDL) are taken "
+        "from: auto (default: the signal table on a primary and the <prefix>.signal topic; "
+        "the topic only on a standby), kafka (the same), table (the signal table only; none "
+        "on a standby). Requests over Kafka are read without any write to the source "
+        "(docs/standby.md)", choices=SIGNAL_CHANNELS))
+    # connector/sink/transactional.py
+    exactly_once: bool = field(default=False, metadata=option(
+        "transactional producer: each change once in Kafka for read_committed consumers, even "
+        "after a crash (streaming; see docs/producer.md)", more="producer.md#exactly-once"))
+    exactly_once_batch_transactions: int = field(default=1000, metadata=option(
+        "PostgreSQL transactions per Kafka transaction, at most (default 1000)"))
+    exactly_once_batch_bytes: int = field(default=16 * 1024 * 1024, metadata=option(
+        "event bytes per Kafka transaction, about (default 16 MiB)"))
+    exactly_once_batch_ms: int = field(default=100, metadata=option(
+        "commit a Kafka transaction this old (default 100)"))
+    metrics_port: int = field(default=0, metadata=option(
+        "serve Prometheus metrics on this port", more="operations.md#metrics"))
+    metrics_host: str = field(default="0.0.0.0", metadata=option(
+        "address the metrics port binds (default 0.0.0.0: every interface; 127.0.0.1: this "
+        "host only)"))
+    # connector/sink/sweep_gate.py
+    schema_check_interval_s: float = field(default=5.0, metadata=option(
+        "check the schema ids in use against the registry this often; WAL is confirmed up to "
+        "what the last check vouched for (default 5)",
+        more="producer.md#deleted-topics-and-schemas"))
+    wal_warn_bytes: int = field(default=1 << 30, metadata=option(
+        "log a warning when more WAL than this awaits confirmation (default 1 GiB)"))
+    kafka_timeout_s: float = field(default=30.0, metadata=option(
+        "how long a Kafka metadata or admin request (listing, creating, describing topics) may "
+        "go unanswered before pgcdc stops with an error (default 30)"))
+    schema_registry_attempts: int = field(default=5, metadata=option(
+        "tries of each schema registry request before pgcdc stops with an error, waiting "
+        "0.5 s, 1 s, 2 s ... between them (default 5)"))
+    # --kafka adds to the file's `kafka:` rather than replacing it (tools/run.py).
+    kafka: dict[str, Any] = field(default_factory=dict, metadata=option(
+        "librdkafka setting, repeatable (e.g. security.protocol=SASL_SSL)", repeat=True,
+        type=key_value, metavar="KEY=VALUE", more="configuration.md"))
+    schema_registry: dict[str, Any] = field(default_factory=dict, metadata=option(
+        "registry client settings", flag=False, more="configuration.md"))
 
     def validate(self) -> Config:
         missing = [f"{name} (--{name.replace('_', '-')} or {env})"
@@ -277,6 +385,10 @@ class Config:
             raise ConfigError(f"metrics host {self.metrics_host!r} is not an address to bind "
                               "(e.g. 127.0.0.1, 0.0.0.0, ::)")
         return self
+
+
+#: Setting -> the environment variable that gives it (under the YAML file and the flags).
+ENV_DEFAULTS = {f.name: opt.env for f, opt in declared(Config) if opt.env}
 
 
 def check_dsn(dsn: str) -> None:

@@ -1,23 +1,23 @@
 """Generate docs/reference/options.md: every option of every `pgcdc` command and every YAML key
-of `pgcdc run`, with its default and meaning, read from the argparse parsers and from
-`connector.config.Config` (its fields, defaults and the comments beside them).
+of `pgcdc run`, with its default and meaning, read from the argparse parsers and from the
+declarations they are derived from (connector/options.py): `connector.config.Config`'s fields,
+their defaults and options (help, the page that explains more), and `MergeConfig`'s.
 
     .venv/bin/python scripts/docs_options.py           # rewrite the page (what `make docs` runs)
     .venv/bin/python scripts/docs_options.py --check   # exit 1 when the page is out of date
 
-The page is generated whole: edit the parsers' help texts or the comments of `Config`, not the
-page. tests/unit/test_docs.py fails when the committed page differs from what this prints.
+The page is generated whole: edit the options declared in `Config` or `MergeConfig` (or a
+command's own parser), not the page. tests/unit/test_docs.py fails when the committed page
+differs from what this prints.
 A script importing product code; product code never imports it.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import re
 import sys
-import tokenize
 from collections.abc import Iterator
 from dataclasses import MISSING, fields
 from pathlib import Path
@@ -36,34 +36,6 @@ _ENV = ("PGCDC_DSN", "KAFKA_BOOTSTRAP_SERVERS", "SCHEMA_REGISTRY_URL", "PGCDC_SP
 # default. None: every option named like a Config field; a set: only those.
 CONFIG_COMMANDS: dict[str, set[str] | None] = {
     "run": None, "status": None, "snapshot": None, "verify": {"dsn"},
-}
-
-# Where an option's rules are explained at length (checked by `mkdocs build --strict`).
-MORE: dict[str, str] = {
-    "tables": "../snapshots.md#adding-tables-and-re-snapshotting",
-    "keyless_tables": "../configuration.md#settings-in-detail",
-    "all_tables_publication": "../configuration.md#settings-in-detail",
-    "table_trigger": "../publishing.md#new-tables-what-tables-captures-in-each-mode",
-    "table_settings": "../publishing.md",
-    "publish_generated_columns": "../publishing.md",
-    "mask_salt": "../publishing.md#masking-and-excluding-columns",
-    "mask_hash_encoding": "../publishing.md#masking-and-excluding-columns",
-    "publish_via_partition_root": "../publishing.md#partitioned-tables",
-    "detach_deletes": "../publishing.md#deleting-a-detached-partitions-rows-detach_deletes",
-    "oversized_events": "../configuration.md#settings-in-detail",
-    "max_event_bytes": "../configuration.md#settings-in-detail",
-    "failover_slot": "../high-availability.md",
-    "truncate_records": "../configuration.md#settings-in-detail",
-    "heartbeat_interval_s": "../consistent-reads.md",
-    "snapshot": "../snapshots.md#initial-snapshot",
-    "snapshot_workers": "../snapshots.md#initial-snapshot",
-    "incremental_chunk_rows": "../snapshots.md#adding-tables-and-re-snapshotting",
-    "resync_on_ddl": "../snapshots.md#re-sync-after-ddl-resync_on_ddl-on-by-default",
-    "exactly_once": "../producer.md#exactly-once",
-    "metrics_port": "../operations.md#metrics",
-    "schema_check_interval_s": "../producer.md#deleted-topics-and-schemas",
-    "kafka": "../configuration.md",
-    "schema_registry": "../configuration.md",
 }
 
 
@@ -97,38 +69,6 @@ def _subcommands(parser: argparse.ArgumentParser, prefix: str = ""
                     yield from _subcommands(sub, f"{prefix}{name} ")
                 else:
                     yield f"{prefix}{name}", sub
-
-
-def config_comments() -> dict[str, str]:
-    """Config field -> its comment: the one on its line, else the block right above it."""
-    import connector.config as config_mod
-
-    source = Path(config_mod.__file__).read_text()
-    comments: dict[int, str] = {}
-    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-        if tok.type == tokenize.COMMENT:
-            comments[tok.start[0]] = tok.string.lstrip("#:").strip()
-    lines = source.split("\n")
-    start = next(i for i, line in enumerate(lines) if line.startswith("class Config"))
-    out: dict[str, str] = {}
-    for i in range(start + 1, len(lines)):
-        match = re.match(r"    (\w+): ", lines[i])
-        if not match:
-            if lines[i].startswith("    def "):
-                break
-            continue
-        lineno = i + 1
-        if lineno in comments and not lines[i].lstrip().startswith("#"):
-            out[match.group(1)] = comments[lineno]
-            continue
-        above: list[str] = []
-        j = lineno - 1
-        while j in comments and lines[j - 1].lstrip().startswith("#"):
-            above.insert(0, comments[j])
-            j -= 1
-        if above:
-            out[match.group(1)] = " ".join(above)
-    return out
 
 
 def config_default(name: str) -> str:
@@ -198,8 +138,22 @@ def cell(text: str) -> str:
     return re.sub(r"(?<![`\w])\*", r"\\*", text)
 
 
+def meaning(name: str) -> str:
+    """A YAML-only key's help, declared with its `Config` field."""
+    from connector.config import Config
+    from connector.options import declared, describe
+
+    return next(describe(opt) for f, opt in declared(Config) if f.name == name)
+
+
 def more(dest: str) -> str:
-    return f" [More]({MORE[dest]})" if dest in MORE else ""
+    """A link to the page that explains a `Config` setting at length (checked by `mkdocs build
+    --strict`), declared with its field (`more=`)."""
+    from connector.config import Config
+    from connector.options import declared
+
+    page = next((opt.more for f, opt in declared(Config) if f.name == dest), None)
+    return f" [More](../{page})" if page else ""
 
 
 def render() -> str:
@@ -221,7 +175,6 @@ def render() -> str:
     out.append("Commands: " + ", ".join(
         f"[`pgcdc {name}`](#{anchor(name)})" for name, _ in commands) + ".")
     config_fields = {f.name for f in fields(Config)}
-    comments = config_comments()
     for name, parser in commands:
         actions = [a for a in parser._actions
                    if not isinstance(a, (argparse._HelpAction, argparse._SubParsersAction))
@@ -248,7 +201,7 @@ def render() -> str:
                 if f.name in seen:
                     continue
                 out.append(f"| | `{f.name}` | {config_default(f.name)} | "
-                           f"{cell(comments.get(f.name, ''))}{more(f.name)} |")
+                           f"{cell(meaning(f.name))}{more(f.name)} |")
         else:
             out += ["| option | default | meaning |", "|---|---|---|"]
             for a in actions:

@@ -2,6 +2,8 @@
 
 Checks what must hold before streaming (wal_level, the slot's plugin and WAL status) and
 creates the slot and publication when asked. Identifiers are always quoted by psycopg's `sql`.
+The slot's own functions are in slots.py, the policy for tables without a key in keyless.py;
+`ReplicationAdmin` calls them for its callers.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
@@ -23,10 +24,11 @@ from connector.errors import (
     is_privilege_error,
     is_vanished,
 )
-from connector.pgoutput.lsn import str_to_lsn
 
+from . import keyless as keyless_policy  # not `keyless`: ensure_publication's argument
+from . import slots
 from .features import ServerFeatures
-from .lock_free import is_lock_timeout, published_tables_sql
+from .lock_free import published_tables_sql
 from .partitions import VIA_ROOT_DEFAULT, via_root_change
 from .privileges import connect_refusal, dsn_role, lacking
 from .published import (
@@ -39,28 +41,10 @@ from .published import (
     user_publication_refusals,
     with_exclusions,
 )
-from .standby import SLOT_WAIT, publication_refusal, slot_refusal
+from .slots import SlotInfo
+from .standby import publication_refusal
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SlotInfo:
-    name: str
-    plugin: str
-    database: str
-    active: bool
-    active_pid: int | None
-    restart_lsn: int | None
-    confirmed_flush_lsn: int | None
-    wal_status: str | None
-    retained_bytes: int | None
-
-
-# --keyless-tables: tables without a key, when pgcdc creates or extends the publication
-# (`apply_keyless_policy`): refuse the first start (later: tables named exactly;
-# `keyless_refused`) | leave them out | set REPLICA IDENTITY FULL.
-KEYLESS_POLICIES = ("refuse", "skip", "full")
 
 
 def list_changes(current: Sequence[tuple[str, str]], published: Sequence[tuple[str, str]],
@@ -90,53 +74,8 @@ def managed_patterns(patterns: Sequence[str], *, all_tables: bool) -> list[str] 
 ALTER_ATTEMPTS = 3
 
 
-def exact_tables(patterns: Sequence[str]) -> set[tuple[str, str]]:
-    """The tables `patterns` name exactly: a pattern without ``*``, ``?`` or ``[`` (no schema
-    means ``public``, as `ReplicationAdmin.matching_tables` reads it)."""
-    exact = set()
-    for pattern in patterns:
-        if not any(c in pattern for c in "*?["):
-            schema, _, table = pattern.rpartition(".")
-            exact.add((schema or "public", table))
-    return exact
-
-
-def keyless_refused(keyless: Sequence[tuple[str, str]], patterns: Sequence[str], *,
-                    first_start: bool) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-    """(refused, left out) of the `keyless` tables `patterns` match, under ``--keyless-tables
-    refuse``. The same command always starts again: what a running producer tolerates (a
-    keyless table created later, left out of the list) its next start tolerates too, so only
-    the `first_start` (the publication does not exist yet) refuses every one; later starts
-    refuse only tables named exactly in `patterns` (`exact_tables`) and leave out the ones a
-    pattern matched (docs/publishing.md, "Tables without a primary key")."""
-    exact = exact_tables(patterns)
-    refused = [t for t in keyless if first_start or t in exact]
-    return refused, [t for t in keyless if t not in refused]
-
-
-def keyless_left_out(table: str, publication: str) -> str:
-    """The warning naming a keyless table left out of the list (at start, and by the table
-    watcher, which says "new table ...")."""
-    return (f"{table} matches --tables but has no primary key: left out of publication "
-            f"{publication} (PostgreSQL would reject UPDATE and DELETE on it); it joins once it "
-            "has one (or REPLICA IDENTITY FULL), or run with --keyless-tables full")
-
-
 def _table_list(tables: Sequence[tuple[str, str]]) -> sql.Composed:
     return sql.SQL(", ").join(sql.Identifier(*t) for t in tables)
-
-
-# The relation ids of the qualified names in a text[] parameter (`_names`) that resolve now:
-# to_regclass gives NULL for a name that no longer does (a table dropped or renamed since it
-# was listed), where a ::regclass cast would fail the whole statement.
-_RELIDS = sql.SQL("SELECT r FROM unnest(%s::text[]) AS x, to_regclass(x) AS r"
-                  " WHERE r IS NOT NULL")
-
-
-def _names(conn: psycopg.Connection[tuple], tables: Sequence[tuple[str, str]]  # type: ignore[type-arg]
-           ) -> list[str]:
-    """`tables` as quoted qualified names, for `_RELIDS`."""
-    return [sql.Identifier(*t).as_string(conn) for t in tables]
 
 
 class ReplicationAdmin:
@@ -204,56 +143,16 @@ class ReplicationAdmin:
             )
 
     def slot(self, name: str) -> SlotInfo | None:
-        row = self.conn.execute(
-            "SELECT slot_name, coalesce(plugin, ''), coalesce(database, ''), active, active_pid,"
-            " restart_lsn::text, confirmed_flush_lsn::text, wal_status,"
-            " pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()"
-            " ELSE pg_current_wal_lsn() END, restart_lsn)::bigint"  # a standby has no current
-            " FROM pg_replication_slots WHERE slot_name = %s",
-            (name,),
-        ).fetchone()
-        if row is None:
-            return None
-        return SlotInfo(row[0], row[1], row[2], row[3], row[4],
-                        str_to_lsn(row[5]) if row[5] else None,
-                        str_to_lsn(row[6]) if row[6] else None, row[7], row[8])
+        return slots.read_slot(self.conn, name)
 
     def check_slot(self, info: SlotInfo) -> None:
-        if info.plugin != "pgoutput":
-            raise SourceError(f"replication slot {info.name!r} uses plugin {info.plugin!r}, "
-                              "not pgoutput; drop it or choose another --slot")
-        if info.wal_status == "lost":
-            raise SourceError(
-                f"replication slot {info.name!r} has lost required WAL (wal_status = lost); "
-                "changes are missing: drop the slot and take a new snapshot"
-            )
-        current_db = self._one("SELECT current_database()")[0]
-        if info.database and info.database != current_db:
-            raise SourceError(f"replication slot {info.name!r} belongs to database "
-                              f"{info.database!r}, not {current_db!r}")
+        slots.check_slot(self.conn, info)
 
     def create_slot(self, name: str) -> SlotInfo:
-        if self.in_recovery():
-            log.info(SLOT_WAIT.format(slot=name))
-        try:
-            self.conn.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (name,))
-        except psycopg.Error as exc:
-            if is_privilege_error(exc):
-                raise lacking(exc, self.role) from None
-            detail = first_line(exc)
-            refusal = slot_refusal(detail)
-            if refusal is not None:
-                raise SourceError(f"cannot create replication slot {name!r}: {refusal}") \
-                    from None
-            raise SourceError(f"cannot create replication slot {name!r}: {detail}",
-                              transient=connection_gone(detail)) from None
-        info = self.slot(name)
-        assert info is not None
-        log.info("created replication slot %s", name)
-        return info
+        return slots.create_slot(self.conn, name, role=self.role, standby=self.in_recovery())
 
     def drop_slot(self, name: str) -> None:
-        self.conn.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+        slots.drop_slot(self.conn, name)
 
     def drop_publication(self, name: str) -> None:
         self.conn.execute(sql.SQL("DROP PUBLICATION IF EXISTS {}").format(sql.Identifier(name)))
@@ -415,7 +314,8 @@ class ReplicationAdmin:
         exists = self.publication_exists(name)
         self.check_publish_settings(name, listed, exists=exists)
         if keyless is not None:
-            # A later start: the publication exists and stays of its kind (`keyless_refused`).
+            # A later start: the publication exists and stays of its kind
+            # (`keyless.keyless_refused`).
             later = exists and (listed is not None or self.is_all_tables(name))
             left_out = self.apply_keyless_policy(keyless, listed, publication=name,
                                                  patterns=patterns if later else None)
@@ -785,117 +685,19 @@ class ReplicationAdmin:
 
     def keyless_tables(self, tables: Sequence[tuple[str, str]] | None
                        ) -> list[tuple[str, str]]:
-        """The tables among `tables` (None: every table FOR ALL TABLES publishes; a partitioned
-        table stands for its partitions too) that PostgreSQL would refuse UPDATE and DELETE on
-        once published: REPLICA IDENTITY DEFAULT without a primary key, or USING INDEX whose
-        index is gone. REPLICA IDENTITY NOTHING is an explicit choice (insert-only tables) and
-        is left to the warning of `warn_about_replica_identity`."""
-        scope: sql.Composable = sql.SQL(
-            "n.nspname <> 'information_schema' AND n.nspname NOT LIKE 'pg\\_%%'")
-        params: list[object] = []
-        if tables is not None:
-            if not tables:
-                return []
-            # pg_partition_tree: nothing for a table that is not partitioned. to_regclass: a
-            # table dropped or renamed since it was listed is no longer among them.
-            scope = sql.SQL("c.oid IN (SELECT t.r FROM ({0}) AS t(r) UNION ALL"
-                            " SELECT p.relid FROM ({0}) AS t(r),"
-                            " LATERAL pg_partition_tree(t.r) AS p)").format(_RELIDS)
-            names = _names(self.conn, tables)
-            params += [names, names]
-        rows = self.conn.execute(sql.SQL(
-            "SELECT n.nspname::text, c.relname::text FROM pg_class c"
-            " JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p' AND {}"
-            " AND ((c.relreplident = 'd' AND NOT EXISTS (SELECT 1 FROM pg_index i"
-            "       WHERE i.indrelid = c.oid AND i.indisprimary))"
-            "   OR (c.relreplident = 'i' AND NOT EXISTS (SELECT 1 FROM pg_index i"
-            "       WHERE i.indrelid = c.oid AND i.indisreplident)))"
-            " ORDER BY 1, 2").format(scope), params).fetchall()
-        return [(r[0], r[1]) for r in rows]
+        """`keyless.keyless_tables`."""
+        return keyless_policy.keyless_tables(self.conn, tables)
 
     def full_identity_tables(self, tables: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The tables among `tables` with REPLICA IDENTITY FULL (their events are keyed by the
-        whole row, so an incremental snapshot cannot read them); one dropped or renamed since
-        it was listed is not among them."""
-        if not tables:
-            return []
-        rows = self.conn.execute(sql.SQL(
-            "SELECT n.nspname::text, c.relname::text FROM pg_class c"
-            " JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE c.oid IN ({}) AND c.relreplident = 'f'"
-            " ORDER BY 1, 2").format(_RELIDS), (_names(self.conn, tables),)).fetchall()
-        return [(r[0], r[1]) for r in rows]
+        """`keyless.full_identity_tables`."""
+        return keyless_policy.full_identity_tables(self.conn, tables)
 
     def apply_keyless_policy(self, policy: str, tables: Sequence[tuple[str, str]] | None, *,
                              publication: str = "", patterns: Sequence[str] | None = None
                              ) -> list[tuple[str, str]]:
-        """--keyless-tables, before a publication is created or extended over `tables` (None:
-        FOR ALL TABLES). Once a table without a key is published, PostgreSQL rejects the
-        application's UPDATE and DELETE on it ("does not have a replica identity"), so:
-        ``refuse`` raises naming them and the fix; ``full`` sets REPLICA IDENTITY FULL on them
-        (events keyed by the whole row); ``skip`` returns them, to be left out. `patterns`
-        (--tables) at a later start of `publication` (None: its first): ``refuse`` raises only
-        for the tables they name exactly and leaves the others out, each with the warning the
-        table watcher gives (`keyless_refused`); FOR ALL TABLES has published them already:
-        a warning each."""
-        keyless = self.keyless_tables(tables)
-        if not keyless:
-            return []
-        if policy == "refuse" and patterns is not None:
-            keyless, left_out = keyless_refused(keyless, patterns, first_start=False)
-            for schema, table in left_out:
-                if tables is None:
-                    log.warning("table %s.%s has no primary key and is published FOR ALL "
-                                "TABLES: PostgreSQL rejects UPDATE and DELETE on it until it "
-                                "has one (or ALTER TABLE ... REPLICA IDENTITY FULL; "
-                                "--keyless-tables full does it)", schema, table)
-                else:
-                    log.warning("table %s", keyless_left_out(f"{schema}.{table}", publication))
-            if not keyless:
-                return [] if tables is None else left_out
-        names = ", ".join(f"{s}.{t}" for s, t in keyless)
-        if policy == "refuse":
-            raise ConfigError(
-                f"table(s) without a primary key would be published: {names}; PostgreSQL would "
-                "then reject UPDATE and DELETE on them. Add a primary key (or ALTER TABLE ... "
-                "REPLICA IDENTITY FULL), or run with --keyless-tables full (pgcdc sets it) or "
-                "--keyless-tables skip (leaves them out)")
-        if policy == "full":
-            if self.in_recovery():
-                raise ConfigError(
-                    f"table(s) without a primary key would be published: {names}; "
-                    "--keyless-tables full cannot set their replica identity on a standby: run "
-                    "on the primary: " + "; ".join(
-                        f"ALTER TABLE {sql.Identifier(s, t).as_string(self.conn)} REPLICA "
-                        "IDENTITY FULL" for s, t in keyless))
-            for schema, table in keyless:
-                try:
-                    with self.conn.transaction():
-                        self.conn.execute(sql.SQL("ALTER TABLE {} REPLICA IDENTITY FULL")
-                                          .format(sql.Identifier(schema, table)))
-                except psycopg.Error as exc:
-                    if is_lock_timeout(exc):  # the table watcher's check: again next time
-                        raise
-                    if is_vanished(exc):  # dropped or renamed since listed: nothing to publish
-                        log.info("table %s.%s dropped or renamed since listed (%s)", schema,
-                                 table, first_line(exc))
-                        continue
-                    if is_privilege_error(exc):
-                        raise lacking(exc, self.role, owner_sql=sql.SQL(
-                            "ALTER TABLE {} REPLICA IDENTITY FULL").format(sql.Identifier(
-                                schema, table)).as_string(self.conn)) from None
-                    detail = first_line(exc)
-                    raise SourceError(f"cannot set REPLICA IDENTITY FULL on {schema}.{table} "
-                                      f"(--keyless-tables full): {detail}",
-                                      transient=connection_gone(detail)) from None
-                log.warning("table %s.%s has no primary key: set REPLICA IDENTITY FULL "
-                            "(--keyless-tables full); its events are keyed by the whole row",
-                            schema, table)
-            return []
-        log.warning("table(s) without a primary key left out of the publication "
-                    "(--keyless-tables skip): %s", names)
-        return list(keyless)
+        """`keyless.apply_keyless_policy` (--keyless-tables) on this source."""
+        return keyless_policy.apply_keyless_policy(self, policy, tables,
+                                                   publication=publication, patterns=patterns)
 
     def _published(self) -> str:
         """pg_publication_tables without its locks (lock_free.py), for after FROM."""

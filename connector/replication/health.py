@@ -8,7 +8,7 @@ producer too slow) does the same more slowly. `pgcdc status` prints these warnin
 
 from __future__ import annotations
 
-from .admin import SlotInfo
+from .slots import SlotInfo
 
 __all__ = ["DEFAULT_WAL_WARN_BYTES", "lag_warning", "slot_warnings"]
 

@@ -26,8 +26,8 @@ from typing import Any
 from connector import config as config_mod
 from connector.errors import ConfigError
 from connector.replication import ReplicationAdmin, table_trigger
-from connector.replication.admin import KEYLESS_POLICIES
 from connector.replication.detach_trigger import install_sql, remove_sql
+from connector.replication.keyless import KEYLESS_POLICIES
 from connector.replication.privileges import grants_sql
 from connector.snapshot.incremental import signals
 

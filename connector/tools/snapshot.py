@@ -29,6 +29,7 @@ from confluent_kafka.admin import AdminClient
 from connector import config as config_mod
 from connector.errors import ConfigError, SinkError, SourceError, first_line, is_privilege_error
 from connector.names import TableName
+from connector.options import add_options, parsed
 from connector.replication import ReplicationAdmin
 from connector.sink.offsets import offsets_topic
 from connector.sink.settings import admin_config
@@ -40,32 +41,34 @@ from connector.snapshot.incremental.signal_topic import SignalTopic, TopicReques
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("snapshot", help="re-publish tables while the producer streams")
     p.add_argument("--config", metavar="FILE", help="YAML configuration file")
-    p.add_argument("--dsn", help="libpq connection string (env PGCDC_DSN)")
-    p.add_argument("--slot", help="the producer's replication slot (default pgcdc)")
-    p.add_argument("--publication", help="its publication (default pgcdc)")
+    add_options(p, config_mod.Config, layered=True, names=SETTINGS[:3], helps={
+        "slot": "the producer's replication slot (default pgcdc)",
+        "publication": "its publication (default pgcdc)"})
+    # The request's tables, not the producer's --tables.
     p.add_argument("--tables", metavar="PATTERNS",
                    help="comma-separated schema.table patterns (* allowed) of published tables")
     p.add_argument("--cancel", action="store_true",
                    help="cancel the slot's unfinished snapshot requests")
-    p.add_argument("--signal-channel", choices=list(config_mod.SIGNAL_CHANNELS),
-                   help="where the request goes: auto (default: the signal table on a primary "
-                        "the role may write it on, else Kafka), kafka (the <prefix>.signal "
-                        "topic: no write on the source, e.g. a standby), table")
-    p.add_argument("--bootstrap-servers",
-                   help="Kafka bootstrap servers, for the kafka channel (env "
-                        "KAFKA_BOOTSTRAP_SERVERS)")
-    p.add_argument("--topic-prefix", help="the producer's topic prefix (default pgcdc)")
+    add_options(p, config_mod.Config, layered=True, names=SETTINGS[3:], helps={
+        "signal_channel": "where the request goes: auto (default: the signal table on a "
+                          "primary the role may write it on, else Kafka), kafka (the "
+                          "<prefix>.signal topic: no write on the source, e.g. a standby), "
+                          "table",
+        "bootstrap_servers": "Kafka bootstrap servers, for the kafka channel (env "
+                             "KAFKA_BOOTSTRAP_SERVERS)",
+        "topic_prefix": "the producer's topic prefix (default pgcdc)"})
     p.set_defaults(handler=handle)
+
+
+# The settings of `pgcdc run` (connector/config.py) a request needs, and takes as flags.
+SETTINGS = ("dsn", "slot", "publication", "signal_channel", "bootstrap_servers", "topic_prefix")
 
 
 def handle(args: argparse.Namespace) -> int:
     if bool(args.tables) == bool(args.cancel):
         raise ConfigError("give --tables PATTERNS or --cancel")
-    cfg = config_mod.load(args.config, {"dsn": args.dsn, "slot": args.slot,
-                                        "publication": args.publication,
-                                        "signal_channel": args.signal_channel,
-                                        "bootstrap_servers": args.bootstrap_servers,
-                                        "topic_prefix": args.topic_prefix}, validate=False)
+    cfg = config_mod.load(args.config, parsed(args, config_mod.Config, SETTINGS),
+                          validate=False)
     if not cfg.dsn:
         raise ConfigError("missing dsn (--dsn or PGCDC_DSN)")
     config_mod.check_dsn(cfg.dsn)

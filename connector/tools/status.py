@@ -13,6 +13,7 @@ import psycopg
 from connector import config as config_mod
 from connector.avro.masking import rules_summary
 from connector.errors import ConfigError, SinkError, SourceError, first_line, is_privilege_error
+from connector.options import add_options, parsed
 from connector.pgoutput.lsn import lsn_to_str
 from connector.replication import ReplicationAdmin, table_trigger
 from connector.replication.detach_trigger import installed as detach_triggers_installed
@@ -30,25 +31,22 @@ SIGNAL_READ_TIMEOUT_S = 10.0
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("status", help="show the replication slot and published tables")
     p.add_argument("--config", metavar="FILE", help="YAML configuration file")
-    p.add_argument("--dsn", help="libpq connection string (env PGCDC_DSN)")
-    p.add_argument("--slot", help="replication slot name (default pgcdc)")
-    p.add_argument("--publication", help="publication name (default pgcdc)")
-    p.add_argument("--wal-warn-bytes", type=int,
-                   help="warn when the slot retains more WAL than this (default 1 GiB)")
-    p.add_argument("--bootstrap-servers",
-                   help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS): also list the "
-                        "snapshot requests sent over Kafka (the <prefix>.signal topic)")
-    p.add_argument("--topic-prefix", help="the producer's topic prefix (default pgcdc)")
+    add_options(p, config_mod.Config, layered=True, names=SETTINGS, helps={
+        "wal_warn_bytes": "warn when the slot retains more WAL than this (default 1 GiB)",
+        "bootstrap_servers": "Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS): also list "
+                             "the snapshot requests sent over Kafka (the <prefix>.signal topic)",
+        "topic_prefix": "the producer's topic prefix (default pgcdc)"})
     p.set_defaults(handler=handle)
 
 
+# The settings of `pgcdc run` (connector/config.py) status reads, and takes as flags.
+SETTINGS = ("dsn", "slot", "publication", "wal_warn_bytes", "bootstrap_servers", "topic_prefix")
+
+
 def handle(args: argparse.Namespace) -> int:
-    overrides = {"dsn": args.dsn, "slot": args.slot, "publication": args.publication,
-                 "wal_warn_bytes": args.wal_warn_bytes,
-                 "bootstrap_servers": args.bootstrap_servers,
-                 "topic_prefix": args.topic_prefix}
     # status needs only the database: Kafka and registry settings may be absent.
-    cfg = config_mod.load(args.config, overrides, validate=False)
+    cfg = config_mod.load(args.config, parsed(args, config_mod.Config, SETTINGS),
+                          validate=False)
     if not cfg.dsn:
         raise ConfigError("missing dsn (--dsn or PGCDC_DSN)")
     config_mod.check_dsn(cfg.dsn)

@@ -15,13 +15,14 @@ from typing import Any
 
 from connector import config as config_mod
 from connector.errors import ConfigError
+from connector.options import add_options, parsed
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("verify", help="prove that the Delta lake equals PostgreSQL",
                               description=__doc__)
     p.add_argument("--config", metavar="FILE", help="YAML configuration file")
-    p.add_argument("--dsn", help="libpq connection string (env PGCDC_DSN)")
+    add_options(p, config_mod.Config, layered=True, names=("dsn",))
     p.add_argument("--target", required=True, help="the lake root the merge job writes")
     p.add_argument("--tables", help="comma-separated schema.table patterns (default: every "
                    "table of the lake cut)")
@@ -37,7 +38,8 @@ def register(subparsers: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    cfg = config_mod.load(args.config, {"dsn": args.dsn}, validate=False)
+    cfg = config_mod.load(args.config, parsed(args, config_mod.Config, ("dsn",)),
+                          validate=False)
     if not cfg.dsn:
         raise ConfigError("missing dsn (--dsn or PGCDC_DSN)")
     config_mod.check_dsn(cfg.dsn)

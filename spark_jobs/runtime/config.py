@@ -1,13 +1,18 @@
-"""The merge job's settings, from the command line (`merge.py --help`) or built in code."""
+"""The merge job's settings, from the command line (`merge.py --help`) or built in code.
+
+Each option is declared once, as a field of `MergeConfig` with its `option(...)`
+(connector/options.py); `parser` and docs/reference/options.md are derived from them.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+
+from connector.options import add_options, option, parsed
 
 from ..lake import storage
 from ..rules.names import TableId, subscribe_pattern, table_of
@@ -34,47 +39,124 @@ OBJECT_STORE_IO_TABLES = 32
 _INTERVAL = re.compile(r"^(\d+)\s*(ms|s|sec|seconds?|m|min|minutes?)$")
 
 
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def _option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
 @dataclass(frozen=True)
 class MergeConfig:
-    bootstrap_servers: str
-    schema_registry_url: str
-    target: str
-    topic_prefix: str | None = None
-    topics: tuple[str, ...] = ()
-    checkpoint: str | None = None  # default <target>/_pgcdc/checkpoint
-    format: str = "delta"  # a registered lake format (spark_jobs/sinks/__init__.py)
-    trigger: str = "10s"  # an interval or "available-now"
-    replay: bool = False
-    # Kafka records one micro-batch reads at most (None: BATCH_LIMIT; 0: everything there).
-    max_offsets_per_trigger: int | None = None
-    dead_letter: str | None = None  # default <target>/_pgcdc/dead_letter
-    partition_by: tuple[str, ...] = ()
-    kafka_options: dict[str, str] = field(default_factory=dict)  # kafka.* passed through
-    parallel_tables: int = 0  # tables of a batch written concurrently (0: `tables_at_once`)
-    # tables of a batch the fast path writes concurrently (0: `io_tables_at_once`, by the store)
-    io_tables: int = 0
-    metrics_port: int = 0  # >0: Prometheus metrics on this port (spark_jobs/runtime/metrics.py)
-    metrics_host: str = "0.0.0.0"  # the address /metrics binds (127.0.0.1: this host only)
-    table_properties: dict[str, str] = field(default_factory=dict)  # of new Delta tables
-    column_mapping: bool = False  # new Delta tables: column mapping, PostgreSQL column names
-    database: str | None = None  # register each Delta table in this catalog database
+    """The merge job's settings, each declared once (connector/options.py): the field gives its
+    name, type and default, its `option(...)` the flag, help and environment variable; `parser`
+    and docs/reference/options.md are derived from them. Fields in the order `--help` shows the
+    flags; `MergeConfig(bootstrap_servers, schema_registry_url, target, ...)` positionally (the
+    subscription, `topic_prefix` or `topics`, by keyword)."""
+
+    # Same environment variables as `pgcdc run`, so one `eval "$(scripts/stack env)"` serves both.
+    bootstrap_servers: str = field(metadata=option(
+        "Kafka bootstrap servers", env="KAFKA_BOOTSTRAP_SERVERS"))
+    schema_registry_url: str = field(metadata=option(
+        "Confluent-compatible Schema Registry API base URL", env="SCHEMA_REGISTRY_URL"))
+    topic_prefix: str | None = field(default=None, kw_only=True, metadata=option(
+        "subscribe to every table topic of this prefix", group="topics", group_required=True))
+    topics: tuple[str, ...] = field(default=(), kw_only=True, metadata=option(
+        "comma-separated table topics", type=_csv, group="topics", cli_default=None))
+    target: str = field(metadata=option("tables go to TARGET/<schema>/<table>"))
+    checkpoint: str | None = field(default=None, metadata=option(
+        "default TARGET/_pgcdc/checkpoint"))
+    # One of the registry's formats (sinks/__init__.py), as registered when parsing.
+    format: str = field(default="delta", metadata=option(
+        "delta: a mirror table per source table; parquet: an append-only change log per table "
+        "(every event with op and position)", choices=FORMATS))
+    trigger: str = field(default="10s", metadata=option(
+        "interval (10s, 1m) or available-now"))
+    replay: bool = field(default=False, metadata=option(
+        "read every topic from earliest to latest into an empty target, stop"))
+    # None: BATCH_LIMIT (`batch_limit`).
+    max_offsets_per_trigger: int | None = field(default=None, metadata=option(
+        "bound a micro-batch to N Kafka records, so a job that fell behind catches up in "
+        "batches of that size (available-now reads everything, in several batches) "
+        f"(default {BATCH_LIMIT}; 0: everything there; with --consistent-cuts: everything "
+        "there, and N is refused)", metavar="N"))
+    dead_letter: str | None = field(default=None, metadata=option(
+        "default TARGET/_pgcdc/dead_letter"))
+    partition_by: tuple[str, ...] = field(default=(), metadata=option(
+        "comma-separated columns", type=_csv))
+    # 0: `tables_at_once`
+    parallel_tables: int = field(default=0, metadata=option(
+        "tables of a micro-batch written concurrently (default: Spark's default parallelism, "
+        f"the cluster's cores, at least 2, at most {MAX_TABLES_AT_ONCE})"))
+    # 0: `io_tables_at_once`, by the store
+    io_tables: int = field(default=0, metadata=option(
+        "tables of a micro-batch the fast path (delta-rs) writes concurrently (default: by the "
+        f"store: on an object store {OBJECT_STORE_IO_TABLES}, as each table waits on requests "
+        "rather than the CPU; on local disk as --parallel-tables)", metavar="N"))
+    # spark_jobs/runtime/metrics.py
+    metrics_port: int = field(default=0, metadata=option(
+        "serve Prometheus metrics (per table events, engine, lag behind the producer's "
+        "heartbeats; per batch time) on this port of the driver (default 0: off)"))
+    metrics_host: str = field(default="0.0.0.0", metadata=option(
+        "the address the metrics bind (default 0.0.0.0; 127.0.0.1: this host only)"))
+    kafka_options: dict[str, str] = field(default_factory=dict, metadata=option(
+        "passed to the Kafka source (repeatable)", flag="--kafka-option", repeat=True,
+        type=_option, metavar="kafka.KEY=VALUE"))
+    # Of new Delta tables; with change_data_feed, delta.enableChangeDataFeed=true among them.
+    table_properties: dict[str, str] = field(default_factory=dict, metadata=option(
+        "Delta table property of new tables (repeatable), e.g. "
+        "delta.enableChangeDataFeed=true", flag="--table-property", repeat=True, type=_option,
+        metavar="delta.KEY=VALUE"))
+    change_data_feed: bool = field(default=False, metadata=option(
+        "new Delta tables record their Change Data Feed (delta.enableChangeDataFeed=true)"))
+    column_mapping: bool = field(default=False, metadata=option(
+        "new Delta tables use column mapping (delta.columnMapping.mode=name) and keep the "
+        "PostgreSQL column names (spaces, punctuation, any letters); existing tables keep "
+        "theirs"))
+    database: str | None = field(default=None, metadata=option(
+        "register each Delta table in the Spark catalog as NAME.<schema>__<table> (created if "
+        "missing)", metavar="NAME"))
     # Tables' parts of a batch through delta-rs (spark_jobs/sinks/fast_sink.py): auto = when
     # delta-rs reaches the target (`fast_merge_on`).
-    fast_merge: str = "auto"  # auto | off
-    # Records the fast path holds on the driver at once: it takes a batch's tables in rounds of
-    # at most this many events; a table above it alone goes through Spark (runtime/rounds.py).
-    fast_merge_max_events: int = 100_000
-    # fast batches of a table between compactions, batches between tombstone expiries (0: never)
-    maintenance_every: int = 20
-    # Record transaction-consistent cuts in <target>/_pgcdc/cuts (spark_jobs/rules/cut_policy.py).
-    consistent_cuts: bool = False
-    # History tables (SCD type 2, spark_jobs/history/versions.py) of the tables matching these
-    # `schema.table` patterns (`*` any characters, as `pgcdc run --tables`).
-    history: tuple[str, ...] = ()
-    history_columns: tuple[str, ...] = ()  # only these open a new version when they change
-    history_except_columns: tuple[str, ...] = ()  # ... or all but these
+    fast_merge: str = field(default="auto", metadata=option(
+        "apply tables' batches through delta-rs (auto: when delta-rs reaches --target: a local "
+        "path, s3a://, abfss://, gs://; off: always through Spark)", choices=("auto", "off")))
+    # runtime/rounds.py
+    fast_merge_max_events: int = field(default=100_000, metadata=option(
+        "the fast path collects its tables' records to the driver in rounds of at most N "
+        "events (a bound on the driver's memory); a table with more than N events of its own "
+        "in a batch goes through Spark (default 100000)", metavar="N"))
+    maintenance_every: int = field(default=20, metadata=option(
+        "compact a table and its tombstones every N batches the fast path applied to it; "
+        "expire tombstones every N batches once the producer's heartbeats vouch for them (not "
+        "with available-now or --replay; after a batch that --max-offsets-per-trigger bounded, "
+        "at the next one that read all there was) (default 20; 0: never)", metavar="N"))
+    # Cuts in <target>/_pgcdc/cuts (spark_jobs/rules/cut_policy.py).
+    consistent_cuts: bool = field(default=False, metadata=option(
+        "apply only changes the producer's heartbeats vouch for and record each "
+        "transaction-consistent cut in TARGET/_pgcdc/cuts (needs `pgcdc run "
+        "--heartbeat-interval-s`)"))
+    # History tables (SCD type 2, spark_jobs/history/versions.py); patterns as `pgcdc run
+    # --tables`.
+    history: tuple[str, ...] = field(default=(), metadata=option(
+        "keep a history table (SCD type 2) of each table matching these comma-separated "
+        "schema.table patterns ('*', 'public.*') at TARGET/_pgcdc/history/<schema>/<table>",
+        type=_csv, metavar="PATTERNS"))
+    history_columns: tuple[str, ...] = field(default=(), metadata=option(
+        "only a change of these columns opens a new version; other changes update the current "
+        "version in place", type=_csv, metavar="COLS", group="history columns"))
+    history_except_columns: tuple[str, ...] = field(default=(), metadata=option(
+        "a change of these columns alone updates the current version in place", type=_csv,
+        metavar="COLS", group="history columns"))
 
     def __post_init__(self) -> None:
+        if self.change_data_feed:
+            object.__setattr__(self, "table_properties", {  # frozen: set once, here
+                **self.table_properties, "delta.enableChangeDataFeed": "true"})
         if bool(self.topic_prefix) == bool(self.topics):
             raise ValueError("give exactly one of --topic-prefix and --topics")
         for topic in self.topics:
@@ -290,118 +372,14 @@ class MergeConfig:
         return "subscribe", ",".join(topics)
 
 
-def _csv(text: str) -> tuple[str, ...]:
-    return tuple(p.strip() for p in text.split(",") if p.strip())
-
-
-def _option(text: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
-    return key.strip(), value
-
-
-def _table_properties(pairs: Sequence[tuple[str, str]], change_data_feed: bool
-                      ) -> dict[str, str]:
-    properties = dict(pairs)
-    if change_data_feed:
-        properties["delta.enableChangeDataFeed"] = "true"
-    return properties
-
-
 def parser(prog: str = "merge.py") -> argparse.ArgumentParser:
+    """`merge.py`'s (and `pgcdc merge`'s) parser: a flag per field of `MergeConfig`, declared
+    there; the environment variables named there read now, as defaults."""
     p = argparse.ArgumentParser(
         prog=prog,
         description="Merge pgcdc change events from Kafka into Delta Lake tables "
                     "(or an append-only Parquet change log).")
-    # Same environment variables as `pgcdc run`, so one `eval "$(scripts/stack env)"` serves both.
-    servers, registry = os.environ.get("KAFKA_BOOTSTRAP_SERVERS"), os.environ.get(
-        "SCHEMA_REGISTRY_URL")
-    p.add_argument("--bootstrap-servers", default=servers, required=not servers,
-                   help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS)")
-    p.add_argument("--schema-registry-url", default=registry, required=not registry,
-                   help="Confluent-compatible Schema Registry API base URL "
-                        "(env SCHEMA_REGISTRY_URL)")
-    topics = p.add_mutually_exclusive_group(required=True)
-    topics.add_argument("--topic-prefix", help="subscribe to every table topic of this prefix")
-    topics.add_argument("--topics", type=_csv, help="comma-separated table topics")
-    p.add_argument("--target", required=True, help="tables go to TARGET/<schema>/<table>")
-    p.add_argument("--checkpoint", help="default TARGET/_pgcdc/checkpoint")
-    p.add_argument("--format", choices=tuple(FORMATS), default="delta",
-                   help="delta: a mirror table per source table; parquet: an append-only change "
-                        "log per table (every event with op and position)")
-    p.add_argument("--trigger", default="10s", help="interval (10s, 1m) or available-now")
-    p.add_argument("--replay", action="store_true",
-                   help="read every topic from earliest to latest into an empty target, stop")
-    p.add_argument("--max-offsets-per-trigger", type=int, metavar="N",
-                   help="bound a micro-batch to N Kafka records, so a job that fell behind "
-                        "catches up in batches of that size (available-now reads everything, "
-                        f"in several batches) (default {BATCH_LIMIT}; 0: everything there; "
-                        "with --consistent-cuts: everything there, and N is refused)")
-    p.add_argument("--dead-letter", help="default TARGET/_pgcdc/dead_letter")
-    p.add_argument("--partition-by", type=_csv, default=(), help="comma-separated columns")
-    p.add_argument("--parallel-tables", type=int, default=0,
-                   help="tables of a micro-batch written concurrently (default: Spark's "
-                        "default parallelism, the cluster's cores, at least 2, at most "
-                        f"{MAX_TABLES_AT_ONCE})")
-    p.add_argument("--io-tables", type=int, default=0, metavar="N",
-                   help="tables of a micro-batch the fast path (delta-rs) writes concurrently "
-                        "(default: by the store: on an object store "
-                        f"{OBJECT_STORE_IO_TABLES}, as each table waits on requests rather "
-                        "than the CPU; on local disk as --parallel-tables)")
-    p.add_argument("--metrics-port", type=int, default=0,
-                   help="serve Prometheus metrics (per table events, engine, lag behind the "
-                        "producer's heartbeats; per batch time) on this port of the driver "
-                        "(default 0: off)")
-    p.add_argument("--metrics-host", default="0.0.0.0",
-                   help="the address the metrics bind (default 0.0.0.0; 127.0.0.1: this host "
-                        "only)")
-    p.add_argument("--kafka-option", type=_option, action="append", default=[],
-                   metavar="kafka.KEY=VALUE", help="passed to the Kafka source (repeatable)")
-    p.add_argument("--table-property", type=_option, action="append", default=[],
-                   metavar="delta.KEY=VALUE",
-                   help="Delta table property of new tables (repeatable), e.g. "
-                        "delta.enableChangeDataFeed=true")
-    p.add_argument("--change-data-feed", action="store_true",
-                   help="new Delta tables record their Change Data Feed "
-                        "(delta.enableChangeDataFeed=true)")
-    p.add_argument("--column-mapping", action="store_true",
-                   help="new Delta tables use column mapping (delta.columnMapping.mode=name) "
-                        "and keep the PostgreSQL column names (spaces, punctuation, any "
-                        "letters); existing tables keep theirs")
-    p.add_argument("--database", metavar="NAME",
-                   help="register each Delta table in the Spark catalog as "
-                        "NAME.<schema>__<table> (created if missing)")
-    p.add_argument("--fast-merge", choices=("auto", "off"), default="auto",
-                   help="apply tables' batches through delta-rs (auto: when delta-rs "
-                        "reaches --target: a local path, s3a://, abfss://, gs://; off: always "
-                        "through Spark)")
-    p.add_argument("--fast-merge-max-events", type=int, default=100_000, metavar="N",
-                   help="the fast path collects its tables' records to the driver in rounds "
-                        "of at most N events (a bound on the driver's memory); a table with "
-                        "more than N events of its own in a batch goes through Spark "
-                        "(default 100000)")
-    p.add_argument("--maintenance-every", type=int, default=20, metavar="N",
-                   help="compact a table and its tombstones every N batches the fast path "
-                        "applied to it; expire tombstones every N batches once the "
-                        "producer's heartbeats vouch for them (not with available-now or "
-                        "--replay; after a batch that --max-offsets-per-trigger bounded, at "
-                        "the next one that read all there was) (default 20; 0: never)")
-    p.add_argument("--consistent-cuts", action="store_true",
-                   help="apply only changes the producer's heartbeats vouch for and record "
-                        "each transaction-consistent cut in TARGET/_pgcdc/cuts (needs "
-                        "`pgcdc run --heartbeat-interval-s`)")
-    p.add_argument("--history", type=_csv, default=(), metavar="PATTERNS",
-                   help="keep a history table (SCD type 2) of each table matching these "
-                        "comma-separated schema.table patterns ('*', 'public.*') at "
-                        "TARGET/_pgcdc/history/<schema>/<table>")
-    tracked = p.add_mutually_exclusive_group()
-    tracked.add_argument("--history-columns", type=_csv, default=(), metavar="COLS",
-                         help="only a change of these columns opens a new version; other "
-                              "changes update the current version in place")
-    tracked.add_argument("--history-except-columns", type=_csv, default=(), metavar="COLS",
-                         help="a change of these columns alone updates the current version "
-                              "in place")
+    add_options(p, MergeConfig, layered=False)
     return p
 
 
@@ -409,35 +387,7 @@ def parse_args(argv: Sequence[str] | None = None, prog: str = "merge.py") -> Mer
     p = parser(prog)
     args = p.parse_args(argv)
     try:
-        return MergeConfig(
-            bootstrap_servers=args.bootstrap_servers,
-            schema_registry_url=args.schema_registry_url,
-            target=args.target,
-            topic_prefix=args.topic_prefix,
-            topics=tuple(args.topics or ()),
-            checkpoint=args.checkpoint,
-            format=args.format,
-            trigger=args.trigger,
-            replay=args.replay,
-            max_offsets_per_trigger=args.max_offsets_per_trigger,
-            dead_letter=args.dead_letter,
-            partition_by=tuple(args.partition_by),
-            kafka_options=dict(args.kafka_option),
-            parallel_tables=args.parallel_tables,
-            io_tables=args.io_tables,
-            metrics_port=args.metrics_port,
-            metrics_host=args.metrics_host,
-            table_properties=_table_properties(args.table_property, args.change_data_feed),
-            column_mapping=args.column_mapping,
-            database=args.database,
-            fast_merge=args.fast_merge,
-            fast_merge_max_events=args.fast_merge_max_events,
-            maintenance_every=args.maintenance_every,
-            consistent_cuts=args.consistent_cuts,
-            history=tuple(args.history),
-            history_columns=tuple(args.history_columns),
-            history_except_columns=tuple(args.history_except_columns),
-        )
+        return MergeConfig(**parsed(args, MergeConfig))
     except ValueError as exc:
         p.error(str(exc))
         raise  # unreachable: error() exits

@@ -80,7 +80,8 @@ def test_the_reference_shows_defaults_and_meanings() -> None:
     assert "| `$PGCDC_DSN` |" in rows["| `--dsn DSN`"]
     yaml_only = {line.split(" | ")[1]: line for line in page.splitlines()
                  if line.startswith("| | `")}
-    assert "| `-1` | unlimited: topics are the replayable log" in yaml_only["`topic_retention_ms`"]
+    assert "| `-1` | retention.ms of the topics pgcdc creates (default -1, unlimited: topics " \
+           "are the replayable log)" in yaml_only["`topic_retention_ms`"]
     assert "| 64 MiB |" in yaml_only["`spill_bytes`"]
 
 

@@ -21,7 +21,7 @@ trigger would need superuser rights to install):
   with its snapshot, at the first check after it gets a primary key or a replica identity; or
   it sets REPLICA IDENTITY FULL before adding it (``full``): no moment where writes fail.
   The next start tolerates what this left out, with the same warning (``refuse`` refuses only
-  a first start and tables named exactly: `admin.keyless_refused`).
+  a first start and tables named exactly: `keyless.keyless_refused`).
   A table keyed by the whole row (REPLICA IDENTITY FULL: ``full``, or set by the user) joins
   without a snapshot, which needs a key (`driver`): the rows written before it joined (within
   one check, ~2 s, of its creation for ``full``) are not in its topic, its changes from then on
@@ -74,8 +74,9 @@ from connector import metrics
 from connector.errors import SourceError, first_line, is_privilege_error
 from connector.names import SIGNAL_TABLE, TableName
 from connector.replication import ReplicationAdmin
-from connector.replication.admin import keyless_left_out, managed_patterns
+from connector.replication.admin import managed_patterns
 from connector.replication.drops import DropWatch, emit, standby_hint
+from connector.replication.keyless import keyless_left_out
 from connector.replication.lock_free import is_lock_timeout, lock_wait_bounded
 from connector.replication.partitions import leaf_changes
 

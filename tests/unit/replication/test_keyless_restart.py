@@ -1,4 +1,4 @@
-"""`keyless_refused` (connector/replication/admin.py): under ``--keyless-tables refuse`` the same
+"""`keyless_refused` (connector/replication/keyless.py): under ``--keyless-tables refuse`` the same
 command always starts again. What a running producer tolerates (a keyless table created
 later, left out of the list) its next start tolerates too; only the first start (no
 publication yet) refuses every keyless table, and later starts refuse only the tables named
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from connector.replication.admin import exact_tables, keyless_left_out, keyless_refused
+from connector.replication.keyless import exact_tables, keyless_left_out, keyless_refused
 
 A, B, C = ("public", "a"), ("public", "b"), ("app", "c")
 

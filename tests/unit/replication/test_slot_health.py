@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from connector.replication.admin import SlotInfo
 from connector.replication.health import DEFAULT_WAL_WARN_BYTES, slot_warnings
+from connector.replication.slots import SlotInfo
 
 
 def slot(wal_status: str, active: bool = False, retained: int | None = 416) -> SlotInfo:
