@@ -162,11 +162,14 @@ class BatchCut:
 @dataclass
 class TableApplied:
     """What one engine applied of a table's part of a batch: what the batch's features
-    (history, the cut, counts and metrics) take from it, in one place (`_finish`)."""
+    (freshness, catalog registration, history, the cut, counts and metrics) take from it, in
+    one place (`BatchProcessor._finish`). An engine path writes the table and nothing else;
+    a new upstream incarnation is taken in one place too (`BatchProcessor._take`)."""
 
     engine: str  # "delta-rs", "spark" (a mirror through Spark), or a change log's format
     events: int  # row changes applied
     newest_ts: int | None  # newest commit time (source.ts_ms) among them
+    newest_lsn: int | None  # newest commit LSN among them (truncates too): the freshness
     history: HistoryEvents | None = None  # its events as the history takes them
     dead: list[DataFrame] = field(default_factory=list)  # its corrupt events
     decoded_at: float | None = None  # monotonic time the Spark path had decoded them
@@ -720,21 +723,18 @@ class BatchProcessor:
             if len(labels) > 1 or not batch.rows:
                 raise Declined("a table (re-)created upstream")
             first = min((r[LSN], r[IDX]) for r in batch.rows)
-            sink.fast.adopt(Incarnation(labels.pop(), Position(*first)))
+            self._take(table, sink, Incarnation(labels.pop(), Position(*first)), False, None)
         waiting: list[int] = []
         if cut is not None:  # --consistent-cuts: a filter in front of the merge
             batch, waiting = split_held(batch, cut.bound)
         key = plan.key_columns(original)
         sink.fast.apply(batch, types, key, batch_id, self.config.maintenance_every)
-        sink.register(self._session())
-        self.metrics.applied(table.path, max((r[LSN] for r in batch.rows), default=None),
-                             max((r[TS] for r in batch.rows if r[TS] is not None),
-                                 default=None))
         if cut is not None:
             cut.hold_keys(topic, [(records[i][2], records[i][3]) for i in waiting])
         return TableApplied(
             "delta-rs", len(batch.rows) - batch.truncates,
             max((r[TS] for r in batch.rows if r[TS] is not None), default=None),
+            max((r[LSN] for r in batch.rows), default=None),
             self.history.of_rows(table, batch.rows, types, key) if self.history else None)
 
     @staticmethod
@@ -759,9 +759,7 @@ class BatchProcessor:
         if label not in decision.keep:
             return False
         if decision.table is not None and decision.changes(current):
-            if decision.replace and self.history is not None:  # first: a re-run redoes both
-                self.history.replaced(table)
-            sink.take(self._session(), decision.table, decision.replace, decoded)
+            self._take(table, sink, decision.table, decision.replace, decoded)
         return True
 
     def _incarnation(self, frames: DataFrame, topic: str, plan: TopicPlan,
@@ -792,11 +790,20 @@ class BatchProcessor:
         kept = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
                                       if sid in changes | emptied})
         if decision.table is not None and decision.changes(current) and kept.schemas:
-            if decision.replace and self.history is not None:  # first: a re-run redoes both
-                self.history.replaced(table_of(topic))
-            sink.take(self._session(), decision.table, decision.replace,
-                      decode_topic(frames, topic, kept, original))
+            self._take(table_of(topic), sink, decision.table, decision.replace,
+                       decode_topic(frames, topic, kept, original))
         return kept
+
+    def _take(self, table: TableId, mirror: SparkDeltaSink, incarnation: Incarnation,
+              replace: bool, template: DataFrame | None) -> None:
+        """The one place a table takes a new upstream incarnation (`rules/incarnation.py`),
+        whichever engine writes its batch: its history set aside first when the table is
+        replaced (a re-run redoes both: the mirror still holds the old one), then the mirror
+        takes it (`template`: the new incarnation's decoded changes, or None from the fast
+        path, which only takes the one of a table still to be created)."""
+        if replace and self.history is not None:
+            self.history.replaced(table)
+        mirror.take(self._session(), incarnation, replace, template)
 
     @CLOCK.timed("merge")
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
@@ -822,11 +829,14 @@ class BatchProcessor:
 
     def _finish(self, table: TableId, applied: TableApplied, batch_id: int,
                 cut: BatchCut | None, started: float) -> None:
-        """The batch's features, once per table, whichever engine applied it: the history,
-        the cut's report (the table's versions, the newest commit time applied), counts,
-        metrics and the table's log line."""
+        """The batch's features, once per table, whichever engine applied it: the table's
+        freshness, its catalog registration, the history, the cut's report (the table's
+        versions, the newest commit time applied), counts, metrics and the table's log line."""
         mirror = self._sink(table).mirror
         session = self._session()
+        self.metrics.applied(table.path, applied.newest_lsn, applied.newest_ts)
+        if mirror is not None:
+            mirror.register(session)
         if applied.history is not None:
             assert self.history is not None
             self.history.write(session, table, applied.history, batch_id)
@@ -909,15 +919,12 @@ class BatchProcessor:
             sink.apply(self._session(), changes, facts, key, batch_id,
                        part="" if len(found) == 1 or group == plan.key_schema_id
                        else f"#key{group}")
-        self.metrics.applied(
-            table.path, max((f[1].newest_lsn for f in found if f[1].newest_lsn is not None),
-                            default=None),
-            max((f[1].newest_ts for f in found if f[1].newest_ts is not None), default=None))
         history = (self.history.of_frames(table, applied, plan.key_columns(original))
                    if self.history is not None and mirror is not None else None)
         return TableApplied(
             "spark" if mirror is not None else self.config.format, events,
             max((f[1].newest_ts for f in found if f[1].newest_ts is not None), default=None),
+            max((f[1].newest_lsn for f in found if f[1].newest_lsn is not None), default=None),
             history, dead, decoded_at)
 
 

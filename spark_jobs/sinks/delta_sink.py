@@ -138,11 +138,15 @@ class SparkDeltaSink:
         return self._load(spark)
 
     def take(self, spark: SparkSession, incarnation: Incarnation, replace: bool,
-             template: DataFrame) -> None:
+             template: DataFrame | None) -> None:
         """Hold `incarnation` of the upstream table from now on (`spark_jobs/rules/incarnation.py`).
         `replace`: the table held another one, whose rows go; the table takes the columns
         and types of `template` (the new incarnation's decoded changes). A table still to be
-        created records it when created."""
+        created records it when created. Without a `template` (the fast path's batch), only
+        a table still to be created can take one (`DeltaRsSink.adopt`: no Spark job)."""
+        if template is None:
+            self.fast.adopt(incarnation)
+            return
         self._spark_writes()
         if self._load(spark):
             if replace:
@@ -216,7 +220,8 @@ class SparkDeltaSink:
 
     def register(self, spark: SparkSession) -> None:
         """Register the table in the session catalog (once per run; IF NOT EXISTS, so a name
-        already registered is left as it is)."""
+        already registered is left as it is): by the job once per table and batch, after
+        either engine wrote it (`job.BatchProcessor._finish`)."""
         if self.state.catalog_name is None or self._registered:
             return
         location = HadoopFs(spark, self.path).qualified(self.path)
@@ -343,8 +348,7 @@ class SparkDeltaSink:
         with_rows = fresh and facts.events > 0 and facts.truncate is None
         if fresh and not with_rows:
             self._create(spark, changes)
-        if not with_rows:  # else registered once created
-            self.register(spark)
+        if not with_rows:
             self._evolve(spark, changes)
             self._widen(spark, changes)
             assert self.state.columns is not None
@@ -382,7 +386,6 @@ class SparkDeltaSink:
             if with_rows:
                 self._create_with(spark, latest.where(F.col(OP) != "d").select(
                     *[F.col(q(c)) for c in row_columns(rows)], *META), batch_id, part)
-                self.register(spark)
             elif fresh:
                 assert self.state.columns is not None  # created above
                 live = latest.where(F.col(OP) != "d").select(
