@@ -58,8 +58,8 @@ class MergeConfig:
     table_properties: dict[str, str] = field(default_factory=dict)  # of new Delta tables
     column_mapping: bool = False  # new Delta tables: column mapping, PostgreSQL column names
     database: str | None = None  # register each Delta table in this catalog database
-    # Tables' parts of a batch through delta-rs (spark_jobs/sinks/fast_sink.py): auto = when
-    # delta-rs reaches the target (`fast_merge_on`).
+    # Tables' parts of a batch through delta-rs (spark_jobs/sinks/delta/delta_rs_writer.py):
+    # auto = when delta-rs reaches the target (`fast_merge_on`).
     fast_merge: str = "auto"  # auto | off
     # Records the fast path holds on the driver at once: it takes a batch's tables in rounds of
     # at most this many events; a table above it alone goes through Spark (runtime/rounds.py).

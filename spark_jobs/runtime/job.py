@@ -55,8 +55,8 @@ from ..rules.incarnation import Incarnation, decide, drop_applies, drop_of, of_s
 from ..rules.names import OFFSET, PARTITION, TableId, table_of
 from ..sinks import FAST_MERGE
 from ..sinks.dead_letter import write_dead_letters
-from ..sinks.delta_sink import SparkDeltaSink
-from ..sinks.fast_sink import Declined, row_types
+from ..sinks.delta.delta_rs_writer import Declined, row_types
+from ..sinks.delta.spark_writer import SparkDeltaSink
 from ..sinks.table_sink import BatchFacts, TableSettings, TableSink
 from . import metrics
 from .config import MergeConfig
@@ -664,7 +664,7 @@ class BatchProcessor:
     def _by_delta_rs(self, table: TableId, plan: TopicPlan,
                      records: list[Record], batch_id: int, topic: str,
                      cut: BatchCut | None) -> TableApplied | None:
-        """The table's part of the batch through delta-rs (`fast_sink`); None when Spark
+        """The table's part of the batch through delta-rs (`delta/delta_rs_writer`); None when Spark
         must do it (declined before anything was written, or delta-rs failed: Spark finishes
         what delta-rs began, without applying anything twice)."""
         try:

@@ -4,8 +4,8 @@ A lake format is a module with `open_sink(settings: TableSettings) -> TableSink`
 (`table_sink.py`) and one line in `FORMATS` below naming it and the features it supports;
 `runtime/config.py` validates `--format` and the options that need a feature against this
 registry, and the job opens each table's sink through `open_sink`. Formats today: `delta`
-(a mirror per table, written through Spark, `delta_sink`, or through delta-rs for small
-batches, `fast_sink`, over one `delta_state.DeltaTableState`) and `parquet` (an append-only
+(a mirror per table, written through Spark, `delta/spark_writer`, or through delta-rs for small
+batches, `delta/delta_rs_writer`, over one `state.DeltaTableState`) and `parquet` (an append-only
 change log, `parquet_sink`).
 
 Loads no pyspark (the CLI reads the registry without a JVM): a format's module is imported
@@ -26,7 +26,7 @@ CUTS = "--consistent-cuts"  # cuts name each table's version (spark_jobs/cuts/)
 TOMBSTONES = "tombstones"  # deletes remembered and expired (rules/expiry.py)
 COLUMN_MAPPING = "--column-mapping"
 DATABASE = "--database"  # tables registered in the Spark catalog
-FAST_MERGE = "--fast-merge"  # small batches through delta-rs (sinks/fast_sink.py)
+FAST_MERGE = "--fast-merge"  # small batches through delta-rs (sinks/delta/delta_rs_writer.py)
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class LakeFormat:
 
 
 FORMATS: dict[str, LakeFormat] = {
-    "delta": LakeFormat("Delta", "spark_jobs.sinks.delta_sink", frozenset(
+    "delta": LakeFormat("Delta", "spark_jobs.sinks.delta", frozenset(
         {HISTORY, CUTS, TOMBSTONES, COLUMN_MAPPING, DATABASE, FAST_MERGE})),
     "parquet": LakeFormat("Parquet", "spark_jobs.sinks.parquet_sink", about=(
         "the Parquet change log has each change's _cdc_commit_lsn instead, and keeps no "

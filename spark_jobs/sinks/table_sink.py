@@ -16,7 +16,7 @@ from .inputs import TableSettings as TableSettings
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from .delta_sink import SparkDeltaSink
+    from .delta.spark_writer import SparkDeltaSink
 
 
 class TableSink(Protocol):

@@ -21,7 +21,7 @@ from spark_jobs.rules.names import (
 from spark_jobs.rules.plan import merge_plan, sql_string
 from spark_jobs.runtime.config import parse_args
 from spark_jobs.runtime.submit import spark_options_parser, spark_submit_command
-from spark_jobs.sinks.delta_sink import MAPPING_PROPERTIES, SparkDeltaSink
+from spark_jobs.sinks.delta.spark_writer import MAPPING_PROPERTIES, SparkDeltaSink
 
 ODD = ["order id", "Größe", "a.b", "we`ird", "CamelCase", "x=y,(z);{}", "tab\there"]
 BASE = ["--bootstrap-servers", "k:9092", "--schema-registry-url", "http://r", "--topic-prefix",

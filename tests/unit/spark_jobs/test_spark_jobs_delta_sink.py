@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_jobs.runtime.job import table_facts
-from spark_jobs.sinks.delta_sink import SparkDeltaSink
+from spark_jobs.sinks.delta.spark_writer import SparkDeltaSink
 
 SCHEMA = ("id long, name string, bio string, _cdc_op string, _cdc_commit_lsn long, "
           "_cdc_txn_index long, _cdc_ts_ms long, _cdc_toast array<string>")

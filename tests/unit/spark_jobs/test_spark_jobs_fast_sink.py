@@ -18,8 +18,8 @@ from pyspark.sql.types import LongType, StringType
 
 from spark_jobs.events.rows import TopicRows
 from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, TS
-from spark_jobs.sinks.delta_sink import SparkDeltaSink
-from spark_jobs.sinks.fast_sink import Declined
+from spark_jobs.sinks.delta.delta_rs_writer import Declined
+from spark_jobs.sinks.delta.spark_writer import SparkDeltaSink
 from tests.unit.spark_jobs.test_spark_jobs_delta_sink import (
     Change,
     apply,

@@ -90,7 +90,7 @@ def test_the_spark_path_decides_one_new_incarnation_from_the_decoded_part():
     mix (several ids, schemas without one, the table's own) by `_incarnation`."""
     from spark_jobs.events.decode import TopicPlan
     from spark_jobs.runtime.job import BatchProcessor
-    from spark_jobs.sinks.delta_sink import SparkDeltaSink
+    from spark_jobs.sinks.delta.spark_writer import SparkDeltaSink
 
     def plan(*labels: int | None) -> TopicPlan:
         return TopicPlan(schemas={i: {"type": "record"} if label is None

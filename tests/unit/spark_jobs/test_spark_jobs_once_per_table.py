@@ -21,7 +21,7 @@ from spark_jobs.runtime import metrics
 from spark_jobs.runtime.config import MergeConfig
 from spark_jobs.runtime.history_job import HistoryWriter
 from spark_jobs.runtime.job import BatchProcessor
-from spark_jobs.sinks.delta_sink import SparkDeltaSink
+from spark_jobs.sinks.delta.spark_writer import SparkDeltaSink
 from tests.support import events as support
 from tests.support.events import LocalRegistry, TableEvents, table_events
 from tests.support.schemas import FixedSchemas

@@ -136,7 +136,7 @@ def test_negative_zero_float_key_is_kept(spark: SparkSession) -> None:
 def test_negative_zero_float_key_lands_in_delta(spark: SparkSession, tmp_path: Path) -> None:
     """Through the table's first append and a later MERGE (insert and update)."""
     from spark_jobs.runtime.job import table_facts
-    from spark_jobs.sinks.delta_sink import SparkDeltaSink
+    from spark_jobs.sinks.delta.spark_writer import SparkDeltaSink
 
     schema = ("k double, v string, _cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, "
               "_cdc_ts_ms long, _cdc_toast array<string>")

@@ -23,7 +23,7 @@ from spark_jobs.events.decode import decode_topic, plan_batch, split_corrupt
 from spark_jobs.events.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
 from spark_jobs.rules.widening import batch_type, column_change
 from spark_jobs.runtime.job import table_facts
-from spark_jobs.sinks.delta_sink import SparkDeltaSink
+from spark_jobs.sinks.delta.spark_writer import SparkDeltaSink
 from tests.support.events import LocalRegistry, table_events
 from tests.support.schemas import FixedSchemas
 
@@ -62,7 +62,7 @@ def test_text_to_bigint_and_bigint_to_text_retype_the_table(
           [(1, "foo", 5, 1, "c", 10, 0, 0, []), (2, "12", 6, 2, "c", 10, 1, 0, []),
            (9, "9", 0, 0, "d", 10, 2, 0, [])])
     big = 2**40
-    with caplog.at_level(logging.INFO, logger="spark_jobs.sinks.delta_sink"):
+    with caplog.at_level(logging.INFO, logger="spark_jobs.sinks.delta.spark_writer"):
         apply(1, "id long, code long, n string, w long",
               [(3, 7, "x", big, "c", 20, 0, 0, []), (2, 13, "y", 2, "u", 20, 1, 0, [])])
     table = spark.read.format("delta").load(sink.path)

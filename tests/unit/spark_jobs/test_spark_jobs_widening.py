@@ -12,7 +12,7 @@ from pyspark.sql.types import DecimalType, DoubleType, FloatType, IntegerType, L
 
 from spark_jobs.rules.widening import widened
 from spark_jobs.runtime.job import table_facts
-from spark_jobs.sinks.delta_sink import SparkDeltaSink
+from spark_jobs.sinks.delta.spark_writer import SparkDeltaSink
 
 META = "_cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, _cdc_ts_ms long, " \
        "_cdc_toast array<string>"

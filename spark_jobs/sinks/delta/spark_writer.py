@@ -13,8 +13,8 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StructField, StructType
 
-from ..lake.files import HadoopFs
-from ..rules.changes import (
+from ...lake.files import HadoopFs
+from ...rules.changes import (
     IDX,
     LSN,
     META,
@@ -29,20 +29,20 @@ from ..rules.changes import (
     row_columns,
     truncate_position,
 )
-from ..rules.expiry import expired_predicate
-from ..rules.incarnation import Incarnation
-from ..rules.plan import MergePlan, merge_plan, not_deleted_later, sql_string
-from ..rules.widening import column_change, exact_cast
-from .delta_state import MAPPING_PROPERTIES as MAPPING_PROPERTIES  # re-exported
-from .delta_state import (
+from ...rules.expiry import expired_predicate
+from ...rules.incarnation import Incarnation
+from ...rules.plan import MergePlan, merge_plan, not_deleted_later, sql_string
+from ...rules.widening import column_change, exact_cast
+from ..inputs import BatchFacts, TableSettings
+from .delta_rs_writer import DeltaRsSink
+from .state import MAPPING_PROPERTIES as MAPPING_PROPERTIES  # re-exported
+from .state import (
     META_FIELDS,
     TRUNCATE_IDX,
     TRUNCATE_LSN,
     ConfigurationError,
     DeltaTableState,
 )
-from .fast_sink import DeltaRsSink
-from .inputs import BatchFacts, TableSettings
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def open_sink(settings: TableSettings) -> SparkDeltaSink:
 
 class SparkDeltaSink:
     """A table's Delta mirror written through Spark (`DeltaTableState` says where and what it
-    is). Its delta-rs engine over the same state is `fast` (`fast_sink.DeltaRsSink`): a table
+    is). Its delta-rs engine over the same state is `fast` (`delta_rs_writer.DeltaRsSink`): a table
     may go either way from batch to batch. Each `apply` runs in the session it is given (the
     job gives each worker thread its own, for the per-session idempotent-write settings)."""
 
