@@ -55,8 +55,9 @@ from ..rules.incarnation import Incarnation, decide, drop_applies, drop_of, of_s
 from ..rules.names import OFFSET, PARTITION, TableId, table_of
 from ..sinks import FAST_MERGE
 from ..sinks.dead_letter import write_dead_letters
+from ..sinks.delta import DeltaMirror
 from ..sinks.delta.delta_rs_writer import Declined, row_types
-from ..sinks.delta.spark_writer import SparkDeltaSink
+from ..sinks.mirror import Mirror
 from ..sinks.table_sink import BatchFacts, TableSettings, TableSink
 from . import metrics
 from .config import MergeConfig
@@ -181,7 +182,8 @@ def open_table_sink(config: MergeConfig, app_id: str, table: TableId) -> TableSi
     database = config.database
     return config.lake_format.open_sink(TableSettings(
         config.target, table.path, app_id, config.partition_by, config.table_properties,
-        config.column_mapping, f"{q(database)}.{q(table.catalog_name)}" if database else None))
+        config.column_mapping, f"{q(database)}.{q(table.catalog_name)}" if database else None,
+        config.fast_merge_on))
 
 
 def table_facts(decoded: DataFrame) -> tuple[int, BatchFacts]:
@@ -275,11 +277,17 @@ class BatchProcessor:
                 self._sinks[table.path] = open_table_sink(self.config, self.app_id, table)
             return self._sinks[table.path]
 
-    def _mirror(self, table: TableId) -> SparkDeltaSink:
+    def _mirror(self, table: TableId) -> Mirror:
         """The table's mirror, for the features only a mirror format has (config.py refuses
         them for other formats)."""
         mirror = self._sink(table).mirror
         assert mirror is not None, f"--format {self.config.format} keeps no mirror"
+        return mirror
+
+    def _delta(self, table: TableId) -> DeltaMirror:
+        """The table's Delta mirror, for the fast path (only Delta has it: `FAST_MERGE`)."""
+        mirror = self._mirror(table)
+        assert isinstance(mirror, DeltaMirror), f"--format {self.config.format}: no fast path"
         return mirror
 
     def close(self) -> None:
@@ -395,14 +403,12 @@ class BatchProcessor:
                      "there was (--max-offsets-per-trigger)", batch_id)
             return
         with self._lock:
-            sinks = [m for s in self._sinks.values()
-                     if (m := s.mirror) is not None and m.state.has_tombstones]
-        for sink in sinks:
-            removed = (sink.fast.expire_tombstones(bound_) if self.config.fast_merge_on
-                       else sink.expire_tombstones(self.spark, bound_))
+            mirrors = [m for s in self._sinks.values() if (m := s.mirror) is not None]
+        for mirror in mirrors:
+            removed = mirror.expire_tombstones(self.spark, bound_)
             if removed:
-                log.info("batch %d: %s: %d tombstone(s) below %s expired", batch_id, sink.path,
-                         removed, _lsn(bound_))
+                log.info("batch %d: %s: %d tombstone(s) below %s expired", batch_id,
+                         mirror.path, removed, _lsn(bound_))
 
     def _fresh_state(self) -> CutState:
         """A new application's start (a new checkpoint, or --consistent-cuts turned on): the
@@ -414,56 +420,22 @@ class BatchProcessor:
         floor = max((c.lsn for c in cuts), default=None)
         versions: dict[str, int] = {}
         tombstones: dict[str, int] = {}
-        target = self.config.target.rstrip("/")
-        for found in HadoopFs(self.spark, target).glob(f"{target}/*/*/_delta_log"):
-            schema, table = found.rstrip("/").split("/")[-3:-1]
-            if schema == "_pgcdc":
-                continue
-            sink = self._mirror(TableId(schema, table))
-            found_version = self._version(sink, self.spark)
+        for rel in self.config.lake_format.list_tables(self.spark, self.config.target):
+            schema, table = rel.split("/")
+            mirror = self._mirror(TableId(schema, table))
+            found_version = mirror.version(self.spark)
             if found_version is None:
                 continue
-            versions[f"{schema}/{table}"] = found_version
-            held_up_to = self._newest_position(sink)  # loads the sink: its tombstones known
-            tomb_version = self._tombstones_version(sink, self.spark)
+            versions[rel] = found_version
+            held_up_to = mirror.newest_position(self.spark)  # loads it: its tombstones known
+            tomb_version = mirror.tombstones_version(self.spark)
             if tomb_version is not None:
-                tombstones[f"{schema}/{table}"] = tomb_version
+                tombstones[rel] = tomb_version
             if held_up_to is not None:  # a cut at held_up_to or later
                 floor = max(floor if floor is not None else -1, held_up_to - 1)
         log.info("--consistent-cuts: %d table(s) in the lake; cuts start above %s",
                  len(versions), _lsn(floor))
         return initial(floor, versions, time.time_ns() // 1_000_000, tombstones)
-
-    def _newest_position(self, sink: SparkDeltaSink) -> int | None:
-        """The newest commit LSN a table holds: its rows', its tombstones', its truncate's
-        (read once per new application: one column of each table)."""
-        newest: list[int] = []
-        session = self.spark
-        for path in (sink.path, sink.tomb_path):
-            if not HadoopFs(session, path).exists(f"{path}/_delta_log"):
-                continue
-            found = (_newest_delta_rs(path) if self.config.fast_merge_on
-                     else _newest_spark(session, path))
-            if found is not None:
-                newest.append(found)
-        truncate_cut = sink.state.truncate_cut if sink.exists(session) else None
-        if truncate_cut is not None:
-            newest.append(truncate_cut.commit_lsn)
-        return max(newest, default=None)
-
-    def _version(self, sink: SparkDeltaSink, session: SparkSession,
-                 tombstones: bool = False) -> int | None:
-        """A table's (or its tombstones') current Delta version: through delta-rs where it
-        can read the target (no Spark job), else the newest entry of its history."""
-        if self.config.fast_merge_on:
-            return sink.fast.version(tombstones)
-        return sink.version(session, tombstones)
-
-    def _tombstones_version(self, sink: SparkDeltaSink, session: SparkSession) -> int | None:
-        """The current Delta version of the table's tombstones (None: it has none)."""
-        if not sink.state.has_tombstones:
-            return None
-        return self._version(sink, session, tombstones=True)
 
     def _process(self, batch: DataFrame, batch_id: int, cut: BatchCut | None
                  ) -> tuple[int | None, int | None]:
@@ -677,9 +649,7 @@ class BatchProcessor:
         except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
             if not table_failure(exc):
                 raise
-            state = self._mirror(table).state  # opened again next time (a conflict, ...)
-            state.handles.forget(state.path)
-            state.handles.forget(state.tomb_path)
+            self._delta(table).delta_rs_failed()  # opened again next time (a conflict, ...)
             log.warning("batch %d: %s: delta-rs failed, through Spark instead: %s",
                         batch_id, table.path, _error_class_line(exc))
             metrics.SPARK_PATH.labels(table.path, "delta-rs failed").inc()
@@ -692,7 +662,7 @@ class BatchProcessor:
               cut: BatchCut | None) -> TableApplied:
         """The table's part of the batch through delta-rs. Raises Declined (or NotForRows)
         before writing anything when Spark must do it."""
-        sink = self._mirror(table)
+        sink = self._delta(table)
         original = sink.fast.original_names()
         writers: dict[int, WriterSchema] = {}
         types: dict[str, DataType] = {}
@@ -710,7 +680,7 @@ class BatchProcessor:
             raise Declined("several key schemas in one batch")
         labels = {label for schema in plan.schemas.values()
                   if (label := of_schema(schema)) is not None}
-        current = sink.state.incarnation
+        current = sink.incarnation
         if any(drop_of(schema) for schema in plan.schemas.values()) and not (
                 current is not None and labels == {current.relation_id}):
             # A drop of the incarnation the table holds is a truncate like any; the others
@@ -738,23 +708,23 @@ class BatchProcessor:
             self.history.of_rows(table, batch.rows, types, key) if self.history else None)
 
     @staticmethod
-    def _one_new_incarnation(plan: TopicPlan, sink: SparkDeltaSink) -> int | None:
+    def _one_new_incarnation(plan: TopicPlan, sink: Mirror) -> int | None:
         """The relation id of every schema of `plan` when they all have the same one and the
         table does not hold it yet (else None: `_incarnation` decides)."""
         labels = {of_schema(schema) for schema in plan.schemas.values()}
-        current = sink.state.incarnation
+        current = sink.incarnation
         if len(labels) != 1 or None in labels or any(
                 drop_of(schema) for schema in plan.schemas.values()):
             return None
         label = labels.pop()
         return None if current is not None and current.relation_id == label else label
 
-    def _take_new_incarnation(self, table: TableId, sink: SparkDeltaSink, label: int,
+    def _take_new_incarnation(self, table: TableId, sink: Mirror, label: int,
                               first: Position | None, decoded: DataFrame) -> bool:
         """`_incarnation`'s decision for a part of one incarnation (`_one_new_incarnation`)
         whose first change is `first` (None: no decodable change); the table replaced or
         labelled first when needed. False: its events are of a table dropped since."""
-        current = sink.state.incarnation
+        current = sink.incarnation
         decision = decide(current, {label: first} if first is not None else {})
         if label not in decision.keep:
             return False
@@ -763,7 +733,7 @@ class BatchProcessor:
         return True
 
     def _incarnation(self, frames: DataFrame, topic: str, plan: TopicPlan,
-                     sink: SparkDeltaSink, original: bool) -> TopicPlan:
+                     sink: Mirror, original: bool) -> TopicPlan:
         """The plan of the events the table's upstream incarnation takes
         (`spark_jobs/rules/incarnation.py`), the table replaced or labelled first when needed."""
         drops = {sid: drop for sid, schema in plan.schemas.items()
@@ -771,7 +741,7 @@ class BatchProcessor:
         # A drop event is never an incarnation's first change (it may follow the next one's).
         labels = {sid: of_schema(schema) for sid, schema in plan.schemas.items()
                   if sid not in drops}
-        current = sink.state.incarnation
+        current = sink.incarnation
         if not drops and set(labels.values()) <= {None, current.relation_id if current else None}:
             return plan
         firsts: dict[int | None, Position] = {}
@@ -794,7 +764,7 @@ class BatchProcessor:
                        decode_topic(frames, topic, kept, original))
         return kept
 
-    def _take(self, table: TableId, mirror: SparkDeltaSink, incarnation: Incarnation,
+    def _take(self, table: TableId, mirror: Mirror, incarnation: Incarnation,
               replace: bool, template: DataFrame | None) -> None:
         """The one place a table takes a new upstream incarnation (`rules/incarnation.py`),
         whichever engine writes its batch: its history set aside first when the table is
@@ -841,8 +811,8 @@ class BatchProcessor:
             assert self.history is not None
             self.history.write(session, table, applied.history, batch_id)
         if cut is not None and mirror is not None:
-            cut.applied(table.path, self._version(mirror, session), applied.newest_ts,
-                        self._tombstones_version(mirror, session))
+            cut.applied(table.path, mirror.version(session), applied.newest_ts,
+                        mirror.tombstones_version(session))
         with self._lock:
             self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + applied.events
             if applied.engine == "delta-rs":
@@ -926,27 +896,6 @@ class BatchProcessor:
             max((f[1].newest_ts for f in found if f[1].newest_ts is not None), default=None),
             max((f[1].newest_lsn for f in found if f[1].newest_lsn is not None), default=None),
             history, dead, decoded_at)
-
-
-def _newest_delta_rs(path: str) -> int | None:
-    """max(_cdc_commit_lsn) of a Delta table through delta-rs (no Spark job): local disk or
-    an object store."""
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable as RsTable
-
-    dataset = RsTable(path, storage_options=storage.options_for(path)).to_pyarrow_dataset()
-    if LSN not in dataset.schema.names:
-        return None
-    value = pc.max(dataset.to_table(columns=[LSN]).column(LSN)).as_py()
-    return None if value is None else int(value)
-
-
-def _newest_spark(session: SparkSession, path: str) -> int | None:
-    df = session.read.format("delta").load(path)
-    if LSN not in df.columns:
-        return None
-    row = df.agg(F.max(LSN)).first()
-    return None if row is None or row[0] is None else int(row[0])
 
 
 def _lsn(value: int | None) -> str:

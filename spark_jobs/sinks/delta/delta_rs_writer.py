@@ -105,7 +105,8 @@ def _arrow(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
 
 class DeltaRsSink:
     """A table's Delta mirror written through delta-rs: the same table, tombstones and
-    `DeltaTableState` as its Spark engine (`spark_writer.SparkDeltaSink`), whose `fast` it is.
+    `DeltaTableState` as its Spark engine (`spark_writer.SparkDeltaSink`); `mirror.DeltaMirror`
+    holds both (this one as its `fast`).
     Its delta-rs handles are kept up to date between batches (`lake/delta_handles.py`), so
     each batch reads only the log entries added since (by either engine)."""
 

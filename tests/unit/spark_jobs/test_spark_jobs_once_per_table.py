@@ -21,7 +21,7 @@ from spark_jobs.runtime import metrics
 from spark_jobs.runtime.config import MergeConfig
 from spark_jobs.runtime.history_job import HistoryWriter
 from spark_jobs.runtime.job import BatchProcessor
-from spark_jobs.sinks.delta.spark_writer import SparkDeltaSink
+from spark_jobs.sinks.delta import DeltaMirror
 from tests.support import events as support
 from tests.support.events import LocalRegistry, TableEvents, table_events
 from tests.support.schemas import FixedSchemas
@@ -64,8 +64,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[tuple[str, str]]]
         return "/".join(path.rstrip("/").split("/")[-2:])
 
     spy(metrics.BatchMetrics, "applied", "freshness", lambda self, table, *_: table)
-    spy(SparkDeltaSink, "register", "registration", lambda self, *_: rel(self.path))
-    spy(SparkDeltaSink, "take", "incarnation", lambda self, *_: rel(self.path))
+    spy(DeltaMirror, "register", "registration", lambda self, *_: rel(self.path))
+    spy(DeltaMirror, "take", "incarnation", lambda self, *_: rel(self.path))
     spy(HistoryWriter, "write", "history", lambda self, spark, table, *_: table.path)
     spy(HistoryWriter, "replaced", "replaced", lambda self, table: table.path)
     yield counted
