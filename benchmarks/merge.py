@@ -399,12 +399,14 @@ def same_tables(a: str, b: str, n: int) -> list[str]:
 
 # What the child times per table, wrapped around the tree's own functions (thread-seconds,
 # summed over the --parallel-tables threads): (module, owner or None, attribute, label).
-# A module or attribute a tree lacks is left out: the writer's module is named as main had it
-# (`sinks/delta_sink.py`) and as it is now (`sinks/delta/spark_writer.py`), so a before/after
-# across the move times the same steps.
+# A module or attribute a tree lacks is left out: each step is named where main had it
+# (`runtime/job.py`, `sinks/delta_sink.py`) and where it is now (`runtime/spark_path.py`,
+# `sinks/delta/spark_writer.py`), so a before/after across the move times the same steps.
 SPARK_STEPS = [
     ("spark_jobs.runtime.job", "BatchProcessor", "_incarnation", "incarnation"),
     ("spark_jobs.runtime.job", None, "table_facts", "decode+facts"),
+    ("spark_jobs.runtime.spark_path", "SparkPath", "_incarnation", "incarnation"),
+    ("spark_jobs.runtime.spark_path", None, "table_facts", "decode+facts"),
     *((module, owner, attr, label) for module in ("spark_jobs.sinks.delta_sink",
                                                   "spark_jobs.sinks.delta.spark_writer")
       for owner, attr, label in [

@@ -9,39 +9,33 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from py4j.protocol import Py4JNetworkError  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import DataType
 
-from connector.errors import first_line
 from connector.pgoutput.lsn import lsn_to_str
 
+from ..cuts.batch import BatchCut
 from ..cuts.manifest import Cut, append_cut, read_cuts
 from ..cuts.pending import HEARTBEATS, RAW_COLUMNS, PendingStore, heartbeat_positions
 from ..events.decode import (
     DEAD_COLUMNS,
     TopicPlan,
-    decode_topic,
     plan_batch,
-    split_corrupt,
     undecodable,
 )
 from ..events.registry import SchemaCache
-from ..events.rows import NotForRows, WriterSchema, decode_rows, split_held
 from ..events.wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
 from ..history.sink import HISTORY_DIR, LOG_DIR
 from ..lake import storage
 from ..lake.files import HadoopFs
 from ..lake.lease import LakeBusy, Lease
 from ..lake.phases import CLOCK, InFlight
-from ..rules.changes import IDX, LSN, OP, TOAST, TS, Position, q
+from ..rules.changes import q
 from ..rules.cut_policy import (
-    TRUNCATE_INDEX,
     CutState,
     after,
     bound,
@@ -51,18 +45,19 @@ from ..rules.cut_policy import (
     stale_warning,
 )
 from ..rules.expiry import read_to_listed
-from ..rules.incarnation import Incarnation, decide, drop_applies, drop_of, of_schema
-from ..rules.names import OFFSET, PARTITION, TableId, table_of
+from ..rules.incarnation import Incarnation
+from ..rules.names import TableId, table_of
 from ..sinks import FAST_MERGE
 from ..sinks.dead_letter import write_dead_letters
-from ..sinks.delta import DeltaMirror
-from ..sinks.delta.delta_rs_writer import Declined, row_types
 from ..sinks.mirror import Mirror
-from ..sinks.table_sink import BatchFacts, TableSettings, TableSink
+from ..sinks.table_sink import TableSettings, TableSink
 from . import metrics
 from .config import MergeConfig
-from .history_job import HistoryEvents, HistoryWriter
+from .delta_rs_path import DeltaRsPath
+from .engine import Record, TableApplied, error_class_line, key_groups, table_failure
+from .history_job import HistoryWriter
 from .rounds import BatchSplit, run_rounds, spark_reasons, split_batch
+from .spark_path import SparkPath
 
 log = logging.getLogger(__name__)
 APP_ID_FILE = "pgcdc-app-id"
@@ -104,78 +99,6 @@ class MergeStats:
     held: int = 0  # changes held back by the last batch (--consistent-cuts)
 
 
-@dataclass
-class BatchCut:
-    """One batch's side of `--consistent-cuts` (`cut_policy`): the bound it applies, and what
-    its tables report back: the keys (topic, partition, offset) of the records they held
-    back, their Delta versions and the newest commit time they applied."""
-
-    bound: int | None
-    heartbeat: int | None = None  # highest heartbeat LSN of this batch (for the next one)
-    restart: int | None = None  # highest heartbeat restart_lsn of this batch
-    held_frames: list[DataFrame] = field(default_factory=list)  # persisted keys (Spark path)
-    held_keys: list[tuple[str, int, int]] = field(default_factory=list)  # (fast path)
-    held: int = 0
-    newest_ts: int | None = None
-    versions: dict[str, int] = field(default_factory=dict)
-    tombstones: dict[str, int] = field(default_factory=dict)  # Delta versions of tombstones
-    pending: str | None = None  # where the held-back records were stored
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    # The changes held back are split off before the merge, by each engine in the form it
-    # holds them in (`hold`: a filter of the Spark path's DataFrame; `hold_keys`: the keys of
-    # the Python rows `rows.split_held` set aside): the two cannot share that step. What was
-    # applied is reported once per table, whichever engine applied it (`applied`, from
-    # `BatchProcessor._finish`).
-    def hold(self, decoded: DataFrame, topic: str) -> DataFrame:
-        """The changes of `decoded` (one topic's `decode_topic`, cached) this batch applies;
-        the keys of the others are kept (cached) for the pending store. Same rule as
-        `cut_policy.held`; undecodable rows pass on (to the dead letters)."""
-        lsn, op = F.col(LSN), F.col(OP)
-        snapshot = (op == "r") | ((op == "t") & (F.col(IDX) == TRUNCATE_INDEX))
-        waits = (lsn.isNotNull() if self.bound is None else
-                 (lsn > F.lit(self.bound)) | ((lsn == F.lit(self.bound)) & ~snapshot))
-        keys = decoded.where(waits).select(
-            F.lit(topic).alias("topic"), F.col(PARTITION).alias("partition"),
-            F.col(OFFSET).alias("offset")).persist()
-        count = keys.count()
-        with self.lock:
-            self.held += count
-            (self.held_frames.append(keys) if count else keys.unpersist())
-        return decoded.where(~waits | lsn.isNull())
-
-    def hold_keys(self, topic: str, keys: list[tuple[int, int]]) -> None:
-        with self.lock:
-            self.held_keys.extend((topic, p, o) for p, o in keys)
-            self.held += len(keys)
-
-    def applied(self, path: str, version_: int | None, newest_ts: int | None,
-                tombstones: int | None) -> None:
-        with self.lock:
-            if version_ is not None:
-                self.versions[path] = version_
-            if tombstones is not None:
-                self.tombstones[path] = tombstones
-            if newest_ts is not None:
-                self.newest_ts = max(newest_ts, self.newest_ts or newest_ts)
-
-
-@dataclass
-class TableApplied:
-    """What one engine applied of a table's part of a batch: what the batch's features
-    (freshness, catalog registration, history, the cut, counts and metrics) take from it, in
-    one place (`BatchProcessor._finish`). An engine path writes the table and nothing else;
-    a new upstream incarnation is taken in one place too (`BatchProcessor._take`)."""
-
-    engine: str  # "delta-rs", "spark" (a mirror through Spark), or a change log's format
-    events: int  # row changes applied
-    newest_ts: int | None  # newest commit time (source.ts_ms) among them
-    newest_lsn: int | None  # newest commit LSN among them (truncates too): the freshness
-    history: HistoryEvents | None = None  # its events as the history takes them
-    dead: list[DataFrame] = field(default_factory=list)  # its corrupt events
-    decoded_at: float | None = None  # monotonic time the Spark path had decoded them
-
-
 def open_table_sink(config: MergeConfig, app_id: str, table: TableId) -> TableSink:
     """The table's sink, from the `--format`'s entry in the format registry
     (`spark_jobs/sinks/__init__.py`)."""
@@ -184,27 +107,6 @@ def open_table_sink(config: MergeConfig, app_id: str, table: TableId) -> TableSi
         config.target, table.path, app_id, config.partition_by, config.table_properties,
         config.column_mapping, f"{q(database)}.{q(table.catalog_name)}" if database else None,
         config.fast_merge_on))
-
-
-def table_facts(decoded: DataFrame) -> tuple[int, BatchFacts]:
-    """(corrupt events, facts) of one topic's decoded batch, in one aggregation."""
-    row = decoded.agg(
-        F.count_if(F.col(OP).isNull()).alias("corrupt"),
-        F.count_if(F.col(OP).isin("c", "u", "r", "d")).alias("events"),
-        F.count_if(F.col(OP) == "d").alias("deletes"),
-        F.max(F.when(F.col(OP) == "t", F.struct(F.col(LSN), F.col(IDX)))).alias("truncate"),
-        F.min(F.when(F.col(OP).isNotNull(), F.struct(F.col(LSN), F.col(IDX)))).alias("first"),
-        F.array_distinct(F.flatten(F.collect_set(
-            F.when(F.size(F.col(TOAST)) > 0, F.col(TOAST))))).alias("toast"),
-        F.max(F.when(F.col(OP).isNotNull(), F.col(TS))).alias("newest"),
-        F.max(F.when(F.col(OP).isNotNull(), F.col(LSN))).alias("newest_lsn"),
-    ).first()
-    assert row is not None
-    truncate = Position(*row["truncate"]) if row["truncate"] is not None else None
-    first = Position(*row["first"]) if row["first"] is not None else None
-    return row["corrupt"], BatchFacts(row["events"], row["deletes"], truncate,
-                                      sorted(row["toast"] or []), first, row["newest"],
-                                      row["newest_lsn"])
 
 
 class BatchProcessor:
@@ -221,7 +123,6 @@ class BatchProcessor:
         self.metrics = metrics.BatchMetrics()  # each table's freshness (runtime/metrics.py)
         self.watch = metrics.Watch(None if config.available_now
                                    else metrics.trigger_seconds(config.interval))
-        self._to_spark: dict[str, str] = {}  # this batch's tables delta-rs left to Spark
         self._sinks: dict[str, TableSink] = {}
         self.lease: Lease | None = None  # the writer lease of the target (`lake/lease.py`)
         self.lease_lost: str | None = None  # why the job stopped: another job took the lake
@@ -244,8 +145,6 @@ class BatchProcessor:
                      "Spark (--parallel-tables)", io_tables, spark_tables)
         self._local = threading.local()
         self._lock = threading.Lock()
-        # (schema id, original names) → decoder and the Spark types of its row columns
-        self._writers: dict[tuple[int, bool], tuple[WriterSchema, dict[str, DataType]]] = {}
         self.store = (PendingStore(spark, config.target, app_id) if config.consistent_cuts
                       else None)
         # plain streaming: the heartbeat state tombstone expiry needs (`expiry`)
@@ -259,8 +158,11 @@ class BatchProcessor:
             log.info("tombstone expiry off: %s", config.expiry_off)
         # --history: each table's history follows its mirror, per batch (runtime/history_job.py)
         self.history = HistoryWriter(config, app_id) if config.history else None
+        # the two engine paths of a table's part of a batch (each returns a `TableApplied`)
+        self.delta_rs = DeltaRsPath(spark, self)
+        self.by_spark = SparkPath(self)
 
-    def _session(self) -> SparkSession:
+    def session(self) -> SparkSession:
         """This worker thread's session: Delta reads the idempotent-write settings from the
         session conf, so concurrent tables must not share one."""
         session: SparkSession | None = getattr(self._local, "spark", None)
@@ -271,7 +173,7 @@ class BatchProcessor:
             self._local.spark = session
         return session
 
-    def _sink(self, table: TableId) -> TableSink:
+    def sink(self, table: TableId) -> TableSink:
         with self._lock:
             if table.path not in self._sinks:
                 self._sinks[table.path] = open_table_sink(self.config, self.app_id, table)
@@ -280,14 +182,8 @@ class BatchProcessor:
     def _mirror(self, table: TableId) -> Mirror:
         """The table's mirror, for the features only a mirror format has (config.py refuses
         them for other formats)."""
-        mirror = self._sink(table).mirror
+        mirror = self.sink(table).mirror
         assert mirror is not None, f"--format {self.config.format} keeps no mirror"
-        return mirror
-
-    def _delta(self, table: TableId) -> DeltaMirror:
-        """The table's Delta mirror, for the fast path (only Delta has it: `FAST_MERGE`)."""
-        mirror = self._mirror(table)
-        assert isinstance(mirror, DeltaMirror), f"--format {self.config.format}: no fast path"
         return mirror
 
     def close(self) -> None:
@@ -530,8 +426,7 @@ class BatchProcessor:
             tables = {*self.stats.tables, *failed}
         lags = self.metrics.observe_batch(max(beats, default=None), tables, failed)
         metrics.publish(self.metrics, lags)
-        with self._lock:
-            to_spark, self._to_spark = self._to_spark, {}
+        to_spark = self.delta_rs.declined()
         batch_tables = [table_of(r["topic"]).path for r in summary if r["topic"] != beat_topic
                         and _is_table_topic(r["topic"])]
         for warning in self.watch.batch(took, failed, to_spark, batch_tables):
@@ -559,7 +454,7 @@ class BatchProcessor:
         (the batch's other tables are written, and the checkpoint moves on), so nothing is
         lost and nothing else waits. Events already dead for their own reason stay so."""
         table = table_of(topic)
-        reason = f"table {table.path} not written: {_error_class_line(exc)}"
+        reason = f"table {table.path} not written: {error_class_line(exc)}"
         log.error("batch %d: %s; its events go to the dead letters at %s", batch_id, reason,
                   self.config.dead_letter_dir)
         with self._lock:
@@ -622,149 +517,7 @@ class BatchProcessor:
                 out[topic].append((sid, body, partition, offset, key_sid))
         return out
 
-    def _writer(self, sid: int, schema: dict[str, Any], original: bool
-                ) -> tuple[WriterSchema, dict[str, DataType]]:
-        with self._lock:
-            found = self._writers.get((sid, original))
-        if found is None:
-            writer = WriterSchema.of(schema, original)
-            found = writer, row_types(self.spark, schema, writer.columns)
-            with self._lock:
-                self._writers[(sid, original)] = found
-        return found
-
-    def _by_delta_rs(self, table: TableId, plan: TopicPlan,
-                     records: list[Record], batch_id: int, topic: str,
-                     cut: BatchCut | None) -> TableApplied | None:
-        """The table's part of the batch through delta-rs (`delta/delta_rs_writer`); None when Spark
-        must do it (declined before anything was written, or delta-rs failed: Spark finishes
-        what delta-rs began, without applying anything twice)."""
-        try:
-            return self._fast(table, plan, records, batch_id, topic, cut)
-        except (Declined, NotForRows) as exc:
-            log.info("batch %d: %s: through Spark (%s)", batch_id, table.path, exc)
-            metrics.SPARK_PATH.labels(table.path, metrics.reason_label(str(exc))).inc()
-            with self._lock:
-                self._to_spark[table.path] = str(exc)
-        except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
-            if not table_failure(exc):
-                raise
-            self._delta(table).delta_rs_failed()  # opened again next time (a conflict, ...)
-            log.warning("batch %d: %s: delta-rs failed, through Spark instead: %s",
-                        batch_id, table.path, _error_class_line(exc))
-            metrics.SPARK_PATH.labels(table.path, "delta-rs failed").inc()
-            with self._lock:
-                self._to_spark[table.path] = "delta-rs failed"
-        return None
-
-    def _fast(self, table: TableId, plan: TopicPlan,
-              records: list[Record], batch_id: int, topic: str,
-              cut: BatchCut | None) -> TableApplied:
-        """The table's part of the batch through delta-rs. Raises Declined (or NotForRows)
-        before writing anything when Spark must do it."""
-        sink = self._delta(table)
-        original = sink.fast.original_names()
-        writers: dict[int, WriterSchema] = {}
-        types: dict[str, DataType] = {}
-        for sid, schema in plan.schemas.items():
-            writers[sid], sid_types = self._writer(sid, schema, original)
-            for column, type_ in sid_types.items():
-                if types.setdefault(column, type_) != type_:
-                    raise Declined(f"column {column} has several types in the batch")
-        with CLOCK.timing("decode"):
-            batch = decode_rows(((r[0], r[1]) for r in records), writers)
-        if any(r[4] is None and row[OP] != "t" for r, row in zip(records, batch.rows,
-                                                                  strict=True)) and any(
-                r[4] is not None for r in records):
-            # (events without a key beside keyed ones that are no truncate: `_split`)
-            raise Declined("several key schemas in one batch")
-        labels = {label for schema in plan.schemas.values()
-                  if (label := of_schema(schema)) is not None}
-        current = sink.incarnation
-        if any(drop_of(schema) for schema in plan.schemas.values()) and not (
-                current is not None and labels == {current.relation_id}):
-            # A drop of the incarnation the table holds is a truncate like any; the others
-            # (`rules/incarnation.py` drop_applies) are Spark's.
-            raise Declined("a table dropped upstream")
-        if labels and not (current is not None and labels == {current.relation_id}):
-            # A new table takes its only incarnation when created (`adopt`); anything else
-            # (a table re-created upstream, an existing table learning its relation id) is
-            # Spark's (`_incarnation`), which may rewrite the table.
-            if len(labels) > 1 or not batch.rows:
-                raise Declined("a table (re-)created upstream")
-            first = min((r[LSN], r[IDX]) for r in batch.rows)
-            self._take(table, sink, Incarnation(labels.pop(), Position(*first)), False, None)
-        waiting: list[int] = []
-        if cut is not None:  # --consistent-cuts: a filter in front of the merge
-            batch, waiting = split_held(batch, cut.bound)
-        key = plan.key_columns(original)
-        sink.fast.apply(batch, types, key, batch_id, self.config.maintenance_every)
-        if cut is not None:
-            cut.hold_keys(topic, [(records[i][2], records[i][3]) for i in waiting])
-        return TableApplied(
-            "delta-rs", len(batch.rows) - batch.truncates,
-            max((r[TS] for r in batch.rows if r[TS] is not None), default=None),
-            max((r[LSN] for r in batch.rows), default=None),
-            self.history.of_rows(table, batch.rows, types, key) if self.history else None)
-
-    @staticmethod
-    def _one_new_incarnation(plan: TopicPlan, sink: Mirror) -> int | None:
-        """The relation id of every schema of `plan` when they all have the same one and the
-        table does not hold it yet (else None: `_incarnation` decides)."""
-        labels = {of_schema(schema) for schema in plan.schemas.values()}
-        current = sink.incarnation
-        if len(labels) != 1 or None in labels or any(
-                drop_of(schema) for schema in plan.schemas.values()):
-            return None
-        label = labels.pop()
-        return None if current is not None and current.relation_id == label else label
-
-    def _take_new_incarnation(self, table: TableId, sink: Mirror, label: int,
-                              first: Position | None, decoded: DataFrame) -> bool:
-        """`_incarnation`'s decision for a part of one incarnation (`_one_new_incarnation`)
-        whose first change is `first` (None: no decodable change); the table replaced or
-        labelled first when needed. False: its events are of a table dropped since."""
-        current = sink.incarnation
-        decision = decide(current, {label: first} if first is not None else {})
-        if label not in decision.keep:
-            return False
-        if decision.table is not None and decision.changes(current):
-            self._take(table, sink, decision.table, decision.replace, decoded)
-        return True
-
-    def _incarnation(self, frames: DataFrame, topic: str, plan: TopicPlan,
-                     sink: Mirror, original: bool) -> TopicPlan:
-        """The plan of the events the table's upstream incarnation takes
-        (`spark_jobs/rules/incarnation.py`), the table replaced or labelled first when needed."""
-        drops = {sid: drop for sid, schema in plan.schemas.items()
-                 if (drop := drop_of(schema)) is not None}
-        # A drop event is never an incarnation's first change (it may follow the next one's).
-        labels = {sid: of_schema(schema) for sid, schema in plan.schemas.items()
-                  if sid not in drops}
-        current = sink.incarnation
-        if not drops and set(labels.values()) <= {None, current.relation_id if current else None}:
-            return plan
-        firsts: dict[int | None, Position] = {}
-        for label in set(labels.values()):
-            part = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
-                                          if sid in labels and labels[sid] == label})
-            row = (decode_topic(frames, topic, part, original).where(F.col(OP).isNotNull())
-                   .agg(F.min(F.struct(LSN, IDX))).first())
-            if row is not None and row[0] is not None:
-                firsts[label] = Position(*row[0])
-        decision = decide(current, firsts)
-        changes = {sid for sid, label in labels.items() if label in decision.keep}
-        exists = bool(changes) or sink.exists(self._session())
-        emptied = {sid for sid, drop in drops.items()
-                   if drop_applies(decision.table, drop, exists)}
-        kept = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
-                                      if sid in changes | emptied})
-        if decision.table is not None and decision.changes(current) and kept.schemas:
-            self._take(table_of(topic), sink, decision.table, decision.replace,
-                       decode_topic(frames, topic, kept, original))
-        return kept
-
-    def _take(self, table: TableId, mirror: Mirror, incarnation: Incarnation,
+    def take(self, table: TableId, mirror: Mirror, incarnation: Incarnation,
               replace: bool, template: DataFrame | None) -> None:
         """The one place a table takes a new upstream incarnation (`rules/incarnation.py`),
         whichever engine writes its batch: its history set aside first when the table is
@@ -773,7 +526,7 @@ class BatchProcessor:
         path, which only takes the one of a table still to be created)."""
         if replace and self.history is not None:
             self.history.replaced(table)
-        mirror.take(self._session(), incarnation, replace, template)
+        mirror.take(self.session(), incarnation, replace, template)
 
     @CLOCK.timed("merge")
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
@@ -787,11 +540,11 @@ class BatchProcessor:
         started = time.monotonic()
         with ExitStack() as cached:  # the Spark path's decoded frames, kept until _finish
             cached.enter_context(self.in_flight.table())
-            applied = (self._by_delta_rs(table, plan, records, batch_id, topic, cut)
+            applied = (self.delta_rs.apply(table, plan, records, batch_id, topic, cut)
                        if records is not None else None)
             if applied is None:
                 with self._spark_slots:  # as many Spark tables at once as cores, either pool
-                    applied = self._by_spark(frames, topic, plan, batch_id, cut, cached)
+                    applied = self.by_spark.apply(frames, topic, plan, batch_id, cut, cached)
             if applied is None:
                 return []
             self._finish(table, applied, batch_id, cut, started)
@@ -802,8 +555,8 @@ class BatchProcessor:
         """The batch's features, once per table, whichever engine applied it: the table's
         freshness, its catalog registration, the history, the cut's report (the table's
         versions, the newest commit time applied), counts, metrics and the table's log line."""
-        mirror = self._sink(table).mirror
-        session = self._session()
+        mirror = self.sink(table).mirror
+        session = self.session()
         self.metrics.applied(table.path, applied.newest_lsn, applied.newest_ts)
         if mirror is not None:
             mirror.register(session)
@@ -827,114 +580,8 @@ class BatchProcessor:
                      batch_id, table.path, applied.events, applied.decoded_at - started,
                      time.monotonic() - applied.decoded_at)
 
-    def _by_spark(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
-                  cut: BatchCut | None, cached: ExitStack) -> TableApplied | None:
-        """The table's part of the batch through Spark, its decoded frames cached until
-        `cached` closes; None when all its events were of a table dropped since."""
-        table = table_of(topic)
-        sink = self._sink(table)
-        mirror = sink.mirror
-        # The table's naming is fixed when it is created: column mapping, original names.
-        original = sink.original_names(self._session())
-        groups = key_groups(plan) if mirror is not None else [None]
-        # One new incarnation alone (a new table, or a table re-created upstream): its first
-        # position is the decoded part's own (`table_facts`), so the decision waits for it
-        # rather than decoding the part once more.
-        label = (self._one_new_incarnation(plan, mirror)
-                 if mirror is not None and cut is None and len(groups) == 1 else None)
-        if mirror is not None and label is None:
-            plan = self._incarnation(frames, topic, plan, mirror, original)
-            if not plan.schemas:
-                log.info("batch %d: %s: only events of a table dropped since", batch_id,
-                         table.path)
-                return None
-            groups = key_groups(plan)
-        # Each event is merged by the key it was written with: a batch holding events of
-        # several key schemas (a primary key changed or dropped) is applied to a mirror one
-        # key at a time, the key whose events come first first (see `key_groups`).
-        parts: list[tuple[DataFrame, int | None]] = []
-        for group in groups:
-            # Events with a key schema the registry does not know go with the newest key.
-            unknown = [k for k, r in plan.keys.items() if k is not None and r is None]
-            ids = [group, *unknown] if group == plan.key_schema_id else [group]
-            part = frames if len(groups) == 1 else frames.where(
-                F.col(KEY_SCHEMA_ID).isNull() if group is None
-                else F.col(KEY_SCHEMA_ID).isin(ids))
-            decoded = decode_topic(part, topic, plan, original).persist()
-            cached.callback(decoded.unpersist)
-            parts.append((decoded, group))
-        # --consistent-cuts: a filter in front of the merge, which stays the same.
-        with CLOCK.timing("decode"):  # table_facts is the first action on the decode
-            found = [(*table_facts(kept), kept, group) for kept, group in
-                     ((cut.hold(decoded, topic) if cut else decoded, group)
-                      for decoded, group in parts)]
-        found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
-        if label is not None:
-            assert mirror is not None
-            if not self._take_new_incarnation(table, mirror, label, found[0][1].first,
-                                              found[0][2]):
-                log.info("batch %d: %s: only events of a table dropped since", batch_id,
-                         table.path)
-                return None
-        decoded_at = time.monotonic()
-        dead, events, applied = [], 0, []
-        for corrupt, facts, decoded, group in found:
-            changes, corrupt_rows = split_corrupt(decoded, frames, topic)
-            known = group is None or plan.keys.get(group) is not None
-            key = plan.key_columns(original, group if known and len(found) > 1 else -1)
-            applied.append((changes, key))
-            if corrupt:
-                dead.append(corrupt_rows)  # recomputed from the cached frames later
-            events += facts.events
-            sink.apply(self._session(), changes, facts, key, batch_id,
-                       part="" if len(found) == 1 or group == plan.key_schema_id
-                       else f"#key{group}")
-        history = (self.history.of_frames(table, applied, plan.key_columns(original))
-                   if self.history is not None and mirror is not None else None)
-        return TableApplied(
-            "spark" if mirror is not None else self.config.format, events,
-            max((f[1].newest_ts for f in found if f[1].newest_ts is not None), default=None),
-            max((f[1].newest_lsn for f in found if f[1].newest_lsn is not None), default=None),
-            history, dead, decoded_at)
-
-
 def _lsn(value: int | None) -> str:
     return "none" if value is None else lsn_to_str(value)
-
-
-# A record the fast path decodes: (schema id, Avro body, partition, offset, key schema id).
-Record = tuple[int, bytes, int, int, int | None]
-
-
-def key_groups(plan: TopicPlan) -> list[int | None]:
-    """The key schema ids of a topic's events in a batch, one group each when there are
-    several (None: events without a key); one group for all when every event has the same
-    key schema. Events with a key schema the registry does not know go with the newest."""
-    known = [sid for sid, record in plan.keys.items() if sid is None or record is not None]
-    return sorted(known, key=lambda sid: -1 if sid is None else sid) if len(known) > 1 \
-        else [None]
-
-
-# A stopping query or Spark (its jobs cancelled, its gateway gone) is no fault of a table: the
-# batch must fail, and re-run from the checkpoint, rather than dead-letter good events.
-_STOPPING = ("SPARK_JOB_CANCELLED", "was cancelled", "InterruptedException",
-             "SparkContext was shut down", "SparkContext has been shutdown")
-
-
-def table_failure(exc: Exception) -> bool:
-    """Whether a table's error is its own (dead-letter it) rather than the job stopping."""
-    if isinstance(exc, Py4JNetworkError):
-        return False
-    text = str(exc)
-    return not any(marker in text for marker in _STOPPING)
-
-
-def _error_class_line(exc: Exception) -> str:
-    """The error's own message, not its trace: the line naming Spark's error class
-    (``[DELTA_...]``) when there is one, else the first line."""
-    lines = (line.strip() for line in str(exc).strip().splitlines())
-    text = next((line for line in lines if "[" in line and "]" in line), first_line(exc))
-    return text[:300]
 
 
 def app_id(spark: SparkSession, checkpoint: str) -> str:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs.runtime.job import table_facts
+from spark_jobs.runtime.spark_path import table_facts
 from spark_jobs.sinks.delta import DeltaMirror
 
 SCHEMA = ("id long, name string, bio string, _cdc_op string, _cdc_commit_lsn long, "

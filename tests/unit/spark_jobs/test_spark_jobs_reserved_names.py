@@ -135,7 +135,7 @@ def test_negative_zero_float_key_is_kept(spark: SparkSession) -> None:
 
 def test_negative_zero_float_key_lands_in_delta(spark: SparkSession, tmp_path: Path) -> None:
     """Through the table's first append and a later MERGE (insert and update)."""
-    from spark_jobs.runtime.job import table_facts
+    from spark_jobs.runtime.spark_path import table_facts
     from spark_jobs.sinks.delta import DeltaMirror
 
     schema = ("k double, v string, _cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, "

@@ -22,7 +22,7 @@ from pyspark.sql.types import (
 from spark_jobs.events.decode import decode_topic, plan_batch, split_corrupt
 from spark_jobs.events.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
 from spark_jobs.rules.widening import batch_type, column_change
-from spark_jobs.runtime.job import table_facts
+from spark_jobs.runtime.spark_path import table_facts
 from spark_jobs.sinks.delta import DeltaMirror
 from tests.support.events import LocalRegistry, table_events
 from tests.support.schemas import FixedSchemas

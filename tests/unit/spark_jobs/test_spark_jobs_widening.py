@@ -11,7 +11,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DecimalType, DoubleType, FloatType, IntegerType, LongType, StringType
 
 from spark_jobs.rules.widening import widened
-from spark_jobs.runtime.job import table_facts
+from spark_jobs.runtime.spark_path import table_facts
 from spark_jobs.sinks.delta import DeltaMirror
 
 META = "_cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, _cdc_ts_ms long, " \
