@@ -1,17 +1,37 @@
-"""One batch's side of `--consistent-cuts` (`rules/cut_policy.py`): the bound its tables
-apply, the changes they hold back, and what they report back for the batch's cut."""
+"""`--consistent-cuts` batch by batch (`rules/cut_policy.py` has the rules): one batch's side
+(`BatchCut`: the bound its tables apply, the changes they hold back, what they report back),
+and the run's (`BatchCuts`: the state each batch starts from, the held-back records stored,
+the cut recorded). The job (`runtime/job.py`) calls them in the batch's flow."""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from connector.pgoutput.lsn import lsn_to_str
+
+from ..lake.phases import CLOCK
 from ..rules.changes import IDX, LSN, OP
-from ..rules.cut_policy import TRUNCATE_INDEX
+from ..rules.cut_policy import (
+    TRUNCATE_INDEX,
+    CutState,
+    after,
+    cut_lsn,
+    initial,
+    records_cut,
+)
 from ..rules.names import OFFSET, PARTITION
+from .manifest import Cut, append_cut, read_cuts
+from .pending import RAW_COLUMNS, PendingStore
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -68,3 +88,104 @@ class BatchCut:
                 self.tombstones[path] = tombstones
             if newest_ts is not None:
                 self.newest_ts = max(newest_ts, self.newest_ts or newest_ts)
+
+
+class TableVersions(Protocol):
+    """What a new application's first state reads of each table already in the lake (a
+    mirror's, `sinks/mirror.py`)."""
+
+    def version(self, spark: SparkSession) -> int | None: ...
+
+    def newest_position(self, spark: SparkSession) -> int | None: ...
+
+    def tombstones_version(self, spark: SparkSession) -> int | None: ...
+
+
+class BatchCuts:
+    """`--consistent-cuts` across a run's batches: the state each batch starts from (the
+    previous batch's, kept in the pending store, `pending.py`), the records a batch holds
+    back stored for the next one, and its state and cut written once every table is."""
+
+    def __init__(self, spark: SparkSession, target: str, app_id: str) -> None:
+        self.spark = spark
+        self.target = target
+        self.app_id = app_id
+        self.store = PendingStore(spark, target, app_id)
+
+    def done(self, batch_id: int) -> bool:
+        """Whether the batch was applied with its cut already (a re-run)."""
+        return self.store.done(batch_id)
+
+    def previous(self, batch_id: int,
+                 tables: Callable[[], Iterable[tuple[str, TableVersions]]]) -> CutState:
+        """The state the batch starts from: the previous batch's, or a new application's
+        (`fresh_state`, over the lake's `tables`: `<schema>/<table>` and its mirror)."""
+        return self.store.latest(batch_id) or self.fresh_state(tables())
+
+    def source(self, batch: DataFrame, previous: CutState) -> DataFrame:
+        """The batch's Kafka records, the ones the previous batch held back in front."""
+        source = batch.select(*RAW_COLUMNS)
+        if previous.pending:
+            source = source.unionByName(self.store.read_rows(previous.pending))
+        return source
+
+    def fresh_state(self, tables: Iterable[tuple[str, TableVersions]]) -> CutState:
+        """A new application's start (a new checkpoint, or --consistent-cuts turned on): the
+        tables already in the lake are in every cut from the first one on, and no cut is
+        recorded below what they already hold: the manifest's last cut, or the newest position
+        any table holds (a row, a tombstone, a truncate), which a target filled without
+        --consistent-cuts (or by a --replay) may have reached."""
+        cuts = read_cuts(self.target)
+        floor = max((c.lsn for c in cuts), default=None)
+        versions: dict[str, int] = {}
+        tombstones: dict[str, int] = {}
+        for rel, table in tables:
+            found_version = table.version(self.spark)
+            if found_version is None:
+                continue
+            versions[rel] = found_version
+            held_up_to = table.newest_position(self.spark)  # loads it: its tombstones known
+            tomb_version = table.tombstones_version(self.spark)
+            if tomb_version is not None:
+                tombstones[rel] = tomb_version
+            if held_up_to is not None:  # a cut at held_up_to or later
+                floor = max(floor if floor is not None else -1, held_up_to - 1)
+        log.info("--consistent-cuts: %d table(s) in the lake; cuts start above %s",
+                 len(versions), lsn_text(floor))
+        return initial(floor, versions, time.time_ns() // 1_000_000, tombstones)
+
+    @CLOCK.timed("commit")
+    def hold(self, frames: DataFrame, cut: BatchCut, batch_id: int) -> None:
+        """Store the Kafka records of the changes this batch held back (`BatchCut.hold`)."""
+        parts = list(cut.held_frames)
+        if cut.held_keys:
+            parts.append(self.spark.createDataFrame(
+                cut.held_keys, "topic string, partition int, offset long"))
+        if not parts:
+            return
+        keys = parts[0]
+        for part in parts[1:]:
+            keys = keys.unionByName(part)
+        cut.pending = self.store.write_rows(
+            frames.join(keys, ["topic", "partition", "offset"], "left_semi"), batch_id)
+
+    def record(self, previous: CutState, cut: BatchCut, batch_id: int, now: int
+               ) -> tuple[CutState, Cut | None]:
+        """The batch's state stored, and its cut recorded (returned) when every table is
+        written, in that order after the cut (a re-run batch finds its state: done)."""
+        recorded = records_cut(previous, cut.bound)
+        state = after(previous, batch_id, cut.bound, cut.heartbeat, cut.newest_ts, cut.pending,
+                      cut.versions, recorded, now, cut.restart, cut.tombstones)
+        new: Cut | None = None
+        if recorded:
+            assert cut.bound is not None
+            new = Cut(cut_lsn(cut.bound), batch_id, state.versions, state.source_ts_ms,
+                      tombstones=state.tombstones)
+            append_cut(self.target, new, self.app_id)
+        self.store.write_state(state)
+        self.store.prune(batch_id)
+        return state, new
+
+
+def lsn_text(value: int | None) -> str:
+    return "none" if value is None else lsn_to_str(value)

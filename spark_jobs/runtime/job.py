@@ -6,7 +6,6 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -16,11 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
-from connector.pgoutput.lsn import lsn_to_str
-
-from ..cuts.batch import BatchCut
-from ..cuts.manifest import Cut, append_cut, read_cuts
-from ..cuts.pending import HEARTBEATS, RAW_COLUMNS, PendingStore, heartbeat_positions
+from ..cuts.batch import BatchCut, BatchCuts, lsn_text
+from ..cuts.expiry import TombstoneExpiry
+from ..cuts.pending import HEARTBEATS, PendingStore, heartbeat_positions
 from ..events.decode import (
     DEAD_COLUMNS,
     TopicPlan,
@@ -39,9 +36,7 @@ from ..rules.cut_policy import (
     CutState,
     after,
     bound,
-    cut_lsn,
     initial,
-    records_cut,
     stale_warning,
 )
 from ..rules.expiry import read_to_listed
@@ -127,7 +122,7 @@ class BatchProcessor:
         self.lease: Lease | None = None  # the writer lease of the target (`lake/lease.py`)
         self.lease_lost: str | None = None  # why the job stopped: another job took the lake
         self.query: StreamingQuery | None = None  # its progress reports (`_read_to_listed`)
-        self._expiry_waits = False  # a due expiry waits for a batch that read all there was
+        self.expiry = TombstoneExpiry(config.maintenance_every)  # (cuts/expiry.py)
         # Tables of a batch are written concurrently: their Delta commits, log reads and small
         # jobs leave cores idle when run one after another. The fast path's tables on a pool
         # of their own where the store makes them wait on requests rather than cores
@@ -145,8 +140,9 @@ class BatchProcessor:
                      "Spark (--parallel-tables)", io_tables, spark_tables)
         self._local = threading.local()
         self._lock = threading.Lock()
-        self.store = (PendingStore(spark, config.target, app_id) if config.consistent_cuts
-                      else None)
+        # --consistent-cuts (cuts/batch.py); `store`: where it keeps its state
+        self.cuts = BatchCuts(spark, config.target, app_id) if config.consistent_cuts else None
+        self.store = self.cuts.store if self.cuts is not None else None
         # plain streaming: the heartbeat state tombstone expiry needs (`expiry`)
         self.beats = (PendingStore(spark, config.target, app_id, HEARTBEATS)
                       if not config.consistent_cuts and config.expiry_off is None else None)
@@ -194,7 +190,7 @@ class BatchProcessor:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         CLOCK.take()  # what a failed attempt of this batch left
-        if self.store is not None:
+        if self.cuts is not None:
             self._with_cut(batch, batch_id)
         elif self.beats is not None:
             self._with_expiry(batch, batch_id)
@@ -220,7 +216,8 @@ class BatchProcessor:
         now = time.time_ns() // 1_000_000
         previous = self.beats.latest(batch_id) or initial(None, {}, now)
         heartbeat, restart = self._process(batch, batch_id, None)
-        self._expire(previous.expiry, batch_id, lambda: self._read_to_listed(batch_id - 1))
+        self.expiry.run(self.spark, previous.expiry, batch_id, self._mirrors,
+                        lambda: self._read_to_listed(batch_id - 1))
         with CLOCK.timing("commit"):
             self.beats.write_state(after(previous, batch_id, None, heartbeat, None, None, {},
                                          False, now, restart))
@@ -230,43 +227,33 @@ class BatchProcessor:
         """A batch under `--consistent-cuts` (`cut_policy`, `held`): the records held back by
         the previous batch go in front of this one's, changes the heartbeats of earlier batches
         do not vouch for wait, and once every table is written the cut is recorded."""
-        assert self.store is not None
-        if self.store.done(batch_id):
+        assert self.cuts is not None
+        if self.cuts.done(batch_id):
             log.info("batch %d: applied with its cut already (a re-run): skipped", batch_id)
             return
-        previous = self.store.latest(batch_id) or self._fresh_state()
+        previous = self.cuts.previous(batch_id, self._lake_tables)
         cut = BatchCut(bound(previous))
-        source = batch.select(*RAW_COLUMNS)
-        if previous.pending:
-            source = source.unionByName(self.store.read_rows(previous.pending))
-        cut.heartbeat, cut.restart = self._process(source, batch_id, cut)
-        self._expire(previous.expiry, batch_id)
+        cut.heartbeat, cut.restart = self._process(self.cuts.source(batch, previous), batch_id,
+                                                   cut)
+        self.expiry.run(self.spark, previous.expiry, batch_id, self._mirrors)
         with CLOCK.timing("commit"):
             self._record_cut(previous, cut, batch_id)
 
     def _record_cut(self, previous: CutState, cut: BatchCut, batch_id: int) -> None:
         """The batch's cut state stored, and its cut recorded when every table is written."""
-        assert self.store is not None
-        recorded = records_cut(previous, cut.bound)
+        assert self.cuts is not None
         now = time.time_ns() // 1_000_000
-        state = after(previous, batch_id, cut.bound, cut.heartbeat, cut.newest_ts, cut.pending,
-                      cut.versions, recorded, now, cut.restart, cut.tombstones)
-        if recorded:
-            assert cut.bound is not None
-            append_cut(self.config.target, Cut(cut_lsn(cut.bound), batch_id, state.versions,
-                                               state.source_ts_ms, tombstones=state.tombstones),
-                       self.app_id)
+        state, recorded = self.cuts.record(previous, cut, batch_id, now)
+        if recorded is not None:
             self.stats.cuts += 1
-            metrics.CUT_LSN.set(cut_lsn(cut.bound))
+            metrics.CUT_LSN.set(recorded.lsn)
             if state.source_ts_ms is not None:
                 metrics.CUT_SOURCE_TIME.set(state.source_ts_ms / 1000)
             log.info("batch %d: cut recorded at %s (%d table(s)), %d change(s) held back",
-                     batch_id, Cut(cut_lsn(cut.bound), batch_id, {}).lsn_text,
-                     len(state.versions), cut.held)
+                     batch_id, recorded.lsn_text, len(state.versions), cut.held)
         log.info("batch %d: --consistent-cuts: bound %s, %d change(s) held back, newest "
-                 "heartbeat %s", batch_id, _lsn(cut.bound), cut.held, _lsn(cut.heartbeat))
-        self.store.write_state(state)
-        self.store.prune(batch_id)
+                 "heartbeat %s", batch_id, lsn_text(cut.bound), cut.held,
+                 lsn_text(cut.heartbeat))
         self.stats.held = cut.held
         warning = stale_warning(state, cut.held > 0, self.config.heartbeat_topic, now)
         if warning:
@@ -281,57 +268,15 @@ class BatchProcessor:
         query = self.query
         return read_to_listed(query.lastProgress if query is not None else None, batch_id)
 
-    @CLOCK.timed("maintenance")
-    def _expire(self, bound_: int | None, batch_id: int,
-                 read_all: Callable[[], bool] = lambda: True) -> None:
-        """Tombstone expiry (`expiry`), every --maintenance-every batches: the tombstones of
-        the tables this run has met that are below `bound_`, the previous batch's persisted
-        `CutState.expiry` (a re-run batch deletes with the same bound: a no-op). With
-        --consistent-cuts it runs after the batch's tombstone versions were taken for its cut
-        (`pgcdc verify` reads them). `read_all`: whether the previous batch read all there was
-        (`_read_to_listed`); if not, the expiry waits for the next batch after one that did."""
-        every = self.config.maintenance_every
-        if bound_ is None or not every or (batch_id % every and not self._expiry_waits):
-            return
-        self._expiry_waits = not read_all()
-        if self._expiry_waits:
-            log.info("batch %d: tombstone expiry waits for a batch after one that read all "
-                     "there was (--max-offsets-per-trigger)", batch_id)
-            return
+    def _mirrors(self) -> list[Mirror]:
+        """The mirrors of the tables this run has met."""
         with self._lock:
-            mirrors = [m for s in self._sinks.values() if (m := s.mirror) is not None]
-        for mirror in mirrors:
-            removed = mirror.expire_tombstones(self.spark, bound_)
-            if removed:
-                log.info("batch %d: %s: %d tombstone(s) below %s expired", batch_id,
-                         mirror.path, removed, _lsn(bound_))
+            return [m for s in self._sinks.values() if (m := s.mirror) is not None]
 
-    def _fresh_state(self) -> CutState:
-        """A new application's start (a new checkpoint, or --consistent-cuts turned on): the
-        tables already in the lake are in every cut from the first one on, and no cut is
-        recorded below what they already hold: the manifest's last cut, or the newest position
-        any table holds (a row, a tombstone, a truncate), which a target filled without
-        --consistent-cuts (or by a --replay) may have reached."""
-        cuts = read_cuts(self.config.target)
-        floor = max((c.lsn for c in cuts), default=None)
-        versions: dict[str, int] = {}
-        tombstones: dict[str, int] = {}
-        for rel in self.config.lake_format.list_tables(self.spark, self.config.target):
-            schema, table = rel.split("/")
-            mirror = self._mirror(TableId(schema, table))
-            found_version = mirror.version(self.spark)
-            if found_version is None:
-                continue
-            versions[rel] = found_version
-            held_up_to = mirror.newest_position(self.spark)  # loads it: its tombstones known
-            tomb_version = mirror.tombstones_version(self.spark)
-            if tomb_version is not None:
-                tombstones[rel] = tomb_version
-            if held_up_to is not None:  # a cut at held_up_to or later
-                floor = max(floor if floor is not None else -1, held_up_to - 1)
-        log.info("--consistent-cuts: %d table(s) in the lake; cuts start above %s",
-                 len(versions), _lsn(floor))
-        return initial(floor, versions, time.time_ns() // 1_000_000, tombstones)
+    def _lake_tables(self) -> list[tuple[str, Mirror]]:
+        """The tables in the lake (`<schema>/<table>`) and their mirrors."""
+        return [(rel, self._mirror(TableId(*rel.split("/"))))
+                for rel in self.config.lake_format.list_tables(self.spark, self.config.target)]
 
     def _process(self, batch: DataFrame, batch_id: int, cut: BatchCut | None
                  ) -> tuple[int | None, int | None]:
@@ -391,7 +336,8 @@ class BatchProcessor:
                                                      batch_id)
             dead_count = sum(dead_counts.values())
             if cut is not None:
-                self._hold(frames, cut, batch_id)
+                assert self.cuts is not None
+                self.cuts.hold(frames, cut, batch_id)
         finally:
             frames.unpersist()
             for keys in cut.held_frames if cut is not None else []:
@@ -431,22 +377,6 @@ class BatchProcessor:
                         and _is_table_topic(r["topic"])]
         for warning in self.watch.batch(took, failed, to_spark, batch_tables):
             log.warning("%s", warning)
-
-    @CLOCK.timed("commit")
-    def _hold(self, frames: DataFrame, cut: BatchCut, batch_id: int) -> None:
-        """Store the Kafka records of the changes this batch held back (`held`)."""
-        assert self.store is not None
-        parts = list(cut.held_frames)
-        if cut.held_keys:
-            parts.append(self.spark.createDataFrame(
-                cut.held_keys, "topic string, partition int, offset long"))
-        if not parts:
-            return
-        keys = parts[0]
-        for part in parts[1:]:
-            keys = keys.unionByName(part)
-        cut.pending = self.store.write_rows(
-            frames.join(keys, ["topic", "partition", "offset"], "left_semi"), batch_id)
 
     def _not_written(self, frames: DataFrame, topic: str, plan: TopicPlan, exc: Exception,
                      batch_id: int) -> DataFrame:
@@ -579,10 +509,6 @@ class BatchProcessor:
             log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",
                      batch_id, table.path, applied.events, applied.decoded_at - started,
                      time.monotonic() - applied.decoded_at)
-
-def _lsn(value: int | None) -> str:
-    return "none" if value is None else lsn_to_str(value)
-
 
 def app_id(spark: SparkSession, checkpoint: str) -> str:
     """A stable id per checkpoint for Delta's idempotent writes: a new checkpoint (a rebuild)
