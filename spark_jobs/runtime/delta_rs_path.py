@@ -57,9 +57,9 @@ class DeltaRsPath:
 
     def apply(self, table: TableId, plan: TopicPlan, records: list[Record], batch_id: int,
               topic: str, cut: BatchCut | None) -> TableApplied | None:
-        """The table's part of the batch through delta-rs (`DeltaRsSink`); None when Spark must do
-        it (declined before anything was written, or delta-rs failed: Spark finishes
-        what delta-rs began, without applying anything twice)."""
+        """The table's part of the batch through delta-rs (`DeltaRsSink`); None when Spark must
+        do it (declined before anything was written, or delta-rs failed: Spark finishes what
+        delta-rs began, without applying anything twice)."""
         try:
             return self._apply(table, plan, records, batch_id, topic, cut)
         except (Declined, NotForRows) as exc:
@@ -111,10 +111,11 @@ class DeltaRsPath:
             # A new table takes its only incarnation when created (`adopt`); anything else
             # (a table re-created upstream, an existing table learning its relation id) is
             # Spark's (`spark_path.SparkPath`), which may rewrite the table.
-            if len(labels) > 1 or not batch.rows:
+            if len(labels) > 1 or not batch.rows or sink.state.loaded:
                 raise Declined("a table (re-)created upstream")
             first = min((r[LSN], r[IDX]) for r in batch.rows)
-            self.tables.take(table, sink, Incarnation(labels.pop(), Position(*first)), False, None)
+            self.tables.take(table, sink, Incarnation(labels.pop(), Position(*first)), False,
+                             None)
         waiting: list[int] = []
         if cut is not None:  # --consistent-cuts: a filter in front of the merge
             batch, waiting = split_held(batch, cut.bound)
