@@ -520,6 +520,7 @@ class BatchProcessor:
                      batch_id, table.path, applied.events, applied.decoded_at - started,
                      time.monotonic() - applied.decoded_at)
 
+
 def _is_table_topic(topic: str) -> bool:
     try:
         table_of(topic)

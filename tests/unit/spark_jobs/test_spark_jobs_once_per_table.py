@@ -27,7 +27,6 @@ from tests.support.events import LocalRegistry, TableEvents, table_events
 from tests.support.schemas import FixedSchemas
 
 COLUMNS = [("a", "int8"), ("b", "int8")]
-DATABASE = "once47"
 FEATURES = ("freshness", "registration", "history", "incarnation", "replaced")
 
 
@@ -90,10 +89,11 @@ def test_each_feature_takes_each_table_once_whichever_engine_wrote_it(
         [(a.topic, *a_again.change("c", 30, 0, after={"a": 5, "b": 5})),
          (b_by_ab.topic, *b_by_ab.change("u", 31, 0, after={"a": 1, "b": 2}))],
     ]
-    spark.sql(f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    database = f"once47_{fast_merge}"
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
     config = MergeConfig("unused:9092", "http://unused", str(tmp_path / "lake"),
                          topics=(a.topic, b_by_a.topic), history=("public.*",),
-                         database=DATABASE, fast_merge=fast_merge)
+                         database=database, fast_merge=fast_merge)
     processor = BatchProcessor(spark, config, "test-app", FixedSchemas(registry.schemas))
     expected = [{("incarnation", "public/a"): 1, ("incarnation", "public/b"): 1},
                 {("incarnation", "public/a"): 1, ("replaced", "public/a"): 1}]
@@ -112,6 +112,6 @@ def test_each_feature_takes_each_table_once_whichever_engine_wrote_it(
     # which engine wrote what: on, a then b through delta-rs; off, none
     assert fast_tables == ([1, 2] if fast_merge == "auto" else [0, 0])
     for table in ("public__a", "public__b"):
-        assert spark.catalog.tableExists(f"{DATABASE}.{table}")
+        assert spark.catalog.tableExists(f"{database}.{table}")
     rows = spark.read.format("delta").load(str(tmp_path / "lake" / "public" / "a")).collect()
     assert [(r["a"], r["b"]) for r in rows] == [(5, 5)]  # the old incarnation's rows went
