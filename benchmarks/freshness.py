@@ -93,7 +93,8 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 from spark_jobs.lake.storage import options_for  # noqa: E402
 from spark_jobs.runtime.config import MergeConfig  # noqa: E402
-from spark_jobs.runtime.job import BatchReport, start_merge  # noqa: E402
+from spark_jobs.runtime.job import BatchReport  # noqa: E402
+from spark_jobs.runtime.query import start_merge  # noqa: E402
 from spark_jobs.runtime.session import local_session  # noqa: E402
 
 GROWING = (15, 30, 5)  # one transaction's inserts, updates, deletes: merge.py's 30/60/10 mix

@@ -6,7 +6,7 @@ Data flow of one micro-batch (see `runtime/job.py`):
                → decode (writer schema per id from the registry, `from_avro` per (topic, id))
                → changes (order by (commit_lsn, txn_index), truncate placement, latest per key,
                           unchanged-TOAST carry-forward)
-               → plan (MERGE conditions and assignments) → delta_sink / parquet_sink
+               → plan (MERGE conditions and assignments) → sinks/delta / parquet_sink
     undecodable rows → dead_letter
 """
 

@@ -33,7 +33,7 @@ from spark_jobs.runtime.console import (  # noqa: E402
     query_failure,
     say,
 )
-from spark_jobs.runtime.job import ReplayTargetNotEmpty, run_merge  # noqa: E402
+from spark_jobs.runtime.query import ReplayTargetNotEmpty, run_merge  # noqa: E402
 from spark_jobs.runtime.session import DELTA_CONF  # noqa: E402
 
 

@@ -6,8 +6,8 @@ The same rows `decode.decode_topic` makes as a DataFrame: the table's row column
 lake stores, in the form pyarrow builds the lake's Arrow types from: temporal values stay
 the integers Avro carries (microseconds, days: `timestamp[us]` and `date32` take them
 as they are, whatever the year), decimals are `Decimal`, uuids strings, time of day
-microseconds (`lake_types`). The fast path (`fast_sink`) uses these; the Spark path decodes
-with `from_avro`; a test runs both over the same events.
+microseconds (`lake_types`). The fast path (`delta/delta_rs_writer`) uses these; the Spark
+path decodes with `from_avro`; a test runs both over the same events.
 
 `decode_rows` decodes through the C extension when it is built and every writer schema of
 the batch compiled for it (`row_program`), else with fastavro (the reference): the same rows

@@ -1,6 +1,6 @@
 """Tombstone expiry: which tombstones no change can need any more. Pure: the job
 (`runtime/job.py`) applies the bound during maintenance through delta-rs
-(`fast_sink.DeltaRsSink.expire_tombstones`) or Spark (`SparkDeltaSink.expire_tombstones`).
+(`delta_rs_writer.DeltaRsSink.expire_tombstones`) or Spark (`SparkDeltaSink.expire_tombstones`).
 
 Contract: a tombstone (key k, position P = its delete's `_cdc_commit_lsn`) may go once no change
 of k with `commit_lsn <= P` can reach the job again. Batch N expires the tombstones with

@@ -1,6 +1,6 @@
 """The batch logic of `changes` and `plan.not_deleted_later` over Python rows (dicts), for the
-fast path (`fast_sink`): the same rules, stated once in those modules' docstrings, checked
-equal by a test running both over random batches.
+fast path (`delta/delta_rs_writer`): the same rules, stated once in those modules'
+docstrings, checked equal by a test running both over random batches.
 
 Keys compare as Spark compares them: NULL equals NULL (the MERGE's null-safe equality),
 -0.0 equals 0.0, NaN equals NaN."""

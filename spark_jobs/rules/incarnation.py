@@ -41,7 +41,7 @@ relation ids were recorded). A table holding a newer incarnation (first change a
 dropped table. A table not created yet is not created for a drop alone.
 
 Pure: the job supplies each incarnation's first position in the batch and applies the
-decision (`delta_sink.SparkDeltaSink.take`, `fast_sink.DeltaRsSink.adopt`).
+decision (`spark_writer.SparkDeltaSink.take`, `delta_rs_writer.DeltaRsSink.adopt`).
 """
 
 from __future__ import annotations

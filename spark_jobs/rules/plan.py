@@ -17,8 +17,8 @@ SOURCE, TARGET = "s", "t"
 @dataclass(frozen=True)
 class Dialect:
     """How the plan is spelled for an engine: Spark SQL (Delta's MERGE in Spark) or DataFusion
-    SQL (delta-rs's MERGE, `fast_sink`). The conditions are the same; only quoting, null-safe
-    equality and the array test differ."""
+    SQL (delta-rs's MERGE, `delta/delta_rs_writer`). The conditions are the same; only quoting,
+    null-safe equality and the array test differ."""
 
     quote: Callable[[str], str]
     null_safe_eq: str  # "{l} ... {r}": equal, or both NULL

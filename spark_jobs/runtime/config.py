@@ -120,8 +120,8 @@ class MergeConfig:
     database: str | None = field(default=None, metadata=option(
         "register each Delta table in the Spark catalog as NAME.<schema>__<table> (created if "
         "missing)", metavar="NAME"))
-    # Tables' parts of a batch through delta-rs (spark_jobs/sinks/fast_sink.py): auto = when
-    # delta-rs reaches the target (`fast_merge_on`).
+    # Tables' parts of a batch through delta-rs (spark_jobs/sinks/delta/delta_rs_writer.py):
+    # auto = when delta-rs reaches the target (`fast_merge_on`).
     fast_merge: str = field(default="auto", metadata=option(
         "apply tables' batches through delta-rs (auto: when delta-rs reaches --target: a local "
         "path, s3a://, abfss://, gs://; off: always through Spark)", choices=("auto", "off")))

@@ -1,80 +1,81 @@
-"""The streaming query: Kafka source → foreachBatch(BatchProcessor) → Delta / Parquet."""
+"""One micro-batch, start to end: `BatchProcessor`, the streaming query's foreachBatch function
+(`query.py` starts the query).
+
+1. The batch's Kafka records are cached, summarized per topic and schema id, and planned
+   (`events/decode.plan_batch`); heartbeats read (`cuts/pending.heartbeat_positions`).
+   Under --consistent-cuts the records the previous batch held back go in front
+   (`cuts/batch.BatchCuts`).
+2. Each topic goes to one engine path (`rounds.split_batch`): the fast path
+   (`delta_rs_path.DeltaRsPath`: a round's records collected to the driver, decoded in Python,
+   merged through delta-rs) or the Spark path (`spark_path.SparkPath`); a table the fast path
+   declines goes to Spark. Tables are written concurrently (`_table`).
+3. Each path writes the table and returns a `TableApplied` (`engine.py`). Then, once per
+   table whichever engine wrote it (`_finish`): its freshness, its catalog registration, its
+   history, its versions for the cut, counts and metrics; a new upstream incarnation is taken
+   in one place too (`take`).
+4. Dead letters are written (`sinks/dead_letter.py`), held-back records stored, tombstones
+   expired when due (`cuts/expiry.py`), the cut or the heartbeat state recorded.
+
+Tables are reached through the format registry (`sinks/__init__.py`): `TableSink` for any
+format, `Mirror` for the features a mirror has (`sinks/mirror.py`): job.py imports no format."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-import uuid
-from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from py4j.protocol import Py4JNetworkError  # type: ignore[import-untyped]
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
-from pyspark.sql.types import DataType
 
-from connector.errors import first_line
-from connector.pgoutput.lsn import lsn_to_str
-
-from ..cuts.manifest import Cut, append_cut, read_cuts
-from ..cuts.pending import HEARTBEATS, RAW_COLUMNS, PendingStore, heartbeat_positions
+from ..cuts.batch import BatchCut, BatchCuts, lsn_text
+from ..cuts.expiry import TombstoneExpiry
+from ..cuts.pending import HEARTBEATS, PendingStore, heartbeat_positions
 from ..events.decode import (
     DEAD_COLUMNS,
     TopicPlan,
-    decode_topic,
     plan_batch,
-    split_corrupt,
     undecodable,
 )
 from ..events.registry import SchemaCache
-from ..events.rows import NotForRows, WriterSchema, decode_rows, split_held
 from ..events.summary import summarize
 from ..events.wire import BODY, KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
-from ..history.sink import HISTORY_DIR, LOG_DIR
-from ..lake import storage
-from ..lake.files import HadoopFs
-from ..lake.lease import LakeBusy, Lease
+from ..lake.lease import Lease
 from ..lake.phases import CLOCK, InFlight
-from ..rules.changes import IDX, LSN, OP, TOAST, TS, Position, q
+from ..rules.changes import q
 from ..rules.cut_policy import (
-    TRUNCATE_INDEX,
     CutState,
     after,
     bound,
-    cut_lsn,
     initial,
-    records_cut,
     stale_warning,
 )
 from ..rules.expiry import read_to_listed
-from ..rules.incarnation import Incarnation, decide, drop_applies, drop_of, of_schema
-from ..rules.names import OFFSET, PARTITION, TableId, table_of
+from ..rules.incarnation import Incarnation
+from ..rules.names import TableId, table_of
 from ..sinks import FAST_MERGE
 from ..sinks.dead_letter import write_dead_letters
-from ..sinks.delta_sink import SparkDeltaSink
-from ..sinks.fast_sink import Declined, row_types
-from ..sinks.table_sink import BatchFacts, TableSettings, TableSink
+from ..sinks.mirror import Mirror
+from ..sinks.table_sink import TableSettings, TableSink
 from . import metrics
 from .config import MergeConfig
-from .history_job import HistoryEvents, HistoryWriter
+from .delta_rs_path import DeltaRsPath
+from .engine import Record, TableApplied, error_class_line, key_groups, table_failure
+from .history_job import HistoryWriter
 from .rounds import BatchSplit, run_rounds, spark_reasons, split_batch
+from .spark_path import SparkPath
 
 log = logging.getLogger(__name__)
-APP_ID_FILE = "pgcdc-app-id"
 
 
 # Per worker session. (materializeSource=none would spare Delta's copy of the cached MERGE
 # source, but Delta then fails a MERGE when another thread caches a DataFrame meanwhile.)
 WORKER_CONF: dict[str, str] = {}
-
-
-class ReplayTargetNotEmpty(RuntimeError):
-    pass
 
 
 @dataclass
@@ -104,103 +105,14 @@ class MergeStats:
     held: int = 0  # changes held back by the last batch (--consistent-cuts)
 
 
-@dataclass
-class BatchCut:
-    """One batch's side of `--consistent-cuts` (`cut_policy`): the bound it applies, and what
-    its tables report back: the keys (topic, partition, offset) of the records they held
-    back, their Delta versions and the newest commit time they applied."""
-
-    bound: int | None
-    heartbeat: int | None = None  # highest heartbeat LSN of this batch (for the next one)
-    restart: int | None = None  # highest heartbeat restart_lsn of this batch
-    held_frames: list[DataFrame] = field(default_factory=list)  # persisted keys (Spark path)
-    held_keys: list[tuple[str, int, int]] = field(default_factory=list)  # (fast path)
-    held: int = 0
-    newest_ts: int | None = None
-    versions: dict[str, int] = field(default_factory=dict)
-    tombstones: dict[str, int] = field(default_factory=dict)  # Delta versions of tombstones
-    pending: str | None = None  # where the held-back records were stored
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    # The changes held back are split off before the merge, by each engine in the form it
-    # holds them in (`hold`: a filter of the Spark path's DataFrame; `hold_keys`: the keys of
-    # the Python rows `rows.split_held` set aside): the two cannot share that step. What was
-    # applied is reported once per table, whichever engine applied it (`applied`, from
-    # `BatchProcessor._finish`).
-    def hold(self, decoded: DataFrame, topic: str) -> DataFrame:
-        """The changes of `decoded` (one topic's `decode_topic`, cached) this batch applies;
-        the keys of the others are kept (cached) for the pending store. Same rule as
-        `cut_policy.held`; undecodable rows pass on (to the dead letters)."""
-        lsn, op = F.col(LSN), F.col(OP)
-        snapshot = (op == "r") | ((op == "t") & (F.col(IDX) == TRUNCATE_INDEX))
-        waits = (lsn.isNotNull() if self.bound is None else
-                 (lsn > F.lit(self.bound)) | ((lsn == F.lit(self.bound)) & ~snapshot))
-        keys = decoded.where(waits).select(
-            F.lit(topic).alias("topic"), F.col(PARTITION).alias("partition"),
-            F.col(OFFSET).alias("offset")).persist()
-        count = keys.count()
-        with self.lock:
-            self.held += count
-            (self.held_frames.append(keys) if count else keys.unpersist())
-        return decoded.where(~waits | lsn.isNull())
-
-    def hold_keys(self, topic: str, keys: list[tuple[int, int]]) -> None:
-        with self.lock:
-            self.held_keys.extend((topic, p, o) for p, o in keys)
-            self.held += len(keys)
-
-    def applied(self, path: str, version_: int | None, newest_ts: int | None,
-                tombstones: int | None) -> None:
-        with self.lock:
-            if version_ is not None:
-                self.versions[path] = version_
-            if tombstones is not None:
-                self.tombstones[path] = tombstones
-            if newest_ts is not None:
-                self.newest_ts = max(newest_ts, self.newest_ts or newest_ts)
-
-
-@dataclass
-class TableApplied:
-    """What one engine applied of a table's part of a batch: what the batch's features
-    (history, the cut, counts and metrics) take from it, in one place (`_finish`)."""
-
-    engine: str  # "delta-rs", "spark" (a mirror through Spark), or a change log's format
-    events: int  # row changes applied
-    newest_ts: int | None  # newest commit time (source.ts_ms) among them
-    history: HistoryEvents | None = None  # its events as the history takes them
-    dead: list[DataFrame] = field(default_factory=list)  # its corrupt events
-    decoded_at: float | None = None  # monotonic time the Spark path had decoded them
-
-
 def open_table_sink(config: MergeConfig, app_id: str, table: TableId) -> TableSink:
     """The table's sink, from the `--format`'s entry in the format registry
     (`spark_jobs/sinks/__init__.py`)."""
     database = config.database
     return config.lake_format.open_sink(TableSettings(
         config.target, table.path, app_id, config.partition_by, config.table_properties,
-        config.column_mapping, f"{q(database)}.{q(table.catalog_name)}" if database else None))
-
-
-def table_facts(decoded: DataFrame) -> tuple[int, BatchFacts]:
-    """(corrupt events, facts) of one topic's decoded batch, in one aggregation."""
-    row = decoded.agg(
-        F.count_if(F.col(OP).isNull()).alias("corrupt"),
-        F.count_if(F.col(OP).isin("c", "u", "r", "d")).alias("events"),
-        F.count_if(F.col(OP) == "d").alias("deletes"),
-        F.max(F.when(F.col(OP) == "t", F.struct(F.col(LSN), F.col(IDX)))).alias("truncate"),
-        F.min(F.when(F.col(OP).isNotNull(), F.struct(F.col(LSN), F.col(IDX)))).alias("first"),
-        F.array_distinct(F.flatten(F.collect_set(
-            F.when(F.size(F.col(TOAST)) > 0, F.col(TOAST))))).alias("toast"),
-        F.max(F.when(F.col(OP).isNotNull(), F.col(TS))).alias("newest"),
-        F.max(F.when(F.col(OP).isNotNull(), F.col(LSN))).alias("newest_lsn"),
-    ).first()
-    assert row is not None
-    truncate = Position(*row["truncate"]) if row["truncate"] is not None else None
-    first = Position(*row["first"]) if row["first"] is not None else None
-    return row["corrupt"], BatchFacts(row["events"], row["deletes"], truncate,
-                                      sorted(row["toast"] or []), first, row["newest"],
-                                      row["newest_lsn"])
+        config.column_mapping, f"{q(database)}.{q(table.catalog_name)}" if database else None,
+        config.fast_merge_on))
 
 
 class BatchProcessor:
@@ -217,12 +129,11 @@ class BatchProcessor:
         self.metrics = metrics.BatchMetrics()  # each table's freshness (runtime/metrics.py)
         self.watch = metrics.Watch(None if config.available_now
                                    else metrics.trigger_seconds(config.interval))
-        self._to_spark: dict[str, str] = {}  # this batch's tables delta-rs left to Spark
         self._sinks: dict[str, TableSink] = {}
         self.lease: Lease | None = None  # the writer lease of the target (`lake/lease.py`)
         self.lease_lost: str | None = None  # why the job stopped: another job took the lake
         self.query: StreamingQuery | None = None  # its progress reports (`_read_to_listed`)
-        self._expiry_waits = False  # a due expiry waits for a batch that read all there was
+        self.expiry = TombstoneExpiry(config.maintenance_every)  # (cuts/expiry.py)
         # Tables of a batch are written concurrently: their Delta commits, log reads and small
         # jobs leave cores idle when run one after another. The fast path's tables on a pool
         # of their own where the store makes them wait on requests rather than cores
@@ -240,10 +151,9 @@ class BatchProcessor:
                      "Spark (--parallel-tables)", io_tables, spark_tables)
         self._local = threading.local()
         self._lock = threading.Lock()
-        # (schema id, original names) → decoder and the Spark types of its row columns
-        self._writers: dict[tuple[int, bool], tuple[WriterSchema, dict[str, DataType]]] = {}
-        self.store = (PendingStore(spark, config.target, app_id) if config.consistent_cuts
-                      else None)
+        # --consistent-cuts (cuts/batch.py); `store`: where it keeps its state
+        self.cuts = BatchCuts(spark, config.target, app_id) if config.consistent_cuts else None
+        self.store = self.cuts.store if self.cuts is not None else None
         # plain streaming: the heartbeat state tombstone expiry needs (`expiry`)
         self.beats = (PendingStore(spark, config.target, app_id, HEARTBEATS)
                       if not config.consistent_cuts and config.expiry_off is None else None)
@@ -255,8 +165,11 @@ class BatchProcessor:
             log.info("tombstone expiry off: %s", config.expiry_off)
         # --history: each table's history follows its mirror, per batch (runtime/history_job.py)
         self.history = HistoryWriter(config, app_id) if config.history else None
+        # the two engine paths of a table's part of a batch (each returns a `TableApplied`)
+        self.delta_rs = DeltaRsPath(spark, self)
+        self.by_spark = SparkPath(self)
 
-    def _session(self) -> SparkSession:
+    def session(self) -> SparkSession:
         """This worker thread's session: Delta reads the idempotent-write settings from the
         session conf, so concurrent tables must not share one."""
         session: SparkSession | None = getattr(self._local, "spark", None)
@@ -267,16 +180,16 @@ class BatchProcessor:
             self._local.spark = session
         return session
 
-    def _sink(self, table: TableId) -> TableSink:
+    def sink(self, table: TableId) -> TableSink:
         with self._lock:
             if table.path not in self._sinks:
                 self._sinks[table.path] = open_table_sink(self.config, self.app_id, table)
             return self._sinks[table.path]
 
-    def _mirror(self, table: TableId) -> SparkDeltaSink:
+    def _mirror(self, table: TableId) -> Mirror:
         """The table's mirror, for the features only a mirror format has (config.py refuses
         them for other formats)."""
-        mirror = self._sink(table).mirror
+        mirror = self.sink(table).mirror
         assert mirror is not None, f"--format {self.config.format} keeps no mirror"
         return mirror
 
@@ -288,7 +201,7 @@ class BatchProcessor:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         CLOCK.take()  # what a failed attempt of this batch left
-        if self.store is not None:
+        if self.cuts is not None:
             self._with_cut(batch, batch_id)
         elif self.beats is not None:
             self._with_expiry(batch, batch_id)
@@ -314,7 +227,8 @@ class BatchProcessor:
         now = time.time_ns() // 1_000_000
         previous = self.beats.latest(batch_id) or initial(None, {}, now)
         heartbeat, restart = self._process(batch, batch_id, None)
-        self._expire(previous.expiry, batch_id, lambda: self._read_to_listed(batch_id - 1))
+        self.expiry.run(self.spark, previous.expiry, batch_id, self._mirrors,
+                        lambda: self._read_to_listed(batch_id - 1))
         with CLOCK.timing("commit"):
             self.beats.write_state(after(previous, batch_id, None, heartbeat, None, None, {},
                                          False, now, restart))
@@ -324,43 +238,33 @@ class BatchProcessor:
         """A batch under `--consistent-cuts` (`cut_policy`, `held`): the records held back by
         the previous batch go in front of this one's, changes the heartbeats of earlier batches
         do not vouch for wait, and once every table is written the cut is recorded."""
-        assert self.store is not None
-        if self.store.done(batch_id):
+        assert self.cuts is not None
+        if self.cuts.done(batch_id):
             log.info("batch %d: applied with its cut already (a re-run): skipped", batch_id)
             return
-        previous = self.store.latest(batch_id) or self._fresh_state()
+        previous = self.cuts.previous(batch_id, self._lake_tables)
         cut = BatchCut(bound(previous))
-        source = batch.select(*RAW_COLUMNS)
-        if previous.pending:
-            source = source.unionByName(self.store.read_rows(previous.pending))
-        cut.heartbeat, cut.restart = self._process(source, batch_id, cut)
-        self._expire(previous.expiry, batch_id)
+        cut.heartbeat, cut.restart = self._process(self.cuts.source(batch, previous), batch_id,
+                                                   cut)
+        self.expiry.run(self.spark, previous.expiry, batch_id, self._mirrors)
         with CLOCK.timing("commit"):
             self._record_cut(previous, cut, batch_id)
 
     def _record_cut(self, previous: CutState, cut: BatchCut, batch_id: int) -> None:
         """The batch's cut state stored, and its cut recorded when every table is written."""
-        assert self.store is not None
-        recorded = records_cut(previous, cut.bound)
+        assert self.cuts is not None
         now = time.time_ns() // 1_000_000
-        state = after(previous, batch_id, cut.bound, cut.heartbeat, cut.newest_ts, cut.pending,
-                      cut.versions, recorded, now, cut.restart, cut.tombstones)
-        if recorded:
-            assert cut.bound is not None
-            append_cut(self.config.target, Cut(cut_lsn(cut.bound), batch_id, state.versions,
-                                               state.source_ts_ms, tombstones=state.tombstones),
-                       self.app_id)
+        state, recorded = self.cuts.record(previous, cut, batch_id, now)
+        if recorded is not None:
             self.stats.cuts += 1
-            metrics.CUT_LSN.set(cut_lsn(cut.bound))
+            metrics.CUT_LSN.set(recorded.lsn)
             if state.source_ts_ms is not None:
                 metrics.CUT_SOURCE_TIME.set(state.source_ts_ms / 1000)
             log.info("batch %d: cut recorded at %s (%d table(s)), %d change(s) held back",
-                     batch_id, Cut(cut_lsn(cut.bound), batch_id, {}).lsn_text,
-                     len(state.versions), cut.held)
+                     batch_id, recorded.lsn_text, len(state.versions), cut.held)
         log.info("batch %d: --consistent-cuts: bound %s, %d change(s) held back, newest "
-                 "heartbeat %s", batch_id, _lsn(cut.bound), cut.held, _lsn(cut.heartbeat))
-        self.store.write_state(state)
-        self.store.prune(batch_id)
+                 "heartbeat %s", batch_id, lsn_text(cut.bound), cut.held,
+                 lsn_text(cut.heartbeat))
         self.stats.held = cut.held
         warning = stale_warning(state, cut.held > 0, self.config.heartbeat_topic, now)
         if warning:
@@ -375,93 +279,15 @@ class BatchProcessor:
         query = self.query
         return read_to_listed(query.lastProgress if query is not None else None, batch_id)
 
-    @CLOCK.timed("maintenance")
-    def _expire(self, bound_: int | None, batch_id: int,
-                 read_all: Callable[[], bool] = lambda: True) -> None:
-        """Tombstone expiry (`expiry`), every --maintenance-every batches: the tombstones of
-        the tables this run has met that are below `bound_`, the previous batch's persisted
-        `CutState.expiry` (a re-run batch deletes with the same bound: a no-op). With
-        --consistent-cuts it runs after the batch's tombstone versions were taken for its cut
-        (`pgcdc verify` reads them). `read_all`: whether the previous batch read all there was
-        (`_read_to_listed`); if not, the expiry waits for the next batch after one that did."""
-        every = self.config.maintenance_every
-        if bound_ is None or not every or (batch_id % every and not self._expiry_waits):
-            return
-        self._expiry_waits = not read_all()
-        if self._expiry_waits:
-            log.info("batch %d: tombstone expiry waits for a batch after one that read all "
-                     "there was (--max-offsets-per-trigger)", batch_id)
-            return
+    def _mirrors(self) -> list[Mirror]:
+        """The mirrors of the tables this run has met."""
         with self._lock:
-            sinks = [m for s in self._sinks.values()
-                     if (m := s.mirror) is not None and m.state.has_tombstones]
-        for sink in sinks:
-            removed = (sink.fast.expire_tombstones(bound_) if self.config.fast_merge_on
-                       else sink.expire_tombstones(self.spark, bound_))
-            if removed:
-                log.info("batch %d: %s: %d tombstone(s) below %s expired", batch_id, sink.path,
-                         removed, _lsn(bound_))
+            return [m for s in self._sinks.values() if (m := s.mirror) is not None]
 
-    def _fresh_state(self) -> CutState:
-        """A new application's start (a new checkpoint, or --consistent-cuts turned on): the
-        tables already in the lake are in every cut from the first one on, and no cut is
-        recorded below what they already hold: the manifest's last cut, or the newest position
-        any table holds (a row, a tombstone, a truncate), which a target filled without
-        --consistent-cuts (or by a --replay) may have reached."""
-        cuts = read_cuts(self.config.target)
-        floor = max((c.lsn for c in cuts), default=None)
-        versions: dict[str, int] = {}
-        tombstones: dict[str, int] = {}
-        target = self.config.target.rstrip("/")
-        for found in HadoopFs(self.spark, target).glob(f"{target}/*/*/_delta_log"):
-            schema, table = found.rstrip("/").split("/")[-3:-1]
-            if schema == "_pgcdc":
-                continue
-            sink = self._mirror(TableId(schema, table))
-            found_version = self._version(sink, self.spark)
-            if found_version is None:
-                continue
-            versions[f"{schema}/{table}"] = found_version
-            held_up_to = self._newest_position(sink)  # loads the sink: its tombstones known
-            tomb_version = self._tombstones_version(sink, self.spark)
-            if tomb_version is not None:
-                tombstones[f"{schema}/{table}"] = tomb_version
-            if held_up_to is not None:  # a cut at held_up_to or later
-                floor = max(floor if floor is not None else -1, held_up_to - 1)
-        log.info("--consistent-cuts: %d table(s) in the lake; cuts start above %s",
-                 len(versions), _lsn(floor))
-        return initial(floor, versions, time.time_ns() // 1_000_000, tombstones)
-
-    def _newest_position(self, sink: SparkDeltaSink) -> int | None:
-        """The newest commit LSN a table holds: its rows', its tombstones', its truncate's
-        (read once per new application: one column of each table)."""
-        newest: list[int] = []
-        session = self.spark
-        for path in (sink.path, sink.tomb_path):
-            if not HadoopFs(session, path).exists(f"{path}/_delta_log"):
-                continue
-            found = (_newest_delta_rs(path) if self.config.fast_merge_on
-                     else _newest_spark(session, path))
-            if found is not None:
-                newest.append(found)
-        truncate_cut = sink.state.truncate_cut if sink.exists(session) else None
-        if truncate_cut is not None:
-            newest.append(truncate_cut.commit_lsn)
-        return max(newest, default=None)
-
-    def _version(self, sink: SparkDeltaSink, session: SparkSession,
-                 tombstones: bool = False) -> int | None:
-        """A table's (or its tombstones') current Delta version: through delta-rs where it
-        can read the target (no Spark job), else the newest entry of its history."""
-        if self.config.fast_merge_on:
-            return sink.fast.version(tombstones)
-        return sink.version(session, tombstones)
-
-    def _tombstones_version(self, sink: SparkDeltaSink, session: SparkSession) -> int | None:
-        """The current Delta version of the table's tombstones (None: it has none)."""
-        if not sink.state.has_tombstones:
-            return None
-        return self._version(sink, session, tombstones=True)
+    def _lake_tables(self) -> list[tuple[str, Mirror]]:
+        """The tables in the lake (`<schema>/<table>`) and their mirrors."""
+        return [(rel, self._mirror(TableId(*rel.split("/"))))
+                for rel in self.config.lake_format.list_tables(self.spark, self.config.target)]
 
     def _process(self, batch: DataFrame, batch_id: int, cut: BatchCut | None
                  ) -> tuple[int | None, int | None]:
@@ -510,7 +336,8 @@ class BatchProcessor:
                                                      batch_id)
             dead_count = sum(dead_counts.values())
             if cut is not None:
-                self._hold(frames, cut, batch_id)
+                assert self.cuts is not None
+                self.cuts.hold(frames, cut, batch_id)
         finally:
             frames.unpersist()
             for keys in cut.held_frames if cut is not None else []:
@@ -545,28 +372,11 @@ class BatchProcessor:
             tables = {*self.stats.tables, *failed}
         lags = self.metrics.observe_batch(max(beats, default=None), tables, failed)
         metrics.publish(self.metrics, lags)
-        with self._lock:
-            to_spark, self._to_spark = self._to_spark, {}
+        to_spark = self.delta_rs.declined()
         batch_tables = [table_of(r["topic"]).path for r in summary if r["topic"] != beat_topic
                         and _is_table_topic(r["topic"])]
         for warning in self.watch.batch(took, failed, to_spark, batch_tables):
             log.warning("%s", warning)
-
-    @CLOCK.timed("commit")
-    def _hold(self, frames: DataFrame, cut: BatchCut, batch_id: int) -> None:
-        """Store the Kafka records of the changes this batch held back (`held`)."""
-        assert self.store is not None
-        parts = list(cut.held_frames)
-        if cut.held_keys:
-            parts.append(self.spark.createDataFrame(
-                cut.held_keys, "topic string, partition int, offset long"))
-        if not parts:
-            return
-        keys = parts[0]
-        for part in parts[1:]:
-            keys = keys.unionByName(part)
-        cut.pending = self.store.write_rows(
-            frames.join(keys, ["topic", "partition", "offset"], "left_semi"), batch_id)
 
     def _not_written(self, frames: DataFrame, topic: str, plan: TopicPlan, exc: Exception,
                      batch_id: int) -> DataFrame:
@@ -574,7 +384,7 @@ class BatchProcessor:
         (the batch's other tables are written, and the checkpoint moves on), so nothing is
         lost and nothing else waits. Events already dead for their own reason stay so."""
         table = table_of(topic)
-        reason = f"table {table.path} not written: {_error_class_line(exc)}"
+        reason = f"table {table.path} not written: {error_class_line(exc)}"
         log.error("batch %d: %s; its events go to the dead letters at %s", batch_id, reason,
                   self.config.dead_letter_dir)
         with self._lock:
@@ -637,156 +447,16 @@ class BatchProcessor:
                 out[topic].append((sid, body, partition, offset, key_sid))
         return out
 
-    def _writer(self, sid: int, schema: dict[str, Any], original: bool
-                ) -> tuple[WriterSchema, dict[str, DataType]]:
-        with self._lock:
-            found = self._writers.get((sid, original))
-        if found is None:
-            writer = WriterSchema.of(schema, original)
-            found = writer, row_types(self.spark, schema, writer.columns)
-            with self._lock:
-                self._writers[(sid, original)] = found
-        return found
-
-    def _by_delta_rs(self, table: TableId, plan: TopicPlan,
-                     records: list[Record], batch_id: int, topic: str,
-                     cut: BatchCut | None) -> TableApplied | None:
-        """The table's part of the batch through delta-rs (`fast_sink`); None when Spark
-        must do it (declined before anything was written, or delta-rs failed: Spark finishes
-        what delta-rs began, without applying anything twice)."""
-        try:
-            return self._fast(table, plan, records, batch_id, topic, cut)
-        except (Declined, NotForRows) as exc:
-            log.info("batch %d: %s: through Spark (%s)", batch_id, table.path, exc)
-            metrics.SPARK_PATH.labels(table.path, metrics.reason_label(str(exc))).inc()
-            with self._lock:
-                self._to_spark[table.path] = str(exc)
-        except Exception as exc:  # noqa: BLE001 - Spark finishes what delta-rs began
-            if not table_failure(exc):
-                raise
-            state = self._mirror(table).state  # opened again next time (a conflict, ...)
-            state.handles.forget(state.path)
-            state.handles.forget(state.tomb_path)
-            log.warning("batch %d: %s: delta-rs failed, through Spark instead: %s",
-                        batch_id, table.path, _error_class_line(exc))
-            metrics.SPARK_PATH.labels(table.path, "delta-rs failed").inc()
-            with self._lock:
-                self._to_spark[table.path] = "delta-rs failed"
-        return None
-
-    def _fast(self, table: TableId, plan: TopicPlan,
-              records: list[Record], batch_id: int, topic: str,
-              cut: BatchCut | None) -> TableApplied:
-        """The table's part of the batch through delta-rs. Raises Declined (or NotForRows)
-        before writing anything when Spark must do it."""
-        sink = self._mirror(table)
-        original = sink.fast.original_names()
-        writers: dict[int, WriterSchema] = {}
-        types: dict[str, DataType] = {}
-        for sid, schema in plan.schemas.items():
-            writers[sid], sid_types = self._writer(sid, schema, original)
-            for column, type_ in sid_types.items():
-                if types.setdefault(column, type_) != type_:
-                    raise Declined(f"column {column} has several types in the batch")
-        with CLOCK.timing("decode"):
-            batch = decode_rows(((r[0], r[1]) for r in records), writers)
-        if any(r[4] is None and row[OP] != "t" for r, row in zip(records, batch.rows,
-                                                                  strict=True)) and any(
-                r[4] is not None for r in records):
-            # (events without a key beside keyed ones that are no truncate: `_split`)
-            raise Declined("several key schemas in one batch")
-        labels = {label for schema in plan.schemas.values()
-                  if (label := of_schema(schema)) is not None}
-        current = sink.state.incarnation
-        if any(drop_of(schema) for schema in plan.schemas.values()) and not (
-                current is not None and labels == {current.relation_id}):
-            # A drop of the incarnation the table holds is a truncate like any; the others
-            # (`rules/incarnation.py` drop_applies) are Spark's.
-            raise Declined("a table dropped upstream")
-        if labels and not (current is not None and labels == {current.relation_id}):
-            # A new table takes its only incarnation when created (`adopt`); anything else
-            # (a table re-created upstream, an existing table learning its relation id) is
-            # Spark's (`_incarnation`), which may rewrite the table.
-            if len(labels) > 1 or not batch.rows:
-                raise Declined("a table (re-)created upstream")
-            first = min((r[LSN], r[IDX]) for r in batch.rows)
-            sink.fast.adopt(Incarnation(labels.pop(), Position(*first)))
-        waiting: list[int] = []
-        if cut is not None:  # --consistent-cuts: a filter in front of the merge
-            batch, waiting = split_held(batch, cut.bound)
-        key = plan.key_columns(original)
-        sink.fast.apply(batch, types, key, batch_id, self.config.maintenance_every)
-        sink.register(self._session())
-        self.metrics.applied(table.path, max((r[LSN] for r in batch.rows), default=None),
-                             max((r[TS] for r in batch.rows if r[TS] is not None),
-                                 default=None))
-        if cut is not None:
-            cut.hold_keys(topic, [(records[i][2], records[i][3]) for i in waiting])
-        return TableApplied(
-            "delta-rs", len(batch.rows) - batch.truncates,
-            max((r[TS] for r in batch.rows if r[TS] is not None), default=None),
-            self.history.of_rows(table, batch.rows, types, key) if self.history else None)
-
-    @staticmethod
-    def _one_new_incarnation(plan: TopicPlan, sink: SparkDeltaSink) -> int | None:
-        """The relation id of every schema of `plan` when they all have the same one and the
-        table does not hold it yet (else None: `_incarnation` decides)."""
-        labels = {of_schema(schema) for schema in plan.schemas.values()}
-        current = sink.state.incarnation
-        if len(labels) != 1 or None in labels or any(
-                drop_of(schema) for schema in plan.schemas.values()):
-            return None
-        label = labels.pop()
-        return None if current is not None and current.relation_id == label else label
-
-    def _take_new_incarnation(self, table: TableId, sink: SparkDeltaSink, label: int,
-                              first: Position | None, decoded: DataFrame) -> bool:
-        """`_incarnation`'s decision for a part of one incarnation (`_one_new_incarnation`)
-        whose first change is `first` (None: no decodable change); the table replaced or
-        labelled first when needed. False: its events are of a table dropped since."""
-        current = sink.state.incarnation
-        decision = decide(current, {label: first} if first is not None else {})
-        if label not in decision.keep:
-            return False
-        if decision.table is not None and decision.changes(current):
-            if decision.replace and self.history is not None:  # first: a re-run redoes both
-                self.history.replaced(table)
-            sink.take(self._session(), decision.table, decision.replace, decoded)
-        return True
-
-    def _incarnation(self, frames: DataFrame, topic: str, plan: TopicPlan,
-                     sink: SparkDeltaSink, original: bool) -> TopicPlan:
-        """The plan of the events the table's upstream incarnation takes
-        (`spark_jobs/rules/incarnation.py`), the table replaced or labelled first when needed."""
-        drops = {sid: drop for sid, schema in plan.schemas.items()
-                 if (drop := drop_of(schema)) is not None}
-        # A drop event is never an incarnation's first change (it may follow the next one's).
-        labels = {sid: of_schema(schema) for sid, schema in plan.schemas.items()
-                  if sid not in drops}
-        current = sink.state.incarnation
-        if not drops and set(labels.values()) <= {None, current.relation_id if current else None}:
-            return plan
-        firsts: dict[int | None, Position] = {}
-        for label in set(labels.values()):
-            part = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
-                                          if sid in labels and labels[sid] == label})
-            row = (decode_topic(frames, topic, part, original).where(F.col(OP).isNotNull())
-                   .agg(F.min(F.struct(LSN, IDX))).first())
-            if row is not None and row[0] is not None:
-                firsts[label] = Position(*row[0])
-        decision = decide(current, firsts)
-        changes = {sid for sid, label in labels.items() if label in decision.keep}
-        exists = bool(changes) or sink.exists(self._session())
-        emptied = {sid for sid, drop in drops.items()
-                   if drop_applies(decision.table, drop, exists)}
-        kept = replace(plan, schemas={sid: schema for sid, schema in plan.schemas.items()
-                                      if sid in changes | emptied})
-        if decision.table is not None and decision.changes(current) and kept.schemas:
-            if decision.replace and self.history is not None:  # first: a re-run redoes both
-                self.history.replaced(table_of(topic))
-            sink.take(self._session(), decision.table, decision.replace,
-                      decode_topic(frames, topic, kept, original))
-        return kept
+    def take(self, table: TableId, mirror: Mirror, incarnation: Incarnation,
+              replace: bool, template: DataFrame | None) -> None:
+        """The one place a table takes a new upstream incarnation (`rules/incarnation.py`),
+        whichever engine writes its batch: its history set aside first when the table is
+        replaced (a re-run redoes both: the mirror still holds the old one), then the mirror
+        takes it (`template`: the new incarnation's decoded changes, or None from the fast
+        path, which only takes the one of a table still to be created)."""
+        if replace and self.history is not None:
+            self.history.replaced(table)
+        mirror.take(self.session(), incarnation, replace, template)
 
     @CLOCK.timed("merge")
     def _table(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
@@ -800,11 +470,11 @@ class BatchProcessor:
         started = time.monotonic()
         with ExitStack() as cached:  # the Spark path's decoded frames, kept until _finish
             cached.enter_context(self.in_flight.table())
-            applied = (self._by_delta_rs(table, plan, records, batch_id, topic, cut)
+            applied = (self.delta_rs.apply(table, plan, records, batch_id, topic, cut)
                        if records is not None else None)
             if applied is None:
                 with self._spark_slots:  # as many Spark tables at once as cores, either pool
-                    applied = self._by_spark(frames, topic, plan, batch_id, cut, cached)
+                    applied = self.by_spark.apply(frames, topic, plan, batch_id, cut, cached)
             if applied is None:
                 return []
             self._finish(table, applied, batch_id, cut, started)
@@ -812,17 +482,20 @@ class BatchProcessor:
 
     def _finish(self, table: TableId, applied: TableApplied, batch_id: int,
                 cut: BatchCut | None, started: float) -> None:
-        """The batch's features, once per table, whichever engine applied it: the history,
-        the cut's report (the table's versions, the newest commit time applied), counts,
-        metrics and the table's log line."""
-        mirror = self._sink(table).mirror
-        session = self._session()
+        """The batch's features, once per table, whichever engine applied it: the table's
+        freshness, its catalog registration, the history, the cut's report (the table's
+        versions, the newest commit time applied), counts, metrics and the table's log line."""
+        mirror = self.sink(table).mirror
+        session = self.session()
+        self.metrics.applied(table.path, applied.newest_lsn, applied.newest_ts)
+        if mirror is not None:
+            mirror.register(session)
         if applied.history is not None:
             assert self.history is not None
             self.history.write(session, table, applied.history, batch_id)
         if cut is not None and mirror is not None:
-            cut.applied(table.path, self._version(mirror, session), applied.newest_ts,
-                        self._tombstones_version(mirror, session))
+            cut.applied(table.path, mirror.version(session), applied.newest_ts,
+                        mirror.tombstones_version(session))
         with self._lock:
             self.stats.tables[table.path] = self.stats.tables.get(table.path, 0) + applied.events
             if applied.engine == "delta-rs":
@@ -836,263 +509,6 @@ class BatchProcessor:
             log.info("batch %d: %s: %d change(s), decoded in %.1f s, written in %.1f s",
                      batch_id, table.path, applied.events, applied.decoded_at - started,
                      time.monotonic() - applied.decoded_at)
-
-    def _by_spark(self, frames: DataFrame, topic: str, plan: TopicPlan, batch_id: int,
-                  cut: BatchCut | None, cached: ExitStack) -> TableApplied | None:
-        """The table's part of the batch through Spark, its decoded frames cached until
-        `cached` closes; None when all its events were of a table dropped since."""
-        table = table_of(topic)
-        sink = self._sink(table)
-        mirror = sink.mirror
-        # The table's naming is fixed when it is created: column mapping, original names.
-        original = sink.original_names(self._session())
-        groups = key_groups(plan) if mirror is not None else [None]
-        # One new incarnation alone (a new table, or a table re-created upstream): its first
-        # position is the decoded part's own (`table_facts`), so the decision waits for it
-        # rather than decoding the part once more.
-        label = (self._one_new_incarnation(plan, mirror)
-                 if mirror is not None and cut is None and len(groups) == 1 else None)
-        if mirror is not None and label is None:
-            plan = self._incarnation(frames, topic, plan, mirror, original)
-            if not plan.schemas:
-                log.info("batch %d: %s: only events of a table dropped since", batch_id,
-                         table.path)
-                return None
-            groups = key_groups(plan)
-        # Each event is merged by the key it was written with: a batch holding events of
-        # several key schemas (a primary key changed or dropped) is applied to a mirror one
-        # key at a time, the key whose events come first first (see `key_groups`).
-        parts: list[tuple[DataFrame, int | None]] = []
-        for group in groups:
-            # Events with a key schema the registry does not know go with the newest key.
-            unknown = [k for k, r in plan.keys.items() if k is not None and r is None]
-            ids = [group, *unknown] if group == plan.key_schema_id else [group]
-            part = frames if len(groups) == 1 else frames.where(
-                F.col(KEY_SCHEMA_ID).isNull() if group is None
-                else F.col(KEY_SCHEMA_ID).isin(ids))
-            decoded = decode_topic(part, topic, plan, original).persist()
-            cached.callback(decoded.unpersist)
-            parts.append((decoded, group))
-        # --consistent-cuts: a filter in front of the merge, which stays the same.
-        with CLOCK.timing("decode"):  # table_facts is the first action on the decode
-            found = [(*table_facts(kept), kept, group) for kept, group in
-                     ((cut.hold(decoded, topic) if cut else decoded, group)
-                      for decoded, group in parts)]
-        found.sort(key=lambda f: (f[1].first is None, f[1].first or Position(0, 0)))
-        if label is not None:
-            assert mirror is not None
-            if not self._take_new_incarnation(table, mirror, label, found[0][1].first,
-                                              found[0][2]):
-                log.info("batch %d: %s: only events of a table dropped since", batch_id,
-                         table.path)
-                return None
-        decoded_at = time.monotonic()
-        dead, events, applied = [], 0, []
-        for corrupt, facts, decoded, group in found:
-            changes, corrupt_rows = split_corrupt(decoded, frames, topic)
-            known = group is None or plan.keys.get(group) is not None
-            key = plan.key_columns(original, group if known and len(found) > 1 else -1)
-            applied.append((changes, key))
-            if corrupt:
-                dead.append(corrupt_rows)  # recomputed from the cached frames later
-            events += facts.events
-            sink.apply(self._session(), changes, facts, key, batch_id,
-                       part="" if len(found) == 1 or group == plan.key_schema_id
-                       else f"#key{group}")
-        self.metrics.applied(
-            table.path, max((f[1].newest_lsn for f in found if f[1].newest_lsn is not None),
-                            default=None),
-            max((f[1].newest_ts for f in found if f[1].newest_ts is not None), default=None))
-        history = (self.history.of_frames(table, applied, plan.key_columns(original))
-                   if self.history is not None and mirror is not None else None)
-        return TableApplied(
-            "spark" if mirror is not None else self.config.format, events,
-            max((f[1].newest_ts for f in found if f[1].newest_ts is not None), default=None),
-            history, dead, decoded_at)
-
-
-def _newest_delta_rs(path: str) -> int | None:
-    """max(_cdc_commit_lsn) of a Delta table through delta-rs (no Spark job): local disk or
-    an object store."""
-    import pyarrow.compute as pc
-    from deltalake import DeltaTable as RsTable
-
-    dataset = RsTable(path, storage_options=storage.options_for(path)).to_pyarrow_dataset()
-    if LSN not in dataset.schema.names:
-        return None
-    value = pc.max(dataset.to_table(columns=[LSN]).column(LSN)).as_py()
-    return None if value is None else int(value)
-
-
-def _newest_spark(session: SparkSession, path: str) -> int | None:
-    df = session.read.format("delta").load(path)
-    if LSN not in df.columns:
-        return None
-    row = df.agg(F.max(LSN)).first()
-    return None if row is None or row[0] is None else int(row[0])
-
-
-def _lsn(value: int | None) -> str:
-    return "none" if value is None else lsn_to_str(value)
-
-
-# A record the fast path decodes: (schema id, Avro body, partition, offset, key schema id).
-Record = tuple[int, bytes, int, int, int | None]
-
-
-def key_groups(plan: TopicPlan) -> list[int | None]:
-    """The key schema ids of a topic's events in a batch, one group each when there are
-    several (None: events without a key); one group for all when every event has the same
-    key schema. Events with a key schema the registry does not know go with the newest."""
-    known = [sid for sid, record in plan.keys.items() if sid is None or record is not None]
-    return sorted(known, key=lambda sid: -1 if sid is None else sid) if len(known) > 1 \
-        else [None]
-
-
-# A stopping query or Spark (its jobs cancelled, its gateway gone) is no fault of a table: the
-# batch must fail, and re-run from the checkpoint, rather than dead-letter good events.
-_STOPPING = ("SPARK_JOB_CANCELLED", "was cancelled", "InterruptedException",
-             "SparkContext was shut down", "SparkContext has been shutdown")
-
-
-def table_failure(exc: Exception) -> bool:
-    """Whether a table's error is its own (dead-letter it) rather than the job stopping."""
-    if isinstance(exc, Py4JNetworkError):
-        return False
-    text = str(exc)
-    return not any(marker in text for marker in _STOPPING)
-
-
-def _error_class_line(exc: Exception) -> str:
-    """The error's own message, not its trace: the line naming Spark's error class
-    (``[DELTA_...]``) when there is one, else the first line."""
-    lines = (line.strip() for line in str(exc).strip().splitlines())
-    text = next((line for line in lines if "[" in line and "]" in line), first_line(exc))
-    return text[:300]
-
-
-def app_id(spark: SparkSession, checkpoint: str) -> str:
-    """A stable id per checkpoint for Delta's idempotent writes: a new checkpoint (a rebuild)
-    gets a new id, so its batch ids (from 0 again) are not taken for already-applied ones."""
-    fs = HadoopFs(spark, checkpoint)
-    path = f"{checkpoint.rstrip('/')}/{APP_ID_FILE}"
-    if fs.exists(path):
-        return fs.read_text(path).strip()
-    new = f"pgcdc-merge-{uuid.uuid4()}"
-    fs.write_text(path, new)
-    return new
-
-
-def _check_replay(spark: SparkSession, config: MergeConfig) -> None:
-    fs = HadoopFs(spark, config.target)
-    target = config.target.rstrip("/")
-    tables = [p for p in fs.glob(f"{target}/*") if not p.rstrip("/").endswith("/_pgcdc")]
-    # history tables and their event logs (history/sink.py) would carry old events over
-    tables += [p for p in (f"{target}/{HISTORY_DIR}", f"{target}/{LOG_DIR}")
-               if fs.has_entries(p)]
-    if tables or fs.has_entries(config.checkpoint_dir):
-        raise ReplayTargetNotEmpty(
-            f"--replay rebuilds into an empty target: {target} or its checkpoint "
-            f"{config.checkpoint_dir} is not empty (remove them, or run without --replay)")
-
-
-def kafka_stream(spark: SparkSession, config: MergeConfig) -> DataFrame:
-    option, value = config.subscription()
-    reader = (spark.readStream.format("kafka")
-              .option("kafka.bootstrap.servers", config.bootstrap_servers)
-              .option(option, value)
-              .option("startingOffsets", "earliest")
-              # Only committed records of a transactional producer (exactly-once mode).
-              .option("kafka.isolation.level", "read_committed")
-              .option("failOnDataLoss", "true")
-              # The consumer's last fetch of a partition finds no data and would wait the
-              # default 500 ms: per partition and batch, most of the read time of a backlog.
-              .option("kafka.fetch.max.wait.ms", "10")
-              # New table topics are found on the consumer's metadata refresh.
-              .option("kafka.metadata.max.age.ms", "10000"))
-    if config.batch_limit:
-        reader = reader.option("maxOffsetsPerTrigger", str(config.batch_limit))
-    for key, val in config.kafka_options.items():
-        reader = reader.option(key, val)
-    return reader.load()
-
-
-def _tune_object_store(spark: SparkSession, target: str, settings: dict[str, str]) -> None:
-    """Spark's path on S3A with fewer requests (storage.object_store_defaults), set before
-    the session's first S3A filesystem for the lake is made."""
-    chosen = {k: v for k in storage.OBJECT_STORE_SPARK  # set on the running session too
-              if (v := spark.conf.get(k, None)) is not None}
-    hadoop, session = storage.object_store_defaults(target, {**settings, **chosen})
-    conf = spark.sparkContext._jsc.hadoopConfiguration()  # noqa: SLF001 - no public handle
-    for key, value in hadoop.items():
-        conf.set(key, value)
-    for key, value in session.items():
-        spark.conf.set(key, value)
-    if hadoop or session:
-        log.info("object store tuning for Spark's writes (set to override): %s",
-                 ", ".join(f"{k}={v}" for k, v in {**hadoop, **session}.items()))
-
-
-def start_merge(spark: SparkSession, config: MergeConfig,
-                schemas: SchemaCache | None = None) -> tuple[StreamingQuery, BatchProcessor]:
-    """Start the streaming query; the caller waits on or stops it."""
-    settings = storage.session_settings(spark)
-    storage.configure(settings)  # delta-rs reaches the store as Spark does
-    _tune_object_store(spark, config.target, settings)
-    if config.replay:
-        _check_replay(spark, config)
-    if config.database:
-        # Here, not per table: concurrent CREATE DATABASE calls may race in a Hive metastore.
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {q(config.database)}")
-        log.info("registering Delta tables in database %s (catalog: %s)", config.database,
-                 spark.conf.get("spark.sql.catalogImplementation", "in-memory"))
-    processor = BatchProcessor(spark, config, app_id(spark, config.checkpoint_dir), schemas)
-    metrics.serve(processor.metrics, config.metrics_port, config.metrics_host)
-    query: list[StreamingQuery] = []
-
-    def lost(message: str) -> None:
-        log.error("%s", message)
-        processor.lease_lost = message
-        for started in query:
-            started.stop()
-    if Lease.applies(config.target):
-        processor.lease = Lease(config.target)
-        processor.lease.acquire(  # LakeBusy: another job writes this target
-            lost, active=lambda: not query or query[0].isActive)
-    try:
-        query.append(_start_query(spark, config, processor))
-    except BaseException:
-        processor.close()
-        raise
-    processor.query = query[0]
-    metrics.watch_query(query[0])
-    return query[0], processor
-
-
-def _start_query(spark: SparkSession, config: MergeConfig, processor: BatchProcessor
-                 ) -> StreamingQuery:
-    writer = (kafka_stream(spark, config).writeStream.foreachBatch(processor)
-              .option("checkpointLocation", config.checkpoint_dir)
-              .queryName(f"pgcdc-merge-{uuid.uuid4().hex[:8]}"))
-    writer = (writer.trigger(availableNow=True) if config.available_now
-              else writer.trigger(processingTime=config.interval))
-    return writer.start()
-
-
-def run_merge(spark: SparkSession, config: MergeConfig,
-              schemas: SchemaCache | None = None) -> MergeStats:
-    """Run the job in this process: until caught up with available-now / --replay, otherwise
-    until the query stops or fails."""
-    query, processor = start_merge(spark, config, schemas)
-    try:
-        query.awaitTermination()
-    finally:
-        processor.close()
-    if processor.lease_lost:
-        raise LakeBusy(processor.lease_lost)
-    log.info("merge done: %d batch(es), %d event(s), %d dead letter(s)",
-             processor.stats.batches, processor.stats.events, processor.stats.dead_letters)
-    return processor.stats
 
 
 def _is_table_topic(topic: str) -> bool:

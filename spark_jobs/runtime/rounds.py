@@ -1,12 +1,12 @@
 """Which engine takes each topic of a batch, and in which round the fast path takes it (pure).
 
-The fast path (delta-rs, `sinks/fast_sink.py`) gets a table's records on the driver: one Spark
-job collects them for several tables at once, and it costs a fraction of a second per table
-where the all-Spark path costs seconds. `--fast-merge-max-events` bounds what the driver holds
-at once, not which tables go fast: every topic the fast path can take whose own events are
-within the limit goes through it, in successive rounds whose records add up to at most the
-limit (a round's records are released before the next round's are collected). Only a topic
-above the limit by itself, or one the fast path cannot take, goes through Spark.
+The fast path (delta-rs, `sinks/delta/delta_rs_writer.py`) gets a table's records on the
+driver: one Spark job collects them for several tables at once, and it costs a fraction of a
+second per table where the all-Spark path costs seconds. `--fast-merge-max-events` bounds what
+the driver holds at once, not which tables go fast: every topic the fast path can take whose
+own events are within the limit goes through it, in successive rounds whose records add up to
+at most the limit (a round's records are released before the next round's are collected). Only
+a topic above the limit by itself, or one the fast path cannot take, goes through Spark.
 
 Invariants (`tests/unit/spark_jobs/test_spark_jobs_rounds.py`):
 - every fast-eligible topic with events ≤ limit is in exactly one round, every other topic is

@@ -20,6 +20,7 @@ class TableSettings:
     properties: Mapping[str, str] = field(default_factory=dict)  # of new tables
     column_mapping: bool = False
     catalog_name: str | None = None  # `db`.`name` to register the table as, or None
+    delta_rs: bool = False  # delta-rs reaches the lake: a mirror reads through it (no Spark)
 
     @property
     def path(self) -> str:

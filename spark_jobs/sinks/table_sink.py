@@ -16,7 +16,7 @@ from .inputs import TableSettings as TableSettings
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from .delta_sink import SparkDeltaSink
+    from .mirror import Mirror
 
 
 class TableSink(Protocol):
@@ -29,13 +29,11 @@ class TableSink(Protocol):
         ...
 
     @property
-    def mirror(self) -> SparkDeltaSink | None:
-        """The table as a mirror (one row per key, following the upstream table's
-        incarnations, with Delta versions and tombstones; what --history,
-        --consistent-cuts, tombstone expiry and the delta-rs fast path work on), or None:
-        the format keeps no mirror (a change log), and the job applies each batch's changes
-        as they are, in one part. Delta is the one mirror format: a second one would make
-        `SparkDeltaSink`'s public methods a protocol of their own."""
+    def mirror(self) -> Mirror | None:
+        """The table as a mirror (`mirror.Mirror`: one row per key, following the upstream
+        table's incarnations, with versions and tombstones; what --history,
+        --consistent-cuts and tombstone expiry work on), or None: the format keeps no mirror
+        (a change log), and the job applies each batch's changes as they are, in one part."""
         ...
 
     def original_names(self, spark: SparkSession) -> bool:

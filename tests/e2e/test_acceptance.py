@@ -21,7 +21,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import run_merge, start_merge
+from spark_jobs.runtime.query import run_merge, start_merge
 from tests.support.acceptance import SCHEMA, Shapes, Workload, differences
 from tests.support.producer import ProducerRun
 

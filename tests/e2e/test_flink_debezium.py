@@ -32,7 +32,7 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.events import debezium
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import run_merge
+from spark_jobs.runtime.query import run_merge
 from spark_jobs.verify.compare import compare, lake_rows, pg_rows
 from tests.support.producer import ProducerRun
 

@@ -22,7 +22,8 @@ from deltalake import DeltaTable
 from pyspark.sql import SparkSession
 
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import MergeStats, run_merge
+from spark_jobs.runtime.job import MergeStats
+from spark_jobs.runtime.query import run_merge
 from tests.support.merge import CdcPublisher
 from tests.support.producer import ProducerRun
 

@@ -16,7 +16,7 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.rules.names import catalog_table_name
 from spark_jobs.runtime.config import parse_args
-from spark_jobs.runtime.job import run_merge
+from spark_jobs.runtime.query import run_merge
 from tests.support.merge import CdcPublisher, table_rows
 
 pytestmark = pytest.mark.e2e

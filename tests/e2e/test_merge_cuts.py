@@ -38,7 +38,7 @@ from devstack.ports import free_port
 from spark_jobs.cuts.manifest import Cut, read_cuts, tombstone_key
 from spark_jobs.lake.storage import options_for
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import start_merge
+from spark_jobs.runtime.query import start_merge
 from spark_jobs.verify.online import VerifyConfig, run_verify
 from spark_jobs.verify.report import exit_code, render_text
 from tests.support.merge import scrape_metrics

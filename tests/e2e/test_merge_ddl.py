@@ -29,7 +29,8 @@ from pyspark.sql import SparkSession
 
 from spark_jobs.history.sink import history_path
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import MergeStats, run_merge
+from spark_jobs.runtime.job import MergeStats
+from spark_jobs.runtime.query import run_merge
 from spark_jobs.verify.compare import compare, lake_names, lake_rows, pg_rows, primary_key
 from tests.support.producer import ProducerRun
 

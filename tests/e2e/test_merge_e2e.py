@@ -11,12 +11,8 @@ from pyspark.sql import SparkSession
 from connector.names import table_topic
 from spark_jobs.rules.names import table_of
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import (
-    BatchProcessor,
-    ReplayTargetNotEmpty,
-    run_merge,
-    start_merge,
-)
+from spark_jobs.runtime.job import BatchProcessor
+from spark_jobs.runtime.query import ReplayTargetNotEmpty, run_merge, start_merge
 from tests.support import merge_scenario as scenario
 from tests.support.merge import CdcPublisher, all_tables, table_rows
 

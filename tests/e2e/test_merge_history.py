@@ -22,7 +22,7 @@ from spark_jobs.history.versions import at_lsn
 from spark_jobs.rules.changes import Position
 from spark_jobs.rules.names import table_of
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import ReplayTargetNotEmpty, _check_replay, run_merge
+from spark_jobs.runtime.query import ReplayTargetNotEmpty, _check_replay, run_merge
 from tests.support.events import TableEvents
 from tests.support.merge import CdcPublisher
 

@@ -27,7 +27,7 @@ from spark_jobs.lake.lease import LakeBusy, Lease
 from spark_jobs.lake.storage import options_for
 from spark_jobs.rules.names import table_of
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import run_merge, start_merge
+from spark_jobs.runtime.query import run_merge, start_merge
 from tests.support import merge_scenario as scenario
 from tests.support.merge import CdcPublisher, all_tables, scrape_metrics, table_rows
 

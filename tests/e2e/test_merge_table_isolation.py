@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from pyspark.sql import SparkSession
 
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import run_merge
+from spark_jobs.runtime.query import run_merge
 from tests.support.merge import CdcPublisher, table_rows
 
 pytestmark = pytest.mark.e2e

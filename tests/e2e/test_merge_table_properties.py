@@ -10,7 +10,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from spark_jobs.runtime.config import parse_args
-from spark_jobs.runtime.job import run_merge
+from spark_jobs.runtime.query import run_merge
 from tests.support.merge import CdcPublisher
 
 pytestmark = pytest.mark.e2e

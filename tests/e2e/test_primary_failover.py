@@ -28,7 +28,7 @@ from devstack.standby import StandbyPair
 
 from connector.names import table_topic
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import run_merge
+from spark_jobs.runtime.query import run_merge
 from spark_jobs.verify.compare import compare, lake_rows, pg_rows
 from tests.support.cdc_checks import read_records
 from tests.support.producer import PGCDC, ProducerRun

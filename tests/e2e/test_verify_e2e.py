@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from spark_jobs.cuts.manifest import Cut, append_cut, read_cuts
-from spark_jobs.runtime.job import run_merge, start_merge
+from spark_jobs.runtime.query import run_merge, start_merge
 from spark_jobs.verify.online import VerifyConfig, run_verify
 from spark_jobs.verify.report import Report, exit_code, render_json, render_text
 from tests.e2e.test_acceptance import merge_config, reset, wait_batches

@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import run_merge
+from spark_jobs.runtime.query import run_merge
 from spark_jobs.verify.compare import compare, lake_rows, pg_rows
 from tests.support.cdc_checks import Record, execute, read_records, rows
 from tests.support.kafka import caught_up

@@ -69,7 +69,7 @@ from connector.replication.detach_trigger import ensure_detach_trigger
 from connector.replication.published import parse_table_settings
 from spark_jobs.rules.names import METADATA_COLUMNS
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import run_merge
+from spark_jobs.runtime.query import run_merge
 from tests.support.cdc_checks import Record, read_records
 from tests.support.databases import empty_database
 from tests.support.producer import PGCDC

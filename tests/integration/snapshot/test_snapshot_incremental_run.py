@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 from connector.snapshot.incremental.channel import signal_topic_name
 from connector.snapshot.incremental.signal_topic import SignalTopic
 from spark_jobs.runtime.config import MergeConfig
-from spark_jobs.runtime.job import run_merge
+from spark_jobs.runtime.query import run_merge
 from spark_jobs.verify.compare import compare, lake_rows, pg_rows
 from tests.support.producer import current_lsn
 from tests.support.snapshot import final_state, frozen, read_events, table_rows

@@ -21,7 +21,8 @@ from spark_jobs.rules.names import (
 from spark_jobs.rules.plan import merge_plan, sql_string
 from spark_jobs.runtime.config import parse_args
 from spark_jobs.runtime.submit import spark_options_parser, spark_submit_command
-from spark_jobs.sinks.delta_sink import MAPPING_PROPERTIES, SparkDeltaSink
+from spark_jobs.sinks.delta import DeltaMirror
+from spark_jobs.sinks.delta.state import MAPPING_PROPERTIES
 
 ODD = ["order id", "Größe", "a.b", "we`ird", "CamelCase", "x=y,(z);{}", "tab\there"]
 BASE = ["--bootstrap-servers", "k:9092", "--schema-registry-url", "http://r", "--topic-prefix",
@@ -117,13 +118,13 @@ def test_pgcdc_merge_passes_the_flags_to_the_job() -> None:
 
 
 def test_new_tables_get_column_mapping_properties_user_versions_win() -> None:
-    sink = SparkDeltaSink.at("/lake", "s/t", "app", column_mapping=True,
+    sink = DeltaMirror.at("/lake", "s/t", "app", column_mapping=True,
                              properties={"delta.minWriterVersion": "7"})
     assert sink.state.properties == {**MAPPING_PROPERTIES, "delta.minWriterVersion": "7"}
-    assert SparkDeltaSink.at("/lake", "s/t", "app").state.properties == {}
+    assert DeltaMirror.at("/lake", "s/t", "app").state.properties == {}
 
 
 def test_mapping_asked_as_a_table_property_also_means_original_names() -> None:
-    sink = SparkDeltaSink.at("/lake", "s/t", "app",
+    sink = DeltaMirror.at("/lake", "s/t", "app",
                              properties={"delta.columnMapping.mode": "name"})
     assert sink.state.column_mapping

@@ -192,7 +192,7 @@ def test_tombstones_expire_below_heartbeats_two_batches_old(
             raise RuntimeError("crash")
         write_state(state)
     store.write_state = crash_once  # type: ignore[method-assign]
-    caplog.set_level("INFO", logger="spark_jobs.runtime.job")
+    caplog.set_level("INFO", logger="spark_jobs")  # the job and its expiry (cuts/expiry.py)
     try:
         processor(_kafka(spark, [change("c", 10, 1), change("d", 20, 1), change("c", 12, 2),
                                  change("d", 27, 2), _beat(30, 25)], 0), 0)

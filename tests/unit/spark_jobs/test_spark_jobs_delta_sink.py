@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_jobs.runtime.job import table_facts
-from spark_jobs.sinks.delta_sink import SparkDeltaSink
+from spark_jobs.runtime.spark_path import table_facts
+from spark_jobs.sinks.delta import DeltaMirror
 
 SCHEMA = ("id long, name string, bio string, _cdc_op string, _cdc_commit_lsn long, "
           "_cdc_txn_index long, _cdc_ts_ms long, _cdc_toast array<string>")
@@ -27,21 +27,21 @@ def ch(id_: int | None, op: str, lsn: int, idx: int = 0, name: str | None = None
     return (id_, name, bio, op, lsn, idx, 0, list(toast))
 
 
-def apply(spark: SparkSession, sink: SparkDeltaSink, batch_id: int, changes: list[Change],
+def apply(spark: SparkSession, sink: DeltaMirror, batch_id: int, changes: list[Change],
           schema: str = SCHEMA, key: list[str] | None = None) -> None:
     df: DataFrame = spark.createDataFrame(changes, schema)
     _, facts = table_facts(df)
     sink.apply(spark, df, facts, ["id"] if key is None else key, batch_id)
 
 
-def rows(spark: SparkSession, sink: SparkDeltaSink) -> dict[Any, tuple[Any, ...]]:
+def rows(spark: SparkSession, sink: DeltaMirror) -> dict[Any, tuple[Any, ...]]:
     df = spark.read.format("delta").load(sink.path)
     cols = [c for c in df.columns if not c.startswith("_cdc_")]
     return {r["id"]: tuple(r[c] for c in cols[1:]) for r in df.collect()}
 
 
-def new_sink(tmp: Path) -> SparkDeltaSink:
-    return SparkDeltaSink.at(str(tmp), f"s/{uuid.uuid4().hex[:8]}", "test-app")
+def new_sink(tmp: Path) -> DeltaMirror:
+    return DeltaMirror.at(str(tmp), f"s/{uuid.uuid4().hex[:8]}", "test-app")
 
 
 def test_older_changes_never_win_and_deletes_stay_deleted(spark: SparkSession,
@@ -81,7 +81,7 @@ def test_truncate_removes_older_rows_and_later_duplicates(spark: SparkSession,
     apply(spark, sink, 2, [ch(2, "u", 15, 0, "late"), ch(None, "t", 20, 0)])
     assert rows(spark, sink) == {3: ("c", None)}
     # a fresh sink (a restarted job) reads the watermark back from the table
-    again = SparkDeltaSink.at(str(tmp_path), sink.path.rsplit("/", 2)[1] + "/"
+    again = DeltaMirror.at(str(tmp_path), sink.path.rsplit("/", 2)[1] + "/"
                               + sink.path.rsplit("/", 1)[1], "test-app")
     apply(spark, again, 3, [ch(1, "c", 10, 0, "a")])
     assert rows(spark, again) == {3: ("c", None)}
@@ -172,11 +172,11 @@ def test_a_new_table_is_created_with_its_first_rows_in_one_commit(spark: SparkSe
                ch(3, "d", 12)]
     sinks = []
     for name in ("with_rows", "created_first"):
-        sink = SparkDeltaSink.at(str(tmp_path), f"s/{name}", "test-app", ["name"],
+        sink = DeltaMirror.at(str(tmp_path), f"s/{name}", "test-app", ["name"],
                                  column_mapping=True)
         sink.state.incarnation = Incarnation(16384, Position(10, 0))
         if name == "created_first":  # the two-commit way: the table made empty, then merged
-            sink._create(spark, spark.createDataFrame(changes, SCHEMA))
+            sink.spark_writer._create(spark, spark.createDataFrame(changes, SCHEMA))
         apply(spark, sink, 0, changes)
         sinks.append(sink)
 
@@ -232,7 +232,7 @@ def test_first_deletes_ask_storage_nothing_more_and_keep_tombstones_left_behind(
 
     shutil.rmtree(sink.path)  # the table removed by hand; its tombstones stay
     asked.clear()
-    again = SparkDeltaSink.at(str(tmp_path), sink.path.split("/")[-2] + "/"
+    again = DeltaMirror.at(str(tmp_path), sink.path.split("/")[-2] + "/"
                               + sink.path.split("/")[-1], "test-app")
     apply(spark, again, 1, [ch(3, "c", 12, 0, "c"), ch(3, "d", 13), ch(4, "c", 14, 0, "d")])
     assert asked == [again.path]

@@ -18,8 +18,8 @@ from pyspark.sql.types import LongType, StringType
 
 from spark_jobs.events.rows import TopicRows
 from spark_jobs.rules.changes import IDX, LSN, OP, TOAST, TS
-from spark_jobs.sinks.delta_sink import SparkDeltaSink
-from spark_jobs.sinks.fast_sink import Declined
+from spark_jobs.sinks.delta import DeltaMirror
+from spark_jobs.sinks.delta.delta_rs_writer import Declined
 from tests.unit.spark_jobs.test_spark_jobs_delta_sink import (
     Change,
     apply,
@@ -42,7 +42,7 @@ def topic_rows(changes: list[Change]) -> TopicRows:
     return out
 
 
-def apply_either(spark: SparkSession, sink: SparkDeltaSink, batch_id: int,
+def apply_either(spark: SparkSession, sink: DeltaMirror, batch_id: int,
                  changes: list[Change], fast: bool, key: list[str] | None = None) -> str:
     """As the job does: the fast path when asked and it does not decline, else Spark."""
     if fast:
@@ -56,13 +56,13 @@ def apply_either(spark: SparkSession, sink: SparkDeltaSink, batch_id: int,
     return "spark"
 
 
-def table(spark: SparkSession, sink: SparkDeltaSink) -> list[tuple[Any, ...]]:
+def table(spark: SparkSession, sink: DeltaMirror) -> list[tuple[Any, ...]]:
     df = spark.read.format("delta").load(sink.path)
     return sorted((tuple(r) for r in df.collect()), key=repr)
 
 
-def new_sink(tmp: Path) -> SparkDeltaSink:
-    return SparkDeltaSink.at(str(tmp), f"s/{uuid.uuid4().hex[:8]}", "test-app")
+def new_sink(tmp: Path) -> DeltaMirror:
+    return DeltaMirror.at(str(tmp), f"s/{uuid.uuid4().hex[:8]}", "test-app")
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[
@@ -127,7 +127,7 @@ def test_a_truncate_goes_through_delta_rs_as_a_cut(spark: SparkSession,
     # the other copy of the truncate and a late change before it
     assert apply_either(spark, sink, 2, [ch(2, "u", 15, 0, "late"), ch(None, "t", 20, 0)],
                         fast=True) == "fast"
-    again = SparkDeltaSink.at(str(tmp_path), sink.path.rsplit("/", 2)[1] + "/"
+    again = DeltaMirror.at(str(tmp_path), sink.path.rsplit("/", 2)[1] + "/"
                               + sink.path.rsplit("/", 1)[1], "test-app")
     assert apply_either(spark, again, 3, [ch(1, "c", 10, 0, "a")], fast=True) == "fast"
     apply_either(spark, again, 4, [ch(2, "c", 10, 1, "b")], fast=False)

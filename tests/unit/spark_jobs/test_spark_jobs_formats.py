@@ -14,6 +14,7 @@ from spark_jobs.rules.names import TableId
 from spark_jobs.runtime.config import MergeConfig, parse_args
 from spark_jobs.runtime.job import open_table_sink
 from spark_jobs.sinks import FORMATS, LakeFormat
+from spark_jobs.sinks.delta import DeltaMirror
 from spark_jobs.sinks.table_sink import BatchFacts, TableSettings, TableSink
 
 BASE = ["--bootstrap-servers", "k:9092", "--schema-registry-url", "http://r",
@@ -89,8 +90,9 @@ def test_delta_opens_a_mirror_with_both_engines_over_one_state() -> None:
     config = parse_args([*BASE, "--database", "lake"])
     sink = open_table_sink(config, "app-1", TableId("public", "orders"))
     mirror = sink.mirror
-    assert mirror is not None and mirror is sink
-    assert mirror.fast.state is mirror.state  # what one engine learns, the other knows
+    assert isinstance(mirror, DeltaMirror) and mirror is sink
+    # what one engine learns, the other knows
+    assert mirror.fast.state is mirror.spark_writer.state is mirror.state
     assert mirror.state.catalog_name == "`lake`.`public__orders`"
     assert parse_args([*BASE, "--format", "parquet"]).lake_format.open_sink(
         TableSettings("/lake", "public/orders", "a")).mirror is None

@@ -86,19 +86,19 @@ def test_the_table_follows_the_newest_incarnation_whatever_the_arrival(batches):
 
 def test_the_spark_path_decides_one_new_incarnation_from_the_decoded_part():
     """A part of one relation id the table does not hold yet (a new table, a table re-created
-    upstream) is decided from its decoded events' first position (`BatchProcessor`); any other
+    upstream) is decided from its decoded events' first position (`SparkPath`); any other
     mix (several ids, schemas without one, the table's own) by `_incarnation`."""
     from spark_jobs.events.decode import TopicPlan
-    from spark_jobs.runtime.job import BatchProcessor
-    from spark_jobs.sinks.delta_sink import SparkDeltaSink
+    from spark_jobs.runtime.spark_path import SparkPath
+    from spark_jobs.sinks.delta import DeltaMirror
 
     def plan(*labels: int | None) -> TopicPlan:
         return TopicPlan(schemas={i: {"type": "record"} if label is None
                                   else {"type": "record", RELATION_ID: label}
                                   for i, label in enumerate(labels)})
 
-    sink = SparkDeltaSink.at("/lake", "s/t", "app")
-    one_new = BatchProcessor._one_new_incarnation
+    sink = DeltaMirror.at("/lake", "s/t", "app")
+    one_new = SparkPath._one_new_incarnation
     assert one_new(plan(7, 7), sink) == 7
     assert one_new(plan(7, 8), sink) is None
     assert one_new(plan(7, None), sink) is None

@@ -135,12 +135,12 @@ def test_negative_zero_float_key_is_kept(spark: SparkSession) -> None:
 
 def test_negative_zero_float_key_lands_in_delta(spark: SparkSession, tmp_path: Path) -> None:
     """Through the table's first append and a later MERGE (insert and update)."""
-    from spark_jobs.runtime.job import table_facts
-    from spark_jobs.sinks.delta_sink import SparkDeltaSink
+    from spark_jobs.runtime.spark_path import table_facts
+    from spark_jobs.sinks.delta import DeltaMirror
 
     schema = ("k double, v string, _cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, "
               "_cdc_ts_ms long, _cdc_toast array<string>")
-    sink = SparkDeltaSink.at(str(tmp_path), "s/floats", "test-app")
+    sink = DeltaMirror.at(str(tmp_path), "s/floats", "test-app")
     for batch, change in enumerate([(-0.0, "a", "c", 10), (-0.0, "b", "c", 11),
                                     (-0.0, "b", "u", 12)]):
         df = spark.createDataFrame([(*change, 0, 0, [])], schema)

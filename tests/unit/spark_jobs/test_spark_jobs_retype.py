@@ -22,8 +22,8 @@ from pyspark.sql.types import (
 from spark_jobs.events.decode import decode_topic, plan_batch, split_corrupt
 from spark_jobs.events.wire import KEY_SCHEMA_ID, PROBLEM, SCHEMA_ID, with_frame
 from spark_jobs.rules.widening import batch_type, column_change
-from spark_jobs.runtime.job import table_facts
-from spark_jobs.sinks.delta_sink import SparkDeltaSink
+from spark_jobs.runtime.spark_path import table_facts
+from spark_jobs.sinks.delta import DeltaMirror
 from tests.support.events import LocalRegistry, table_events
 from tests.support.schemas import FixedSchemas
 
@@ -51,7 +51,7 @@ def test_column_change_is_same_widen_or_retype() -> None:
 
 def test_text_to_bigint_and_bigint_to_text_retype_the_table(
         spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    sink = SparkDeltaSink.at(str(tmp_path), f"s/{uuid.uuid4().hex[:8]}", "test-app")
+    sink = DeltaMirror.at(str(tmp_path), f"s/{uuid.uuid4().hex[:8]}", "test-app")
 
     def apply(batch_id: int, schema: str, rows: list[tuple[object, ...]]) -> None:
         df = spark.createDataFrame(rows, f"{schema}, {META}")
@@ -62,7 +62,7 @@ def test_text_to_bigint_and_bigint_to_text_retype_the_table(
           [(1, "foo", 5, 1, "c", 10, 0, 0, []), (2, "12", 6, 2, "c", 10, 1, 0, []),
            (9, "9", 0, 0, "d", 10, 2, 0, [])])
     big = 2**40
-    with caplog.at_level(logging.INFO, logger="spark_jobs.sinks.delta_sink"):
+    with caplog.at_level(logging.INFO, logger="spark_jobs.sinks.delta.spark_writer"):
         apply(1, "id long, code long, n string, w long",
               [(3, 7, "x", big, "c", 20, 0, 0, []), (2, 13, "y", 2, "u", 20, 1, 0, [])])
     table = spark.read.format("delta").load(sink.path)
@@ -91,7 +91,7 @@ def test_a_batch_mixing_old_and_new_writer_schemas_merges(spark: SparkSession,
     old, new = (table_events(registry, "p", "s", "t", [("id", "int8"), ("v", type_)], ["id"])
                 for type_ in ("text", "int8"))
 
-    sink = SparkDeltaSink.at(str(tmp_path), f"s/{uuid.uuid4().hex[:8]}", "test-app")
+    sink = DeltaMirror.at(str(tmp_path), f"s/{uuid.uuid4().hex[:8]}", "test-app")
 
     def apply(batch_id: int, values: list[bytes]) -> None:
         df = spark.createDataFrame([("p.s.t", 0, i, None, v) for i, v in enumerate(values)],
@@ -118,7 +118,7 @@ def test_a_batch_mixing_old_and_new_writer_schemas_merges(spark: SparkSession,
 
 def test_a_retype_keeps_column_mapping_partitioning_and_properties(spark: SparkSession,
                                                                     tmp_path: Path) -> None:
-    sink = SparkDeltaSink.at(str(tmp_path), f"s/{uuid.uuid4().hex[:8]}", "test-app",
+    sink = DeltaMirror.at(str(tmp_path), f"s/{uuid.uuid4().hex[:8]}", "test-app",
                              partition_by=["p"], properties={"delta.appendOnly": "false"},
                              column_mapping=True)
 

@@ -11,8 +11,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql.types import DecimalType, DoubleType, FloatType, IntegerType, LongType, StringType
 
 from spark_jobs.rules.widening import widened
-from spark_jobs.runtime.job import table_facts
-from spark_jobs.sinks.delta_sink import SparkDeltaSink
+from spark_jobs.runtime.spark_path import table_facts
+from spark_jobs.sinks.delta import DeltaMirror
 
 META = "_cdc_op string, _cdc_commit_lsn long, _cdc_txn_index long, _cdc_ts_ms long, " \
        "_cdc_toast array<string>"
@@ -32,7 +32,7 @@ def test_widened_is_what_delta_type_widening_allows() -> None:
 
 def test_int_to_bigint_and_numeric_precision_up_widen_the_table(spark: SparkSession,
                                                                  tmp_path: Path) -> None:
-    sink = SparkDeltaSink.at(str(tmp_path), f"s/{uuid.uuid4().hex[:8]}", "test-app")
+    sink = DeltaMirror.at(str(tmp_path), f"s/{uuid.uuid4().hex[:8]}", "test-app")
 
     def apply(batch_id: int, schema: str, rows: list[tuple[object, ...]]) -> None:
         df = spark.createDataFrame(rows, f"{schema}, {META}")

@@ -1,4 +1,4 @@
-"""What both Delta engines (Spark: `delta_sink`, delta-rs: `fast_sink`) know about one
+"""What both Delta engines (Spark: `spark_writer`, delta-rs: `delta_rs_writer`) know about one
 table between batches: where it and its tombstones are, how new tables are made, and what
 the existing table is (columns, types, partitioning, truncate cut, incarnation), learnt once
 by whichever engine reads it first and kept up to date by whichever writes."""
@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
-from ..cuts.manifest import tombstone_key
-from ..lake.delta_handles import DeltaHandles
-from ..rules.changes import IDX, LSN, META, OP, TS, Position
-from ..rules.incarnation import Incarnation
-from .inputs import TableSettings
+from ...cuts.manifest import tombstone_key
+from ...lake.delta_handles import DeltaHandles
+from ...rules.changes import IDX, LSN, META, OP, TS, Position
+from ...rules.incarnation import Incarnation
+from ..inputs import TableSettings
 
 log = logging.getLogger(__name__)
 

@@ -36,17 +36,17 @@ from deltalake import Schema as DeltaSchema
 from pyspark.sql import SparkSession
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
-from ..events.lake_types import lake_schema
-from ..events.rows import TopicRows
-from ..lake.phases import CLOCK
-from ..lake.storage import options_for
-from ..rules import fold
-from ..rules.changes import IDX, LSN, META, OP, TOAST, Position, before_position
-from ..rules.expiry import expired_predicate
-from ..rules.incarnation import Incarnation
-from ..rules.plan import DATAFUSION, merge_plan
-from ..rules.widening import column_change
-from .delta_state import (
+from ...events.lake_types import lake_schema
+from ...events.rows import TopicRows
+from ...lake.phases import CLOCK
+from ...lake.storage import options_for
+from ...rules import fold
+from ...rules.changes import IDX, LSN, META, OP, TOAST, Position, before_position
+from ...rules.expiry import expired_predicate
+from ...rules.incarnation import Incarnation
+from ...rules.plan import DATAFUSION, merge_plan
+from ...rules.widening import column_change
+from .state import (
     META_FIELDS,
     TRUNCATE_IDX,
     TRUNCATE_LSN,
@@ -105,7 +105,8 @@ def _arrow(rows: Sequence[dict[str, Any]], schema: pa.Schema) -> pa.Table:
 
 class DeltaRsSink:
     """A table's Delta mirror written through delta-rs: the same table, tombstones and
-    `DeltaTableState` as its Spark engine (`delta_sink.SparkDeltaSink`), whose `fast` it is.
+    `DeltaTableState` as its Spark engine (`spark_writer.SparkDeltaSink`); `mirror.DeltaMirror`
+    holds both (this one as its `fast`).
     Its delta-rs handles are kept up to date between batches (`lake/delta_handles.py`), so
     each batch reads only the log entries added since (by either engine)."""
 

@@ -13,8 +13,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StructField, StructType
 
-from ..lake.files import HadoopFs
-from ..rules.changes import (
+from ...rules.changes import (
     IDX,
     LSN,
     META,
@@ -29,20 +28,19 @@ from ..rules.changes import (
     row_columns,
     truncate_position,
 )
-from ..rules.expiry import expired_predicate
-from ..rules.incarnation import Incarnation
-from ..rules.plan import MergePlan, merge_plan, not_deleted_later, sql_string
-from ..rules.widening import column_change, exact_cast
-from .delta_state import MAPPING_PROPERTIES as MAPPING_PROPERTIES  # re-exported
-from .delta_state import (
+from ...rules.expiry import expired_predicate
+from ...rules.incarnation import Incarnation
+from ...rules.plan import MergePlan, merge_plan, not_deleted_later
+from ...rules.widening import column_change, exact_cast
+from ..inputs import BatchFacts
+from .state import MAPPING_PROPERTIES as MAPPING_PROPERTIES  # re-exported
+from .state import (
     META_FIELDS,
     TRUNCATE_IDX,
     TRUNCATE_LSN,
     ConfigurationError,
     DeltaTableState,
 )
-from .fast_sink import DeltaRsSink
-from .inputs import BatchFacts, TableSettings
 
 log = logging.getLogger(__name__)
 
@@ -80,30 +78,15 @@ def _run(target: DeltaTable, source: DataFrame, plan: MergePlan) -> None:
      .execute())
 
 
-def open_sink(settings: TableSettings) -> SparkDeltaSink:
-    """The format registry's factory (`spark_jobs/sinks/__init__.py`)."""
-    return SparkDeltaSink(DeltaTableState(settings))
-
-
 class SparkDeltaSink:
     """A table's Delta mirror written through Spark (`DeltaTableState` says where and what it
-    is). Its delta-rs engine over the same state is `fast` (`fast_sink.DeltaRsSink`): a table
-    may go either way from batch to batch. Each `apply` runs in the session it is given (the
-    job gives each worker thread its own, for the per-session idempotent-write settings)."""
+    is): the Spark engine of `mirror.DeltaMirror`, whose delta-rs engine over the same state
+    is `delta_rs_writer.DeltaRsSink`; a table may go either way from batch to batch. Each call
+    runs in the session it is given (the job gives each worker thread its own, for the
+    per-session idempotent-write settings)."""
 
     def __init__(self, state: DeltaTableState) -> None:
         self.state = state
-        self.fast = DeltaRsSink(state)
-        self._registered = False
-
-    @classmethod
-    def at(cls, root: str, rel_path: str, app_id: str, partition_by: Sequence[str] = (),
-           properties: Mapping[str, str] | None = None, column_mapping: bool = False,
-           catalog_name: str | None = None) -> SparkDeltaSink:
-        """The sink of `<root>/<rel_path>` with a state of its own (`TableSettings`' fields)."""
-        return cls(DeltaTableState(TableSettings(root, rel_path, app_id, tuple(partition_by),
-                                                 dict(properties or {}), column_mapping,
-                                                 catalog_name)))
 
     @property
     def path(self) -> str:
@@ -112,10 +95,6 @@ class SparkDeltaSink:
     @property
     def tomb_path(self) -> str:
         return self.state.tomb_path
-
-    @property
-    def mirror(self) -> SparkDeltaSink:
-        return self
 
     # -- table state -------------------------------------------------------------------
     def _load(self, spark: SparkSession) -> bool:
@@ -209,21 +188,10 @@ class SparkDeltaSink:
 
     def version(self, spark: SparkSession, tombstones: bool = False) -> int | None:
         """The current Delta version of the table (or of its tombstones), from the newest
-        entry of its history (`fast.version` reads it through delta-rs, without a job)."""
+        entry of its history (`DeltaRsSink.version` reads it through delta-rs, without a job)."""
         path = self.tomb_path if tombstones else self.path
         row = DeltaTable.forPath(spark, path).history(1).select("version").first()
         return None if row is None else int(row[0])
-
-    def register(self, spark: SparkSession) -> None:
-        """Register the table in the session catalog (once per run; IF NOT EXISTS, so a name
-        already registered is left as it is)."""
-        if self.state.catalog_name is None or self._registered:
-            return
-        location = HadoopFs(spark, self.path).qualified(self.path)
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {self.state.catalog_name} USING DELTA "
-                  f"LOCATION '{sql_string(location)}'")
-        self._registered = True
-        log.info("%s: registered as %s", self.path, self.state.catalog_name)
 
     def _evolve(self, spark: SparkSession, changes: DataFrame) -> None:
         """Add the columns the source has and the table lacks (a column dropped upstream stays:
@@ -343,8 +311,7 @@ class SparkDeltaSink:
         with_rows = fresh and facts.events > 0 and facts.truncate is None
         if fresh and not with_rows:
             self._create(spark, changes)
-        if not with_rows:  # else registered once created
-            self.register(spark)
+        if not with_rows:
             self._evolve(spark, changes)
             self._widen(spark, changes)
             assert self.state.columns is not None
@@ -382,7 +349,6 @@ class SparkDeltaSink:
             if with_rows:
                 self._create_with(spark, latest.where(F.col(OP) != "d").select(
                     *[F.col(q(c)) for c in row_columns(rows)], *META), batch_id, part)
-                self.register(spark)
             elif fresh:
                 assert self.state.columns is not None  # created above
                 live = latest.where(F.col(OP) != "d").select(
