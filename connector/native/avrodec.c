@@ -221,39 +221,6 @@ static inline int read_span(Reader *r, const unsigned char **start, Py_ssize_t *
     return 0;
 }
 
-/* Strict UTF-8 as Python's decoder takes it (no surrogates, overlongs, nor > U+10FFFF). */
-static int utf8_valid(const unsigned char *s, Py_ssize_t n) {
-    Py_ssize_t i = 0;
-    while (i < n) {
-        unsigned char c = s[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        int more;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) {
-            more = 1;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            more = 2;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            more = 3;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else {
-            return 0;
-        }
-        if (n - i <= more) return 0;
-        if (s[i + 1] < lo || s[i + 1] > hi) return 0;
-        for (int k = 2; k <= more; k++)
-            if ((s[i + k] & 0xC0) != 0x80) return 0;
-        i += more + 1;
-    }
-    return 1;
-}
-
 /* A block count of an array or map: 0 and *count; -1: declined (negative: fastavro's
  * sized blocks, which the producer never writes; or more items than bytes left). */
 static inline int read_count(Reader *r, int64_t *count) {
@@ -423,7 +390,7 @@ static int skip(Reader *r, const Node *node) {
     }
     case K_STRING:
         if (read_span(r, &s, &n) < 0) return -1;
-        return utf8_valid(s, n) ? 0 : -1;
+        return pgcdc_valid_utf8(s, n) ? 0 : -1;
     case K_BYTES:
         return read_span(r, &s, &n);
     case K_DECIMAL: {
@@ -462,7 +429,7 @@ static int skip(Reader *r, const Node *node) {
             if (count == 0) return 0;
             for (int64_t i = 0; i < count; i++) {
                 if (node->kind == K_MAP) {
-                    if (read_span(r, &s, &n) < 0 || !utf8_valid(s, n)) return -1;
+                    if (read_span(r, &s, &n) < 0 || !pgcdc_valid_utf8(s, n)) return -1;
                 }
                 if (skip(r, node->children[0]) < 0) return -1;
             }

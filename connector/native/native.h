@@ -12,4 +12,7 @@ int pgcdc_add_avrodec(PyObject *module);  /* avrodec.c: change events -> the mer
  * C */
 PyObject *pgcdc_envelope_write(PyObject *frame, PyObject *const *args, Py_ssize_t nargs);
 
+/* 1 when s[0:n] is UTF-8 as Python's strict decoder takes it (rowenc.c; avrodec.c too) */
+int pgcdc_valid_utf8(const unsigned char *s, Py_ssize_t n);
+
 #endif

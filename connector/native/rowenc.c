@@ -383,7 +383,7 @@ static int encode_text(RowPlan *self, Py_ssize_t i, const char *s, Py_ssize_t n,
 }
 
 /* Strict UTF-8 as Python decodes it: no overlong forms, no surrogates, at most U+10FFFF. */
-static int valid_utf8(const unsigned char *s, Py_ssize_t n) {
+int pgcdc_valid_utf8(const unsigned char *s, Py_ssize_t n) {
     Py_ssize_t i = 0;
     while (i < n) {
         unsigned char c = s[i];
@@ -446,7 +446,7 @@ static int encode_binary(RowPlan *self, Py_ssize_t i, const char *data, Py_ssize
     int64_t v;
     switch (self->kinds[i]) {
     case K_STRING:
-        if (!valid_utf8(s, n)) return 0;
+        if (!pgcdc_valid_utf8(s, n)) return 0;
         return put_branch_bytes(b, data, n) < 0 ? -1 : 1;
     case K_BOOL:
         if (n != 1 || s[0] > 1) return 0;
@@ -721,7 +721,7 @@ static PyObject *encode_copy_line(RowPlan *self, PyObject *line_obj, int with_ke
             n = scratch.len;
         }
         int rc = 0;
-        if (self->kinds[i] == K_STRING && !valid_utf8((const unsigned char *)text, n))
+        if (self->kinds[i] == K_STRING && !pgcdc_valid_utf8((const unsigned char *)text, n))
             goto not_mine;
         if (self->kinds[i] != K_FALLBACK) rc = encode_text(self, i, text, n, &b);
         if (rc < 0) goto done;
